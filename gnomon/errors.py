@@ -1,0 +1,85 @@
+"""The single error tree of gnomon.
+
+Every error raised on purpose by gnomon code derives from :class:`GnomonError`, which carries a
+status code (used by the servers to pick a wire status) and a ``retryable`` hint (a caller may
+repeat the same request and expect it to succeed). Messages name what they are about: the table,
+column, key, path or shard.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Status(IntEnum):
+    """Wire-neutral status codes; servers map them to gRPC / HTTP statuses."""
+
+    INVALID_ARGUMENT = 400
+    NOT_FOUND = 404
+    ALREADY_EXISTS = 409
+    CONFLICT = 419
+    TOO_LARGE = 413
+    CORRUPTED = 422
+    UNAVAILABLE = 503
+    INTERNAL = 500
+
+
+class GnomonError(Exception):
+    """Root of all gnomon errors."""
+
+    status: Status = Status.INTERNAL
+    retryable: bool = False
+
+    def __init__(self, message: str, *, retryable: bool | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if retryable is not None:
+            self.retryable = retryable
+
+
+class InvalidArgument(GnomonError):
+    """The request itself is wrong: bad schema, bad batch, bad option, bad SQL."""
+
+    status = Status.INVALID_ARGUMENT
+
+
+class SchemaMismatch(InvalidArgument):
+    """Data does not fit a schema: unknown field, missing key part, wrong type."""
+
+
+class NotFound(GnomonError):
+    status = Status.NOT_FOUND
+
+
+class AlreadyExists(GnomonError):
+    status = Status.ALREADY_EXISTS
+
+
+class TooLarge(InvalidArgument):
+    status = Status.TOO_LARGE
+
+
+class Conflict(GnomonError):
+    """A concurrent change won; repeating the operation on fresh state may succeed."""
+
+    status = Status.CONFLICT
+    retryable = True
+
+
+class Corrupted(GnomonError):
+    """Stored bytes fail their checks (CRC, magic number, footer)."""
+
+    status = Status.CORRUPTED
+
+
+class Unavailable(GnomonError):
+    """A dependency (disk, store, remote service) cannot serve right now."""
+
+    status = Status.UNAVAILABLE
+    retryable = True
+
+
+class Closed(GnomonError):
+    """The component was closed; no more requests are accepted."""
+
+    status = Status.UNAVAILABLE

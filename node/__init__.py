@@ -1,0 +1,1 @@
+"""The data node: table engine, WAL, and (later) its servers."""
