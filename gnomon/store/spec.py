@@ -57,7 +57,9 @@ class TableSpec:
             raise InvalidArgument(f"table {self.name!r}: a primary key is required")
         for k in self.primary_key:
             if k not in by_name:
-                raise InvalidArgument(f"table {self.name!r}: primary key field {k!r} is not a field")
+                raise InvalidArgument(
+                    f"table {self.name!r}: primary key field {k!r} is not a field"
+                )
             if by_name[k].type not in KEY_TYPES:
                 raise InvalidArgument(
                     f"table {self.name!r}: primary key field {k!r} has type {by_name[k].type}, "
@@ -111,7 +113,8 @@ class TableSpec:
         """Check a full write: every key part present, every value well-typed."""
         for name, value in row.items():
             self.check_value(name, value)
-        self.check_key(row, full=True)
+        # Only the key fields: check_key rejects any other field as "not a key prefix".
+        self.check_key({k: row[k] for k in self.primary_key if k in row}, full=True)
 
     def check_key(self, key: Mapping[str, Any], *, full: bool) -> tuple[Any, ...]:
         """Return the key values in key order. A partial key must be a leftmost prefix."""
