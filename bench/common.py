@@ -1,0 +1,30 @@
+"""Helpers shared by the benchmarks: timing and report printing."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+from rich.console import Console
+from rich.table import Table
+
+
+def timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def report(title: str, rows: list[tuple[str, float, float, float]]) -> None:
+    """rows: (case, gnomon rows/s, limit rows/s, ratio)."""
+    t = Table(title=title)
+    for col in ("case", "gnomon rows/s", "limit rows/s", "ratio"):
+        t.add_column(col, justify="right" if col != "case" else "left")
+    for case, ours, limit, ratio in rows:
+        t.add_row(case, f"{ours:,.0f}", f"{limit:,.0f}", f"{ratio:.2f}")
+    Console().print(t)
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)

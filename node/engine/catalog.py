@@ -1,0 +1,131 @@
+"""The table catalog, kept through the StructuredTable SPI: table name -> id, schema, options.
+
+Table ids come from a counter row bumped in the same transaction that inserts the table, so
+ids are unique even when several processes create tables against one shared store.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from gnomon.errors import AlreadyExists, InvalidArgument, NotFound
+from gnomon.store.api import KeyRange, StructuredStore, TableContext, run_with_retries
+from gnomon.store.spec import FieldSpec, FieldType, TableSpec
+from node.engine.options import TableOptions
+from node.engine.schema import Schema
+
+_TABLES = TableSpec(
+    "catalog_tables",
+    (
+        FieldSpec("name", FieldType.STRING),
+        FieldSpec("table_id", FieldType.LONG),
+        FieldSpec("schema", FieldType.STRING),
+        FieldSpec("options", FieldType.STRING),
+        FieldSpec("created_ms", FieldType.LONG),
+    ),
+    primary_key=("name",),
+    indexes=("table_id",),
+)
+_COUNTERS = TableSpec(
+    "catalog_counters",
+    (FieldSpec("name", FieldType.STRING), FieldSpec("value", FieldType.LONG)),
+    primary_key=("name",),
+)
+
+_TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-\.]{0,254}$")
+
+
+def check_table_name(name: str) -> None:
+    if not _TABLE_NAME.match(name):
+        raise InvalidArgument(
+            f"invalid table name {name!r}: up to 255 letters, digits, '_', '-' or '.', "
+            "not starting with a digit"
+        )
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    table_id: int
+    name: str
+    schema: Schema
+    options: TableOptions
+    created_ms: int
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "table_id": self.table_id,
+            "schema": json.dumps(self.schema.to_json()),
+            "options": json.dumps(self.options.to_json()),
+            "created_ms": self.created_ms,
+        }
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> TableInfo:
+        return cls(
+            table_id=int(row["table_id"]),
+            name=row["name"],
+            schema=Schema.from_json(json.loads(row["schema"])),
+            options=TableOptions.from_json(json.loads(row["options"])),
+            created_ms=int(row["created_ms"]),
+        )
+
+
+class Catalog:
+    def __init__(self, store: StructuredStore) -> None:
+        self._store = store
+        store.create(_TABLES, if_not_exists=True)
+        store.create(_COUNTERS, if_not_exists=True)
+
+    def create(self, name: str, schema: Schema, options: TableOptions) -> TableInfo:
+        check_table_name(name)
+
+        def txn(ctx: TableContext) -> TableInfo:
+            tables = ctx.table(_TABLES.name)
+            if tables.read({"name": name}) is not None:
+                raise AlreadyExists(f"table {name!r} already exists")
+            counters = ctx.table(_COUNTERS.name)
+            row = counters.read({"name": "table_id"})
+            table_id = (row["value"] if row else 0) + 1
+            counters.write({"name": "table_id", "value": table_id})
+            info = TableInfo(table_id, name, schema, options, int(time.time() * 1000))
+            tables.write(info.row())
+            return info
+
+        return run_with_retries(self._store, txn)
+
+    def get(self, name: str) -> TableInfo:
+        row = self._store.transact(lambda ctx: ctx.table(_TABLES.name).read({"name": name}))
+        if row is None:
+            raise NotFound(f"table {name!r} does not exist")
+        return TableInfo.from_row(row)
+
+    def update(self, info: TableInfo) -> None:
+        """Replace a table's schema and options (ALTER TABLE)."""
+
+        def txn(ctx: TableContext) -> None:
+            tables = ctx.table(_TABLES.name)
+            if tables.read({"name": info.name}) is None:
+                raise NotFound(f"table {info.name!r} does not exist")
+            tables.write(info.row())
+
+        run_with_retries(self._store, txn)
+
+    def drop(self, name: str) -> TableInfo:
+        def txn(ctx: TableContext) -> TableInfo:
+            tables = ctx.table(_TABLES.name)
+            row = tables.read({"name": name})
+            if row is None:
+                raise NotFound(f"table {name!r} does not exist")
+            tables.delete({"name": name})
+            return TableInfo.from_row(row)
+
+        return run_with_retries(self._store, txn)
+
+    def list(self) -> list[TableInfo]:
+        rows = self._store.transact(lambda ctx: list(ctx.table(_TABLES.name).scan(KeyRange())))
+        return [TableInfo.from_row(r) for r in rows]

@@ -1,0 +1,278 @@
+"""The table schema model: typed columns, TAG columns, the timestamp key and the primary key.
+
+Without an explicit primary key a table gets the implicit ``tsid uint64`` column — a hash of the
+tag values that names one series — and the primary key ``(tsid, timestamp)``. The engine adds one
+more column to everything it stores, ``__seq`` (the WAL sequence of the write that produced the
+row), which orders versions of a key; it is never part of the user-visible schema.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+import pyarrow as pa
+
+from gnomon.errors import InvalidArgument
+
+TSID = "tsid"
+SEQ = "__seq"
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-\.]*$")
+
+
+class ColumnType(StrEnum):
+    TIMESTAMP = "timestamp"
+    DOUBLE = "double"
+    FLOAT = "float"
+    STRING = "string"
+    VARBINARY = "varbinary"
+    BOOLEAN = "boolean"
+    DATE = "date"
+    INT8 = "int8"
+    INT16 = "int16"
+    INT32 = "int32"
+    INT64 = "int64"
+    UINT8 = "uint8"
+    UINT16 = "uint16"
+    UINT32 = "uint32"
+    UINT64 = "uint64"
+
+    @classmethod
+    def parse(cls, name: str) -> ColumnType:
+        try:
+            return cls(_ALIASES.get(name.lower(), name.lower()))
+        except ValueError:
+            raise InvalidArgument(
+                f"unknown column type {name!r}; expected one of {', '.join(t.value for t in cls)}"
+            ) from None
+
+    def arrow(self) -> pa.DataType:
+        return _ARROW[self]
+
+
+_ALIASES = {
+    "bigint": "int64",
+    "int": "int32",
+    "integer": "int32",
+    "smallint": "int16",
+    "tinyint": "int8",
+    "real": "float",
+    "bool": "boolean",
+    "text": "string",
+    "varchar": "string",
+    "bytes": "varbinary",
+    "binary": "varbinary",
+}
+
+_ARROW: dict[ColumnType, pa.DataType] = {
+    ColumnType.TIMESTAMP: pa.timestamp("ms"),
+    ColumnType.DOUBLE: pa.float64(),
+    ColumnType.FLOAT: pa.float32(),
+    ColumnType.STRING: pa.string(),
+    ColumnType.VARBINARY: pa.binary(),
+    ColumnType.BOOLEAN: pa.bool_(),
+    ColumnType.DATE: pa.date32(),
+    ColumnType.INT8: pa.int8(),
+    ColumnType.INT16: pa.int16(),
+    ColumnType.INT32: pa.int32(),
+    ColumnType.INT64: pa.int64(),
+    ColumnType.UINT8: pa.uint8(),
+    ColumnType.UINT16: pa.uint16(),
+    ColumnType.UINT32: pa.uint32(),
+    ColumnType.UINT64: pa.uint64(),
+}
+
+#: Float columns cannot be tags or key parts: equality on them is not a series identity.
+_UNKEYABLE = frozenset({ColumnType.DOUBLE, ColumnType.FLOAT})
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: ColumnType
+    is_tag: bool = False
+    nullable: bool = True
+    #: Value used when an insert omits the column (None: null, or an error if NOT NULL).
+    default: Any = None
+    comment: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"name": self.name, "type": self.type.value}
+        if self.is_tag:
+            d["tag"] = True
+        if not self.nullable:
+            d["nullable"] = False
+        if self.default is not None:
+            d["default"] = self.default
+        if self.comment:
+            d["comment"] = self.comment
+        return d
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Column:
+        return cls(
+            name=d["name"],
+            type=ColumnType(d["type"]),
+            is_tag=bool(d.get("tag", False)),
+            nullable=bool(d.get("nullable", True)),
+            default=d.get("default"),
+            comment=str(d.get("comment", "")),
+        )
+
+
+@dataclass(frozen=True)
+class Schema:
+    """A table schema. Build one with :meth:`Schema.build`, which validates it and adds the
+    implicit ``tsid`` column when no primary key is given."""
+
+    columns: tuple[Column, ...]
+    timestamp_key: str
+    primary_key: tuple[str, ...]
+    version: int = 1
+    _by_name: dict[str, Column] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_name", {c.name: c for c in self.columns})
+
+    @classmethod
+    def build(
+        cls,
+        columns: Iterable[Column],
+        *,
+        timestamp_key: str,
+        primary_key: Sequence[str] | None = None,
+        version: int = 1,
+    ) -> Schema:
+        cols = list(columns)
+        names: set[str] = set()
+        for c in cols:
+            _check_name(c.name)
+            if c.name in names:
+                raise InvalidArgument(f"duplicate column {c.name!r}")
+            names.add(c.name)
+            if c.is_tag and c.type in _UNKEYABLE:
+                raise InvalidArgument(f"tag column {c.name!r} cannot be of type {c.type}")
+        if timestamp_key not in names:
+            raise InvalidArgument(f"timestamp key {timestamp_key!r} is not a column")
+        if primary_key is None:
+            if TSID in names:
+                raise InvalidArgument(
+                    f"column name {TSID!r} is reserved for the series id when no PRIMARY KEY "
+                    "is given"
+                )
+            cols.insert(0, Column(TSID, ColumnType.UINT64, nullable=False))
+            primary_key = (TSID, timestamp_key)
+        pk = tuple(primary_key)
+        if len(set(pk)) != len(pk):
+            raise InvalidArgument(f"primary key {list(pk)} repeats a column")
+        if timestamp_key not in pk:
+            raise InvalidArgument(
+                f"primary key {list(pk)} must contain the timestamp key {timestamp_key!r}"
+            )
+        by_name = {c.name: c for c in cols}
+        for k in pk:
+            if k not in by_name:
+                raise InvalidArgument(f"primary key column {k!r} is not a column")
+            if by_name[k].type in _UNKEYABLE:
+                raise InvalidArgument(
+                    f"primary key column {k!r} cannot be of type {by_name[k].type}"
+                )
+        # Key parts and the timestamp can never be null: a null key names no row.
+        fixed = [
+            replace(c, nullable=False) if c.name in pk or c.name == timestamp_key else c
+            for c in cols
+        ]
+        if by_name[timestamp_key].type is not ColumnType.TIMESTAMP:
+            raise InvalidArgument(
+                f"timestamp key {timestamp_key!r} must be of type timestamp, "
+                f"not {by_name[timestamp_key].type}"
+            )
+        return cls(tuple(fixed), timestamp_key, pk, version)
+
+    # -- lookups -------------------------------------------------------------------------------
+
+    def column(self, name: str) -> Column:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise InvalidArgument(f"unknown column {name!r}") from None
+
+    def has_column(self, name: str) -> bool:
+        return name in self._by_name
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    @property
+    def tags(self) -> list[str]:
+        return [c.name for c in self.columns if c.is_tag]
+
+    @property
+    def has_tsid(self) -> bool:
+        return self.primary_key[0] == TSID and TSID in self._by_name
+
+    @property
+    def key_columns(self) -> list[str]:
+        """Columns whose value is fixed by the primary key: the key itself and, with the
+        implicit tsid, the tags it hashes. Statistics on these are safe to prune with even when
+        newer versions of a row shadow older ones."""
+        if self.has_tsid:
+            return list(self.primary_key) + self.tags
+        return list(self.primary_key)
+
+    def arrow(self) -> pa.Schema:
+        return pa.schema(
+            [pa.field(c.name, c.type.arrow(), nullable=c.nullable) for c in self.columns]
+        )
+
+    def storage_arrow(self) -> pa.Schema:
+        """The schema of memtables and SSTs: the table's columns plus the row sequence."""
+        return self.arrow().append(pa.field(SEQ, pa.uint64(), nullable=False))
+
+    # -- evolution and persistence ---------------------------------------------------------------
+
+    def with_column(self, column: Column) -> Schema:
+        """A new schema version with ``column`` appended (ADD COLUMN)."""
+        if column.name in self._by_name:
+            raise InvalidArgument(f"column {column.name!r} already exists")
+        if not column.nullable and column.default is None:
+            raise InvalidArgument(
+                f"new column {column.name!r} must be nullable or have a default: "
+                "existing rows need a value"
+            )
+        _check_name(column.name)
+        return replace(self, columns=(*self.columns, column), version=self.version + 1)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "columns": [c.to_json() for c in self.columns],
+            "timestamp_key": self.timestamp_key,
+            "primary_key": list(self.primary_key),
+            "version": self.version,
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Schema:
+        return cls(
+            tuple(Column.from_json(c) for c in d["columns"]),
+            d["timestamp_key"],
+            tuple(d["primary_key"]),
+            int(d["version"]),
+        )
+
+
+def _check_name(name: str) -> None:
+    if not _NAME.match(name):
+        raise InvalidArgument(
+            f"invalid column name {name!r}: use letters, digits, '_', '-' or '.', "
+            "not starting with a digit"
+        )
+    if name.startswith("__"):
+        raise InvalidArgument(
+            f"invalid column name {name!r}: names starting with '__' are reserved"
+        )

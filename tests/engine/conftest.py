@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pytest
+
+from node.engine.schema import Column, ColumnType, Schema
+
+if TYPE_CHECKING:
+    from node.engine.engine import Engine
+
+CPU = Schema.build(
+    [
+        Column("host", ColumnType.STRING, is_tag=True),
+        Column("region", ColumnType.STRING, is_tag=True),
+        Column("usage", ColumnType.DOUBLE),
+        Column("ts", ColumnType.TIMESTAMP),
+    ],
+    timestamp_key="ts",
+)
+
+
+def cpu_batch(hosts: list[str], ts: list[int], usage: list[float], region: str = "eu") -> pa.Table:
+    return pa.table(
+        {
+            "host": hosts,
+            "region": [region] * len(hosts),
+            "usage": pa.array(usage, pa.float64()),
+            "ts": pa.array(ts, pa.timestamp("ms")),
+        }
+    )
+
+
+def rows(table: pa.Table, *cols: str) -> list[tuple[object, ...]]:
+    cols = cols or tuple(table.column_names)
+    return sorted(zip(*(table.column(c).to_pylist() for c in cols), strict=True))
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> str:
+    return str(tmp_path / "db")
+
+
+@pytest.fixture
+def engine(data_dir: str) -> Iterator[Engine]:
+    from node.engine.engine import Engine
+
+    e = Engine.open(data_dir)
+    yield e
+    e.close()
