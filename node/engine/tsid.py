@@ -26,17 +26,27 @@ def _value_bytes(v: object) -> bytes:
     return repr(v).encode()
 
 
+#: Hashes of tag values seen recently, per column: series repeat from write to write, so most
+#: values are looked up rather than hashed again. Bounded by clearing when full.
+_CACHE: dict[tuple[str, object], int] = {}
+_CACHE_MAX = 1 << 20
+
+
+def _hash_value(column: str, v: object) -> int:
+    key = (column, v)
+    h = _CACHE.get(key)
+    if h is None:
+        digest = hashlib.blake2b(column.encode() + b"\x00" + _value_bytes(v), digest_size=8)
+        h = int.from_bytes(digest.digest(), "little")
+        if len(_CACHE) >= _CACHE_MAX:
+            _CACHE.clear()
+        _CACHE[key] = h
+    return h
+
+
 def _hash_values(column: str, values: pa.Array) -> np.ndarray:
-    prefix = column.encode() + b"\x00"
     return np.fromiter(
-        (
-            int.from_bytes(
-                hashlib.blake2b(prefix + _value_bytes(v), digest_size=8).digest(), "little"
-            )
-            for v in values.to_pylist()
-        ),
-        dtype=np.uint64,
-        count=len(values),
+        (_hash_value(column, v) for v in values.to_pylist()), dtype=np.uint64, count=len(values)
     )
 
 
