@@ -37,16 +37,16 @@ def main(log_level: str) -> None:
 
 def _demo_batch(hosts: int, start_ms: int, steps: int, rng: np.random.Generator) -> pa.Table:
     n = hosts * steps
-    host_idx = np.tile(np.arange(hosts), steps)
+    host_idx = pa.array(np.tile(np.arange(hosts), steps), pa.int64())
     ts = start_ms + np.repeat(np.arange(steps), hosts) * 10_000
     return pa.table(
         {
-            "hostname": pa.array([f"host_{i}" for i in range(hosts)]).take(pa.array(host_idx)),
+            "hostname": pa.array([f"host_{i}" for i in range(hosts)]).take(host_idx),
             "region": pa.array(["eu-west-1", "us-east-1", "ap-south-1"]).take(
-                pa.array(host_idx % 3)
+                pa.array(np.tile(np.arange(hosts) % 3, steps), pa.int64())
             ),
-            "usage_user": rng.uniform(0, 100, n),
-            "usage_system": rng.uniform(0, 100, n),
+            "usage_user": pa.array(rng.uniform(0, 100, n)),
+            "usage_system": pa.array(rng.uniform(0, 100, n)),
             "ts": pa.array(ts, pa.timestamp("ms")),
         }
     )

@@ -7,6 +7,8 @@ column type are errors naming the column.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 
 from gnomon.errors import SchemaMismatch, TooLarge
@@ -48,12 +50,12 @@ def conform(
                 f"table {table!r}: column {TSID!r} is computed from the tags; do not write it"
             )
     n = batch.num_rows
-    arrays: list[pa.Array] = []
+    arrays: list[pa.Array[Any]] = []
     for col in schema.columns:
         if col.name == TSID and schema.has_tsid:
             arrays.append(pa.nulls(n, pa.uint64()))  # replaced below, once tags are cast
             continue
-        target = col.type.arrow()
+        target: Any = col.type.arrow()
         if col.name in given:
             arr = batch.column(col.name)
             if arr.type != target:

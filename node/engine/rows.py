@@ -55,8 +55,8 @@ def key_lt(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
 
 def count_le(data: Tabular, key: Sequence[str], bound: tuple[Any, ...]) -> int:
     """How many leading rows of ``data`` (sorted by ``key``) have a key <= ``bound``."""
-    le: pa.Array | None = None
-    prefix_eq: pa.Array | None = None
+    le: Any = None
+    prefix_eq: Any = None
     for k, b in zip(key, bound, strict=True):
         col = data.column(k)
         less = pc.less(col, b)

@@ -230,10 +230,11 @@ class Table:
     ) -> Scan:
         """A scan of the live table, or (with ``version`` or ``timestamp_ms``) of the flushed
         data of an earlier manifest version."""
+        views: list[MemtableView] = []
         if version is not None:
-            v, views = self._manifest.at_version(self.table_id, version), []
+            v = self._manifest.at_version(self.table_id, version)
         elif timestamp_ms is not None:
-            v, views = self._manifest.at_timestamp(self.table_id, timestamp_ms), []
+            v = self._manifest.at_timestamp(self.table_id, timestamp_ms)
         else:
             v, views = self.snapshot()
         return Scan(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -44,17 +45,17 @@ def _hash_value(column: str, v: object) -> int:
     return h
 
 
-def _hash_values(column: str, values: pa.Array) -> np.ndarray:
+def _hash_values(column: str, values: pa.Array[Any]) -> np.ndarray[Any, np.dtype[np.uint64]]:
     return np.fromiter(
         (_hash_value(column, v) for v in values.to_pylist()), dtype=np.uint64, count=len(values)
     )
 
 
-def compute_tsid(batch: pa.RecordBatch, tags: Sequence[str]) -> pa.Array:
+def compute_tsid(batch: pa.RecordBatch, tags: Sequence[str]) -> pa.Array[Any]:
     """The tsid of every row of ``batch`` from its ``tags`` columns (in schema order)."""
     h = np.full(batch.num_rows, _SEED, dtype=np.uint64)
     for name in tags:
-        encoded = pc.dictionary_encode(batch.column(name))
+        encoded: Any = pc.dictionary_encode(batch.column(name))
         uniq = _hash_values(name, encoded.dictionary)
         indices = encoded.indices
         if indices.null_count:
