@@ -1,0 +1,631 @@
+"""The disk WAL of standalone mode: one directory of segment files per region.
+
+Layout under ``root``::
+
+    region_<id>/LOCK        flock'ed while a DiskWal has the region open
+    region_<id>/marks       per-table deletion floors (see _write_marks)
+    region_<id>/seg_<id>    segment files (see node.wal.segment and node.wal.record)
+
+Writes are group-committed: each region has a queue of pending writes; the first writer that
+finds no commit in progress becomes the leader, takes the whole queue, assigns the seqs, writes
+the records with one ``pwrite`` and syncs once, then wakes the others. While it syncs, the next
+writers queue up and form the next group. A failed write or sync fails the whole group and
+stops the region taking writes: what reached the disk is then unknown, and only reopening the
+region (which re-reads the log) can tell.
+
+See README.md in this folder for the format and the recovery rules.
+"""
+
+from __future__ import annotations
+
+import bisect
+import fcntl
+import functools
+import logging
+import mmap
+import os
+import struct
+import threading
+import zlib
+from array import array
+from collections.abc import Iterator
+from typing import Literal
+
+from gnomon.errors import Closed, Corrupted, InvalidArgument, NotFound, TooLarge, Unavailable
+from node.wal.api import WalRecord
+from node.wal.record import (
+    HEADER_SIZE,
+    MAX_U64,
+    MAX_VALUE_SIZE,
+    RecordScanner,
+    ScanEnd,
+    decode_at,
+    encode,
+    nonzero_end,
+    seq_at,
+)
+from node.wal.segment import (
+    MAGIC_SIZE,
+    Segment,
+    fsync_dir,
+    is_temporary,
+    parse_segment_name,
+    segment_name,
+)
+
+logger = logging.getLogger("gnomon.wal")
+
+SyncPolicy = Literal["always", "never"]
+DEFAULT_SEGMENT_SIZE = 64 * 1024 * 1024
+
+_LOCK_NAME = "LOCK"
+_MARKS_NAME = "marks"
+_MARKS_TMP = "marks.tmp"
+_MARKS_MAGIC = b"GNMMRK01"
+_MARKS_COUNT = struct.Struct("<I")
+_MARK = struct.Struct("<QQ")
+_MARKS_CRC = struct.Struct("<I")
+_ZERO_BLOCK = bytes(1 << 20)
+
+
+def _check_id(what: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_U64:
+        raise InvalidArgument(f"WAL {what} must be an unsigned 64-bit int, got {value!r}")
+    return value
+
+
+def _region_dir(root: str, region_id: int) -> str:
+    return os.path.join(root, f"region_{region_id}")
+
+
+class _Pending:
+    """One write waiting in a region's queue; the leader fills in seq or error, then done."""
+
+    __slots__ = ("done", "error", "payload", "seq", "table_id")
+
+    def __init__(self, table_id: int, payload: bytes) -> None:
+        self.table_id = table_id
+        self.payload = payload
+        self.seq = 0
+        self.error: BaseException | None = None
+        self.done = False
+
+
+class DiskWal:
+    """A :class:`node.wal.api.Wal` on local disk.
+
+    ``segment_size`` is the preallocated size of a segment file; a record too big for an empty
+    segment gets a segment of its own, sized to fit it (records are capped only by their u32
+    length field: TooLarge above 4 GiB - 1). ``sync="always"`` makes ``write`` return after
+    ``fdatasync``; ``sync="never"`` leaves flushing to the OS (data survives a process crash,
+    not a machine crash) and syncs only when a segment fills up and on close.
+
+    ``sync_count`` counts the ``fdatasync`` calls made on segment files.
+    """
+
+    def __init__(
+        self,
+        root: str,
+        *,
+        segment_size: int = DEFAULT_SEGMENT_SIZE,
+        sync: SyncPolicy = "always",
+    ) -> None:
+        if sync not in ("always", "never"):
+            raise InvalidArgument(f"WAL sync policy must be 'always' or 'never', got {sync!r}")
+        if isinstance(segment_size, bool) or not isinstance(segment_size, int):
+            raise InvalidArgument(f"WAL segment size must be an int, got {segment_size!r}")
+        if segment_size < MAGIC_SIZE + HEADER_SIZE:
+            raise InvalidArgument(
+                f"WAL segment size {segment_size} is below the minimum "
+                f"{MAGIC_SIZE + HEADER_SIZE} (magic number plus one empty record)"
+            )
+        self.root = root
+        self.segment_size = segment_size
+        self.sync: SyncPolicy = sync
+        self.sync_count = 0
+        self._count_lock = threading.Lock()
+        # Serialises open_region/close_region/close; the data path only reads _regions.
+        self._open_lock = threading.Lock()
+        self._regions: dict[int, _Region] = {}
+        self._closed = False
+        try:
+            os.makedirs(root, exist_ok=True)
+        except OSError as e:
+            raise Unavailable(f"WAL root {root}: cannot create it: {e}") from e
+
+    def open_region(self, region_id: int) -> None:
+        _check_id("region id", region_id)
+        with self._open_lock:
+            self._check_open()
+            if region_id not in self._regions:
+                self._regions[region_id] = _Region.open(self, region_id)
+
+    def close_region(self, region_id: int) -> None:
+        _check_id("region id", region_id)
+        with self._open_lock:
+            self._check_open()
+            region = self._regions.pop(region_id, None)
+            # Closed under the lock so a reopen cannot race the release of the region lock.
+            if region is not None:
+                region.close()
+
+    def write(self, region_id: int, table_id: int, payload: bytes) -> int:
+        _check_id("table id", table_id)
+        if not isinstance(payload, bytes):
+            if not isinstance(payload, bytearray | memoryview):
+                raise InvalidArgument(
+                    f"WAL payload of table {table_id} must be bytes, got {type(payload).__name__}"
+                )
+            payload = bytes(payload)
+        if len(payload) > MAX_VALUE_SIZE:
+            raise TooLarge(
+                f"WAL payload of table {table_id} has {len(payload)} bytes; "
+                f"a record holds at most {MAX_VALUE_SIZE}"
+            )
+        return self._region(region_id).write(table_id, payload)
+
+    def read(self, region_id: int, table_id: int, from_seq: int) -> Iterator[WalRecord]:
+        _check_id("table id", table_id)
+        _check_id("from_seq", from_seq)
+        return self._region(region_id).read(table_id, from_seq)
+
+    def mark_deleted(self, region_id: int, table_id: int, up_to_seq: int) -> None:
+        _check_id("table id", table_id)
+        _check_id("up_to_seq", up_to_seq)
+        self._region(region_id).mark_deleted(table_id, up_to_seq)
+
+    def last_seq(self, region_id: int, table_id: int) -> int:
+        _check_id("table id", table_id)
+        return self._region(region_id).last_seq(table_id)
+
+    def close(self) -> None:
+        with self._open_lock:
+            if self._closed:
+                return
+            self._closed = True
+            regions = list(self._regions.values())
+            self._regions.clear()
+            for region in regions:
+                region.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise Closed(f"WAL at {self.root} is closed")
+
+    def _region(self, region_id: int) -> _Region:
+        region = self._regions.get(region_id)
+        if region is None:
+            self._check_open()
+            _check_id("region id", region_id)
+            raise NotFound(f"WAL region {region_id} at {self.root} is not open")
+        return region
+
+    def _fdatasync(self, segment: Segment) -> None:
+        os.fdatasync(segment.fd)
+        with self._count_lock:
+            self.sync_count += 1
+
+
+class _Region:
+    """The open state of one region. ``_cond`` guards every field below it."""
+
+    def __init__(
+        self,
+        wal: DiskWal,
+        region_id: int,
+        directory: str,
+        lock_fd: int,
+        segments: list[Segment],
+        last: dict[int, int],
+        floors: dict[int, int],
+    ) -> None:
+        self._wal = wal
+        self._id = region_id
+        self._dir = directory
+        self._lock_fd = lock_fd
+        # Held across the whole of mark_deleted (the marks file is rewritten outside _cond)
+        # and by close, which must not close segments under a running mark_deleted.
+        self._marks_lock = threading.Lock()
+        self._cond = threading.Condition(threading.Lock())
+        #: Ascending by id; the last one is the active segment, the only one written to.
+        self._segments = segments
+        #: Highest seq assigned per table, including deletion floors.
+        self._last = last
+        self._floors = floors
+        self._queue: list[_Pending] = []
+        self._leading = False
+        self._failure: BaseException | None = None
+        self._closed = False
+
+    @classmethod
+    def open(cls, wal: DiskWal, region_id: int) -> _Region:
+        directory = _region_dir(wal.root, region_id)
+        try:
+            if not os.path.isdir(directory):
+                os.makedirs(directory, exist_ok=True)
+                fsync_dir(wal.root)
+            lock_path = os.path.join(directory, _LOCK_NAME)
+            lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise Unavailable(f"WAL region {region_id}: cannot open {directory}: {e}") from e
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(lock_fd)
+            raise Unavailable(
+                f"WAL region {region_id} at {directory} is open in another DiskWal "
+                f"(lock file {lock_path} is held)"
+            ) from e
+        try:
+            segments, last, floors = _recover(wal, region_id, directory)
+        except OSError as e:
+            os.close(lock_fd)
+            raise Unavailable(f"WAL region {region_id}: cannot recover {directory}: {e}") from e
+        except BaseException:
+            os.close(lock_fd)
+            raise
+        return cls(wal, region_id, directory, lock_fd, segments, last, floors)
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def write(self, table_id: int, payload: bytes) -> int:
+        pending = _Pending(table_id, payload)
+        with self._cond:
+            self._check_open()
+            if self._failure is not None:
+                raise self._failed_error(self._failure)
+            self._queue.append(pending)
+            while not pending.done:
+                if self._leading:
+                    self._cond.wait()
+                else:
+                    self._lead()
+        if pending.error is not None:
+            raise pending.error
+        return pending.seq
+
+    def _lead(self) -> None:
+        """Commit everything queued as one group; called and returns with ``_cond`` held."""
+        batch, self._queue = self._queue, []
+        self._leading = True
+        failure: BaseException | None = None
+        try:
+            if self._failure is not None:
+                failure = self._failure
+                return
+            accepted: list[_Pending] = []
+            for pending in batch:
+                seq = self._last.get(pending.table_id, 0) + 1
+                if seq > MAX_U64:
+                    # Only a floor set at the very top of the range gets here; failing the
+                    # one write keeps it from failing the group (and stopping the region).
+                    pending.error = InvalidArgument(
+                        f"WAL region {self._id}: table {pending.table_id} has no seq left"
+                    )
+                    continue
+                pending.seq = self._last[pending.table_id] = seq
+                accepted.append(pending)
+            active = self._segments[-1]
+            self._cond.release()
+            try:
+                if accepted:
+                    self._commit(active, accepted)
+            except BaseException as e:
+                failure = e
+            finally:
+                self._cond.acquire()
+            if failure is not None:
+                self._failure = failure
+                logger.error(
+                    "WAL region %d: group commit of %d records failed, region takes no more "
+                    "writes until reopened: %r",
+                    self._id,
+                    len(batch),
+                    failure,
+                )
+        finally:
+            for pending in batch:
+                if failure is not None:
+                    pending.error = self._failed_error(failure)
+                pending.done = True
+            self._leading = False
+            self._cond.notify_all()
+        if failure is not None and not isinstance(failure, Exception):
+            raise failure
+
+    def _commit(self, segment: Segment, batch: list[_Pending]) -> None:
+        parts: list[bytes] = []
+        placed: list[tuple[int, int, int]] = []
+        end = segment.tail
+        for pending in batch:
+            record = encode(pending.table_id, pending.seq, pending.payload)
+            if end + len(record) > segment.size:
+                if parts:
+                    self._flush(segment, parts, placed, end)
+                    parts, placed = [], []
+                segment = self._roll(segment, len(record))
+                end = segment.tail
+            parts.append(record)
+            placed.append((pending.table_id, pending.seq, end))
+            end += len(record)
+        self._flush(segment, parts, placed, end)
+
+    def _flush(
+        self, segment: Segment, parts: list[bytes], placed: list[tuple[int, int, int]], end: int
+    ) -> None:
+        segment.pwrite(parts[0] if len(parts) == 1 else b"".join(parts), segment.tail)
+        if self._wal.sync == "always":
+            self._wal._fdatasync(segment)
+        # Indexed only now, so readers never see a record before it is acknowledged-durable.
+        with self._cond:
+            segment.tail = end
+            for table_id, seq, offset in placed:
+                segment.add(table_id, seq, offset)
+
+    def _roll(self, full: Segment, record_size: int) -> Segment:
+        if self._wal.sync == "never":
+            # Recovery treats a bad record in any but the last segment as corruption, so a
+            # segment must be complete on disk before its successor exists.
+            self._wal._fdatasync(full)
+        size = max(self._wal.segment_size, MAGIC_SIZE + record_size)
+        segment = Segment.create(self._dir, full.id + 1, size)
+        with self._cond:
+            self._segments.append(segment)
+        return segment
+
+    def _failed_error(self, failure: BaseException) -> Unavailable:
+        error = Unavailable(
+            f"WAL region {self._id} at {self._dir}: a write failed ({failure!r}); whether the "
+            "records of that group reached the disk is unknown, and the region takes no more "
+            "writes until it is closed and reopened",
+            retryable=False,
+        )
+        error.__cause__ = failure
+        return error
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def read(self, table_id: int, from_seq: int) -> Iterator[WalRecord]:
+        with self._cond:
+            self._check_open()
+            low = max(from_seq, self._floors.get(table_id, 0) + 1)
+            # The maps are taken now, not as the iterator advances: an mmap keeps its file
+            # alive, so the read sees the log as of this call even if mark_deleted removes
+            # segments meanwhile, and it never sees a record from before its own floor.
+            plan: list[_Planned] = []
+            try:
+                for segment in self._segments:
+                    span = segment.spans.get(table_id)
+                    if span is not None and span.max_seq >= low:
+                        mapped = mmap.mmap(segment.fd, 0, access=mmap.ACCESS_READ)
+                        plan.append((segment.path, mapped, span.offsets, len(span.offsets)))
+            except BaseException:
+                _unmap(plan)
+                raise
+        return self._records(table_id, low, plan)
+
+    def _records(self, table_id: int, low: int, plan: list[_Planned]) -> Iterator[WalRecord]:
+        try:
+            for path, mapped, offsets, count in plan:
+                first = bisect.bisect_left(
+                    offsets, low, 0, count, key=functools.partial(seq_at, mapped)
+                )
+                for index in range(first, count):
+                    self._check_open()
+                    offset = offsets[index]
+                    try:
+                        record = decode_at(mapped, offset, len(mapped))
+                    except Corrupted as e:
+                        raise Corrupted(f"WAL segment {path}: {e.message}") from None
+                    if record.table_id != table_id:
+                        raise Corrupted(
+                            f"WAL segment {path}: record at offset {offset} belongs to table "
+                            f"{record.table_id}, indexed under {table_id}"
+                        )
+                    yield WalRecord(record.table_id, record.seq, record.value)
+        finally:
+            _unmap(plan)
+
+    # -- deletion ---------------------------------------------------------------------------
+
+    def mark_deleted(self, table_id: int, up_to_seq: int) -> None:
+        with self._marks_lock:
+            with self._cond:
+                self._check_open()
+                if up_to_seq <= self._floors.get(table_id, 0):
+                    return
+                floors = dict(self._floors)
+            floors[table_id] = up_to_seq
+            try:
+                _write_marks(self._dir, floors)
+            except OSError as e:
+                raise Unavailable(
+                    f"WAL region {self._id}: cannot persist deletion marks in {self._dir}: {e}"
+                ) from e
+            with self._cond:
+                self._floors[table_id] = up_to_seq
+                self._last[table_id] = max(self._last.get(table_id, 0), up_to_seq)
+                dead = _sweep(self._segments, {table_id: up_to_seq})
+            _remove(self._dir, dead)
+
+    def last_seq(self, table_id: int) -> int:
+        with self._cond:
+            self._check_open()
+            return self._last.get(table_id, 0)
+
+    # -- life cycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            # Writes already queued were accepted: let them commit before the files go.
+            while self._queue or self._leading:
+                self._cond.wait()
+        with self._marks_lock, self._cond:
+            try:
+                if self._wal.sync == "never" and self._failure is None:
+                    self._wal._fdatasync(self._segments[-1])
+            except OSError as e:
+                raise Unavailable(
+                    f"WAL region {self._id}: cannot sync {self._segments[-1].path} on close: {e}"
+                ) from e
+            finally:
+                for segment in self._segments:
+                    segment.close()
+                os.close(self._lock_fd)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise Closed(f"WAL region {self._id} at {self._dir} is closed")
+
+
+#: A segment a read will visit: path (for errors), private map, record offsets, offsets to use.
+_Planned = tuple[str, mmap.mmap, "array[int]", int]
+
+
+def _unmap(plan: list[_Planned]) -> None:
+    for _, mapped, _, _ in plan:
+        mapped.close()
+
+
+def _recover(
+    wal: DiskWal, region_id: int, directory: str
+) -> tuple[list[Segment], dict[int, int], dict[int, int]]:
+    """Rebuild a region's state from its files: segments, last seqs, deletion floors."""
+    names = os.listdir(directory)
+    for name in names:
+        # Temporaries are written before being renamed into place, so they never hold state.
+        if is_temporary(name) or name == _MARKS_TMP:
+            os.unlink(os.path.join(directory, name))
+    floors = _read_marks(directory)
+    ids = sorted(i for i in map(parse_segment_name, names) if i is not None)
+    segments: list[Segment] = []
+    newest: dict[int, int] = {}
+    try:
+        for position, segment_id in enumerate(ids):
+            segment = Segment.open(os.path.join(directory, segment_name(segment_id)), segment_id)
+            segments.append(segment)
+            _scan(wal, region_id, segment, newest, last=position == len(ids) - 1)
+        if not segments:
+            segments.append(Segment.create(directory, 1, wal.segment_size))
+        last = dict(floors)
+        for table_id, seq in newest.items():
+            last[table_id] = max(last.get(table_id, 0), seq)
+        dead = _sweep(segments, floors)
+    except BaseException:
+        for segment in segments:
+            segment.close()
+        raise
+    _remove(directory, dead)
+    return segments, last, floors
+
+
+def _scan(
+    wal: DiskWal, region_id: int, segment: Segment, newest: dict[int, int], *, last: bool
+) -> None:
+    """Index the records of ``segment`` and set its tail; repair a torn tail if ``last``."""
+    with mmap.mmap(segment.fd, 0, access=mmap.ACCESS_READ) as mapped:
+        scanner = RecordScanner(mapped, MAGIC_SIZE, segment.size, check_tail=last)
+        for offset, record in scanner:
+            previous = newest.get(record.table_id, 0)
+            if record.seq <= previous:
+                raise Corrupted(
+                    f"WAL segment {segment.path}: record at offset {offset} has seq {record.seq} "
+                    f"of table {record.table_id}, not above the previous seq {previous}"
+                )
+            newest[record.table_id] = record.seq
+            segment.add(record.table_id, record.seq, offset)
+        torn = scanner.end is ScanEnd.TORN and last
+        if scanner.end is not ScanEnd.CLEAN and not torn:
+            raise Corrupted(
+                f"WAL segment {segment.path}: bad record at offset {scanner.end_offset}: "
+                f"{scanner.detail}"
+            )
+        dirty_end = nonzero_end(mapped, scanner.end_offset, segment.size) if torn else 0
+    segment.tail = scanner.end_offset
+    if torn:
+        logger.warning(
+            "WAL region %d: torn tail in segment %s at offset %d (%s); zeroing %d bytes "
+            "from there (writes after that point were never acknowledged)",
+            region_id,
+            segment.path,
+            scanner.end_offset,
+            scanner.detail,
+            dirty_end - scanner.end_offset,
+        )
+        offset = scanner.end_offset
+        while offset < dirty_end:
+            count = min(len(_ZERO_BLOCK), dirty_end - offset)
+            segment.pwrite(_ZERO_BLOCK[:count], offset)
+            offset += count
+        wal._fdatasync(segment)
+
+
+def _sweep(segments: list[Segment], floors: dict[int, int]) -> list[Segment]:
+    """Apply new floors to the spans; take out (and close) the segments left holding nothing
+    live, except the active one. Called with the region's lock held, if any."""
+    for segment in segments:
+        segment.forget_up_to(floors)
+    dead = [segment for segment in segments[:-1] if not segment.spans]
+    if dead:
+        segments[:] = [segment for segment in segments[:-1] if segment.spans] + segments[-1:]
+        for segment in dead:
+            segment.close()
+    return dead
+
+
+def _remove(directory: str, dead: list[Segment]) -> None:
+    """Delete dead segment files. Reclaiming space is best effort: the deletion marks are
+    already durable, and a file left behind is found dead again on the next open."""
+    try:
+        for segment in dead:
+            os.unlink(segment.path)
+        if dead:
+            fsync_dir(directory)
+    except OSError as e:
+        logger.warning("WAL: cannot delete dead segments in %s: %s", directory, e)
+
+
+def _write_marks(directory: str, floors: dict[int, int]) -> None:
+    """Persist the floors atomically: temp file, fsync, rename, directory fsync.
+
+    Layout: magic | count u32 | count x (table_id u64, floor u64) | crc32 u32 of all before it.
+    """
+    body = b"".join(
+        [_MARKS_MAGIC, _MARKS_COUNT.pack(len(floors))]
+        + [_MARK.pack(table_id, floor) for table_id, floor in sorted(floors.items())]
+    )
+    data = body + _MARKS_CRC.pack(zlib.crc32(body))
+    tmp = os.path.join(directory, _MARKS_TMP)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, os.path.join(directory, _MARKS_NAME))
+    fsync_dir(directory)
+
+
+def _read_marks(directory: str) -> dict[int, int]:
+    path = os.path.join(directory, _MARKS_NAME)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return {}
+    header = len(_MARKS_MAGIC) + _MARKS_COUNT.size
+    if len(data) < header + _MARKS_CRC.size or not data.startswith(_MARKS_MAGIC):
+        raise Corrupted(f"WAL marks file {path}: bad magic number or truncated")
+    (count,) = _MARKS_COUNT.unpack_from(data, len(_MARKS_MAGIC))
+    body_size = header + count * _MARK.size
+    if len(data) != body_size + _MARKS_CRC.size:
+        raise Corrupted(f"WAL marks file {path}: {len(data)} bytes do not hold {count} marks")
+    (crc,) = _MARKS_CRC.unpack_from(data, body_size)
+    if zlib.crc32(data[:body_size]) != crc:
+        raise Corrupted(f"WAL marks file {path}: crc mismatch")
+    return dict(_MARK.iter_unpack(data[header:body_size]))
