@@ -1,0 +1,82 @@
+"""Turning DDL statements into engine schemas, and engine schemas back into DDL and DESCRIBE
+rows (SHOW CREATE TABLE output parses back into the same table)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from node.engine.catalog import TableInfo
+from node.engine.options import TableOptions
+from node.engine.schema import TSID, Column, Schema
+from node.sql.ast import ColumnDef, CreateTable
+
+
+def to_column(d: ColumnDef) -> Column:
+    return Column(
+        d.name,
+        d.type,
+        is_tag=d.is_tag,
+        nullable=True if d.nullable is None else d.nullable,
+        default=d.default,
+        comment=d.comment,
+    )
+
+
+def schema_of(stmt: CreateTable) -> tuple[Schema, TableOptions]:
+    schema = Schema.build(
+        [to_column(c) for c in stmt.columns],
+        timestamp_key=stmt.timestamp_key,
+        primary_key=stmt.primary_key,
+    )
+    return schema, TableOptions.from_strings(stmt.options)
+
+
+def quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _literal(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    return "'" + str(v).replace("'", "''") + "'"
+
+
+def show_create(info: TableInfo) -> str:
+    schema = info.schema
+    parts: list[str] = []
+    for c in schema.columns:
+        if c.name == TSID and schema.has_tsid:
+            continue  # implicit: recreated from the tags
+        col = f"{quote(c.name)} {c.type.value}"
+        if c.is_tag:
+            col += " TAG"
+        col += " NOT NULL" if not c.nullable else " NULL"
+        if c.default is not None:
+            col += f" DEFAULT {_literal(c.default)}"
+        if c.comment:
+            col += f" COMMENT {_literal(c.comment)}"
+        parts.append(col)
+    if not schema.has_tsid:
+        parts.append(f"PRIMARY KEY({', '.join(quote(k) for k in schema.primary_key)})")
+    parts.append(f"TIMESTAMP KEY({quote(schema.timestamp_key)})")
+    opts = ", ".join(f"{k}='{v}'" for k, v in info.options.to_strings().items())
+    return f"CREATE TABLE {quote(info.name)} ({', '.join(parts)}) ENGINE=Analytic WITH ({opts})"
+
+
+def describe(info: TableInfo) -> pa.Table:
+    schema = info.schema
+    cols = schema.columns
+    return pa.table(
+        {
+            "name": [c.name for c in cols],
+            "type": [c.type.value for c in cols],
+            "is_primary": [c.name in schema.primary_key for c in cols],
+            "is_nullable": [c.nullable for c in cols],
+            "is_tag": [c.is_tag for c in cols],
+            "is_dictionary": [c.is_tag for c in cols],
+        }
+    )

@@ -1,0 +1,356 @@
+"""Executing SQL against the engine: gnomon's own statements are interpreted here, queries
+run on DataFusion over the engine's tables (with projection and filter pushdown)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import datafusion
+import pyarrow as pa
+
+from gnomon.errors import GnomonError, InvalidArgument, NotFound
+from node.engine.engine import Engine
+from node.engine.schema import TSID, ColumnType
+from node.sql import ddl, functions
+from node.sql.ast import (
+    AlterAddColumns,
+    AlterModifySetting,
+    CreateTable,
+    Delete,
+    Describe,
+    DropTable,
+    Explain,
+    Insert,
+    Query,
+    ShowCreateTable,
+    ShowTables,
+    Statement,
+)
+from node.sql.lexer import Kind, Token, tokenize
+from node.sql.parser import parse
+from node.sql.provider import EngineDataset, ScanRecord
+from node.sql.result import QueryResult
+
+_DF_NOT_FOUND = re.compile(r"table '(?:[\w]+\.)*([^']+)' not found", re.IGNORECASE)
+
+
+class _QueryContext:
+    """The tables one query reads, registered on a fresh DataFusion session."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.ctx = datafusion.SessionContext()
+        functions.register(self.ctx)
+        self.scans: list[ScanRecord] = []
+        self.errors: list[GnomonError] = []
+        self._registered: set[str] = set()
+
+    def register(
+        self, name: str, table: str, *, version: int | None = None, timestamp_ms: int | None = None
+    ) -> None:
+        if name in self._registered:
+            return
+        dataset = EngineDataset(
+            self.engine,
+            table,
+            version=version,
+            timestamp_ms=timestamp_ms,
+            scans=self.scans,
+            errors=self.errors,
+        )
+        self.ctx.register_dataset(name, dataset)
+        self._registered.add(name)
+
+
+class SqlExecutor:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def execute(self, sql: str) -> QueryResult:
+        stmt = parse(sql)
+        return self.run(stmt)
+
+    def run(self, stmt: Statement) -> QueryResult:
+        match stmt:
+            case Query(sql):
+                return self._query(sql)
+            case Explain(query, analyze):
+                return self._explain(query, analyze)
+            case Insert():
+                return self._insert(stmt)
+            case Delete(table, where):
+                return self._delete(table, where)
+            case CreateTable():
+                schema, options = ddl.schema_of(stmt)
+                self.engine.create_table(
+                    stmt.name, schema, options, if_not_exists=stmt.if_not_exists
+                )
+                return QueryResult.affected(0)
+            case DropTable(name, if_exists):
+                self.engine.drop_table(name, if_exists=if_exists)
+                return QueryResult.affected(0)
+            case AlterAddColumns(table, columns):
+                self.engine.alter_table(table, add_columns=[ddl.to_column(c) for c in columns])
+                return QueryResult.affected(0)
+            case AlterModifySetting(table, options):
+                self.engine.alter_table(table, options=options)
+                return QueryResult.affected(0)
+            case ShowTables(like):
+                names = self.engine.list_tables()
+                if like is not None:
+                    rx = _like_regex(like)
+                    names = [n for n in names if rx.match(n)]
+                return QueryResult.rows(pa.table({"Tables": pa.array(names, pa.string())}))
+            case ShowCreateTable(name):
+                info = self.engine.describe(name)
+                return QueryResult.rows(
+                    pa.table({"Table": [name], "Create Table": [ddl.show_create(info)]})
+                )
+            case Describe(name):
+                return QueryResult.rows(ddl.describe(self.engine.describe(name)))
+        raise InvalidArgument(f"unsupported statement {type(stmt).__name__}")
+
+    # -- queries ---------------------------------------------------------------------------------
+
+    def _prepare(self, sql: str) -> tuple[_QueryContext, str]:
+        """Register the tables ``sql`` mentions and rewrite what DataFusion does not accept:
+        time-travel clauses (``t VERSION AS OF n`` / ``t TIMESTAMP AS OF '...'``) become
+        registered names, and integer milliseconds compared with a timestamp column (as
+        HoraeDB allows: ``ts >= 1700000000000``) become timestamps."""
+        qc = _QueryContext(self.engine)
+        tables = set(self.engine.list_tables())
+        tokens = tokenize(sql)
+        mentioned = [n for n in (_ident(t) for t in tokens) if n is not None and n in tables]
+        ts_columns = {
+            c.name
+            for name in mentioned
+            for c in self.engine.describe(name).schema.columns
+            if c.type is ColumnType.TIMESTAMP
+        }
+        edits: list[tuple[int, int, str]] = []
+        n_travel = 0
+        for i, t in enumerate(tokens):
+            name = _ident(t)
+            if name is None:
+                continue
+            if (
+                i + 4 < len(tokens)
+                and tokens[i + 1].is_word("VERSION", "TIMESTAMP")
+                and tokens[i + 2].is_word("AS")
+                and tokens[i + 3].is_word("OF")
+            ):
+                if name not in tables:
+                    raise NotFound(f"table {name!r} does not exist")
+                lit = tokens[i + 4]
+                n_travel += 1
+                alias = f"__travel_{n_travel}"
+                if tokens[i + 1].is_word("VERSION"):
+                    if lit.kind is not Kind.NUMBER or not lit.text.isdigit():
+                        raise InvalidArgument("VERSION AS OF takes a version number")
+                    qc.register(alias, name, version=int(lit.text))
+                else:
+                    qc.register(alias, name, timestamp_ms=_timestamp_ms(lit))
+                following = tokens[i + 5]
+                has_alias = (
+                    following.is_word("AS")
+                    or following.kind is Kind.QUOTED
+                    or (following.kind is Kind.WORD and not following.is_word(*_CLAUSE_WORDS))
+                )
+                text = _dq(alias) if has_alias else f"{_dq(alias)} AS {_dq(name)}"
+                edits.append((t.pos, following.pos, text + " "))
+            elif name in tables:
+                qc.register(name, name)
+            elif name in ts_columns:
+                edits.extend(_timestamp_literals(tokens, i))
+        out: list[str] = []
+        last = 0
+        for begin, stop, text in sorted(edits):
+            out.append(sql[last:begin])
+            out.append(text)
+            last = stop
+        out.append(sql[last:])
+        return qc, "".join(out)
+
+    def _collect(self, qc: _QueryContext, sql: str) -> pa.Table:
+        try:
+            return qc.ctx.sql(sql).to_arrow_table()
+        except GnomonError:
+            raise
+        except Exception as e:  # DataFusion reports every failure as a plain Exception
+            if qc.errors:
+                raise qc.errors[0] from None
+            raise _translate(e) from None
+
+    def _query(self, sql: str) -> QueryResult:
+        qc, rewritten = self._prepare(sql)
+        table = self._collect(qc, rewritten)
+        result = QueryResult.rows(table)
+        result.scans = qc.scans
+        return result
+
+    def _explain(self, query: str, analyze: bool) -> QueryResult:
+        qc, rewritten = self._prepare(query)
+        plan = self._collect(qc, ("EXPLAIN ANALYZE " if analyze else "EXPLAIN ") + rewritten)
+        rows = {name: plan.column(name).to_pylist() for name in plan.column_names}
+        for scan in qc.scans:
+            s = scan.stats
+            rows.setdefault("plan_type", []).append("gnomon_scan")
+            rows.setdefault("plan", []).append(
+                f"table={scan.table} projection={scan.columns} filter={scan.filter} "
+                f"ssts_read={s.ssts_read}/{s.ssts_total} "
+                f"row_groups_read={s.row_groups_read}/{s.row_groups_total} "
+                f"memtable_slices={s.memtable_slices} merged_components={s.merged_components}"
+            )
+        if not analyze:
+            tables = sorted({n for n in qc.ctx.catalog().schema().names()})
+            rows.setdefault("plan_type", []).append("gnomon_tables")
+            rows.setdefault("plan", []).append(", ".join(tables))
+        result = QueryResult.rows(pa.table(rows))
+        result.scans = qc.scans
+        return result
+
+    # -- writes ----------------------------------------------------------------------------------
+
+    def _insert(self, stmt: Insert) -> QueryResult:
+        schema = self.engine.describe(stmt.table).schema
+        columns = stmt.columns or [c for c in schema.names if not (c == TSID and schema.has_tsid)]
+        if stmt.columns is None and any(len(r) != len(columns) for r in stmt.rows):
+            raise InvalidArgument(
+                f"INSERT INTO {stmt.table!r} without a column list needs {len(columns)} values "
+                f"per row ({', '.join(columns)})"
+            )
+        if len(set(columns)) != len(columns):
+            raise InvalidArgument(f"INSERT column list repeats a column: {columns}")
+        arrays = []
+        for j, name in enumerate(columns):
+            col = schema.column(name)
+            arrays.append(_column_array(name, col.type, [r[j] for r in stmt.rows]))
+        written = self.engine.write(stmt.table, pa.table(dict(zip(columns, arrays, strict=True))))
+        return QueryResult.affected(written)
+
+    def _delete(self, table: str, where: str | None) -> QueryResult:
+        schema = self.engine.describe(table).schema
+        keys = [k for k in schema.primary_key if not (k == TSID and schema.has_tsid)]
+        if schema.has_tsid:
+            keys = schema.tags + keys
+        select = f"SELECT {', '.join(_dq(k) for k in keys)} FROM {_dq(table)}"
+        if where is not None:
+            select += f" WHERE {where}"
+        qc, rewritten = self._prepare(select)
+        matched = self._collect(qc, rewritten)
+        if matched.num_rows == 0:
+            return QueryResult.affected(0)
+        return QueryResult.affected(self.engine.delete_rows(table, matched))
+
+
+_CLAUSE_WORDS = (
+    "WHERE", "GROUP", "ORDER", "LIMIT", "JOIN", "INNER", "LEFT", "RIGHT", "FULL", "CROSS", "ON",
+    "UNION", "HAVING", "WINDOW", "EXCEPT", "INTERSECT",
+)  # fmt: skip
+_COMPARISONS = ("=", "<", ">", "<=", ">=", "<>", "!=")
+
+
+def _number_span(tokens: list[Token], i: int) -> tuple[int, int, str] | None:
+    """An integer literal (optionally negative) starting at token ``i``: (start, end, text)."""
+    t = tokens[i]
+    sign = ""
+    if t.kind is Kind.SYMBOL and t.text == "-" and i + 1 < len(tokens):
+        sign, i = "-", i + 1
+    n = tokens[i]
+    if n.kind is Kind.NUMBER and n.text.isdigit():
+        return t.pos, n.pos + len(n.text), sign + n.text
+    return None
+
+
+def _timestamp_literals(tokens: list[Token], i: int) -> list[tuple[int, int, str]]:
+    """Edits wrapping integer literals compared with the timestamp column at token ``i``."""
+    spans: list[tuple[int, int, str]] = []
+    nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+    if nxt is not None and nxt.kind is Kind.SYMBOL and nxt.text in _COMPARISONS:
+        span = _number_span(tokens, i + 2)
+        if span:
+            spans.append(span)
+    elif nxt is not None and nxt.is_word("BETWEEN"):
+        first = _number_span(tokens, i + 2)
+        if first:
+            spans.append(first)
+            j = i + 2 + (2 if first[2].startswith("-") else 1)
+            if j < len(tokens) and tokens[j].is_word("AND"):
+                second = _number_span(tokens, j + 1)
+                if second:
+                    spans.append(second)
+    if i >= 2 and tokens[i - 1].kind is Kind.SYMBOL and tokens[i - 1].text in _COMPARISONS:
+        prev = tokens[i - 2]
+        if prev.kind is Kind.NUMBER and prev.text.isdigit():
+            neg = i >= 3 and tokens[i - 3].kind is Kind.SYMBOL and tokens[i - 3].text == "-"
+            start = tokens[i - 3].pos if neg else prev.pos
+            spans.append((start, prev.pos + len(prev.text), ("-" if neg else "") + prev.text))
+    return [(a, b, f"to_timestamp_millis({text})") for a, b, text in spans]
+
+
+def _ident(t: Token) -> str | None:
+    if t.kind is Kind.QUOTED:
+        return t.text
+    if t.kind is Kind.WORD:
+        return t.text.lower()
+    return None
+
+
+def _dq(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _timestamp_ms(t: Token) -> int:
+    if t.kind is Kind.NUMBER and t.text.isdigit():
+        return int(t.text)
+    if t.kind is Kind.STRING:
+        try:
+            return _parse_ts(t.text)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+    raise InvalidArgument(
+        f"TIMESTAMP AS OF takes milliseconds or a timestamp string like '2024-01-01 00:00:00', "
+        f"not {t.text!r}"
+    )
+
+
+def _column_array(name: str, typ: ColumnType, values: list[Any]) -> pa.Array[Any]:
+    target = typ.arrow()
+    try:
+        if typ is ColumnType.TIMESTAMP:
+            # Literal rows of one statement: a per-value conversion is fine here.
+            ms = [_parse_ts(v) if isinstance(v, str) else v for v in values]
+            return pa.array(ms, pa.int64()).cast(target)
+        if typ is ColumnType.DATE and any(isinstance(v, str) for v in values):
+            return pa.array(values, pa.string()).cast(target)
+        return pa.array(values, target)
+    except (
+        pa.ArrowInvalid,
+        pa.ArrowTypeError,
+        pa.ArrowNotImplementedError,
+        TypeError,
+        OverflowError,
+    ) as e:
+        raise InvalidArgument(
+            f"column {name!r} ({typ.value}): invalid value in INSERT: {e}"
+        ) from None
+
+
+def _parse_ts(text: str) -> int:
+    return int(pa.scalar(text).cast(pa.timestamp("ms")).cast(pa.int64()).as_py())
+
+
+def _like_regex(pattern: str) -> re.Pattern[str]:
+    out = []
+    for ch in pattern:
+        out.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
+    return re.compile("^" + "".join(out) + "$", re.DOTALL)
+
+
+def _translate(e: Exception) -> GnomonError:
+    text = str(e)
+    m = _DF_NOT_FOUND.search(text)
+    if m:
+        return NotFound(f"table {m.group(1)!r} does not exist")
+    return InvalidArgument(text.removeprefix("DataFusion error: "))

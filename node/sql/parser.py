@@ -1,0 +1,388 @@
+"""A recursive-descent parser for the statements gnomon interprets itself.
+
+Unquoted identifiers are case-insensitive (folded to lower case, as DataFusion does for
+queries); quoted ones (`x` or "x") are taken as written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gnomon.errors import InvalidArgument
+from node.engine.schema import ColumnType
+from node.sql.ast import (
+    AlterAddColumns,
+    AlterModifySetting,
+    ColumnDef,
+    CreateTable,
+    Delete,
+    Describe,
+    DropTable,
+    Explain,
+    Insert,
+    Query,
+    ShowCreateTable,
+    ShowTables,
+    Statement,
+)
+from node.sql.lexer import Kind, Token, tokenize
+
+
+def parse(sql: str) -> Statement:
+    """Parse exactly one statement (a trailing ';' is allowed)."""
+    text = sql.strip()
+    while text.endswith(";"):
+        text = text[:-1].rstrip()
+    if not text:
+        raise InvalidArgument("empty SQL statement")
+    return _Parser(text).statement()
+
+
+class _Parser:
+    def __init__(self, sql: str) -> None:
+        self.sql = sql
+        self.tokens = tokenize(sql)
+        self.i = 0
+
+    # -- token helpers ---------------------------------------------------------------------------
+
+    @property
+    def tok(self) -> Token:
+        return self.tokens[self.i]
+
+    def peek(self, k: int = 1) -> Token:
+        return self.tokens[min(self.i + k, len(self.tokens) - 1)]
+
+    def advance(self) -> Token:
+        t = self.tok
+        self.i = min(self.i + 1, len(self.tokens) - 1)
+        return t
+
+    def error(self, expected: str) -> InvalidArgument:
+        t = self.tok
+        found = "end of statement" if t.kind is Kind.END else repr(t.text)
+        return InvalidArgument(
+            f"SQL syntax error at position {t.pos}: expected {expected}, found {found}"
+        )
+
+    def accept(self, *words: str) -> bool:
+        if self.tok.is_word(*words):
+            self.advance()
+            return True
+        return False
+
+    def expect(self, *words: str) -> None:
+        for w in words:
+            if not self.accept(w):
+                raise self.error(w)
+
+    def accept_symbol(self, s: str) -> bool:
+        if self.tok.kind is Kind.SYMBOL and self.tok.text == s:
+            self.advance()
+            return True
+        return False
+
+    def expect_symbol(self, s: str) -> None:
+        if not self.accept_symbol(s):
+            raise self.error(repr(s))
+
+    def ident(self, what: str = "identifier") -> str:
+        t = self.tok
+        if t.kind is Kind.QUOTED:
+            self.advance()
+            return t.text
+        if t.kind is Kind.WORD:
+            self.advance()
+            return t.text.lower()
+        raise self.error(what)
+
+    def ident_list(self) -> list[str]:
+        self.expect_symbol("(")
+        names = [self.ident()]
+        while self.accept_symbol(","):
+            names.append(self.ident())
+        self.expect_symbol(")")
+        return names
+
+    def string(self, what: str = "a quoted string") -> str:
+        t = self.tok
+        if t.kind is not Kind.STRING:
+            raise self.error(what)
+        self.advance()
+        return t.text
+
+    def end(self) -> None:
+        if self.tok.kind is not Kind.END:
+            raise self.error("end of statement")
+
+    def rest(self) -> str:
+        """The statement text from the current token on."""
+        return self.sql[self.tok.pos :].strip()
+
+    def literal(self) -> Any:
+        t = self.tok
+        negative = False
+        if t.kind is Kind.SYMBOL and t.text in "-+":
+            negative = t.text == "-"
+            self.advance()
+            t = self.tok
+            if t.kind is not Kind.NUMBER:
+                raise self.error("a number")
+        if t.kind is Kind.NUMBER:
+            self.advance()
+            try:
+                value: Any = int(t.text) if t.text.isdigit() else float(t.text)
+            except ValueError:
+                raise InvalidArgument(f"invalid number {t.text!r} at position {t.pos}") from None
+            return -value if negative else value
+        if t.kind is Kind.STRING:
+            self.advance()
+            return t.text
+        if t.is_word("NULL"):
+            self.advance()
+            return None
+        if t.is_word("TRUE", "FALSE"):
+            self.advance()
+            return t.text.upper() == "TRUE"
+        raise self.error("a literal value")
+
+    # -- statements ------------------------------------------------------------------------------
+
+    def statement(self) -> Statement:
+        t = self.tok
+        if t.is_word("SELECT", "WITH", "VALUES") or (t.kind is Kind.SYMBOL and t.text == "("):
+            return Query(self.sql)
+        if self.accept("CREATE"):
+            return self.create_table()
+        if self.accept("ALTER"):
+            return self.alter_table()
+        if self.accept("DROP"):
+            self.expect("TABLE")
+            if_exists = self.accept("IF")
+            if if_exists:
+                self.expect("EXISTS")
+            name = self.ident("table name")
+            self.end()
+            return DropTable(name, if_exists)
+        if self.accept("SHOW"):
+            return self.show()
+        if self.accept("DESCRIBE", "DESC"):
+            self.accept("TABLE")
+            name = self.ident("table name")
+            self.end()
+            return Describe(name)
+        if self.accept("EXPLAIN"):
+            analyze = self.accept("ANALYZE")
+            if not self.tok.is_word("SELECT", "WITH"):
+                raise self.error("a SELECT query to explain")
+            return Explain(self.rest(), analyze)
+        if self.accept("INSERT"):
+            return self.insert()
+        if self.accept("DELETE"):
+            self.expect("FROM")
+            table = self.ident("table name")
+            if self.tok.kind is Kind.END:
+                return Delete(table, None)
+            self.expect("WHERE")
+            where = self.rest()
+            if not where:
+                raise self.error("a condition after WHERE")
+            return Delete(table, where)
+        raise self.error(
+            "a statement (SELECT, INSERT, DELETE, CREATE TABLE, ALTER TABLE, DROP TABLE, SHOW, "
+            "DESCRIBE, EXPLAIN)"
+        )
+
+    def show(self) -> Statement:
+        if self.accept("TABLES"):
+            like = None
+            if self.accept("LIKE"):
+                like = self.string("a LIKE pattern")
+            self.end()
+            return ShowTables(like)
+        if self.accept("CREATE"):
+            self.expect("TABLE")
+            name = self.ident("table name")
+            self.end()
+            return ShowCreateTable(name)
+        raise self.error("TABLES or CREATE TABLE")
+
+    def create_table(self) -> CreateTable:
+        self.expect("TABLE")
+        if_not_exists = False
+        if self.accept("IF"):
+            self.expect("NOT", "EXISTS")
+            if_not_exists = True
+        name = self.ident("table name")
+        self.expect_symbol("(")
+        columns: list[ColumnDef] = []
+        timestamp_key: str | None = None
+        primary_key: list[str] | None = None
+        while True:
+            if self.tok.is_word("TIMESTAMP") and self.peek().is_word("KEY"):
+                self.advance()
+                self.advance()
+                keys = self.ident_list()
+                if len(keys) != 1:
+                    raise InvalidArgument("TIMESTAMP KEY takes exactly one column")
+                timestamp_key = keys[0]
+            elif self.tok.is_word("PRIMARY") and self.peek().is_word("KEY"):
+                self.advance()
+                self.advance()
+                primary_key = self.ident_list()
+            else:
+                col, inline_pk = self.column_def()
+                columns.append(col)
+                if inline_pk:
+                    primary_key = [*(primary_key or []), col.name]
+            if self.accept_symbol(")"):
+                break
+            self.expect_symbol(",")
+        if timestamp_key is None:
+            raise InvalidArgument(f"table {name!r}: TIMESTAMP KEY(column) is required")
+        partition_by: list[str] | None = None
+        partitions: int | None = None
+        engine = "Analytic"
+        options: dict[str, str] = {}
+        while self.tok.kind is not Kind.END:
+            if self.accept("PARTITION"):
+                self.expect("BY", "KEY")
+                partition_by = self.ident_list()
+                self.expect("PARTITIONS")
+                n = self.literal()
+                if not isinstance(n, int) or n < 1:
+                    raise InvalidArgument("PARTITIONS must be a positive integer")
+                partitions = n
+            elif self.accept("ENGINE"):
+                self.expect_symbol("=")
+                engine = self.ident("engine name")
+                if engine.lower() != "analytic":
+                    raise InvalidArgument(f"unknown engine {engine!r}: only Analytic is supported")
+                engine = "Analytic"
+            elif self.accept("WITH"):
+                options.update(self.options())
+            else:
+                raise self.error("PARTITION BY, ENGINE or WITH")
+        return CreateTable(
+            name,
+            columns,
+            timestamp_key,
+            primary_key,
+            if_not_exists,
+            partition_by,
+            partitions,
+            engine,
+            options,
+        )
+
+    def column_def(self) -> tuple[ColumnDef, bool]:
+        name = self.ident("column name")
+        t = self.tok
+        if t.kind is not Kind.WORD:
+            raise self.error(f"a type for column {name!r}")
+        self.advance()
+        typ = ColumnType.parse(t.text)
+        if self.accept_symbol("("):  # varchar(255) and the like: the length is not enforced
+            self.literal()
+            self.expect_symbol(")")
+        is_tag = False
+        nullable: bool | None = None
+        default: Any = None
+        comment = ""
+        primary = False
+        while True:
+            if self.accept("TAG"):
+                is_tag = True
+            elif self.accept("NOT"):
+                self.expect("NULL")
+                nullable = False
+            elif self.accept("NULL"):
+                nullable = True
+            elif self.accept("DEFAULT"):
+                default = self.literal()
+            elif self.accept("COMMENT"):
+                comment = self.string("a comment string")
+            elif self.tok.is_word("PRIMARY") and self.peek().is_word("KEY"):
+                self.advance()
+                self.advance()
+                primary = True
+            elif self.accept("DICTIONARY"):
+                pass  # HoraeDB's encoding hint; tags are always dictionary-encoded here
+            else:
+                break
+        return ColumnDef(name, typ, is_tag, nullable, default, comment), primary
+
+    def options(self) -> dict[str, str]:
+        self.expect_symbol("(")
+        out: dict[str, str] = {}
+        if self.accept_symbol(")"):
+            return out
+        while True:
+            key = self.ident("option name")
+            self.expect_symbol("=")
+            value = self.literal()
+            out[key] = str(value).lower() if isinstance(value, bool) else str(value)
+            if self.accept_symbol(")"):
+                return out
+            self.expect_symbol(",")
+
+    def alter_table(self) -> Statement:
+        self.expect("TABLE")
+        table = self.ident("table name")
+        if self.accept("ADD"):
+            self.accept("COLUMN")
+            columns: list[ColumnDef] = []
+            if self.accept_symbol("("):
+                while True:
+                    col, _ = self.column_def()
+                    columns.append(col)
+                    if self.accept_symbol(")"):
+                        break
+                    self.expect_symbol(",")
+            else:
+                while True:
+                    col, _ = self.column_def()
+                    columns.append(col)
+                    if not self.accept_symbol(","):
+                        break
+                    self.accept("ADD")
+                    self.accept("COLUMN")
+            self.end()
+            return AlterAddColumns(table, columns)
+        if self.accept("MODIFY"):
+            self.expect("SETTING")
+            options: dict[str, str] = {}
+            while True:
+                key = self.ident("setting name")
+                self.expect_symbol("=")
+                value = self.literal()
+                options[key] = str(value).lower() if isinstance(value, bool) else str(value)
+                if not self.accept_symbol(","):
+                    break
+            self.end()
+            return AlterModifySetting(table, options)
+        raise self.error("ADD COLUMN or MODIFY SETTING")
+
+    def insert(self) -> Insert:
+        self.expect("INTO")
+        table = self.ident("table name")
+        columns: list[str] | None = None
+        if self.tok.kind is Kind.SYMBOL and self.tok.text == "(":
+            columns = self.ident_list()
+        self.expect("VALUES")
+        rows: list[list[Any]] = []
+        while True:
+            self.expect_symbol("(")
+            row = [self.literal()]
+            while self.accept_symbol(","):
+                row.append(self.literal())
+            self.expect_symbol(")")
+            if columns is not None and len(row) != len(columns):
+                raise InvalidArgument(
+                    f"INSERT row {len(rows) + 1} has {len(row)} values for {len(columns)} columns"
+                )
+            rows.append(row)
+            if not self.accept_symbol(","):
+                break
+        self.end()
+        return Insert(table, columns, rows)

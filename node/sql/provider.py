@@ -1,0 +1,106 @@
+"""Engine tables as DataFusion tables.
+
+DataFusion takes a ``pyarrow.dataset.Dataset`` subclass: it hands the dataset the pushed-down
+filter (a pyarrow Expression) and the projection, and treats the filter as exact. The engine
+scan applies the filter in full (pruning SSTs and row groups with it first), so DataFusion's
+answer stays right while the engine reads only what it must.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from gnomon.errors import GnomonError
+from node.engine.engine import Engine
+from node.engine.scan import ScanStats
+
+
+@dataclass
+class ScanRecord:
+    """What one table scan of a query did: shown by EXPLAIN ANALYZE, checked by tests."""
+
+    table: str
+    columns: list[str] | None
+    filter: str | None
+    stats: ScanStats = field(default_factory=ScanStats)
+
+
+class EngineFragment:
+    def __init__(self, dataset: EngineDataset) -> None:
+        self._dataset = dataset
+
+    def scanner(
+        self,
+        schema: pa.Schema | None = None,
+        columns: list[str] | None = None,
+        filter: pc.Expression | None = None,
+        batch_size: int | None = None,
+        **_: Any,
+    ) -> ds.Scanner:
+        d = self._dataset
+        try:
+            scan = d.engine.plan_scan(
+                d.table,
+                columns=columns,
+                predicate=filter,
+                version=d.version,
+                timestamp_ms=d.timestamp_ms,
+                batch_size=batch_size or 65_536,
+            )
+        except GnomonError as e:
+            # DataFusion would flatten the error into text; keep it for the executor.
+            d.errors.append(e)
+            raise
+        record = ScanRecord(d.table, columns, None if filter is None else str(filter), scan.stats)
+        d.scans.append(record)
+        out_schema = (
+            d.arrow_schema
+            if columns is None
+            else pa.schema([d.arrow_schema.field(c) for c in columns])
+        )
+        return ds.Scanner.from_batches(
+            _conformed(iter(scan), out_schema, d.errors), schema=out_schema
+        )
+
+
+def _conformed(
+    batches: Iterator[pa.RecordBatch], schema: pa.Schema, errors: list[GnomonError]
+) -> Iterator[pa.RecordBatch]:
+    try:
+        for b in batches:
+            yield pa.RecordBatch.from_arrays(b.columns, schema=schema) if b.num_columns else b
+    except GnomonError as e:
+        errors.append(e)
+        raise
+
+
+class EngineDataset(ds.InMemoryDataset):  # type: ignore[misc]
+    """One engine table (optionally at a manifest version) as a DataFusion table."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        table: str,
+        *,
+        version: int | None = None,
+        timestamp_ms: int | None = None,
+        scans: list[ScanRecord],
+        errors: list[GnomonError],
+    ) -> None:
+        self.engine = engine
+        self.table = table
+        self.version = version
+        self.timestamp_ms = timestamp_ms
+        self.scans = scans
+        self.errors = errors
+        self.arrow_schema = engine.describe(table).schema.arrow()
+        super().__init__(pa.Table.from_batches([], schema=self.arrow_schema))  # type: ignore[call-arg]
+
+    def get_fragments(self, filter: pc.Expression | None = None) -> list[EngineFragment]:
+        return [EngineFragment(self)]
