@@ -134,5 +134,28 @@ def demo(data_dir: str, hosts: int, hours: int) -> None:
         )
 
 
+@main.command()
+@click.option(
+    "--endpoint",
+    default="127.0.0.1:5440",
+    show_default=True,
+    help="HTTP address (host:port) of a gnomon server.",
+)
+@click.option("-e", "--execute", "statement", default=None, help="Run one statement and exit.")
+def sql(endpoint: str, statement: str | None) -> None:
+    """SQL shell against a running gnomon server."""
+    from gnomon.errors import GnomonError
+    from gnomon.shell import interactive, render, run_sql
+
+    if statement is None:
+        interactive(endpoint, console)
+        return
+    try:
+        render(console, run_sql(endpoint, statement))
+    except GnomonError as e:
+        console.print(f"[red]error:[/red] {e.message}")
+        raise SystemExit(1) from None
+
+
 if __name__ == "__main__":
     main()
