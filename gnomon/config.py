@@ -1,0 +1,81 @@
+"""Configuration of ``gnomon standalone``: built-in defaults, then a TOML file, then
+``GNOMON_*`` environment variables, then command-line flags — each overriding the previous."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from gnomon.errors import InvalidArgument
+
+
+@dataclass(frozen=True)
+class StandaloneConfig:
+    #: Directory holding the catalog, manifests, WAL and SSTs.
+    data_dir: str = "data/standalone"
+    #: Address the servers bind to.
+    bind: str = "127.0.0.1"
+    http_port: int = 5440
+    grpc_port: int = 8831
+    #: WAL sync policy: "always" (fsync before acknowledging) or "never".
+    wal_sync: str = "always"
+    #: Largest accepted request, in bytes.
+    max_request_bytes: int = 256 * 1024**2
+    log_level: str = "INFO"
+
+    def __post_init__(self) -> None:
+        for port in (self.http_port, self.grpc_port):
+            if not 0 <= port <= 65535:
+                raise InvalidArgument(f"invalid port {port}: must be 0..65535")
+        if self.wal_sync not in ("always", "never"):
+            raise InvalidArgument(f"invalid wal_sync {self.wal_sync!r}: 'always' or 'never'")
+        if self.max_request_bytes < 1024:
+            raise InvalidArgument("max_request_bytes must be at least 1024")
+
+    def with_values(self, values: Mapping[str, Any], *, source: str) -> StandaloneConfig:
+        known = {f.name: f for f in fields(self)}
+        changes: dict[str, Any] = {}
+        for key, value in values.items():
+            if value is None:
+                continue
+            f = known.get(key)
+            if f is None:
+                raise InvalidArgument(
+                    f"{source}: unknown setting {key!r}; known: {', '.join(sorted(known))}"
+                )
+            try:
+                changes[key] = int(value) if f.type in ("int", int) else str(value)
+            except ValueError:
+                raise InvalidArgument(
+                    f"{source}: {key} must be an integer, not {value!r}"
+                ) from None
+        return replace(self, **changes)
+
+
+def load(
+    path: str | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    flags: Mapping[str, Any] | None = None,
+) -> StandaloneConfig:
+    cfg = StandaloneConfig()
+    if path is not None:
+        try:
+            with open(path, "rb") as f:
+                doc = tomllib.load(f)
+        except FileNotFoundError:
+            raise InvalidArgument(f"config file {path!r} does not exist") from None
+        except tomllib.TOMLDecodeError as e:
+            raise InvalidArgument(f"config file {path!r} is not valid TOML: {e}") from None
+        cfg = cfg.with_values(doc.get("standalone", doc), source=path)
+    environ = os.environ if env is None else env
+    from_env = {
+        f.name: environ[f"GNOMON_{f.name.upper()}"]
+        for f in fields(cfg)
+        if f"GNOMON_{f.name.upper()}" in environ
+    }
+    cfg = cfg.with_values(from_env, source="environment")
+    return cfg.with_values(flags or {}, source="command line")
