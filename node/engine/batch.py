@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from gnomon.errors import SchemaMismatch, TooLarge
-from node.engine.schema import TSID, Schema
+from node.engine.schema import TSID, Schema, repeat
 from node.engine.tsid import compute_tsid
 
 
@@ -83,3 +83,41 @@ def conform(
         idx = schema.names.index(TSID)
         out = out.set_column(idx, schema.arrow().field(idx), compute_tsid(out, schema.tags))
     return out
+
+
+def key_columns_of_delete(schema: Schema) -> list[str]:
+    """What a row deletion names: the primary key, with the tags in place of an implicit
+    tsid (which is computed from them, as on write)."""
+    if schema.has_tsid:
+        return [*schema.tags, *(k for k in schema.primary_key if k != TSID)]
+    return list(schema.primary_key)
+
+
+def conform_keys(
+    table: str, schema: Schema, data: pa.RecordBatch | pa.Table, *, max_bytes: int
+) -> pa.RecordBatch:
+    """The keys of a row deletion as a batch of :func:`key_columns_of_delete` (plus the
+    computed tsid); raises SchemaMismatch when a key column is missing or does not convert."""
+    batch = as_record_batch(data)
+    wanted = key_columns_of_delete(schema)
+    missing = [c for c in wanted if c not in batch.schema.names]
+    if missing:
+        raise SchemaMismatch(f"table {table!r}: a row deletion needs the columns {missing}")
+    key_schema = Schema.build(
+        [schema.column(c) for c in wanted if c != TSID],
+        timestamp_key=schema.timestamp_key,
+        primary_key=None if schema.has_tsid else list(schema.primary_key),
+    )
+    return conform(table, key_schema, batch.select(wanted), max_bytes=max_bytes)
+
+
+def deletion_markers(schema: Schema, keys: pa.RecordBatch) -> pa.RecordBatch:
+    """Rows of ``schema`` that carry the deleted keys; the other columns hold fill values
+    (the markers are never read as data)."""
+    n = keys.num_rows
+    names = keys.schema.names
+    arrays = [
+        keys.column(c.name) if c.name in names else repeat(schema.fill_value(c.name), n)
+        for c in schema.columns
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema.arrow())

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from gnomon.errors import AlreadyExists, InvalidArgument, NotFound
+from gnomon.errors import AlreadyExists, Conflict, InvalidArgument, NotFound
 from gnomon.store.api import KeyRange, StructuredStore, TableContext, run_with_retries
 from gnomon.store.spec import FieldSpec, FieldType, TableSpec
 from node.engine.options import TableOptions
@@ -29,6 +29,18 @@ _TABLES = TableSpec(
     ),
     primary_key=("name",),
     indexes=("table_id",),
+)
+#: Every (schema, options) version of every table, written with the change that made it.
+_SCHEMAS = TableSpec(
+    "catalog_schemas",
+    (
+        FieldSpec("table_id", FieldType.LONG),
+        FieldSpec("version", FieldType.LONG),
+        FieldSpec("schema", FieldType.STRING),
+        FieldSpec("options", FieldType.STRING),
+        FieldSpec("created_ms", FieldType.LONG),
+    ),
+    primary_key=("table_id", "version"),
 )
 _COUNTERS = TableSpec(
     "catalog_counters",
@@ -75,11 +87,23 @@ class TableInfo:
         )
 
 
+def _history_row(info: TableInfo) -> dict[str, Any]:
+    row = info.row()
+    return {
+        "table_id": info.table_id,
+        "version": info.schema.version,
+        "schema": row["schema"],
+        "options": row["options"],
+        "created_ms": int(time.time() * 1000),
+    }
+
+
 class Catalog:
     def __init__(self, store: StructuredStore) -> None:
         self._store = store
         store.create(_TABLES, if_not_exists=True)
         store.create(_COUNTERS, if_not_exists=True)
+        store.create(_SCHEMAS, if_not_exists=True)
 
     def create(self, name: str, schema: Schema, options: TableOptions) -> TableInfo:
         check_table_name(name)
@@ -94,6 +118,7 @@ class Catalog:
             counters.write({"name": "table_id", "value": table_id})
             info = TableInfo(table_id, name, schema, options, int(time.time() * 1000))
             tables.write(info.row())
+            ctx.table(_SCHEMAS.name).write(_history_row(info))
             return info
 
         return run_with_retries(self._store, txn)
@@ -105,15 +130,38 @@ class Catalog:
         return TableInfo.from_row(row)
 
     def update(self, info: TableInfo) -> None:
-        """Replace a table's schema and options (ALTER TABLE)."""
+        """Replace a table's schema and options (ALTER TABLE) with the next version, which is
+        recorded in the table's history too."""
 
         def txn(ctx: TableContext) -> None:
             tables = ctx.table(_TABLES.name)
-            if tables.read({"name": info.name}) is None:
+            row = tables.read({"name": info.name})
+            if row is None or row["table_id"] != info.table_id:
                 raise NotFound(f"table {info.name!r} does not exist")
+            current = TableInfo.from_row(row).schema.version
+            if info.schema.version != current + 1:
+                raise Conflict(
+                    f"table {info.name!r} changed meanwhile (schema version {current}); "
+                    "retry the ALTER"
+                )
             tables.write(info.row())
+            ctx.table(_SCHEMAS.name).write(_history_row(info))
 
         run_with_retries(self._store, txn)
+
+    def history(self, table_id: int) -> list[tuple[int, Schema, TableOptions]]:
+        """Every (version, schema, options) of a table, oldest first."""
+        rows = self._store.transact(
+            lambda ctx: list(ctx.table(_SCHEMAS.name).scan(KeyRange.prefix({"table_id": table_id})))
+        )
+        return [
+            (
+                int(r["version"]),
+                Schema.from_json(json.loads(r["schema"])),
+                TableOptions.from_json(json.loads(r["options"])),
+            )
+            for r in rows
+        ]
 
     def drop(self, name: str) -> TableInfo:
         def txn(ctx: TableContext) -> TableInfo:
@@ -122,6 +170,7 @@ class Catalog:
             if row is None:
                 raise NotFound(f"table {name!r} does not exist")
             tables.delete({"name": name})
+            ctx.table(_SCHEMAS.name).delete_all({"table_id": row["table_id"]})
             return TableInfo.from_row(row)
 
         return run_with_retries(self._store, txn)

@@ -7,21 +7,25 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Literal
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gnomon.errors import AlreadyExists, Closed, NotFound
+from gnomon.errors import AlreadyExists, Closed, InvalidArgument, NotFound
 from gnomon.store.api import StructuredStore
 from gnomon.store.sqlite import SqliteStore
 from node.engine.catalog import Catalog, TableInfo
+from node.engine.compaction.compactor import Compactor
+from node.engine.compaction.scheduler import CompactionScheduler
+from node.engine.gc import GcReport, collect
 from node.engine.manifest import Manifest
 from node.engine.options import TableOptions
-from node.engine.scan import Scan, ScanRequest
-from node.engine.schema import Schema
+from node.engine.scan import Order, Scan, ScanRequest
+from node.engine.schema import Column, Schema
 from node.engine.sst.reader import SstFiles
 from node.engine.table import Table
 from node.wal.api import Wal
@@ -46,6 +50,13 @@ class EngineConfig:
     flush_threads: int = 1
     #: Flush every memtable on close, so the next open replays nothing.
     flush_on_close: bool = True
+    #: Background compaction workers (the concurrency limit); 0 disables background runs.
+    compaction_threads: int = 1
+    #: Background garbage collection every this many seconds; 0 disables it.
+    gc_interval_s: float = 300.0
+    #: Unreferenced files younger than this are kept: a scan or an uncommitted flush or
+    #: compaction may still be using them.
+    gc_grace_ms: int = 600_000
 
 
 class _Flusher:
@@ -99,6 +110,28 @@ class _Flusher:
             w.join(timeout=60)
 
 
+class _Periodic:
+    """Runs ``fn`` every ``interval_s`` seconds on a daemon thread until stopped."""
+
+    def __init__(self, interval_s: float, fn: Callable[[], object], *, name: str) -> None:
+        self._interval_s = interval_s
+        self._fn = fn
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if interval_s > 0:
+            self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            self._fn()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+
+
 class Engine:
     def __init__(
         self,
@@ -119,7 +152,9 @@ class Engine:
         self.catalog = Catalog(meta)
         self.manifest = Manifest(meta)
         self._flusher = _Flusher(config.flush_threads)
+        self._scheduler = CompactionScheduler(config.compaction_threads)
         self._tables: dict[str, Table] = {}
+        self._compactors: dict[str, Compactor] = {}
         self._lock = threading.RLock()
         self._closed = False
         wal.open_region(STANDALONE_REGION)
@@ -127,6 +162,7 @@ class Engine:
             self._tables[info.name] = self._open_table(info)
         for table in self._tables.values():
             table.recover()
+        self._gc = _Periodic(config.gc_interval_s, self._gc_quietly, name="gnomon-gc")
 
     @classmethod
     def open(cls, data_dir: str, **config: object) -> Engine:
@@ -139,7 +175,7 @@ class Engine:
         return cls(cfg, meta=meta, wal=wal, store=store)
 
     def _open_table(self, info: TableInfo) -> Table:
-        return Table(
+        table = Table(
             info,
             wal=self._wal,
             region=STANDALONE_REGION,
@@ -148,9 +184,18 @@ class Engine:
             sst_files=self._sst_files,
             staging_dir=self._staging,
             request_flush=self._flusher.request,
+            on_flushed=self._flushed,
             max_immutables=self.config.max_immutables,
             max_write_bytes=self.config.max_write_bytes,
         )
+        self._compactors[info.name] = Compactor(table)
+        return table
+
+    def _flushed(self, table: Table) -> None:
+        if table.info.options.enable_compaction:
+            compactor = self._compactors.get(table.name)
+            if compactor is not None and compactor.table is table:
+                self._scheduler.request(compactor)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -197,6 +242,8 @@ class Engine:
             table.close()
             info = self.catalog.drop(name)
             del self._tables[name]
+            compactor = self._compactors.pop(name)
+        compactor.close()
         self.manifest.drop_table(info.table_id)
         self._wal.mark_deleted(
             STANDALONE_REGION, info.table_id, self._wal.last_seq(STANDALONE_REGION, info.table_id)
@@ -231,8 +278,10 @@ class Engine:
         version: int | None = None,
         timestamp_ms: int | None = None,
         batch_size: int = 65_536,
+        order: Order | None = None,
+        limit_per_series: int | None = None,
     ) -> Iterator[pa.RecordBatch]:
-        """Rows of the table as record batches (unordered); see :meth:`plan_scan`."""
+        """Rows of the table as record batches; see :meth:`plan_scan`."""
         return iter(
             self.plan_scan(
                 name,
@@ -242,6 +291,8 @@ class Engine:
                 version=version,
                 timestamp_ms=timestamp_ms,
                 batch_size=batch_size,
+                order=order,
+                limit_per_series=limit_per_series,
             )
         )
 
@@ -255,12 +306,20 @@ class Engine:
         version: int | None = None,
         timestamp_ms: int | None = None,
         batch_size: int = 65_536,
+        order: Order | None = None,
+        limit_per_series: int | None = None,
     ) -> Scan:
         """A scan over one consistent snapshot: ``columns`` (default all), rows with timestamp
         in ``time_range`` = [start, end) ms that match ``predicate``; with ``version`` or
         ``timestamp_ms``, the flushed data of that manifest version (time travel). Iterate it
-        for batches; its ``stats`` tell what was pruned."""
-        req = ScanRequest(columns, time_range, predicate, batch_size)
+        for batches; its ``stats`` tell what was pruned.
+
+        Rows come unordered unless ``order`` is given: "asc" is primary-key order (each
+        series' rows by ascending time, series by key), "desc" its exact reverse (each
+        series newest first). ``limit_per_series`` keeps the first n rows of each series in
+        that order (default "desc": its latest n rows). Both stream from the merge without
+        sorting the result."""
+        req = ScanRequest(columns, time_range, predicate, batch_size, order, limit_per_series)
         return self.table(name).scan(req, version=version, timestamp_ms=timestamp_ms)
 
     def read_all(self, name: str, **kwargs: object) -> pa.Table:
@@ -273,6 +332,98 @@ class Engine:
             schema = pa.schema([schema.field(c) for c in columns])  # type: ignore[attr-defined]
         return pa.Table.from_batches(batches, schema=schema)
 
+    def delete_rows(self, name: str, keys: pa.Table) -> int:
+        """Delete rows by full primary key; for tables with the implicit tsid key, ``keys``
+        holds the tag columns and the timestamp instead (tsid is computed as on write).
+        Returns how many keys were given. Durable once returned, like a write."""
+        return self.table(name).delete_rows(keys)
+
+    def delete_range(
+        self,
+        name: str,
+        *,
+        tags: Mapping[str, Any] | None = None,
+        time_range: tuple[int | None, int | None] | None = None,
+    ) -> None:
+        """Delete every row whose tags equal ``tags`` (every series if None) and whose
+        timestamp is in ``time_range`` = [start, end) ms (all time if None): a range
+        tombstone, durable once returned. Rows written afterwards are not affected."""
+        self.table(name).delete_range(tags, time_range)
+
+    def alter_table(
+        self,
+        name: str,
+        *,
+        add_columns: Sequence[Column] = (),
+        options: Mapping[str, str] | None = None,
+    ) -> TableInfo:
+        """ADD COLUMN and/or MODIFY SETTING (options as SQL strings, e.g. ``{"ttl": "7d"}``),
+        recorded as the table's next schema version. Existing rows read a new column as its
+        default (or null); a new ``segment_duration`` applies to data flushed from now on."""
+        self._check_open()
+        with self._lock:
+            table = self.table(name)
+            info = table.info
+            schema = info.schema.with_columns(add_columns)
+            if not add_columns:
+                schema = replace(schema, version=info.schema.version + 1)
+            new_options = info.options.updated(options or {})
+            if new_options.update_mode is not info.options.update_mode:
+                raise InvalidArgument(
+                    f"table {name!r}: update_mode cannot change once the table has data"
+                )
+            new = replace(info, schema=schema, options=new_options)
+            self.catalog.update(new)
+            table.alter(new)
+            log.info("altered table", extra={"table": name, "schema_version": schema.version})
+            return new
+
+    def compact(self, name: str) -> int:
+        """Compact the table now (synchronously) until the picker finds nothing more; returns
+        how many SSTs it merged away (files removed minus files written)."""
+        self.table(name)
+        return self._compactors[name].compact()
+
+    def compactor(self, name: str) -> Compactor:
+        """The table's compactor (plan, run and commit steps one at a time)."""
+        self.table(name)
+        return self._compactors[name]
+
+    def wait_for_compactions(self, timeout_s: float = 60.0) -> bool:
+        """Wait until background compaction is idle; False on timeout."""
+        return self._scheduler.wait_idle(timeout_s)
+
+    def gc(self, name: str | None = None) -> GcReport:
+        """Expire manifest versions past retention and delete files no kept version refers to
+        (including orphans of failed flushes and compactions) that are past the grace period,
+        for one table or all. Also runs every ``gc_interval_s`` in the background."""
+        self._check_open()
+        with self._lock:
+            tables = [self.table(name)] if name else list(self._tables.values())
+        report = GcReport()
+        now = int(time.time() * 1000)
+        for t in tables:
+            compactor = self._compactors.get(t.name)
+            report.add(
+                collect(
+                    t.table_id,
+                    t.info.options,
+                    manifest=self.manifest,
+                    store=self._store,
+                    sst_files=self._sst_files,
+                    now_ms=now,
+                    grace_ms=self.config.gc_grace_ms,
+                    pinned=None if compactor is None else compactor.pinned_version(),
+                )
+            )
+        return report
+
+    def _gc_quietly(self) -> None:
+        try:
+            self.gc()
+        except Exception as e:  # the next round retries; nothing is lost by waiting
+            log.error("garbage collection failed", extra={"error": repr(e)})
+
     def flush(self, name: str | None = None) -> None:
         """Flush one table (or all) synchronously."""
         tables = [self.table(name)] if name else list(self._tables.values())
@@ -282,6 +433,9 @@ class Engine:
     def close(self) -> None:
         if self._closed:
             return
+        self._gc.stop()
+        # A compaction in progress finishes (or is discarded) before its table closes.
+        self._scheduler.stop()
         try:
             if self.config.flush_on_close:
                 for t in list(self._tables.values()):

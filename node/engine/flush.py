@@ -1,15 +1,20 @@
-"""Flush: turn an immutable memtable into one SST per segment window.
+"""Flush: turn an immutable memtable into one SST per segment window (plus one file of range
+tombstones when the memtable holds any).
 
 Rows are sorted by (window, primary key, seq) in one pass, so each window is a contiguous,
-key-sorted slice; OVERWRITE tables keep only the newest row per key. Each SST is written to a
-local staging file and handed to the object store, which moves it into place atomically.
+key-sorted slice whose versions are then resolved: OVERWRITE tables keep only the newest row per
+key, deletion markers stay (they shadow rows of older SSTs) and rows shadowed by a deletion or a
+range tombstone of the same memtable are dropped. So every flushed file is clean of the range
+tombstones up to its own highest sequence. Each SST is written to a local staging file and
+handed to the object store, which moves it into place atomically.
 """
 
 from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -17,10 +22,11 @@ import pyarrow.compute as pc
 
 from node.engine.memtable import Memtable
 from node.engine.options import TableOptions, UpdateMode
-from node.engine.rows import newest_per_key
+from node.engine.rows import resolve_versions
 from node.engine.schema import SEQ, Schema
 from node.engine.sst.meta import SstMeta
 from node.engine.sst.writer import write_sst
+from node.engine.tombstones import drop_shadowed, write_tombstone_file
 from objectstore.api import ObjectStore
 
 _WINDOW = "__window"
@@ -30,11 +36,29 @@ def sst_key(table_id: int, window_start_ms: int) -> str:
     return f"tables/{table_id}/{window_start_ms}/{uuid.uuid4().hex}.parquet"
 
 
+def tombstone_key(table_id: int) -> str:
+    return f"tables/{table_id}/tombstones/{uuid.uuid4().hex}.parquet"
+
+
+def put_staged(
+    store: ObjectStore, staging_dir: str, key: str, write: Callable[..., SstMeta]
+) -> SstMeta:
+    """Write a file with ``write(local_path=...)`` into staging, then move it to ``key``."""
+    local = os.path.join(staging_dir, f"{uuid.uuid4().hex}.parquet")
+    try:
+        meta = write(local_path=local)
+        store.put_file(key, local)
+        return meta
+    finally:
+        if os.path.exists(local):
+            os.unlink(local)
+
+
 def split_sorted_by_window(
     rows: pa.Table, schema: Schema, options: TableOptions
 ) -> list[tuple[int, pa.Table]]:
     """``rows`` sorted by (primary key, seq) within each segment window, one table per window,
-    deduplicated in OVERWRITE mode."""
+    with the versions of each key resolved (markers kept)."""
     seg = options.segment_duration_ms
     ts = rows.column(schema.timestamp_key).cast(pa.int64()).to_numpy()
     windows = np.floor_divide(ts, seg)
@@ -51,41 +75,73 @@ def split_sorted_by_window(
         windows = np.full(rows.num_rows, windows[0] if windows.size else 0)
     bounds = np.flatnonzero(np.diff(windows)) + 1
     out: list[tuple[int, pa.Table]] = []
+    dedup = options.update_mode is UpdateMode.OVERWRITE
     for start, end in zip(
         np.concatenate(([0], bounds)), np.concatenate((bounds, [rows.num_rows])), strict=True
     ):
         part = rows.slice(int(start), int(end - start))
-        if options.update_mode is UpdateMode.OVERWRITE:
-            part = newest_per_key(part, schema.primary_key)
-        out.append((int(windows[start]) * seg, part))
+        part = resolve_versions(part, schema.primary_key, dedup=dedup, keep_markers=True)
+        if part.num_rows:
+            out.append((int(windows[start]) * seg, part))
     return out
+
+
+def _write_part(
+    part: pa.Table,
+    local_path: str,
+    *,
+    table_id: int,
+    schema: Schema,
+    options: TableOptions,
+    key: str,
+) -> SstMeta:
+    return write_sst(
+        part, table_id=table_id, schema=schema, options=options, local_path=local_path, key=key
+    )
 
 
 def flush_memtable(
     memtable: Memtable,
     *,
     table_id: int,
-    schema: Schema,
     options: TableOptions,
     store: ObjectStore,
     staging_dir: str,
 ) -> list[SstMeta]:
-    """Write the memtable's rows as SSTs into ``store``; the caller commits them."""
-    batches: Sequence[pa.RecordBatch] = memtable.batches()
-    if not batches:
-        return []
-    rows = pa.Table.from_batches(batches, schema=schema.storage_arrow()).combine_chunks()
+    """Write the memtable's rows and range tombstones as SSTs into ``store``; the caller
+    commits them. The memtable's own schema is used: it may predate an ADD COLUMN."""
+    schema = memtable.schema
     metas: list[SstMeta] = []
-    for window_start, part in split_sorted_by_window(rows, schema, options):
-        key = sst_key(table_id, window_start)
-        local = os.path.join(staging_dir, f"{uuid.uuid4().hex}.parquet")
-        try:
-            meta = write_sst(
-                part, table_id=table_id, schema=schema, options=options, local_path=local, key=key
+    ranges = memtable.ranges()
+    batches: Sequence[pa.RecordBatch] = memtable.batches()
+    if batches:
+        rows = pa.Table.from_batches(batches, schema=schema.storage_arrow()).combine_chunks()
+        rows = drop_shadowed(rows, ranges, schema)
+        for window_start, part in split_sorted_by_window(rows, schema, options):
+            key = sst_key(table_id, window_start)
+            metas.append(
+                put_staged(
+                    store,
+                    staging_dir,
+                    key,
+                    partial(
+                        _write_part,
+                        part,
+                        table_id=table_id,
+                        schema=schema,
+                        options=options,
+                        key=key,
+                    ),
+                )
             )
-            store.put_file(key, local)
-        finally:
-            if os.path.exists(local):
-                os.unlink(local)
-        metas.append(meta)
+    if ranges:
+        key = tombstone_key(table_id)
+        metas.append(
+            put_staged(
+                store,
+                staging_dir,
+                key,
+                partial(write_tombstone_file, ranges, schema_version=schema.version, key=key),
+            )
+        )
     return metas

@@ -1,5 +1,6 @@
-"""The Arrow memtable: an append-only list of batches (each tagged with its write sequence)
-with memory accounting, and a cached sorted, deduplicated view for reads and flushes."""
+"""The Arrow memtable: an append-only list of batches (each tagged with its write sequence and
+kind, put or row deletion) plus the range tombstones written meanwhile, with memory accounting
+and a cached sorted, resolved view for reads and flushes."""
 
 from __future__ import annotations
 
@@ -11,18 +12,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from node.engine.options import UpdateMode
-from node.engine.rows import newest_per_key, sort_by_key
-from node.engine.schema import Schema
+from node.engine.rows import resolve_versions, sort_by_key
+from node.engine.schema import PUT, Schema
+from node.engine.tombstones import RangeTombstone
 
 
 @dataclass(frozen=True)
 class MemtableView:
-    """What a reader sees of a memtable: its first ``batches`` batches."""
+    """What a reader sees of a memtable: its first ``batches`` batches and the range
+    tombstones written up to then."""
 
     memtable: Memtable
     batches: int
     min_ts: int
     max_ts: int
+    ranges: tuple[RangeTombstone, ...]
 
     def sorted(self) -> pa.Table:
         return self.memtable.sorted(self.batches)
@@ -34,52 +38,79 @@ class Memtable:
         self.mode = mode
         self._storage = schema.storage_arrow()
         self._batches: list[pa.RecordBatch] = []
+        self._ranges: list[RangeTombstone] = []
         self._lock = threading.Lock()
         self._sorted_cache: tuple[int, pa.Table] | None = None
         self.nbytes = 0
         self.rows = 0
+        self.deletes = 0
         self.min_seq = 0
         self.max_seq = 0
         self.min_ts = np.iinfo(np.int64).max
         self.max_ts = np.iinfo(np.int64).min
 
     def __len__(self) -> int:
-        return len(self._batches)
+        """Entries held: batches and range tombstones."""
+        return len(self._batches) + len(self._ranges)
 
-    def append(self, batch: pa.RecordBatch, seq: int) -> None:
-        """Add a batch of the table schema written with sequence ``seq``."""
+    def _saw(self, seq: int) -> None:
+        self.min_seq = seq if not self.min_seq else min(self.min_seq, seq)
+        self.max_seq = max(self.max_seq, seq)
+
+    def append(self, batch: pa.RecordBatch, seq: int, kind: int = PUT) -> None:
+        """Add a batch of the table schema written with sequence ``seq``: rows, or (``kind``
+        DELETE) markers that delete the keys they carry."""
         if batch.num_rows == 0:
             return
-        seqs = pa.array(np.full(batch.num_rows, seq, dtype=np.uint64))
-        stored = pa.RecordBatch.from_arrays([*batch.columns, seqs], schema=self._storage)
+        n = batch.num_rows
+        seqs = pa.array(np.full(n, seq, dtype=np.uint64))
+        kinds = pa.array(np.full(n, kind, dtype=np.uint8))
+        stored = pa.RecordBatch.from_arrays([*batch.columns, seqs, kinds], schema=self._storage)
         lo, hi = pc.min_max(batch.column(self.schema.timestamp_key).cast(pa.int64())).values()
         with self._lock:
             self._batches.append(stored)
             self.nbytes += stored.nbytes
-            self.rows += stored.num_rows
-            self.min_seq = seq if not self.min_seq else min(self.min_seq, seq)
-            self.max_seq = max(self.max_seq, seq)
+            self.rows += n
+            if kind != PUT:
+                self.deletes += n
+            self._saw(seq)
             self.min_ts = min(self.min_ts, lo.as_py())
             self.max_ts = max(self.max_ts, hi.as_py())
 
+    def add_range(self, tombstone: RangeTombstone) -> None:
+        with self._lock:
+            self._ranges.append(tombstone)
+            self._saw(tombstone.seq)
+
     def view(self) -> MemtableView:
         with self._lock:
-            return MemtableView(self, len(self._batches), self.min_ts, self.max_ts)
+            return MemtableView(
+                self, len(self._batches), self.min_ts, self.max_ts, tuple(self._ranges)
+            )
 
     def batches(self, upto: int | None = None) -> list[pa.RecordBatch]:
         with self._lock:
             return self._batches[: len(self._batches) if upto is None else upto]
 
+    def ranges(self) -> list[RangeTombstone]:
+        with self._lock:
+            return list(self._ranges)
+
     def sorted(self, upto: int | None = None) -> pa.Table:
-        """The first ``upto`` batches sorted by (primary key, seq) and, in OVERWRITE mode,
-        reduced to the newest row per key. Cached until more batches arrive."""
+        """The first ``upto`` batches sorted by (primary key, seq), with the versions of each
+        key resolved (deletion markers kept: they shadow rows of older sources). Cached until
+        more batches arrive."""
         batches = self.batches(upto)
         cached = self._sorted_cache
         if cached is not None and cached[0] == len(batches):
             return cached[1]
         table = pa.Table.from_batches(batches, schema=self._storage)
         table = sort_by_key(table, self.schema.primary_key).combine_chunks()
-        if self.mode is UpdateMode.OVERWRITE:
-            table = newest_per_key(table, self.schema.primary_key)
+        table = resolve_versions(
+            table,
+            self.schema.primary_key,
+            dedup=self.mode is UpdateMode.OVERWRITE,
+            keep_markers=True,
+        )
         self._sorted_cache = (len(batches), table)
         return table

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from enum import StrEnum
 from typing import Any
@@ -68,17 +68,62 @@ class UpdateMode(StrEnum):
     APPEND = "APPEND"
 
 
+def _parse_mode(value: str | int | bool) -> UpdateMode:
+    try:
+        return UpdateMode(str(value).upper())
+    except ValueError:
+        raise InvalidArgument(f"invalid update_mode {value!r}: OVERWRITE or APPEND") from None
+
+
+def _parse_int(value: str | int | bool) -> int:
+    try:
+        return int(_str(value))
+    except ValueError:
+        raise InvalidArgument(f"invalid integer {value!r}") from None
+
+
+#: SQL option name -> (field, parser, formatter).
+_OPTIONS: dict[str, tuple[str, Callable[[Any], Any], Callable[[Any], str]]] = {
+    "segment_duration": ("segment_duration_ms", parse_duration_ms, format_duration),
+    "update_mode": ("update_mode", _parse_mode, lambda v: str(v.value)),
+    "write_buffer_size": ("write_buffer_size", parse_size, str),
+    "ttl": ("ttl_ms", parse_duration_ms, format_duration),
+    "enable_ttl": ("enable_ttl", _parse_bool, lambda v: str(v).lower()),
+    "num_rows_per_row_group": ("num_rows_per_row_group", _parse_int, str),
+    "compression": ("compression", lambda v: str(v).lower(), str),
+    "enable_compaction": ("enable_compaction", _parse_bool, lambda v: str(v).lower()),
+    "compaction_min_threshold": ("compaction_min_threshold", _parse_int, str),
+    "compaction_max_threshold": ("compaction_max_threshold", _parse_int, str),
+    "compaction_target_size": ("compaction_target_size", parse_size, str),
+    "time_travel": ("time_travel_ms", parse_duration_ms, format_duration),
+    "max_versions": ("max_versions", _parse_int, str),
+}
+
+
 @dataclass(frozen=True)
 class TableOptions:
     segment_duration_ms: int = 2 * 3_600_000
     update_mode: UpdateMode = UpdateMode.OVERWRITE
     #: The active memtable becomes immutable and is flushed at this many bytes.
     write_buffer_size: int = 32 * 1024**2
-    #: Rows older than now - ttl are invisible when enable_ttl is true.
+    #: Rows older than now - ttl are invisible when enable_ttl is true, and compaction drops
+    #: them.
     ttl_ms: int = 7 * 86_400_000
     enable_ttl: bool = False
     num_rows_per_row_group: int = 65_536
     compression: str = "zstd"
+    #: Background compaction after flushes (``Engine.compact`` works either way).
+    enable_compaction: bool = True
+    #: Files of similar size in one segment window are merged once there are this many...
+    compaction_min_threshold: int = 4
+    #: ...and at most this many at once; a window never keeps this many small files.
+    compaction_max_threshold: int = 16
+    #: Compaction output files are cut at this size; files this large are left alone.
+    compaction_target_size: int = 256 * 1024**2
+    #: Manifest versions younger than this are kept, so time travel can reach them.
+    time_travel_ms: int = 3_600_000
+    #: Older versions are kept up to this many (the newest ones).
+    max_versions: int = 100
 
     def __post_init__(self) -> None:
         if self.segment_duration_ms <= 0:
@@ -93,6 +138,18 @@ class TableOptions:
             raise InvalidArgument(
                 f"unknown compression {self.compression!r}: zstd, snappy, lz4, gzip or none"
             )
+        if self.compaction_min_threshold < 2:
+            raise InvalidArgument("compaction_min_threshold must be at least 2")
+        if self.compaction_max_threshold < self.compaction_min_threshold:
+            raise InvalidArgument(
+                "compaction_max_threshold must be at least compaction_min_threshold"
+            )
+        if self.compaction_target_size < 1024:
+            raise InvalidArgument("compaction_target_size must be at least 1kb")
+        if self.time_travel_ms < 0:
+            raise InvalidArgument("time_travel must not be negative")
+        if self.max_versions < 1:
+            raise InvalidArgument("max_versions must be at least 1")
 
     @classmethod
     def from_strings(cls, opts: Mapping[str, str | int | bool]) -> TableOptions:
@@ -103,46 +160,16 @@ class TableOptions:
         """A copy with the given SQL-style options changed (ALTER TABLE MODIFY SETTING)."""
         changes: dict[str, Any] = {}
         for key, value in opts.items():
-            k = key.lower()
-            if k == "segment_duration":
-                changes["segment_duration_ms"] = parse_duration_ms(_str(value))
-            elif k == "ttl":
-                changes["ttl_ms"] = parse_duration_ms(_str(value))
-            elif k == "enable_ttl":
-                changes["enable_ttl"] = _parse_bool(
-                    value if isinstance(value, bool) else str(value)
-                )
-            elif k == "update_mode":
-                try:
-                    changes["update_mode"] = UpdateMode(str(value).upper())
-                except ValueError:
-                    raise InvalidArgument(
-                        f"invalid update_mode {value!r}: OVERWRITE or APPEND"
-                    ) from None
-            elif k == "write_buffer_size":
-                changes["write_buffer_size"] = parse_size(_str(value))
-            elif k == "num_rows_per_row_group":
-                changes["num_rows_per_row_group"] = int(_str(value))
-            elif k == "compression":
-                changes["compression"] = str(value).lower()
-            else:
-                raise InvalidArgument(
-                    f"unknown table option {key!r}; known: segment_duration, ttl, enable_ttl, "
-                    "update_mode, write_buffer_size, num_rows_per_row_group, compression"
-                )
+            spec = _OPTIONS.get(key.lower())
+            if spec is None:
+                raise InvalidArgument(f"unknown table option {key!r}; known: {', '.join(_OPTIONS)}")
+            name, parse, _ = spec
+            changes[name] = parse(value)
         return replace(self, **changes)
 
     def to_strings(self) -> dict[str, str]:
         """The SQL-style form, as SHOW CREATE TABLE prints it."""
-        return {
-            "segment_duration": format_duration(self.segment_duration_ms),
-            "update_mode": self.update_mode.value,
-            "write_buffer_size": str(self.write_buffer_size),
-            "ttl": format_duration(self.ttl_ms),
-            "enable_ttl": str(self.enable_ttl).lower(),
-            "num_rows_per_row_group": str(self.num_rows_per_row_group),
-            "compression": self.compression,
-        }
+        return {key: fmt(getattr(self, name)) for key, (name, _, fmt) in _OPTIONS.items()}
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,9 +1,15 @@
 """The read path: plan a scan over one snapshot (an SST set plus memtable views) and stream it.
 
-Sources are grouped per time overlap: SSTs and memtable slices whose time ranges overlap may
-hold versions of the same key and go through the k-way merge; a source that overlaps nothing is
-streamed on its own, with the full filter pushed into the Parquet reader. In APPEND mode nothing
-needs merging. Output order is unspecified across sources.
+Unordered scans group sources per time overlap: SSTs and memtable slices whose time ranges
+overlap may hold versions of the same key and go through the k-way merge; a source that overlaps
+nothing is streamed on its own, with the full filter pushed into the Parquet reader. In APPEND
+mode only groups holding row deletions need merging. Ordered scans (``order``, or a per-series
+limit) merge every source into one stream in primary-key order, forwards or backwards, so the
+newest rows of a series come first without sorting the result.
+
+Range tombstones of the snapshot (tombstone SSTs and memtables) that overlap the scan are
+applied to every batch; row deletions are resolved by the merge. Columns a source predates
+(ADD COLUMN) read as their default or null.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import pyarrow as pa
@@ -20,9 +27,20 @@ from gnomon.errors import InvalidArgument
 from node.engine.memtable import MemtableView
 from node.engine.merge import merge_sorted
 from node.engine.options import TableOptions, UpdateMode
-from node.engine.schema import SEQ, Schema
+from node.engine.rows import key_at, same_as_next, strip_markers
+from node.engine.schema import DELETE, KIND, PUT, SEQ, Schema
 from node.engine.sst.meta import SstMeta
-from node.engine.sst.reader import SstFiles, prune_row_groups, read_sorted, scan_unordered
+from node.engine.sst.reader import (
+    SstFiles,
+    conform_batches,
+    prune_row_groups,
+    read_sorted,
+    reversed_rows,
+    scan_unordered,
+)
+from node.engine.tombstones import RangeTombstone, columns_needed, drop_shadowed
+
+Order = Literal["asc", "desc"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +50,11 @@ class ScanRequest:
     time_range: tuple[int | None, int | None] | None = None
     predicate: pc.Expression | None = None
     batch_size: int = 65_536
+    #: Primary-key order (within a series: time ascending) or its reverse; None: unordered.
+    order: Order | None = None
+    #: At most this many rows per series, the first ones in ``order`` (default "desc": the
+    #: latest rows).
+    limit_per_series: int | None = None
 
 
 @dataclass
@@ -44,6 +67,7 @@ class ScanStats:
     row_groups_read: int = 0
     memtable_slices: int = 0
     merged_components: int = 0
+    range_tombstones: int = 0
 
 
 @dataclass(frozen=True)
@@ -52,6 +76,7 @@ class _Source:
     max_ts: int
     sst: SstMeta | None = None
     mem: pa.Table | None = None
+    deletes: bool = False
 
 
 def referenced_columns(expr: pc.Expression, schema: Schema) -> list[str]:
@@ -83,26 +108,43 @@ class Scan:
         self.schema = schema
         self.options = options
         self.request = request
-        self.stats = ScanStats(ssts_total=len(files))
         self._sst_files = sst_files
         self._storage = schema.storage_arrow()
         self.columns = list(request.columns) if request.columns is not None else schema.names
         for c in self.columns:
             if not schema.has_column(c):
                 raise InvalidArgument(f"unknown column {c!r}")
+        self._order: Order | None = request.order
+        if request.limit_per_series is not None:
+            if request.limit_per_series < 1:
+                raise InvalidArgument("limit_per_series must be at least 1")
+            if schema.primary_key[-1] != schema.timestamp_key:
+                raise InvalidArgument(
+                    "limit_per_series needs the timestamp key last in the primary key"
+                )
+            self._order = self._order or "desc"
         lo, hi = request.time_range or (None, None)
         if options.enable_ttl:
             floor = now_ms - options.ttl_ms
             lo = floor if lo is None else max(lo, floor)
         self._lo, self._hi = lo, hi
         self.filter = self._build_filter(request.predicate)
+        data = [f for f in files if f.is_data]
+        self.stats = ScanStats(ssts_total=len(data))
+        self._files = [f for f in data if self._overlaps(f.min_ts, f.max_ts)]
+        self._memtables = memtables
+        self._ranges = self._range_tombstones(files, memtables)
+        self.stats.range_tombstones = len(self._ranges)
         needed = set(self.columns) | set(schema.primary_key) | {schema.timestamp_key}
+        self._filter_columns: set[str] = set()
         if request.predicate is not None:
             check_predicate(request.predicate, schema)
-            needed |= set(referenced_columns(request.predicate, schema))
-        self._read_columns = [n for n in schema.names if n in needed] + [SEQ]
-        self._files = [f for f in files if self._overlaps(f.min_ts, f.max_ts)]
-        self._memtables = memtables
+            self._filter_columns = set(referenced_columns(request.predicate, schema))
+            needed |= self._filter_columns
+        self._extra = columns_needed(self._ranges, schema) - {SEQ} if self._ranges else set[str]()
+        needed |= self._extra
+        self._read_columns = [n for n in schema.names if n in needed] + [SEQ, KIND]
+        self._read_schema = pa.schema([self._storage.field(n) for n in self._read_columns])
 
     # -- planning --------------------------------------------------------------------------------
 
@@ -126,6 +168,17 @@ class Scan:
     def _overlaps(self, min_ts: int, max_ts: int) -> bool:
         return (self._lo is None or max_ts >= self._lo) and (self._hi is None or min_ts < self._hi)
 
+    def _range_tombstones(
+        self, files: Sequence[SstMeta], memtables: Sequence[MemtableView]
+    ) -> list[RangeTombstone]:
+        found: list[RangeTombstone] = []
+        for f in files:
+            if not f.is_data and self._overlaps(f.min_ts, f.max_ts):
+                found.extend(self._sst_files.tombstones(f.path))
+        for view in memtables:
+            found.extend(view.ranges)
+        return [t for t in found if self._overlaps(t.min_ts, t.max_ts)]
+
     def _memtable_sources(self) -> list[_Source]:
         """Each memtable view, split by segment window so that it only has to be merged with
         the SSTs of the windows it really overlaps."""
@@ -137,18 +190,22 @@ class Scan:
             table = view.sorted()
             ts = table.column(self.schema.timestamp_key).cast(pa.int64()).to_numpy()
             windows = np.floor_divide(ts, seg)
+            kinds = table.column(KIND).to_numpy()
             for w in np.unique(windows):
-                part = table.filter(pa.array(windows == w))
-                lo, hi = int(ts[windows == w].min()), int(ts[windows == w].max())
+                mask = windows == w
+                lo, hi = int(ts[mask].min()), int(ts[mask].max())
                 if self._overlaps(lo, hi):
-                    out.append(_Source(lo, hi, mem=part))
+                    part = table.filter(pa.array(mask))
+                    deletes = bool((kinds[mask] == DELETE).any())
+                    out.append(_Source(lo, hi, mem=part, deletes=deletes))
         return out
 
+    def _sources(self) -> list[_Source]:
+        ssts = [_Source(f.min_ts, f.max_ts, sst=f, deletes=f.deletes > 0) for f in self._files]
+        return ssts + self._memtable_sources()
+
     def _components(self) -> list[list[_Source]]:
-        sources = [_Source(f.min_ts, f.max_ts, sst=f) for f in self._files]
-        sources += self._memtable_sources()
-        if self.options.update_mode is UpdateMode.APPEND:
-            return [[s] for s in sources]
+        sources = self._sources()
         sources.sort(key=lambda s: s.min_ts)
         groups: list[list[_Source]] = []
         end = None
@@ -159,40 +216,72 @@ class Scan:
             else:
                 groups.append([s])
                 end = s.max_ts
+        if self.options.update_mode is UpdateMode.APPEND:
+            # Without deletions nothing shadows anything: every source stands alone.
+            groups = [
+                part
+                for g in groups
+                for part in ([g] if any(s.deletes for s in g) else [[s] for s in g])
+            ]
         return groups
 
     # -- execution -------------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
-        direct_ssts: list[tuple[str, list[int]]] = []
+        if self._order is not None:
+            return self._ordered()
+        return self._unordered()
+
+    def _unordered(self) -> Iterator[pa.RecordBatch]:
+        direct: dict[bool, list[tuple[str, list[int]]]] = {False: [], True: []}
         direct_mem: list[pa.Table] = []
         merged: list[list[_Source]] = []
         components = self._components()
+        direct_columns = [*self.columns, *sorted(self._extra - set(self.columns))]
         for group in components:
+            s = group[0]
             if len(group) > 1:
                 merged.append(group)
-            elif group[0].sst is not None:
-                direct_ssts.append(self._pruned(group[0].sst, self.schema.names))
+            elif s.mem is not None:
+                direct_mem.append(s.mem)
+            elif s.sst is not None and self._has_columns(
+                s.sst, [*direct_columns, *self._filter_columns]
+            ):
+                direct[s.deletes].append(self._pruned(s.sst, self.schema.names))
             else:
-                assert group[0].mem is not None
-                direct_mem.append(group[0].mem)
+                merged.append(group)
         self.stats.memtable_slices = sum(1 for g in components for s in g if s.mem is not None)
-        self.stats.merged_components = len(merged)
+        self.stats.merged_components = sum(1 for g in merged if len(g) > 1)
         for table in direct_mem:
-            yield from self._finish(table)
-        if direct_ssts:
+            yield from self._finish(self._conformed_table(strip_markers(table)))
+        for deletes, parts in direct.items():
+            if not parts:
+                continue
+            # A lone source's deletion markers shadow nothing else: they are just left out.
             # pyarrow evaluates the filter on columns it does not return, so a source that
             # needs no merge reads only the requested columns.
+            filt = self.filter
+            if deletes:
+                kind = pc.field(KIND) == pa.scalar(PUT, pa.uint8())
+                filt = kind if filt is None else filt & kind
+            with_seq = [*direct_columns, SEQ] if self._ranges else direct_columns
             for batch in scan_unordered(
-                direct_ssts,
-                self._storage,
-                self.columns,
-                self.filter,
-                self.request.batch_size,
+                parts, self._storage, with_seq, filt, self.request.batch_size
             ):
                 yield from self._finish(pa.Table.from_batches([batch]), filtered=True)
         for group in merged:
-            yield from self._merge(group)
+            yield from self._finish_all(self._merge(group, descending=False))
+
+    def _ordered(self) -> Iterator[pa.RecordBatch]:
+        sources = self._sources()
+        self.stats.memtable_slices = sum(1 for s in sources if s.mem is not None)
+        self.stats.merged_components = 1 if len(sources) > 1 else 0
+        tables = self._merge(sources, descending=self._order == "desc")
+        return self._finish_all(tables, limit=self.request.limit_per_series)
+
+    def _has_columns(self, sst: SstMeta, columns: Sequence[str]) -> bool:
+        present = self._sst_files.columns(sst.path)
+        return all(c in present for c in columns)
 
     def _pruned(self, sst: SstMeta, stat_columns: Sequence[str]) -> tuple[str, list[int]]:
         meta = self._sst_files.footer(sst.path)
@@ -203,33 +292,84 @@ class Scan:
             self.stats.ssts_read += 1
         return self._sst_files.path(sst.path), groups
 
-    def _merge(self, group: list[_Source]) -> Iterator[pa.RecordBatch]:
+    def _merge(self, group: Sequence[_Source], *, descending: bool) -> Iterator[pa.Table]:
         inputs: list[Iterator[pa.RecordBatch]] = []
         for s in group:
             if s.sst is not None:
                 path, rgs = self._pruned(s.sst, self.schema.key_columns)
-                inputs.append(
-                    self._conformed(
-                        read_sorted(path, rgs, self._read_columns, self.request.batch_size)
-                    )
+                present = self._sst_files.columns(s.sst.path)
+                batches = read_sorted(
+                    path,
+                    rgs,
+                    [c for c in self._read_columns if c in present],
+                    self.request.batch_size,
+                    descending=descending,
                 )
+                inputs.append(conform_batches(batches, self._read_schema, self.schema.fill_value))
             else:
                 assert s.mem is not None
-                mem = s.mem.select(self._read_columns)
-                inputs.append(iter(mem.to_batches(max_chunksize=self.request.batch_size)))
+                mem = s.mem.to_batches(max_chunksize=self.request.batch_size)
+                if descending:
+                    mem = [reversed_rows(b) for b in reversed(mem)]
+                inputs.append(self._conformed(mem))
         dedup = self.options.update_mode is UpdateMode.OVERWRITE
-        for table in merge_sorted(inputs, self.schema.primary_key, dedup=dedup):
-            yield from self._finish(table)
+        return merge_sorted(inputs, self.schema.primary_key, dedup=dedup, descending=descending)
 
-    def _conformed(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        target = pa.schema([self._storage.field(n) for n in self._read_columns])
-        for b in batches:
-            yield pa.RecordBatch.from_arrays(b.columns, schema=target)
+    def _conformed(self, batches: Sequence[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        present = set(batches[0].schema.names) if batches else set()
+        selected = (b.select([c for c in self._read_columns if c in present]) for b in batches)
+        return conform_batches(selected, self._read_schema, self.schema.fill_value)
+
+    def _conformed_table(self, table: pa.Table) -> pa.Table:
+        return pa.Table.from_batches(
+            list(self._conformed(table.to_batches())), schema=self._read_schema
+        )
+
+    def _finish_all(
+        self, tables: Iterator[pa.Table], *, limit: int | None = None
+    ) -> Iterator[pa.RecordBatch]:
+        visible: Iterator[pa.Table] = (self._visible(t) for t in tables)
+        if limit is not None:
+            visible = _limit_per_series(visible, self.schema.series_key, limit)
+        for table in visible:
+            yield from self._emit(table)
 
     def _finish(self, table: pa.Table, *, filtered: bool = False) -> Iterator[pa.RecordBatch]:
-        if not filtered and self.filter is not None:
+        yield from self._emit(self._visible(table, filtered=filtered))
+
+    def _visible(self, table: pa.Table, *, filtered: bool = False) -> pa.Table:
+        table = drop_shadowed(table, self._ranges, self.schema)
+        if not filtered and self.filter is not None and table.num_rows:
             table = table.filter(self.filter)
+        return table
+
+    def _emit(self, table: pa.Table) -> Iterator[pa.RecordBatch]:
         if table.num_rows == 0:
             return
         table = table.select(self.columns)
         yield from table.to_batches(max_chunksize=self.request.batch_size)
+
+
+def _limit_per_series(
+    tables: Iterator[pa.Table], series: Sequence[str], limit: int
+) -> Iterator[pa.Table]:
+    """The first ``limit`` rows of each run of equal ``series`` values, across tables that
+    continue one another (a run may span many)."""
+    last: tuple[object, ...] | None = None
+    carried = 0
+    for table in tables:
+        n = table.num_rows
+        if n == 0:
+            continue
+        starts = np.append(True, ~same_as_next(table, series)) if series else np.zeros(n, bool)
+        if not series:
+            starts[0] = True
+        run = np.cumsum(starts) - 1
+        first = np.flatnonzero(starts)
+        pos = np.arange(n) - first[run]
+        if last is not None and key_at(table, series, 0) == last:
+            pos[run == 0] += carried
+        last, carried = key_at(table, series, n - 1), int(pos[-1]) + 1
+        kept = table.filter(pa.array(pos < limit))
+        if kept.num_rows:
+            yield kept

@@ -1,9 +1,10 @@
 """The table schema model: typed columns, TAG columns, the timestamp key and the primary key.
 
 Without an explicit primary key a table gets the implicit ``tsid uint64`` column — a hash of the
-tag values that names one series — and the primary key ``(tsid, timestamp)``. The engine adds one
-more column to everything it stores, ``__seq`` (the WAL sequence of the write that produced the
-row), which orders versions of a key; it is never part of the user-visible schema.
+tag values that names one series — and the primary key ``(tsid, timestamp)``. The engine adds two
+more columns to everything it stores: ``__seq`` (the WAL sequence of the write that produced the
+row), which orders versions of a key, and ``__kind`` (a put, or a row deletion that shadows older
+versions of its key); neither is part of the user-visible schema.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 
@@ -20,6 +21,10 @@ from gnomon.errors import InvalidArgument
 
 TSID = "tsid"
 SEQ = "__seq"
+KIND = "__kind"
+#: Values of the ``__kind`` column.
+PUT = 0
+DELETE = 1
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-\.]*$")
 
@@ -84,6 +89,17 @@ _ARROW: dict[ColumnType, pa.DataType] = {
     ColumnType.UINT16: pa.uint16(),
     ColumnType.UINT32: pa.uint32(),
     ColumnType.UINT64: pa.uint64(),
+}
+
+#: Integer-like types (timestamps and dates included) cast from 0; the others are listed.
+_ZERO: dict[ColumnType, pa.Scalar[Any]] = {
+    **{t: pa.scalar(0, pa.int32()) for t in ColumnType},
+    ColumnType.TIMESTAMP: pa.scalar(0, pa.int64()),
+    ColumnType.DOUBLE: pa.scalar(0.0),
+    ColumnType.FLOAT: pa.scalar(0.0),
+    ColumnType.STRING: pa.scalar(""),
+    ColumnType.VARBINARY: pa.scalar(b""),
+    ColumnType.BOOLEAN: pa.scalar(False),
 }
 
 #: Float columns cannot be tags or key parts: equality on them is not a series identity.
@@ -231,22 +247,66 @@ class Schema:
         )
 
     def storage_arrow(self) -> pa.Schema:
-        """The schema of memtables and SSTs: the table's columns plus the row sequence."""
-        return self.arrow().append(pa.field(SEQ, pa.uint64(), nullable=False))
+        """The schema of memtables and SSTs: the table's columns plus the row sequence and
+        kind."""
+        return (
+            self.arrow()
+            .append(pa.field(SEQ, pa.uint64(), nullable=False))
+            .append(pa.field(KIND, pa.uint8(), nullable=False))
+        )
+
+    @property
+    def series_key(self) -> list[str]:
+        """The primary key without the timestamp: what names one series."""
+        return [k for k in self.primary_key if k != self.timestamp_key]
+
+    def fill_value(self, name: str) -> pa.Scalar[Any]:
+        """The value a row lacking column ``name`` reads as: its default, else null, else (for
+        NOT NULL columns of rows that are only deletion markers) the type's zero."""
+        if name == KIND:
+            return pa.scalar(PUT, pa.uint8())
+        col = self.column(name)
+        typ = col.type.arrow()
+        if col.default is not None:
+            return pa.scalar(col.default, typ)
+        if col.nullable:
+            return pa.scalar(None, typ)
+        return _ZERO[col.type].cast(typ)
 
     # -- evolution and persistence ---------------------------------------------------------------
 
     def with_column(self, column: Column) -> Schema:
         """A new schema version with ``column`` appended (ADD COLUMN)."""
-        if column.name in self._by_name:
-            raise InvalidArgument(f"column {column.name!r} already exists")
-        if not column.nullable and column.default is None:
-            raise InvalidArgument(
-                f"new column {column.name!r} must be nullable or have a default: "
-                "existing rows need a value"
-            )
-        _check_name(column.name)
-        return replace(self, columns=(*self.columns, column), version=self.version + 1)
+        return self.with_columns([column])
+
+    def with_columns(self, columns: Sequence[Column]) -> Schema:
+        """The next schema version, with ``columns`` appended (ADD COLUMN). Existing rows read
+        a new column as its default, so it must be nullable or have one; a new tag of an
+        implicit-tsid table must be nullable without a default, so that the series ids of
+        existing rows (computed without it) still name the same series."""
+        names = set(self._by_name)
+        for column in columns:
+            _check_name(column.name)
+            if column.name in names:
+                raise InvalidArgument(f"column {column.name!r} already exists")
+            names.add(column.name)
+            if not column.nullable and column.default is None:
+                raise InvalidArgument(
+                    f"new column {column.name!r} must be nullable or have a default: "
+                    "existing rows need a value"
+                )
+            if column.is_tag and column.type in _UNKEYABLE:
+                raise InvalidArgument(f"tag column {column.name!r} cannot be of type {column.type}")
+            if (
+                column.is_tag
+                and self.has_tsid
+                and (column.default is not None or not column.nullable)
+            ):
+                raise InvalidArgument(
+                    f"new tag {column.name!r} must be nullable without a default: existing "
+                    "series ids were computed without it"
+                )
+        return replace(self, columns=(*self.columns, *columns), version=self.version + 1)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -264,6 +324,12 @@ class Schema:
             tuple(d["primary_key"]),
             int(d["version"]),
         )
+
+
+def repeat(value: pa.Scalar[Any], n: int) -> pa.Array[Any]:
+    """``value`` ``n`` times (for columns a row source lacks)."""
+    out: pa.Array[Any] = pa.repeat(cast(Any, value), n)
+    return out
 
 
 def _check_name(name: str) -> None:

@@ -1,39 +1,68 @@
-"""One open table: the write path (WAL, then memtable), memtable switching, flush and commit,
-snapshots for reads, and recovery by WAL replay."""
+"""One open table: the write path (WAL, then memtable) for rows, row deletions and range
+tombstones, memtable switching, flush and commit, schema changes, snapshots for reads, and
+recovery by WAL replay."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from enum import StrEnum
+from typing import Any
 
 import pyarrow as pa
 
 from gnomon.errors import Closed, Unavailable
-from node.engine.batch import conform
+from node.engine.batch import conform, conform_keys, deletion_markers
 from node.engine.catalog import TableInfo
 from node.engine.flush import flush_memtable
 from node.engine.manifest import CommitOp, Manifest, Version
 from node.engine.memtable import Memtable, MemtableView
 from node.engine.scan import Scan, ScanRequest
+from node.engine.schema import DELETE, Schema
 from node.engine.sst.reader import SstFiles
+from node.engine.tombstones import RangeTombstone
 from node.wal.api import Wal
 from objectstore.api import ObjectStore
 
 log = logging.getLogger("gnomon.engine")
 
 
-def encode_batch(batch: pa.RecordBatch) -> bytes:
+#: Schema metadata naming what a WAL record holds; records without it are rows (the first
+#: format, which had no other kind).
+_OP = b"gnomon.op"
+_RANGE = b"gnomon.range"
+
+
+class RecordOp(StrEnum):
+    PUT = "put"
+    #: Primary keys (with the tags of implicit-tsid tables) of rows to delete.
+    DELETE = "delete"
+    #: One range tombstone, as JSON in the metadata of an empty batch.
+    RANGE = "range"
+
+
+def encode_batch(batch: pa.RecordBatch, op: RecordOp = RecordOp.PUT) -> bytes:
+    if op is not RecordOp.PUT:
+        meta = {**(batch.schema.metadata or {}), _OP: op.value.encode()}
+        batch = batch.replace_schema_metadata(meta)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, batch.schema) as w:
         w.write_batch(batch)
     return sink.getvalue().to_pybytes()
 
 
-def decode_batch(payload: bytes) -> pa.RecordBatch:
+def decode_record(payload: bytes) -> tuple[RecordOp, pa.RecordBatch]:
     table = pa.ipc.open_stream(payload).read_all()
-    return table.combine_chunks().to_batches()[0] if table.num_rows else table.to_batches()[0]
+    meta = table.schema.metadata or {}
+    op = RecordOp(meta[_OP].decode()) if _OP in meta else RecordOp.PUT
+    table = table.replace_schema_metadata(None) if op is RecordOp.PUT else table
+    batches = table.combine_chunks().to_batches()
+    batch = batches[0] if batches else pa.RecordBatch.from_pylist([], schema=table.schema)
+    return op, batch
 
 
 class Table:
@@ -48,6 +77,7 @@ class Table:
         sst_files: SstFiles,
         staging_dir: str,
         request_flush: Callable[[Table], None],
+        on_flushed: Callable[[Table], None] = lambda _: None,
         max_immutables: int = 4,
         max_write_bytes: int = 256 * 1024**2,
         stall_timeout_s: float = 120.0,
@@ -55,16 +85,19 @@ class Table:
         self.info = info
         self._wal = wal
         self._region = region
-        self._manifest = manifest
-        self._store = store
-        self._sst_files = sst_files
-        self._staging_dir = staging_dir
+        self.manifest = manifest
+        self.store = store
+        self.sst_files = sst_files
+        self.staging_dir = staging_dir
         self._request_flush = request_flush
+        self._on_flushed = on_flushed
         self._max_immutables = max_immutables
         self._max_write_bytes = max_write_bytes
         self._stall_timeout_s = stall_timeout_s
         self._cond = threading.Condition()
-        self._flush_lock = threading.Lock()
+        #: Held while a flush writes and commits, and while a compaction commits: a version
+        #: becomes the table's read version only together with the memtable it replaces.
+        self.commit_lock = threading.Lock()
         self._writers = 0
         self._freezing = False
         self._closed = False
@@ -87,57 +120,102 @@ class Table:
     # -- recovery --------------------------------------------------------------------------------
 
     def recover(self) -> int:
-        """Replay the WAL above the flushed sequence into the memtable; rows replayed."""
+        """Replay the WAL above the flushed sequence into the memtable; records replayed."""
         flushed = self._version.flushed_seq
         # Raises the WAL's sequence floor too, so new writes never reuse a flushed sequence.
         self._wal.mark_deleted(self._region, self.table_id, flushed)
-        rows = 0
+        records = 0
         for record in self._wal.read(self._region, self.table_id, flushed + 1):
-            batch = decode_batch(record.payload)
-            if batch.schema != self.info.schema.arrow():
-                batch = conform(
-                    self.name,
-                    self.info.schema,
-                    batch.drop_columns(
-                        [n for n in batch.schema.names if not self.info.schema.has_column(n)]
-                    ),
-                    max_bytes=self._max_write_bytes,
-                )
-            self._active.append(batch, record.seq)
-            rows += batch.num_rows
+            op, batch = decode_record(record.payload)
+            self._apply(self._active, op, batch, record.seq)
+            records += 1
             if self._active.nbytes >= self.info.options.write_buffer_size:
                 self.freeze(self._active)
-        if rows:
-            log.info("replayed WAL", extra={"table": self.name, "rows": rows, "from": flushed + 1})
-        return rows
+        if records:
+            log.info(
+                "replayed WAL", extra={"table": self.name, "records": records, "from": flushed + 1}
+            )
+        return records
+
+    def _apply(self, memtable: Memtable, op: RecordOp, batch: pa.RecordBatch, seq: int) -> None:
+        """Insert a logged record into ``memtable``; records logged under an older schema are
+        conformed to the memtable's."""
+        schema = memtable.schema
+        if op is RecordOp.RANGE:
+            meta = batch.schema.metadata or {}
+            memtable.add_range(replace(RangeTombstone.from_json(json.loads(meta[_RANGE])), seq=seq))
+            return
+        known = batch.drop_columns([n for n in batch.schema.names if not schema.has_column(n)])
+        if op is RecordOp.DELETE:
+            keys = conform_keys(self.name, schema, known, max_bytes=self._max_write_bytes)
+            memtable.append(deletion_markers(schema, keys), seq, DELETE)
+            return
+        if batch.schema != schema.arrow():
+            batch = conform(self.name, schema, known, max_bytes=self._max_write_bytes)
+        memtable.append(batch, seq)
 
     # -- writes ----------------------------------------------------------------------------------
 
     def write(self, data: pa.RecordBatch | pa.Table) -> int:
         """Durably write rows; returns the number written once they are acknowledged."""
-        batch = conform(self.name, self.info.schema, data, max_bytes=self._max_write_bytes)
-        if batch.num_rows == 0:
-            return 0
-        payload = encode_batch(batch)
-        deadline = time.monotonic() + self._stall_timeout_s
-        with self._cond:
-            while not self._closed and (
-                self._freezing or len(self._immutables) >= self._max_immutables
-            ):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise Unavailable(
-                        f"table {self.name!r}: writes stalled for {self._stall_timeout_s}s "
-                        f"waiting for flushes; last flush error: {self.last_flush_error!r}"
-                    )
-                self._cond.wait(min(remaining, 1.0))
-            if self._closed:
-                raise Closed(f"table {self.name!r} is closed")
-            self._writers += 1
-            memtable = self._active
+        return self._log(
+            RecordOp.PUT,
+            lambda schema: conform(self.name, schema, data, max_bytes=self._max_write_bytes),
+        )
+
+    def delete_rows(self, keys: pa.RecordBatch | pa.Table) -> int:
+        """Durably delete the rows with these primary keys (for implicit-tsid tables: tags and
+        timestamp); returns how many keys were given."""
+        return self._log(
+            RecordOp.DELETE,
+            lambda schema: conform_keys(self.name, schema, keys, max_bytes=self._max_write_bytes),
+        )
+
+    def delete_range(
+        self,
+        tags: Mapping[str, Any] | None,
+        time_range: tuple[int | None, int | None] | None,
+    ) -> None:
+        """Durably delete every row matching ``tags`` with a timestamp in ``time_range``."""
+
+        def build(schema: Schema) -> pa.RecordBatch:
+            tombstone = RangeTombstone.build(schema, 0, tags, time_range)
+            empty = pa.RecordBatch.from_pylist([], schema=pa.schema([]))
+            return empty.replace_schema_metadata({_RANGE: json.dumps(tombstone.to_json()).encode()})
+
+        self._log(RecordOp.RANGE, build)
+
+    def _log(self, op: RecordOp, prepare: Callable[[Schema], pa.RecordBatch]) -> int:
+        """Log a record built by ``prepare`` for the current schema, then apply it to the
+        active memtable; an ALTER between the two makes it prepare again."""
+        while True:
+            info = self.info
+            batch = prepare(info.schema)
+            if batch.num_rows == 0 and op is not RecordOp.RANGE:
+                return 0
+            payload = encode_batch(batch, op)
+            deadline = time.monotonic() + self._stall_timeout_s
+            with self._cond:
+                while not self._closed and (
+                    self._freezing or len(self._immutables) >= self._max_immutables
+                ):
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise Unavailable(
+                            f"table {self.name!r}: writes stalled for {self._stall_timeout_s}s "
+                            f"waiting for flushes; last flush error: {self.last_flush_error!r}"
+                        )
+                    self._cond.wait(min(remaining, 1.0))
+                if self._closed:
+                    raise Closed(f"table {self.name!r} is closed")
+                if self.info is not info:
+                    continue
+                self._writers += 1
+                memtable = self._active
+            break
         try:
             seq = self._wal.write(self._region, self.table_id, payload)
-            memtable.append(batch, seq)
+            self._apply(memtable, op, batch, seq)
         finally:
             with self._cond:
                 self._writers -= 1
@@ -154,23 +232,38 @@ class Table:
                 return False
             if len(self._active) == 0:
                 return False
-            self._freezing = True
-            try:
-                # A writer between its WAL append and its memtable insert must land in the
-                # memtable being frozen, or its sequence would be counted as flushed without it.
-                while self._writers:
-                    self._cond.wait()
-                self._immutables.append(self._active)
-                self._active = self._new_memtable()
-            finally:
-                self._freezing = False
-                self._cond.notify_all()
+            self._freeze_locked()
         self._request_flush(self)
         return True
 
+    def _freeze_locked(self, info: TableInfo | None = None) -> None:
+        self._freezing = True
+        try:
+            # A writer between its WAL append and its memtable insert must land in the
+            # memtable being frozen, or its sequence would be counted as flushed without it.
+            while self._writers:
+                self._cond.wait()
+            if len(self._active):
+                self._immutables.append(self._active)
+            if info is not None:
+                self.info = info
+            self._active = self._new_memtable()
+        finally:
+            self._freezing = False
+            self._cond.notify_all()
+
+    def alter(self, info: TableInfo) -> None:
+        """Switch to a new schema/options version: the active memtable (of the old schema) is
+        frozen, so every memtable holds rows of one schema."""
+        with self._cond:
+            self._freeze_locked(info)
+            pending = bool(self._immutables)
+        if pending:
+            self._request_flush(self)
+
     def flush_next(self) -> bool:
         """Flush the oldest immutable memtable and commit it; False if there was none."""
-        with self._flush_lock:
+        with self.commit_lock:
             with self._cond:
                 if not self._immutables:
                     return False
@@ -179,30 +272,35 @@ class Table:
             metas = flush_memtable(
                 memtable,
                 table_id=info.table_id,
-                schema=info.schema,
                 options=info.options,
-                store=self._store,
-                staging_dir=self._staging_dir,
+                store=self.store,
+                staging_dir=self.staging_dir,
             )
-            result = self._manifest.commit(
+            result = self.manifest.commit(
                 info.table_id, CommitOp.APPEND, add=metas, flushed_seq=memtable.max_seq
             )
             with self._cond:
                 self._immutables.pop(0)
-                self._version = result.version
+                self.advance(result.version)
                 self.last_flush_error = None
                 self._cond.notify_all()
-            self._wal.mark_deleted(self._region, info.table_id, memtable.max_seq)
-            log.debug(
-                "flushed memtable",
-                extra={
-                    "table": info.name,
-                    "rows": memtable.rows,
-                    "ssts": len(metas),
-                    "flushed_seq": memtable.max_seq,
-                },
-            )
-            return True
+        self._wal.mark_deleted(self._region, info.table_id, memtable.max_seq)
+        log.debug(
+            "flushed memtable",
+            extra={
+                "table": info.name,
+                "rows": memtable.rows,
+                "ssts": len(metas),
+                "flushed_seq": memtable.max_seq,
+            },
+        )
+        self._on_flushed(self)
+        return True
+
+    def advance(self, version: Version) -> None:
+        """Make ``version`` the one reads see, unless a newer one already is."""
+        if version.version > self._version.version:
+            self._version = version
 
     def flush(self) -> None:
         """Freeze the active memtable and flush everything now (synchronously)."""
@@ -232,9 +330,9 @@ class Table:
         data of an earlier manifest version."""
         views: list[MemtableView] = []
         if version is not None:
-            v = self._manifest.at_version(self.table_id, version)
+            v = self.manifest.at_version(self.table_id, version)
         elif timestamp_ms is not None:
-            v = self._manifest.at_timestamp(self.table_id, timestamp_ms)
+            v = self.manifest.at_timestamp(self.table_id, timestamp_ms)
         else:
             v, views = self.snapshot()
         return Scan(
@@ -242,7 +340,7 @@ class Table:
             self.info.options,
             v.files,
             views,
-            self._sst_files,
+            self.sst_files,
             request,
             now_ms=int(time.time() * 1000),
         )

@@ -56,6 +56,8 @@ def compute_tsid(batch: pa.RecordBatch, tags: Sequence[str]) -> pa.Array[Any]:
     h = np.full(batch.num_rows, _SEED, dtype=np.uint64)
     for name in tags:
         encoded: Any = pc.dictionary_encode(batch.column(name))
+        if len(encoded.dictionary) == 0:
+            continue  # all null: the hash stays as it is
         uniq = _hash_values(name, encoded.dictionary)
         indices = encoded.indices
         if indices.null_count:

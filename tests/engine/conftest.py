@@ -51,3 +51,13 @@ def engine(data_dir: str) -> Iterator[Engine]:
     e = Engine.open(data_dir)
     yield e
     e.close()
+
+
+@pytest.fixture
+def quiet(data_dir: str) -> Iterator[Engine]:
+    """An engine without background compaction or GC, so tests decide when they run."""
+    from node.engine.engine import Engine
+
+    e = Engine.open(data_dir, compaction_threads=0, gc_interval_s=0)
+    yield e
+    e.close()

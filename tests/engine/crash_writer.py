@@ -1,5 +1,5 @@
 """Writer process for the crash test: writes batches of unique ids forever, printing the first id
-of each batch once the engine acknowledged it."""
+of each batch once the engine acknowledged it, while background compaction runs."""
 
 from __future__ import annotations
 
@@ -25,9 +25,14 @@ def main() -> None:
         ],
         timestamp_key="ts",
     )
-    # APPEND keeps duplicates, so a row replayed twice would show up twice.
+    # APPEND keeps duplicates, so a row replayed (or compacted) twice would show up twice.
+    # Small memtables and a low compaction threshold make kills land in flushes and in
+    # compactions (between writing outputs and committing them) as often as in writes.
     opts = TableOptions(
-        update_mode=UpdateMode.APPEND, write_buffer_size=16 * 1024, segment_duration_ms=60_000
+        update_mode=UpdateMode.APPEND,
+        write_buffer_size=16 * 1024,
+        segment_duration_ms=60_000,
+        compaction_min_threshold=2,
     )
     engine.create_table("crash", schema, opts, if_not_exists=True)
     k = start

@@ -56,3 +56,19 @@ def test_sigkill_loses_no_acknowledged_row(tmp_path: Path) -> None:
         assert not dupes, f"kill {kill}: rows read twice: {dupes[:10]}"
         missing = acked - ids.keys()
         assert not missing, f"kill {kill}: acknowledged rows lost: {sorted(missing)[:10]}"
+
+    # Kills inside flushes and compactions leave files no version refers to: only those, and
+    # garbage collection finds and removes them without touching a row.
+    engine = Engine.open(data_dir, compaction_threads=0, gc_grace_ms=0, gc_interval_s=0)
+    try:
+        tid = engine.describe("crash").table_id
+        store = engine.table("crash").store
+        engine.gc()
+        referenced = engine.manifest.referenced_paths(tid)
+        assert {o.key for o in store.list(f"tables/{tid}/")} == referenced
+        ids = Counter(engine.read_all("crash", columns=["id"]).column("id").to_pylist())
+        assert not acked - ids.keys() and all(n == 1 for n in ids.values())
+        merged = [v for v in engine.manifest.versions(tid) if v.commit_op == "compaction"]
+        assert merged, "the writers never compacted: the test did not cover compaction commits"
+    finally:
+        engine.close()

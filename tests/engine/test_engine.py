@@ -149,7 +149,8 @@ def test_recovery_replays_unflushed_writes(data_dir: str) -> None:
 
 
 def test_background_flush_while_writing(data_dir: str) -> None:
-    e = Engine.open(data_dir)
+    # Without background compaction, which would merge the flushed files at any moment.
+    e = Engine.open(data_dir, compaction_threads=0)
     try:
         e.create_table("cpu", CPU, TableOptions(write_buffer_size=64 * 1024))
         for i in range(60):

@@ -9,25 +9,21 @@ compare-and-set is tried again on the new head.
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from functools import partial
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from gnomon.errors import AlreadyExists, Conflict, GnomonError, InvalidArgument, NotFound
 from gnomon.store.api import KeyRange, Row, StructuredStore, TableContext, run_with_retries
 from gnomon.store.filters import in_
+from node.engine.lru import Lru
 from node.engine.manifest import tables
 from node.engine.manifest.model import Commit, CommitOp, CommitResult, Version, VersionInfo
 from node.engine.manifest.resolve import materialise, resolve
 from node.engine.sst.meta import SstMeta
-
-K = TypeVar("K")
-V = TypeVar("V")
 
 #: Compare-and-set attempts of one commit; each failed one means another commit won.
 COMMIT_ATTEMPTS = 32
@@ -36,31 +32,6 @@ COMMIT_ATTEMPTS = 32
 # fewer round trips than one read each (etcd) and stays well under SQLite's bound-parameter cap.
 _POINT_READS_MAX = 32
 _SCAN_CHUNK = 500
-
-
-class _Lru(Generic[K, V]):
-    """A thread-safe LRU map; values must be immutable (they are shared between callers)."""
-
-    def __init__(self, capacity: int) -> None:
-        if capacity < 1:
-            raise InvalidArgument(f"cache capacity must be at least 1, got {capacity}")
-        self._capacity = capacity
-        self._items: OrderedDict[K, V] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: K) -> V | None:
-        with self._lock:
-            value = self._items.get(key)
-            if value is not None:
-                self._items.move_to_end(key)
-            return value
-
-    def put(self, key: K, value: V) -> None:
-        with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self._capacity:
-                self._items.popitem(last=False)
 
 
 def _now_ms() -> int:
@@ -88,10 +59,10 @@ class Manifest:
         self._partition = partition_desc
         self._clock = clock
         # Commit rows never change once written, so a cached one is never stale.
-        self._commits: _Lru[str, Commit] = _Lru(commit_cache_size)
+        self._commits: Lru[str, Commit] = Lru(commit_cache_size)
         # Resolved files of a version, by the id of the commit that made it: a commit makes at
         # most one version, so the id names the file set even across drop and re-create.
-        self._files: _Lru[str, tuple[SstMeta, ...]] = _Lru(64)
+        self._files: Lru[str, tuple[SstMeta, ...]] = Lru(64)
 
     # -- table lifecycle -----------------------------------------------------------------------
 
@@ -146,12 +117,12 @@ class Manifest:
 
         def fn(ctx: TableContext) -> Row:
             # Version timestamps strictly increase, so a binary search finds it in log reads.
-            lo, hi = 0, self._head(ctx, table_id)
-            first = self._version_row(ctx, table_id, 0)
+            first = self._oldest_row(ctx, table_id)
+            lo, hi = int(first["version"]), self._head(ctx, table_id)
             if first["timestamp_ms"] > timestamp_ms:
                 raise NotFound(
                     f"{self._name(table_id)} has no version at timestamp {timestamp_ms}: "
-                    f"its first version is from {first['timestamp_ms']}"
+                    f"its oldest kept version is from {first['timestamp_ms']}"
                 )
             found = first
             while lo < hi:
@@ -186,6 +157,51 @@ class Manifest:
             )
             for r in rows
         ]
+
+    def referenced_paths(self, table_id: int) -> set[str]:
+        """Every file path some kept version of the table refers to. Within a snapshot only the
+        first commit can carry a full file set, so the union of the files of every commit
+        of every kept snapshot is exactly the union of the kept versions' files."""
+        rows = run_with_retries(
+            self._store,
+            lambda ctx: list(
+                ctx.table(tables.VERSIONS.name).scan(
+                    KeyRange.prefix(self._key(table_id)), columns=["version", "snapshot"]
+                )
+            ),
+        )
+        if not rows:
+            raise NotFound(f"{self._name(table_id)} has no manifest")
+        ids = list(dict.fromkeys(cid for r in rows for cid in tables.snapshot_of(r)))
+        head = int(rows[-1]["version"])
+        return {f.path for c in self._load_commits(table_id, ids, head) for f in c.files}
+
+    def expire(self, table_id: int, keep_from: int) -> int:
+        """Delete the versions older than ``keep_from`` (never the current one) and the commits
+        only they referred to; returns how many versions were deleted. Time travel to them
+        fails from then on. Commit rows of in-flight commits are never touched: only ids in
+        expired snapshots are candidates."""
+
+        def fn(ctx: TableContext) -> int:
+            keep = min(keep_from, self._head(ctx, table_id))
+            versions = ctx.table(tables.VERSIONS.name)
+            key = self._key(table_id)
+            rows = list(
+                versions.scan(KeyRange.prefix(key), columns=["version", "snapshot", "commit_id"])
+            )
+            old = [r for r in rows if r["version"] < keep]
+            if not old:
+                return 0
+            live = {cid for r in rows if r["version"] >= keep for cid in tables.snapshot_of(r)}
+            dead = {cid for r in old for cid in tables.snapshot_of(r)} - live
+            for r in old:
+                versions.delete({**key, "version": r["version"]})
+            commits = ctx.table(tables.COMMITS.name)
+            for cid in dead:
+                commits.delete({**key, "commit_id": cid})
+            return len(old)
+
+        return run_with_retries(self._store, fn)
 
     # -- commit --------------------------------------------------------------------------------
 
@@ -360,6 +376,13 @@ class Manifest:
         if row is None:
             raise NotFound(f"{self._name(table_id)} has no manifest")
         return int(row["version"])
+
+    def _oldest_row(self, ctx: TableContext, table_id: int) -> Row:
+        for row in ctx.table(tables.VERSIONS.name).scan(
+            KeyRange.prefix(self._key(table_id)), limit=1
+        ):
+            return row
+        raise NotFound(f"{self._name(table_id)} has no manifest")
 
     def _version_row(self, ctx: TableContext, table_id: int, version: int) -> Row:
         row = ctx.table(tables.VERSIONS.name).read({**self._key(table_id), "version": version})

@@ -1,4 +1,5 @@
-"""Reading SSTs: local access to files of any object store, cached footers, and row-group
+"""Reading SSTs: local access to files of any object store, cached footers and tombstone files,
+reading in key order (forwards or backwards, filling columns a file predates), and row-group
 pruning by a filter against the row groups' min/max statistics.
 
 Pruning works by turning each row group's statistics into a guarantee expression
@@ -12,18 +13,20 @@ change the others).
 from __future__ import annotations
 
 import os
-import threading
 import uuid
-from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from node.engine.lru import Lru
+from node.engine.schema import repeat
+from node.engine.tombstones import RangeTombstone, read_tombstone_file
 from objectstore.api import ObjectStore
 
 
@@ -34,7 +37,8 @@ class LocalPathStore(Protocol):
 
 
 class SstFiles:
-    """Local paths of SST objects and their cached Parquet footers.
+    """Local paths of SST objects, their cached Parquet footers and columns, and the cached
+    contents of tombstone files.
 
     A store whose objects are local files hands out their paths; objects of any other store
     are downloaded once into ``cache_dir`` (SSTs are immutable, so a cached copy never goes
@@ -43,9 +47,9 @@ class SstFiles:
     def __init__(self, store: ObjectStore, cache_dir: str, *, footers: int = 4096) -> None:
         self._store = store
         self._cache_dir = cache_dir
-        self._footers: OrderedDict[str, pq.FileMetaData] = OrderedDict()
-        self._max_footers = footers
-        self._lock = threading.Lock()
+        self._footers: Lru[str, pq.FileMetaData] = Lru(footers)
+        self._tombstones: Lru[str, list[RangeTombstone]] = Lru(footers)
+        self._columns: Lru[str, frozenset[str]] = Lru(footers)
 
     def path(self, key: str) -> str:
         if isinstance(self._store, LocalPathStore):
@@ -60,21 +64,19 @@ class SstFiles:
         return local
 
     def footer(self, key: str) -> pq.FileMetaData:
-        with self._lock:
-            meta = self._footers.get(key)
-            if meta is not None:
-                self._footers.move_to_end(key)
-                return meta
-        meta = pq.read_metadata(self.path(key))
-        with self._lock:
-            self._footers[key] = meta
-            while len(self._footers) > self._max_footers:
-                self._footers.popitem(last=False)
-        return meta
+        return self._footers.get_or_load(key, lambda k: pq.read_metadata(self.path(k)))
+
+    def tombstones(self, key: str) -> list[RangeTombstone]:
+        """The range tombstones of a tombstone file."""
+        return self._tombstones.get_or_load(key, lambda k: read_tombstone_file(self.path(k)))
+
+    def columns(self, key: str) -> frozenset[str]:
+        """The columns the file has (older files lack those added since)."""
+        return self._columns.get_or_load(key, lambda k: file_columns(self.footer(k)))
 
     def forget(self, key: str) -> None:
-        with self._lock:
-            self._footers.pop(key, None)
+        for cache in (self._footers, self._tombstones, self._columns):
+            cache.pop(key)
 
 
 def _row_group_guarantee(
@@ -118,19 +120,54 @@ def prune_row_groups(
     return [int(f.path[1:]) for f in fake.get_fragments(filter=filter)]
 
 
+def reversed_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
+    return batch.take(np.arange(batch.num_rows - 1, -1, -1))
+
+
 def read_sorted(
     path: str,
     row_groups: Sequence[int],
     columns: Sequence[str],
     batch_size: int,
+    *,
+    descending: bool = False,
 ) -> Iterator[pa.RecordBatch]:
-    """The chosen row groups' rows in file order (which is primary-key order)."""
+    """The chosen row groups' rows in file order (which is primary-key order), or in reverse:
+    row groups last to first, each reversed in memory (one row group at a time)."""
     if not row_groups:
         return
     pf = pq.ParquetFile(path)
-    yield from pf.iter_batches(
-        batch_size=batch_size, row_groups=list(row_groups), columns=list(columns)
-    )
+    if not descending:
+        yield from pf.iter_batches(
+            batch_size=batch_size, row_groups=list(row_groups), columns=list(columns)
+        )
+        return
+    for rg in reversed(row_groups):
+        batches = list(
+            pf.iter_batches(batch_size=batch_size, row_groups=[rg], columns=list(columns))
+        )
+        for batch in reversed(batches):
+            yield reversed_rows(batch)
+
+
+def file_columns(meta: pq.FileMetaData) -> frozenset[str]:
+    return frozenset(meta.schema.to_arrow_schema().names)
+
+
+def conform_batches(
+    batches: Iterable[pa.RecordBatch],
+    target: pa.Schema,
+    fill: Callable[[str], pa.Scalar[Any]],
+) -> Iterator[pa.RecordBatch]:
+    """``batches`` with exactly the fields of ``target``: a column the source lacks (an SST or
+    memtable from before an ADD COLUMN) is filled with ``fill(name)``."""
+    for b in batches:
+        names = b.schema.names
+        arrays = [
+            b.column(f.name) if f.name in names else repeat(fill(f.name), b.num_rows)
+            for f in target
+        ]
+        yield pa.RecordBatch.from_arrays(arrays, schema=target)
 
 
 def scan_unordered(

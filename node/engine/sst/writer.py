@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from node.engine.options import TableOptions
-from node.engine.schema import SEQ, ColumnType, Schema
+from node.engine.schema import DELETE, KIND, SEQ, ColumnType, Schema
 from node.engine.sst.meta import SstMeta
 
 _FLOATS = {ColumnType.DOUBLE, ColumnType.FLOAT}
@@ -29,6 +30,8 @@ def _writer_options(schema: Schema, options: TableOptions) -> dict[str, object]:
         for c in schema.columns
         if c.is_tag or c.type in (ColumnType.STRING, ColumnType.VARBINARY)
     ]
+    # Almost every row is a put: a dictionary of one value, run-length encoded, costs nothing.
+    dictionary.append(KIND)
     encoding: dict[str, str] = {SEQ: "DELTA_BINARY_PACKED"}
     for c in schema.columns:
         if c.name in dictionary:
@@ -46,6 +49,107 @@ def _writer_options(schema: Schema, options: TableOptions) -> dict[str, object]:
     }
 
 
+class SstWriter:
+    """Writes one SST from sorted tables handed over in order, buffering up to a row group, so
+    a writer fed by a streaming merge holds at most one row group of rows."""
+
+    def __init__(
+        self,
+        *,
+        table_id: int,
+        schema: Schema,
+        options: TableOptions,
+        local_path: str,
+        key: str,
+        applied_seq: int | None = None,
+    ) -> None:
+        self._table_id = table_id
+        self._schema = schema
+        self._row_group = options.num_rows_per_row_group
+        self._local_path = local_path
+        self._key = key
+        self._applied_seq = applied_seq
+        self._storage = schema.storage_arrow()
+        self._writer = pq.ParquetWriter(
+            local_path,
+            self._storage,
+            **_writer_options(schema, options),  # type: ignore[arg-type]
+        )
+        self._buffer: list[pa.Table] = []
+        self._buffered = 0
+        self.rows = 0
+        self._deletes = 0
+        self._ts: list[int] = []
+        self._seq: list[int] = []
+
+    def write(self, rows: pa.Table) -> None:
+        """Append ``rows`` (storage schema, sorted after everything written before)."""
+        if rows.num_rows == 0:
+            return
+        ts = rows.column(self._schema.timestamp_key).cast(pa.int64())
+        self._ts.extend(v.as_py() for v in pc.min_max(ts).values())
+        self._seq.extend(v.as_py() for v in pc.min_max(rows.column(SEQ)).values())
+        kinds = rows.column(KIND).to_numpy()
+        self._deletes += int(np.count_nonzero(kinds == DELETE))
+        self.rows += rows.num_rows
+        self._buffer.append(rows)
+        self._buffered += rows.num_rows
+        if self._buffered >= self._row_group:
+            self._drain(final=False)
+
+    def _drain(self, *, final: bool) -> None:
+        table = pa.concat_tables(self._buffer).combine_chunks()
+        full = table.num_rows if final else table.num_rows // self._row_group * self._row_group
+        if full:
+            self._writer.write_table(table.slice(0, full), row_group_size=self._row_group)
+        rest = table.slice(full)
+        self._buffer = [rest] if rest.num_rows else []
+        self._buffered = rest.num_rows
+
+    @property
+    def bytes_written(self) -> int:
+        """Bytes of completed row groups on disk (what the file holds before its footer)."""
+        return os.path.getsize(self._local_path)
+
+    def close(self) -> SstMeta:
+        """Finish the file and describe it; the writer must have been given rows."""
+        if self._buffer:
+            self._drain(final=True)
+        min_ts, max_ts, min_seq, max_seq = (
+            min(self._ts),
+            max(self._ts),
+            min(self._seq),
+            max(self._seq),
+        )
+        self._writer.add_key_value_metadata(
+            {
+                "gnomon.table_id": str(self._table_id),
+                "gnomon.schema_version": str(self._schema.version),
+                "gnomon.schema": json.dumps(self._schema.to_json()),
+                "gnomon.min_ts": str(min_ts),
+                "gnomon.max_ts": str(max_ts),
+                "gnomon.min_seq": str(min_seq),
+                "gnomon.max_seq": str(max_seq),
+            }
+        )
+        self._writer.close()
+        return SstMeta(
+            path=self._key,
+            size=os.path.getsize(self._local_path),
+            rows=self.rows,
+            min_ts=min_ts,
+            max_ts=max_ts,
+            min_seq=min_seq,
+            max_seq=max_seq,
+            schema_version=self._schema.version,
+            deletes=self._deletes,
+            applied_seq=self._applied_seq,
+        )
+
+    def abort(self) -> None:
+        self._writer.close()
+
+
 def write_sst(
     rows: pa.Table,
     *,
@@ -57,28 +161,12 @@ def write_sst(
 ) -> SstMeta:
     """Write ``rows`` (storage schema, already sorted) to ``local_path``; the returned meta
     names ``key``, where the caller will store the file."""
-    ts = rows.column(schema.timestamp_key).cast(pa.int64())
-    min_ts, max_ts = (v.as_py() for v in pc.min_max(ts).values())
-    min_seq, max_seq = (v.as_py() for v in pc.min_max(rows.column(SEQ)).values())
-    kv = {
-        "gnomon.table_id": str(table_id),
-        "gnomon.schema_version": str(schema.version),
-        "gnomon.schema": json.dumps(schema.to_json()),
-        "gnomon.min_ts": str(min_ts),
-        "gnomon.max_ts": str(max_ts),
-        "gnomon.min_seq": str(min_seq),
-        "gnomon.max_seq": str(max_seq),
-    }
-    rows = rows.replace_schema_metadata(kv)
-    with pq.ParquetWriter(local_path, rows.schema, **_writer_options(schema, options)) as w:  # type: ignore[arg-type]
-        w.write_table(rows, row_group_size=options.num_rows_per_row_group)
-    return SstMeta(
-        path=key,
-        size=os.path.getsize(local_path),
-        rows=rows.num_rows,
-        min_ts=min_ts,
-        max_ts=max_ts,
-        min_seq=min_seq,
-        max_seq=max_seq,
-        schema_version=schema.version,
+    writer = SstWriter(
+        table_id=table_id, schema=schema, options=options, local_path=local_path, key=key
     )
+    try:
+        writer.write(rows)
+        return writer.close()
+    except BaseException:
+        writer.abort()
+        raise
