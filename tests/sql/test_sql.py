@@ -203,3 +203,43 @@ def test_parser_keeps_partition_clause() -> None:
         "PARTITION BY KEY(h) PARTITIONS 4 ENGINE=Analytic"
     )
     assert stmt.partition_by == ["h"] and stmt.partitions == 4  # type: ignore[union-attr]
+
+
+def test_delete_where(sql: SqlExecutor) -> None:
+    sql.execute(DDL)
+    sql.execute(
+        "INSERT INTO cpu (ts, host, region, usage) VALUES "
+        "(1000, 'a', 'eu', 1.0), (2000, 'a', 'eu', 2.0), (1000, 'b', 'us', 3.0)"
+    )
+    sql.engine.flush()
+    assert sql.execute("DELETE FROM cpu WHERE host = 'a' AND ts >= 2000").affected_rows == 1
+    assert rows(sql, "SELECT host, usage FROM cpu ORDER BY usage") == [
+        {"host": "a", "usage": 1.0},
+        {"host": "b", "usage": 3.0},
+    ]
+    assert sql.execute("DELETE FROM cpu WHERE usage > 100").affected_rows == 0
+    sql.engine.compact("cpu")
+    assert rows(sql, "SELECT count(*) AS n FROM cpu") == [{"n": 2}]
+    assert sql.execute("DELETE FROM cpu").affected_rows == 2
+    assert rows(sql, "SELECT count(*) AS n FROM cpu") == [{"n": 0}]
+
+
+def test_alter_table(sql: SqlExecutor) -> None:
+    sql.execute(DDL)
+    sql.execute("INSERT INTO cpu (ts, host, region, usage) VALUES (1000, 'a', 'eu', 1.0)")
+    sql.engine.flush()
+    sql.execute("ALTER TABLE cpu ADD COLUMN idle double DEFAULT 5.5, ADD COLUMN note string")
+    sql.execute(
+        "INSERT INTO cpu (ts, host, region, usage, note) VALUES (2000, 'a', 'eu', 2.0, 'x')"
+    )
+    assert rows(sql, "SELECT idle, note FROM cpu ORDER BY ts") == [
+        {"idle": 5.5, "note": None},
+        {"idle": 5.5, "note": "x"},
+    ]
+    sql.execute("ALTER TABLE cpu MODIFY SETTING ttl='30d', enable_ttl='false'")
+    ddl = rows(sql, "SHOW CREATE TABLE cpu")[0]["Create Table"]
+    assert "`idle` double NULL DEFAULT 5.5" in ddl and "ttl='30d'" in ddl
+    with pytest.raises(InvalidArgument, match="already exists"):
+        sql.execute("ALTER TABLE cpu ADD COLUMN idle double")
+    with pytest.raises(InvalidArgument, match="unknown table option"):
+        sql.execute("ALTER TABLE cpu MODIFY SETTING nope='1'")
