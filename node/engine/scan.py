@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Literal
 
@@ -109,6 +110,7 @@ class Scan:
         self.options = options
         self.request = request
         self._sst_files = sst_files
+        self._pins = ExitStack()
         self._storage = schema.storage_arrow()
         self.columns = list(request.columns) if request.columns is not None else schema.names
         for c in self.columns:
@@ -228,9 +230,14 @@ class Scan:
     # -- execution -------------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
-        if self._order is not None:
-            return self._ordered()
-        return self._unordered()
+        return self._holding_files(
+            self._ordered() if self._order is not None else self._unordered()
+        )
+
+    def _holding_files(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Keep every SST the scan opens pinned in the local cache until the scan ends."""
+        with self._pins:
+            yield from batches
 
     def _unordered(self) -> Iterator[pa.RecordBatch]:
         direct: dict[bool, list[tuple[str, list[int]]]] = {False: [], True: []}
@@ -290,7 +297,7 @@ class Scan:
         self.stats.row_groups_read += len(groups)
         if groups:
             self.stats.ssts_read += 1
-        return self._sst_files.path(sst.path), groups
+        return self._pins.enter_context(self._sst_files.pinned(sst.path)), groups
 
     def _merge(self, group: Sequence[_Source], *, descending: bool) -> Iterator[pa.Table]:
         inputs: list[Iterator[pa.RecordBatch]] = []

@@ -12,9 +12,8 @@ change the others).
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -28,6 +27,7 @@ from node.engine.lru import Lru
 from node.engine.schema import repeat
 from node.engine.tombstones import RangeTombstone, read_tombstone_file
 from objectstore.api import ObjectStore
+from objectstore.cache import SstCache
 
 
 @runtime_checkable
@@ -41,27 +41,36 @@ class SstFiles:
     contents of tombstone files.
 
     A store whose objects are local files hands out their paths; objects of any other store
-    are downloaded once into ``cache_dir`` (SSTs are immutable, so a cached copy never goes
-    stale)."""
+    go through a bounded read-through cache in ``cache_dir`` (SSTs are immutable, so a cached
+    copy never goes stale)."""
 
-    def __init__(self, store: ObjectStore, cache_dir: str, *, footers: int = 4096) -> None:
-        self._store = store
-        self._cache_dir = cache_dir
+    def __init__(
+        self,
+        store: ObjectStore,
+        cache_dir: str,
+        *,
+        footers: int = 4096,
+        cache_bytes: int = 8 * 1024**3,
+    ) -> None:
+        self._cache = (
+            None
+            if isinstance(store, LocalPathStore)
+            else SstCache(store, cache_dir, capacity_bytes=cache_bytes)
+        )
+        self._local: LocalPathStore = store if self._cache is None else self._cache  # type: ignore[assignment]
         self._footers: Lru[str, pq.FileMetaData] = Lru(footers)
         self._tombstones: Lru[str, list[RangeTombstone]] = Lru(footers)
         self._columns: Lru[str, frozenset[str]] = Lru(footers)
 
     def path(self, key: str) -> str:
-        if isinstance(self._store, LocalPathStore):
-            return self._store.local_path(key)
-        local = os.path.join(self._cache_dir, key)
-        if not os.path.exists(local):
-            os.makedirs(os.path.dirname(local), exist_ok=True)
-            tmp = f"{local}.{uuid.uuid4().hex}.part"
-            with open(tmp, "wb") as f:
-                f.write(self._store.get(key))
-            os.replace(tmp, local)
-        return local
+        return self._local.local_path(key)
+
+    def pinned(self, key: str) -> AbstractContextManager[str]:
+        """The local path of ``key``, kept from eviction until the context exits (a scan holds
+        its files this way, since it opens them lazily)."""
+        if self._cache is None:
+            return nullcontext(self._local.local_path(key))
+        return self._cache.pinned(key)
 
     def footer(self, key: str) -> pq.FileMetaData:
         return self._footers.get_or_load(key, lambda k: pq.read_metadata(self.path(k)))
@@ -77,6 +86,8 @@ class SstFiles:
     def forget(self, key: str) -> None:
         for cache in (self._footers, self._tombstones, self._columns):
             cache.pop(key)
+        if self._cache is not None:
+            self._cache.discard(key)
 
 
 def _row_group_guarantee(
