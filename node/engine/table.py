@@ -22,7 +22,7 @@ from node.engine.flush import flush_memtable
 from node.engine.manifest import CommitOp, Manifest, Version
 from node.engine.memtable import Memtable, MemtableView
 from node.engine.scan import Scan, ScanRequest
-from node.engine.schema import DELETE, Schema
+from node.engine.schema import DELETE, TSID, Schema
 from node.engine.sst.reader import SstFiles
 from node.engine.tombstones import RangeTombstone
 from node.wal.api import Wal
@@ -145,7 +145,15 @@ class Table:
             meta = batch.schema.metadata or {}
             memtable.add_range(replace(RangeTombstone.from_json(json.loads(meta[_RANGE])), seq=seq))
             return
-        known = batch.drop_columns([n for n in batch.schema.names if not schema.has_column(n)])
+        # The logged tsid is dropped with the unknown columns: conform recomputes it from the
+        # same tags, and refuses a batch that carries one.
+        known = batch.drop_columns(
+            [
+                n
+                for n in batch.schema.names
+                if not schema.has_column(n) or (n == TSID and schema.has_tsid)
+            ]
+        )
         if op is RecordOp.DELETE:
             keys = conform_keys(self.name, schema, known, max_bytes=self._max_write_bytes)
             memtable.append(deletion_markers(schema, keys), seq, DELETE)

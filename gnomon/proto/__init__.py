@@ -1,0 +1,2 @@
+"""gnomon's protocol buffers: the HoraeDB-compatible client protocol (``storage.proto``,
+``common.proto``) and the Python modules generated from them by ``generate.py``."""

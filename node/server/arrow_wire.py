@@ -1,0 +1,136 @@
+"""Query results in the shapes clients can read: Arrow IPC payloads for the HoraeDB SDK and
+JSON rows for HTTP.
+
+The HoraeDB SDK (Arrow 38, no IPC compression) fails on or crashes with many Arrow types that
+DataFusion and the engine produce, so results are cast to the types it reads first:
+timestamps become milliseconds, large and view strings/binaries the plain ones, decimals
+float64, dates timestamps, and nested values their JSON text.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pyarrow as pa
+
+#: HoraeDB's default ``resp_compress_min_length``: payloads from this size on are zstd frames.
+DEFAULT_COMPRESS_MIN_BYTES = 4 * 1024**2
+_ZSTD_LEVEL = 3
+
+
+def _json_text(values: list[Any]) -> list[str | None]:
+    return [None if v is None else json.dumps(v, default=str) for v in values]
+
+
+def _wire_array(arr: pa.ChunkedArray[Any]) -> pa.ChunkedArray[Any]:
+    t = arr.type
+    if pa.types.is_timestamp(t):
+        if t.unit == "ms":
+            return arr
+        return arr.cast(pa.timestamp("ms", t.tz), safe=False)
+    if pa.types.is_date(t):
+        return arr.cast(pa.timestamp("ms"))
+    if pa.types.is_time(t):
+        if isinstance(t, pa.Time32Type) and t.unit == "ms":
+            return arr
+        return arr.cast(pa.time32("ms"), safe=False)
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return arr.cast(pa.string())
+    if (
+        pa.types.is_large_binary(t)
+        or pa.types.is_binary_view(t)
+        or pa.types.is_fixed_size_binary(t)
+    ):
+        return arr.cast(pa.binary())
+    if pa.types.is_decimal(t):
+        return arr.cast(pa.float64())
+    if pa.types.is_float16(t):
+        return arr.cast(pa.float32())
+    if pa.types.is_duration(t):
+        return arr.cast(pa.int64())
+    if pa.types.is_dictionary(t):
+        if t.index_type == pa.int32() and t.value_type == pa.string():
+            return arr
+        return _wire_array(arr.cast(t.value_type))
+    if pa.types.is_nested(t) or pa.types.is_interval(t):
+        return pa.chunked_array([pa.array(_json_text(arr.to_pylist()), pa.string())])
+    return arr
+
+
+def to_wire(table: pa.Table) -> pa.Table:
+    """``table`` with every column cast to a type the HoraeDB SDK decodes."""
+    columns = [_wire_array(c) for c in table.columns]
+    if all(c is o for c, o in zip(columns, table.columns, strict=True)):
+        return table
+    return pa.Table.from_arrays(columns, names=table.column_names)
+
+
+def ipc_stream(table: pa.Table) -> bytes:
+    """One complete Arrow IPC stream (schema, batches, end marker) of ``table``."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        for batch in table.to_batches():
+            if batch.num_rows:
+                writer.write_batch(batch)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def encode_payload(table: pa.Table, compress_min_bytes: int) -> tuple[list[bytes], bool]:
+    """The ``record_batches`` of an ArrowPayload and whether they are zstd-compressed: as
+    HoraeDB does, one IPC stream holding every row (none at all when there are no rows),
+    compressed only from ``compress_min_bytes`` on."""
+    if table.num_rows == 0:
+        return [], False
+    data = ipc_stream(to_wire(table))
+    if len(data) >= compress_min_bytes:
+        codec = pa.Codec("zstd", compression_level=_ZSTD_LEVEL)
+        return [bytes(codec.compress(data, asbytes=True))], True
+    return [data], False
+
+
+# -- JSON --------------------------------------------------------------------------------------
+
+
+def _finite(values: list[Any]) -> list[Any]:
+    # JSON has no NaN or infinity; HoraeDB's serde_json writes them as null.
+    return [None if v is not None and not math.isfinite(v) else v for v in values]
+
+
+def _json_values(arr: pa.ChunkedArray[Any]) -> list[Any]:
+    t = arr.type
+    if pa.types.is_dictionary(t):
+        return _json_values(arr.cast(t.value_type))
+    if pa.types.is_timestamp(t):
+        # HoraeDB renders timestamps as integer milliseconds since the epoch.
+        ms = arr if t.unit == "ms" else arr.cast(pa.timestamp("ms", t.tz), safe=False)
+        return ms.cast(pa.int64()).to_pylist()
+    if pa.types.is_date(t) or pa.types.is_time(t):
+        return arr.cast(pa.string()).to_pylist()
+    if pa.types.is_duration(t):
+        return arr.cast(pa.int64()).to_pylist()
+    if pa.types.is_floating(t):
+        return _finite(arr.cast(pa.float64()).to_pylist())
+    if pa.types.is_decimal(t):
+        return _finite(arr.cast(pa.float64()).to_pylist())
+    if (
+        pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_binary_view(t)
+        or pa.types.is_fixed_size_binary(t)
+    ):
+        # serde_json writes bytes as an array of numbers; so does HoraeDB.
+        return [None if v is None else list(v) for v in arr.to_pylist()]
+    if pa.types.is_nested(t) or pa.types.is_interval(t):
+        return [
+            None if v is None else json.loads(json.dumps(v, default=str)) for v in arr.to_pylist()
+        ]
+    return arr.to_pylist()
+
+
+def json_rows(table: pa.Table) -> list[dict[str, Any]]:
+    """The rows of ``table`` as JSON-ready dicts, column values rendered as HoraeDB does."""
+    names = table.column_names
+    columns = [_json_values(c) for c in table.columns]
+    return [dict(zip(names, row, strict=True)) for row in zip(*columns, strict=True)]

@@ -1,0 +1,299 @@
+"""The HoraeDB-compatible gRPC service ``storage.StorageService``: Route, Write, StreamWrite,
+SqlQuery and StreamSqlQuery, so the published ``horaedb-client`` SDKs work against gnomon.
+
+As HoraeDB does, every RPC ends with gRPC status OK and reports its outcome in the response
+header as an HTTP status code (200, 400, 500) with the error text. PromRemoteQuery and PromQuery
+are not served: gRPC answers them UNIMPLEMENTED.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from concurrent import futures
+from typing import Any, TypeVar
+
+import grpc
+import pyarrow as pa
+
+from gnomon.errors import InvalidArgument
+from gnomon.proto import common_pb2, storage_pb2
+from node.ingest.horaedb import decode_table_request
+from node.ingest.writer import Ingestor
+from node.server.arrow_wire import DEFAULT_COMPRESS_MIN_BYTES, encode_payload
+from node.server.metrics import Registry
+from node.server.status import horaedb_code, http_status, message_of
+from node.sql.result import QueryResult
+
+log = logging.getLogger("gnomon.grpc")
+
+SERVICE = "storage.StorageService"
+#: The one schema (HoraeDB "database") gnomon has.
+DATABASE = "public"
+_MAX_UINT32 = 2**32 - 1
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+
+def _ok() -> common_pb2.ResponseHeader:
+    return common_pb2.ResponseHeader(code=200)
+
+
+def _error(e: BaseException) -> common_pb2.ResponseHeader:
+    return common_pb2.ResponseHeader(code=horaedb_code(e), error=message_of(e))
+
+
+def _check_database(has_context: bool, context: storage_pb2.RequestContext) -> None:
+    if not has_context or not context.database:
+        raise InvalidArgument("Database is not set")
+    if context.database != DATABASE:
+        raise InvalidArgument(
+            f"Schema not found, schema:{context.database} (gnomon has one database, {DATABASE!r})"
+        )
+
+
+class StorageService:
+    """The RPC implementations; :meth:`handler` exposes them to a grpc server."""
+
+    def __init__(
+        self,
+        ingestor: Ingestor,
+        execute: Callable[[str], QueryResult],
+        metrics: Registry,
+        *,
+        advertise: tuple[str, int] | None = None,
+        compress_min_bytes: int = DEFAULT_COMPRESS_MIN_BYTES,
+    ) -> None:
+        self.ingestor = ingestor
+        self.execute = execute
+        self.metrics = metrics
+        self.advertise = advertise
+        self.compress_min_bytes = compress_min_bytes
+
+    # -- RPCs ------------------------------------------------------------------------------------
+
+    def route(self, req: storage_pb2.RouteRequest) -> storage_pb2.RouteResponse:
+        """Without an advertised address, no routes: like a stock standalone HoraeDB, which
+        makes the SDK send everything to the address its user gave (always reachable, unlike
+        a bind address such as 0.0.0.0). With one, every table routes to it."""
+        resp = storage_pb2.RouteResponse(header=_ok())
+        if self.advertise is not None:
+            host, port = self.advertise
+            for table in req.tables:
+                resp.routes.add(table=table, endpoint=storage_pb2.Endpoint(ip=host, port=port))
+        return resp
+
+    def _write_tables(self, req: storage_pb2.WriteRequest) -> int:
+        _check_database(req.HasField("context"), req.context)
+        written = 0
+        # Tables are written in order and the first bad one fails the request; the ones
+        # before it stay written, as in HoraeDB.
+        for table_req in req.table_requests:
+            written += self.ingestor.write(decode_table_request(table_req))
+        return written
+
+    def write(self, req: storage_pb2.WriteRequest) -> storage_pb2.WriteResponse:
+        try:
+            written = self._write_tables(req)
+        except Exception as e:
+            self._log_failure("Write", e)
+            return storage_pb2.WriteResponse(header=_error(e))
+        self.metrics.rows_written.inc("grpc", amount=written)
+        return storage_pb2.WriteResponse(header=_ok(), success=min(written, _MAX_UINT32))
+
+    def stream_write(
+        self, requests: Iterator[storage_pb2.WriteRequest]
+    ) -> storage_pb2.WriteResponse:
+        total = 0
+        for req in requests:
+            resp = self.write(req)
+            if resp.header.code != 200:
+                return resp
+            total += resp.success
+        return storage_pb2.WriteResponse(header=_ok(), success=min(total, _MAX_UINT32))
+
+    def _query(self, req: storage_pb2.SqlQueryRequest) -> QueryResult:
+        _check_database(req.HasField("context"), req.context)
+        if not req.sql.strip():
+            raise InvalidArgument("sql is empty")
+        return self.execute(req.sql)
+
+    def _sql_error(
+        self, req: storage_pb2.SqlQueryRequest, e: Exception
+    ) -> common_pb2.ResponseHeader:
+        self._log_failure("SqlQuery", e, sql=req.sql)
+        header = _error(e)
+        header.error = f"{header.error}, sql:{req.sql}"
+        return header
+
+    def sql_query(self, req: storage_pb2.SqlQueryRequest) -> storage_pb2.SqlQueryResponse:
+        try:
+            result = self._query(req)
+            if not result.is_query:
+                return storage_pb2.SqlQueryResponse(
+                    header=_ok(), affected_rows=min(result.affected_rows or 0, _MAX_UINT32)
+                )
+            batches, zstd = encode_payload(result.table(), self.compress_min_bytes)
+        except Exception as e:
+            return storage_pb2.SqlQueryResponse(header=self._sql_error(req, e))
+        return storage_pb2.SqlQueryResponse(header=_ok(), arrow=_payload(batches, zstd))
+
+    def stream_sql_query(
+        self, req: storage_pb2.SqlQueryRequest
+    ) -> Iterator[storage_pb2.SqlQueryResponse]:
+        """One response per record batch of the result (each a complete IPC stream), or one
+        response with the affected rows or the error."""
+        try:
+            result = self._query(req)
+        except Exception as e:
+            yield storage_pb2.SqlQueryResponse(header=self._sql_error(req, e))
+            return
+        if not result.is_query:
+            yield storage_pb2.SqlQueryResponse(
+                header=_ok(), affected_rows=min(result.affected_rows or 0, _MAX_UINT32)
+            )
+            return
+        sent = False
+        for batch in result.batches:
+            if batch.num_rows == 0:
+                continue
+            try:
+                batches, zstd = encode_payload(
+                    pa.Table.from_batches([batch]), self.compress_min_bytes
+                )
+            except Exception as e:
+                yield storage_pb2.SqlQueryResponse(header=self._sql_error(req, e))
+                return
+            sent = True
+            yield storage_pb2.SqlQueryResponse(header=_ok(), arrow=_payload(batches, zstd))
+        if not sent:
+            yield storage_pb2.SqlQueryResponse(header=_ok(), arrow=_payload([], False))
+
+    # -- plumbing --------------------------------------------------------------------------------
+
+    def _log_failure(self, rpc: str, e: BaseException, **extra: Any) -> None:
+        fields = {"rpc": rpc, "code": horaedb_code(e), "error": message_of(e), **extra}
+        # Only failures of the server itself deserve a traceback; a missing table is the
+        # client's mistake even though HoraeDB reports it as 500.
+        if http_status(e) == 500:
+            log.error("request failed", extra=fields, exc_info=e)
+        else:
+            log.info("request rejected", extra=fields)
+
+    def _timed_unary(
+        self, rpc: str, fn: Callable[[Req], Resp]
+    ) -> Callable[[Req, grpc.ServicerContext], Resp]:
+        def call(request: Req, context: grpc.ServicerContext) -> Resp:
+            start = time.perf_counter()
+            resp = fn(request)
+            header = getattr(resp, "header", None)
+            code = header.code if header is not None else 200
+            self.metrics.observe_request("grpc", rpc, code, time.perf_counter() - start)
+            return resp
+
+        return call
+
+    def _timed_stream(
+        self, rpc: str, fn: Callable[[Req], Iterator[Resp]]
+    ) -> Callable[[Req, grpc.ServicerContext], Iterator[Resp]]:
+        def call(request: Req, context: grpc.ServicerContext) -> Iterator[Resp]:
+            start = time.perf_counter()
+            code = 200
+            for resp in fn(request):
+                header = getattr(resp, "header", None)
+                if header is not None and header.code != 200:
+                    code = header.code
+                yield resp
+            self.metrics.observe_request("grpc", rpc, code, time.perf_counter() - start)
+
+        return call
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        s = storage_pb2
+        handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
+            "Route": grpc.unary_unary_rpc_method_handler(
+                self._timed_unary("Route", self.route),
+                request_deserializer=s.RouteRequest.FromString,
+                response_serializer=s.RouteResponse.SerializeToString,
+            ),
+            "Write": grpc.unary_unary_rpc_method_handler(
+                self._timed_unary("Write", self.write),
+                request_deserializer=s.WriteRequest.FromString,
+                response_serializer=s.WriteResponse.SerializeToString,
+            ),
+            "StreamWrite": grpc.stream_unary_rpc_method_handler(
+                self._timed_unary("StreamWrite", self.stream_write),
+                request_deserializer=s.WriteRequest.FromString,
+                response_serializer=s.WriteResponse.SerializeToString,
+            ),
+            "SqlQuery": grpc.unary_unary_rpc_method_handler(
+                self._timed_unary("SqlQuery", self.sql_query),
+                request_deserializer=s.SqlQueryRequest.FromString,
+                response_serializer=s.SqlQueryResponse.SerializeToString,
+            ),
+            "StreamSqlQuery": grpc.unary_stream_rpc_method_handler(
+                self._timed_stream("StreamSqlQuery", self.stream_sql_query),
+                request_deserializer=s.SqlQueryRequest.FromString,
+                response_serializer=s.SqlQueryResponse.SerializeToString,
+            ),
+        }
+        return grpc.method_handlers_generic_handler(SERVICE, handlers)
+
+
+def _payload(batches: list[bytes], zstd: bool) -> storage_pb2.ArrowPayload:
+    return storage_pb2.ArrowPayload(
+        record_batches=batches,
+        compression=storage_pb2.ArrowPayload.ZSTD if zstd else storage_pb2.ArrowPayload.NONE,
+    )
+
+
+def _address(bind: str, port: int) -> str:
+    return f"[{bind}]:{port}" if ":" in bind else f"{bind}:{port}"
+
+
+class GrpcServer:
+    """A grpcio server running :class:`StorageService` on a thread pool."""
+
+    def __init__(
+        self,
+        service: StorageService,
+        *,
+        bind: str = "127.0.0.1",
+        port: int = 8831,
+        max_workers: int = 32,
+        max_message_bytes: int = 256 * 1024**2,
+    ) -> None:
+        self.service = service
+        self.bind = bind
+        self._requested_port = port
+        self.port = port
+        self._server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="gnomon-grpc"),
+            handlers=[service.handler()],
+            options=[
+                # grpcio's default 4 MiB receive limit would reject writes HoraeDB accepts.
+                ("grpc.max_receive_message_length", max_message_bytes),
+                ("grpc.max_send_message_length", -1),
+                # The SDK pings every 600 s even when idle; allow that without GOAWAY.
+                ("grpc.http2.min_ping_interval_without_data_ms", 60_000),
+                ("grpc.keepalive_permit_without_calls", 1),
+            ],
+        )
+
+    def start(self) -> int:
+        """Bind and serve; returns the port (useful when 0 asked for a free one)."""
+        address = _address(self.bind, self._requested_port)
+        try:
+            self.port = self._server.add_insecure_port(address)
+        except RuntimeError as e:
+            raise OSError(f"cannot listen for gRPC on {address}: {e}") from None
+        self._server.start()
+        log.info("gRPC server listening", extra={"address": _address(self.bind, self.port)})
+        return self.port
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """Stop accepting RPCs; those in flight get ``grace_s`` seconds to finish."""
+        self._server.stop(grace_s).wait(grace_s + 1.0)
+        log.info("gRPC server stopped", extra={"port": self.port})

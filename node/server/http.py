@@ -1,0 +1,436 @@
+"""gnomon's HTTP server: ``POST /sql`` (HoraeDB-compatible JSON), ``POST /influxdb/v1/write``
+(InfluxDB line protocol), ``GET /health``, ``GET /metrics`` (Prometheus text) and
+``GET /openapi.json``.
+
+Built on the standard library's threading HTTP server: one thread per connection, HTTP/1.1
+keep-alive. Errors are JSON ``{"code": <HTTP status>, "message": ...}``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import socket
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from gnomon.errors import InvalidArgument, TooLarge, Unavailable
+from node.ingest import line_protocol
+from node.ingest.writer import Ingestor
+from node.server.arrow_wire import json_rows
+from node.server.metrics import Registry
+from node.server.openapi import SPEC
+from node.server.status import http_status, message_of
+from node.sql.result import QueryResult
+
+log = logging.getLogger("gnomon.http")
+
+#: The one database gnomon has (HoraeDB's default schema).
+DATABASE = "public"
+#: Idle keep-alive connections are closed after this many seconds.
+IDLE_TIMEOUT_S = 60.0
+#: After refusing a body as too large, at most this much of it is read and dropped (for at
+#: most LINGER_S seconds) before the connection closes: a client still sending would otherwise
+#: get a reset instead of the 413 answer.
+LINGER_BYTES = 1024**3
+LINGER_S = 10.0
+
+_ROUTES: dict[str, tuple[str, ...]] = {
+    "/sql": ("POST",),
+    "/influxdb/v1/write": ("POST",),
+    "/health": ("GET", "HEAD"),
+    "/metrics": ("GET",),
+    "/openapi.json": ("GET",),
+}
+
+
+class _Response:
+    def __init__(
+        self,
+        status: int,
+        body: bytes = b"",
+        content_type: str = "",
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.status = status
+        self.body = body
+        self.content_type = content_type
+        self.headers = headers or {}
+
+
+def _json(status: int, obj: Any) -> _Response:
+    body = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _Response(status, body.encode(), "application/json; charset=utf-8")
+
+
+def _error(status: int, message: str) -> _Response:
+    return _json(status, {"code": status, "message": message})
+
+
+class HttpApp:
+    """What the endpoints do, independent of the socket handling."""
+
+    def __init__(
+        self,
+        *,
+        ingestor: Ingestor,
+        execute: Callable[[str], QueryResult],
+        metrics: Registry,
+        max_body_bytes: int,
+        healthy: Callable[[], bool],
+    ) -> None:
+        self.ingestor = ingestor
+        self.execute = execute
+        self.metrics = metrics
+        self.max_body_bytes = max_body_bytes
+        self.healthy = healthy
+        self.stopping = False
+        self._inflight = 0
+        self._cond = threading.Condition()
+
+    @contextlib.contextmanager
+    def request(self) -> Iterator[None]:
+        with self._cond:
+            self._inflight += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._inflight -= 1
+                self._cond.notify_all()
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Wait until no request is being served; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._inflight == 0, timeout_s)
+
+    # -- endpoints -------------------------------------------------------------------------------
+
+    def sql(self, body: bytes) -> _Response:
+        try:
+            doc = json.loads(body or b"null")
+        except (ValueError, UnicodeDecodeError) as e:
+            raise InvalidArgument(f"request body is not valid JSON: {e}") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("query"), str):
+            raise InvalidArgument('request body must be a JSON object {"query": "<sql>"}')
+        query: str = doc["query"]
+        if not query.strip():
+            raise InvalidArgument("query is empty")
+        result = self.execute(query)
+        if result.is_query:
+            return _json(200, {"rows": json_rows(result.table())})
+        return _json(200, {"affected_rows": result.affected_rows or 0})
+
+    def influx_write(self, body: bytes, params: dict[str, list[str]]) -> _Response:
+        db = params.get("db", [DATABASE])[-1]
+        if db and db != DATABASE:
+            raise InvalidArgument(
+                f"database {db!r} does not exist: gnomon has one database, {DATABASE!r}"
+            )
+        precision = params.get("precision", ["ns"])[-1] or "ns"
+        try:
+            text = body.decode()
+        except UnicodeDecodeError as e:
+            raise InvalidArgument(f"line protocol body is not UTF-8: {e}") from None
+        written = 0
+        for rows in line_protocol.parse(text, precision=precision):
+            written += self.ingestor.write(rows)
+        self.metrics.rows_written.inc("influxdb", amount=written)
+        return _Response(204)
+
+    def health(self) -> _Response:
+        if self.stopping or not self.healthy():
+            return _error(503, "gnomon is stopping" if self.stopping else "engine is closed")
+        return _json(200, {"status": "ok"})
+
+    def prometheus(self) -> _Response:
+        return _Response(
+            200, self.metrics.render().encode(), "text/plain; version=0.0.4; charset=utf-8"
+        )
+
+    def openapi(self) -> _Response:
+        return _json(200, SPEC)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # Stopping waits for requests in flight (HttpApp.wait_idle), not for idle keep-alive
+    # connections, which would hold a join for up to IDLE_TIMEOUT_S.
+    block_on_close = False
+
+    def __init__(self, address: tuple[str, int], app: HttpApp) -> None:
+        self.app = app
+        self.connections: set[socket.socket] = set()
+        self.connections_lock = threading.Lock()
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        super().__init__(address, _Handler)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "gnomon"
+    timeout = IDLE_TIMEOUT_S
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        with self.server.connections_lock:
+            self.server.connections.add(self.connection)
+
+    def finish(self) -> None:
+        with self.server.connections_lock:
+            self.server.connections.discard(self.connection)
+        with contextlib.suppress(OSError):
+            super().finish()
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """Protocol-level failures (bad request line, unsupported method) answer in the same
+        JSON shape as every other error."""
+        self.close_connection = True
+        text = message or HTTPStatus(code).phrase
+        self._send(_error(code, f"{text}: {explain}" if explain else text), head=False)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug(format % args, extra={"client": self.client_address[0]})
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_HEAD(self) -> None:
+        self._serve("HEAD")
+
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+    def do_PUT(self) -> None:
+        self._serve("PUT")
+
+    def do_DELETE(self) -> None:
+        self._serve("DELETE")
+
+    def _serve(self, method: str) -> None:
+        app = self.server.app
+        start = time.perf_counter()
+        url = urlsplit(self.path)
+        endpoint = url.path if url.path in _ROUTES else "other"
+        with app.request():
+            try:
+                resp = self._dispatch(app, method, url.path, parse_qs(url.query))
+            except Exception as e:
+                resp = self._failure(e, endpoint)
+            if app.stopping:
+                self.close_connection = True
+            self._send(resp, head=method == "HEAD")
+            if self._body_unread:
+                self._linger()
+        app.metrics.observe_request("http", endpoint, resp.status, time.perf_counter() - start)
+
+    def _dispatch(
+        self, app: HttpApp, method: str, path: str, params: dict[str, list[str]]
+    ) -> _Response:
+        allowed = _ROUTES.get(path)
+        if allowed is None:
+            self._discard_body()
+            return _error(404, f"no endpoint {path!r}; see GET /openapi.json")
+        if method not in allowed:
+            self._discard_body()
+            resp = _error(405, f"{path} accepts {', '.join(allowed)}, not {method}")
+            resp.headers["Allow"] = ", ".join(allowed)
+            return resp
+        if path == "/sql":
+            return app.sql(self._body(app.max_body_bytes))
+        if path == "/influxdb/v1/write":
+            body = self._body(app.max_body_bytes)
+            app.metrics.request_bytes.inc("influxdb", amount=len(body))
+            return app.influx_write(body, params)
+        if path == "/health":
+            return app.health()
+        if path == "/metrics":
+            return app.prometheus()
+        return app.openapi()
+
+    def _failure(self, e: Exception, endpoint: str) -> _Response:
+        status = http_status(e)
+        if isinstance(e, TooLarge):
+            # The unread rest of the body would be parsed as the next request.
+            self.close_connection = True
+            self._body_unread = True
+        fields = {"endpoint": endpoint, "status": status, "error": message_of(e)}
+        if status >= 500 and not isinstance(e, Unavailable):
+            log.error("request failed", extra=fields, exc_info=e)
+        else:
+            log.info("request rejected", extra=fields)
+        return _error(status, message_of(e))
+
+    # -- bodies ----------------------------------------------------------------------------------
+
+    _body_unread = False
+
+    def handle_expect_100(self) -> bool:
+        """Refuse an announced oversize body before the client sends it."""
+        limit = self.server.app.max_body_bytes
+        length = self.headers.get("Content-Length", "")
+        if length.isdigit() and int(length) > limit:
+            self.close_connection = True
+            self._send(
+                _error(413, f"request body of {length} bytes exceeds the limit of {limit} bytes"),
+                head=False,
+            )
+            return False
+        return super().handle_expect_100()
+
+    def _linger(self) -> None:
+        """Read and drop what the client still sends, bounded in bytes and time, after the
+        answer went out; then the connection closes."""
+        deadline = time.monotonic() + LINGER_S
+        dropped = 0
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_WR)
+            self.connection.settimeout(1.0)
+            while dropped < LINGER_BYTES and time.monotonic() < deadline:
+                chunk = self.rfile.read1(256 * 1024)
+                if not chunk:
+                    break
+                dropped += len(chunk)
+
+    def _discard_body(self) -> None:
+        length = self.headers.get("Content-Length")
+        if length is not None and length.isdigit() and int(length) <= 1024**2:
+            self.rfile.read(int(length))
+        elif length is not None or self.headers.get("Transfer-Encoding"):
+            self.close_connection = True
+
+    def _body(self, limit: int) -> bytes:
+        """The request body (de-chunked and gunzipped), at most ``limit`` bytes; TooLarge
+        (413) past that."""
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            raw = self._read_chunked(limit)
+        else:
+            length_text = self.headers.get("Content-Length", "0")
+            try:
+                length = int(length_text)
+            except ValueError:
+                self.close_connection = True
+                raise InvalidArgument(f"invalid Content-Length {length_text!r}") from None
+            if length > limit:
+                raise TooLarge(
+                    f"request body of {length} bytes exceeds the limit of {limit} bytes; "
+                    "split it into smaller requests"
+                )
+            raw = self.rfile.read(length) if length > 0 else b""
+        encoding = self.headers.get("Content-Encoding", "identity").lower()
+        if encoding == "gzip":
+            return _gunzip(raw, limit)
+        if encoding not in ("identity", ""):
+            raise InvalidArgument(f"unsupported Content-Encoding {encoding!r}: use gzip")
+        return raw
+
+    def _read_chunked(self, limit: int) -> bytes:
+        parts: list[bytes] = []
+        total = 0
+        while True:
+            line = self.rfile.readline(1024)
+            try:
+                size = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                self.close_connection = True
+                raise InvalidArgument("malformed chunked request body") from None
+            if size == 0:
+                while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                    pass
+                return b"".join(parts)
+            total += size
+            if total > limit:
+                raise TooLarge(
+                    f"request body exceeds the limit of {limit} bytes; split it into smaller "
+                    "requests"
+                )
+            parts.append(self.rfile.read(size))
+            self.rfile.readline(1024)
+
+    def _send(self, resp: _Response, *, head: bool) -> None:
+        try:
+            self.send_response(resp.status, HTTPStatus(resp.status).phrase)
+            if resp.content_type:
+                self.send_header("Content-Type", resp.content_type)
+            for name, value in resp.headers.items():
+                self.send_header(name, value)
+            if resp.status != 204:
+                self.send_header("Content-Length", str(len(resp.body)))
+            if self.close_connection:
+                self.send_header("Connection", "close")
+            self.end_headers()
+            if resp.body and not head and resp.status != 204:
+                self.wfile.write(resp.body)
+        except OSError as e:
+            self.close_connection = True
+            log.debug("client went away", extra={"error": repr(e)})
+
+
+def _gunzip(data: bytes, limit: int) -> bytes:
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = d.decompress(data, limit + 1)
+    except zlib.error as e:
+        raise InvalidArgument(f"request body is not valid gzip: {e}") from None
+    if len(out) > limit:
+        raise TooLarge(
+            f"decompressed request body exceeds the limit of {limit} bytes; split it into "
+            "smaller requests"
+        )
+    return out
+
+
+class HttpServer:
+    """The HTTP server on a background thread."""
+
+    def __init__(self, app: HttpApp, *, bind: str = "127.0.0.1", port: int = 5440) -> None:
+        self.app = app
+        self.bind = bind
+        self._requested_port = port
+        self.port = port
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> int:
+        """Bind and serve; returns the port (useful when 0 asked for a free one)."""
+        self._server = _Server((self.bind, self._requested_port), self.app)
+        self.port = int(self._server.server_address[1])
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.2},
+            name="gnomon-http",
+            daemon=True,
+        )
+        self._thread.start()
+        log.info("HTTP server listening", extra={"address": f"{self.bind}:{self.port}"})
+        return self.port
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """Stop accepting connections, let requests in flight finish (up to ``grace_s``),
+        then close the idle keep-alive connections."""
+        server = self._server
+        if server is None:
+            return
+        self.app.stopping = True
+        server.shutdown()
+        if not self.app.wait_idle(grace_s):
+            log.warning("requests still running at stop", extra={"grace_s": grace_s})
+        with server.connections_lock:
+            connections = list(server.connections)
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=grace_s)
+        self._server = None
+        log.info("HTTP server stopped", extra={"port": self.port})

@@ -1,0 +1,197 @@
+"""The OpenAPI 3 description of gnomon's HTTP API, served at ``GET /openapi.json``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gnomon import __version__
+
+
+def _error_response(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+    }
+
+
+SPEC: dict[str, Any] = {
+    "openapi": "3.0.3",
+    "info": {
+        "title": "gnomon HTTP API",
+        "version": __version__,
+        "description": (
+            "SQL over HTTP (HoraeDB-compatible), InfluxDB line-protocol writes, health and "
+            "Prometheus metrics. Errors are JSON objects with the HTTP status as `code` and a "
+            "`message`."
+        ),
+    },
+    "paths": {
+        "/sql": {
+            "post": {
+                "summary": "Run one SQL statement",
+                "description": (
+                    "Queries (SELECT, SHOW, DESCRIBE, EXPLAIN) answer `rows`, one object per "
+                    "row keyed by column name; timestamps are integer milliseconds since the "
+                    "epoch and binary values arrays of byte values. Other statements answer "
+                    "`affected_rows`."
+                ),
+                "operationId": "sql",
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {"$ref": "#/components/schemas/SqlRequest"},
+                            "example": {"query": "SELECT * FROM demo WHERE name = 'a'"},
+                        }
+                    },
+                },
+                "responses": {
+                    "200": {
+                        "description": "The statement ran.",
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "oneOf": [
+                                        {"$ref": "#/components/schemas/SqlRows"},
+                                        {"$ref": "#/components/schemas/SqlAffectedRows"},
+                                    ]
+                                }
+                            }
+                        },
+                    },
+                    "400": _error_response("The statement or the request body is invalid."),
+                    "404": _error_response("A table the statement names does not exist."),
+                    "409": _error_response("The table already exists."),
+                    "413": _error_response("The request body is larger than the limit."),
+                    "500": _error_response("The statement failed inside the server."),
+                },
+            }
+        },
+        "/influxdb/v1/write": {
+            "post": {
+                "summary": "Write points in InfluxDB line protocol",
+                "description": (
+                    "One point per line: `measurement[,tag=value...] field=value[,...] "
+                    "[timestamp]`. Each measurement is a table; missing tables are created "
+                    "(tags as TAG string columns, fields typed by their values, timestamp "
+                    "column `timestamp`) and missing columns added. Bodies may be gzip-encoded."
+                ),
+                "operationId": "influxdbWrite",
+                "parameters": [
+                    {
+                        "name": "db",
+                        "in": "query",
+                        "required": False,
+                        "description": "Database; gnomon has one, `public`.",
+                        "schema": {"type": "string", "default": "public"},
+                    },
+                    {
+                        "name": "precision",
+                        "in": "query",
+                        "required": False,
+                        "description": "Unit of the timestamps in the body.",
+                        "schema": {
+                            "type": "string",
+                            "enum": ["ns", "n", "us", "u", "ms", "s", "m", "h"],
+                            "default": "ns",
+                        },
+                    },
+                ],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "text/plain": {
+                            "schema": {"type": "string"},
+                            "example": (
+                                'cpu,host=a usage=0.5,state="ok",count=3i 1700000000000000000'
+                            ),
+                        }
+                    },
+                },
+                "responses": {
+                    "204": {"description": "All points were written."},
+                    "400": _error_response("A line is malformed or does not fit its table."),
+                    "413": _error_response("The request body is larger than the limit."),
+                    "500": _error_response("The write failed inside the server."),
+                },
+            }
+        },
+        "/health": {
+            "get": {
+                "summary": "Liveness",
+                "operationId": "health",
+                "responses": {
+                    "200": {
+                        "description": "The server is serving.",
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "properties": {"status": {"type": "string"}},
+                                }
+                            }
+                        },
+                    },
+                    "503": _error_response("The server is stopping or the engine is closed."),
+                },
+            }
+        },
+        "/metrics": {
+            "get": {
+                "summary": "Metrics in the Prometheus text format",
+                "operationId": "metrics",
+                "responses": {
+                    "200": {
+                        "description": "Request counts and latencies per endpoint, rows "
+                        "written, memtable and flush figures.",
+                        "content": {"text/plain": {"schema": {"type": "string"}}},
+                    }
+                },
+            }
+        },
+        "/openapi.json": {
+            "get": {
+                "summary": "This document",
+                "operationId": "openapi",
+                "responses": {
+                    "200": {
+                        "description": "The OpenAPI 3 description of the HTTP API.",
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    }
+                },
+            }
+        },
+    },
+    "components": {
+        "schemas": {
+            "SqlRequest": {
+                "type": "object",
+                "required": ["query"],
+                "properties": {"query": {"type": "string", "description": "One statement."}},
+            },
+            "SqlRows": {
+                "type": "object",
+                "required": ["rows"],
+                "properties": {
+                    "rows": {
+                        "type": "array",
+                        "items": {"type": "object", "additionalProperties": True},
+                    }
+                },
+            },
+            "SqlAffectedRows": {
+                "type": "object",
+                "required": ["affected_rows"],
+                "properties": {"affected_rows": {"type": "integer", "minimum": 0}},
+            },
+            "Error": {
+                "type": "object",
+                "required": ["code", "message"],
+                "properties": {
+                    "code": {"type": "integer", "description": "The HTTP status."},
+                    "message": {"type": "string"},
+                },
+            },
+        }
+    },
+}

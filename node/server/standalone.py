@@ -1,0 +1,304 @@
+"""A standalone gnomon: one engine on a local data directory served over gRPC (the HoraeDB
+protocol) and HTTP.
+
+``python -m node.server.standalone --data-dir DIR --http-port P --grpc-port Q`` runs one until
+SIGTERM or SIGINT; settings also come from a TOML file (``--config``) and ``GNOMON_*``
+environment variables, as described in ``gnomon.example.toml``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Iterable, Sequence
+from types import FrameType
+
+from gnomon.config import StandaloneConfig, load
+from gnomon.errors import Closed, GnomonError, InvalidArgument, NotFound
+from node.engine.engine import Engine
+from node.engine.table import Table
+from node.ingest.writer import Ingestor
+from node.server import logfmt
+from node.server.arrow_wire import DEFAULT_COMPRESS_MIN_BYTES
+from node.server.grpc_service import GrpcServer, StorageService
+from node.server.http import HttpApp, HttpServer
+from node.server.metrics import Labels, Registry
+from node.sql.executor import SqlExecutor
+
+log = logging.getLogger("gnomon.standalone")
+
+
+def _parse_endpoint(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise InvalidArgument(f"invalid advertised endpoint {text!r}: expected host:port")
+    return host.strip("[]"), int(port)
+
+
+class Standalone:
+    """The engine plus both servers. ``start`` opens and serves, ``stop`` stops accepting,
+    lets requests in flight finish, flushes and closes the engine. Ports given as 0 are
+    picked free; read the actual ones from :attr:`http_port` / :attr:`grpc_port`."""
+
+    def __init__(
+        self,
+        data_dir: str,
+        *,
+        http_port: int = 5440,
+        grpc_port: int = 8831,
+        bind: str = "127.0.0.1",
+        wal_sync: str = "always",
+        max_request_bytes: int = 256 * 1024**2,
+        advertise: str | None = None,
+        compress_min_bytes: int = DEFAULT_COMPRESS_MIN_BYTES,
+        grpc_workers: int = 32,
+        grace_s: float = 10.0,
+    ) -> None:
+        self.data_dir = data_dir
+        self.bind = bind
+        self.http_port = http_port
+        self.grpc_port = grpc_port
+        self.wal_sync = wal_sync
+        self.max_request_bytes = max_request_bytes
+        self.advertise = _parse_endpoint(advertise) if advertise else None
+        self.compress_min_bytes = compress_min_bytes
+        self.grpc_workers = grpc_workers
+        self.grace_s = grace_s
+        self.metrics = Registry()
+        self.engine: Engine | None = None
+        self._grpc: GrpcServer | None = None
+        self._http: HttpServer | None = None
+        self._stop_lock = threading.Lock()
+
+    @classmethod
+    def from_config(
+        cls,
+        cfg: StandaloneConfig,
+        *,
+        advertise: str | None = None,
+        compress_min_bytes: int = DEFAULT_COMPRESS_MIN_BYTES,
+    ) -> Standalone:
+        return cls(
+            cfg.data_dir,
+            http_port=cfg.http_port,
+            grpc_port=cfg.grpc_port,
+            bind=cfg.bind,
+            wal_sync=cfg.wal_sync,
+            max_request_bytes=cfg.max_request_bytes,
+            advertise=advertise,
+            compress_min_bytes=compress_min_bytes,
+        )
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        engine = Engine.open(self.data_dir, wal_sync=self.wal_sync)
+        self.engine = engine
+        try:
+            executor = SqlExecutor(engine)
+            ingestor = Ingestor(engine)
+            self._register_engine_gauges(engine)
+            service = StorageService(
+                ingestor,
+                executor.execute,
+                self.metrics,
+                advertise=self.advertise,
+                compress_min_bytes=self.compress_min_bytes,
+            )
+            self._grpc = GrpcServer(
+                service,
+                bind=self.bind,
+                port=self.grpc_port,
+                max_workers=self.grpc_workers,
+                max_message_bytes=self.max_request_bytes,
+            )
+            self.grpc_port = self._grpc.start()
+            app = HttpApp(
+                ingestor=ingestor,
+                execute=executor.execute,
+                metrics=self.metrics,
+                max_body_bytes=self.max_request_bytes,
+                healthy=lambda: _is_open(engine),
+            )
+            self._http = HttpServer(app, bind=self.bind, port=self.http_port)
+            self.http_port = self._http.start()
+        except BaseException:
+            self.stop()
+            raise
+        log.info(
+            "gnomon standalone serving",
+            extra={
+                "data_dir": self.data_dir,
+                "http": f"{self.bind}:{self.http_port}",
+                "grpc": f"{self.bind}:{self.grpc_port}",
+            },
+        )
+
+    def stop(self) -> None:
+        """Stop both servers (requests in flight get ``grace_s`` to finish), then flush and
+        close the engine. Safe to call more than once."""
+        with self._stop_lock:
+            grpc_server, self._grpc = self._grpc, None
+            http_server, self._http = self._http, None
+            engine, self.engine = self.engine, None
+            stopper = None
+            if grpc_server is not None:
+                # Both servers drain at once, so stopping takes one grace period, not two.
+                stopper = threading.Thread(
+                    target=grpc_server.stop, args=(self.grace_s,), name="gnomon-grpc-stop"
+                )
+                stopper.start()
+            if http_server is not None:
+                http_server.stop(self.grace_s)
+            if stopper is not None:
+                stopper.join()
+            if engine is not None:
+                engine.close()
+                log.info("engine closed", extra={"data_dir": self.data_dir})
+
+    def run_forever(self) -> None:
+        """Start (unless started) and serve until SIGTERM or SIGINT, then stop gracefully."""
+        stop = threading.Event()
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            log.info("stopping on signal", extra={"signal": signal.Signals(signum).name})
+            stop.set()
+
+        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            if self.engine is None:
+                self.start()
+            while not stop.wait(0.5):
+                pass
+        finally:
+            self.stop()
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+    def __enter__(self) -> Standalone:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- metrics ---------------------------------------------------------------------------------
+
+    def _register_engine_gauges(self, engine: Engine) -> None:
+        def tables() -> Iterable[tuple[Labels, float]]:
+            yield (), float(len(_open_tables(engine)))
+
+        def memtables() -> Iterable[tuple[Labels, float]]:
+            """Bytes and rows held in memtables (active and immutable), over all tables."""
+            nbytes = rows = 0
+            for table in _open_tables(engine):
+                _, views = table.snapshot()
+                for view in views:
+                    nbytes += view.memtable.nbytes
+                    rows += view.memtable.rows
+            yield ("bytes",), float(nbytes)
+            yield ("rows",), float(rows)
+
+        def pending() -> Iterable[tuple[Labels, float]]:
+            yield (), float(sum(t.pending_flushes() for t in _open_tables(engine)))
+
+        def failing() -> Iterable[tuple[Labels, float]]:
+            tables = _open_tables(engine)
+            yield (), float(sum(t.last_flush_error is not None for t in tables))
+
+        m = self.metrics
+        m.gauge("gnomon_tables", "Tables in the catalog.", [], tables)
+        m.gauge(
+            "gnomon_memtable_size",
+            "Data held in memtables, not yet flushed to SSTs.",
+            ["unit"],
+            memtables,
+        )
+        m.gauge("gnomon_pending_flushes", "Immutable memtables waiting to be flushed.", [], pending)
+        m.gauge(
+            "gnomon_tables_flush_failing",
+            "Tables whose last flush attempt failed (it is being retried).",
+            [],
+            failing,
+        )
+
+
+def _is_open(engine: Engine) -> bool:
+    try:
+        engine.list_tables()
+    except Closed:
+        return False
+    return True
+
+
+def _open_tables(engine: Engine) -> list[Table]:
+    """The engine's tables now; none once it is closed (a scrape may race the shutdown)."""
+    out = []
+    try:
+        for name in engine.list_tables():
+            with contextlib.suppress(NotFound):
+                out.append(engine.table(name))
+    except Closed:
+        return []
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m node.server.standalone",
+        description="Run a standalone gnomon: HoraeDB-compatible gRPC and HTTP on one engine.",
+    )
+    parser.add_argument("--config", help="TOML file with a [standalone] table")
+    parser.add_argument("--data-dir", dest="data_dir")
+    parser.add_argument("--bind", help="address both servers listen on")
+    parser.add_argument("--http-port", dest="http_port", type=int)
+    parser.add_argument("--grpc-port", dest="grpc_port", type=int)
+    parser.add_argument("--wal-sync", dest="wal_sync", choices=["always", "never"])
+    parser.add_argument("--max-request-bytes", dest="max_request_bytes", type=int)
+    parser.add_argument("--log-level", dest="log_level")
+    parser.add_argument(
+        "--advertise",
+        help="host:port the gRPC Route answer names for every table (default: no routes, so "
+        "clients keep using the address they were given)",
+    )
+    parser.add_argument(
+        "--compress-min-bytes",
+        type=int,
+        default=DEFAULT_COMPRESS_MIN_BYTES,
+        help="SQL results of this many bytes or more are sent zstd-compressed over gRPC",
+    )
+    args = parser.parse_args(argv)
+    flags = {
+        k: getattr(args, k)
+        for k in (
+            "data_dir",
+            "bind",
+            "http_port",
+            "grpc_port",
+            "wal_sync",
+            "max_request_bytes",
+            "log_level",
+        )
+    }
+    try:
+        cfg = load(args.config, flags=flags)
+        logfmt.configure(cfg.log_level)
+        server = Standalone.from_config(
+            cfg, advertise=args.advertise, compress_min_bytes=args.compress_min_bytes
+        )
+        server.run_forever()
+    except GnomonError as e:
+        print(f"gnomon standalone: {e.message}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"gnomon standalone: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

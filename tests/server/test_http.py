@@ -1,0 +1,192 @@
+"""The HTTP API of a real standalone gnomon: /sql, InfluxDB line-protocol writes, /health,
+/metrics, /openapi.json, errors and the request size limit."""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import json
+import socket
+
+from tests.server.conftest import MAX_REQUEST_BYTES, Running
+
+LP_HEADERS = {"Content-Type": "text/plain"}
+
+
+def test_sql_round_trip(gnomon: Running) -> None:
+    status, body = gnomon.sql(
+        "CREATE TABLE h_demo (name string TAG, value double, payload varbinary, "
+        "t timestamp NOT NULL, TIMESTAMP KEY(t)) ENGINE=Analytic WITH (enable_ttl='false')"
+    )
+    assert (status, body) == (200, {"affected_rows": 0})
+    status, body = gnomon.sql(
+        "INSERT INTO h_demo (t, name, value) VALUES (1651737067000, 'horaedb', 100), "
+        "(1651737068000, 'other', 1.5)"
+    )
+    assert (status, body) == (200, {"affected_rows": 2})
+    status, body = gnomon.sql("SELECT t, name, value, payload FROM h_demo WHERE value > 10")
+    assert status == 200
+    # Timestamps are integer milliseconds, as HoraeDB renders them.
+    assert body == {
+        "rows": [{"t": 1651737067000, "name": "horaedb", "value": 100.0, "payload": None}]
+    }
+    status, body = gnomon.sql("SELECT count(*) AS n FROM h_demo WHERE name = 'nobody'")
+    assert body == {"rows": [{"n": 0}]}
+    status, body = gnomon.sql("SHOW TABLES LIKE 'h_demo'")
+    assert body == {"rows": [{"Tables": "h_demo"}]}
+
+
+def test_line_protocol_write_then_query(gnomon: Running) -> None:
+    lines = (
+        'h_cpu,host=a,dc=eu usage=0.5,state="ok",n=3i,up=true 1700000000000\n'
+        "h_cpu,host=b usage=1.5 1700000001000\n"
+        "# a comment line\n"
+        "h_mem,host=a free=10u 1700000000000\n"
+    )
+    status, _, body = gnomon.request(
+        "POST", "/influxdb/v1/write?db=public&precision=ms", lines.encode(), LP_HEADERS
+    )
+    assert (status, body) == (204, b"")
+    status, body = gnomon.sql("SELECT * FROM h_cpu ORDER BY timestamp")
+    assert status == 200
+    first, second = body["rows"]
+    assert list(first) == ["tsid", "timestamp", "dc", "host", "n", "state", "up", "usage"]
+    assert first | {"tsid": 0} == {
+        "tsid": 0,
+        "timestamp": 1700000000000,
+        "dc": "eu",
+        "host": "a",
+        "n": 3,
+        "state": "ok",
+        "up": True,
+        "usage": 0.5,
+    }
+    assert second["host"] == "b" and second["dc"] is None and second["usage"] == 1.5
+    status, body = gnomon.sql("SELECT free FROM h_mem")
+    assert body == {"rows": [{"free": 10}]}
+
+    # gzip-encoded and chunked bodies, seconds precision, a new field added on the way.
+    gz = gzip.compress(b"h_cpu,host=c usage=2.5,extra=1 1700000002\n")
+    status, _, _ = gnomon.request(
+        "POST",
+        "/influxdb/v1/write?precision=s",
+        gz,
+        {**LP_HEADERS, "Content-Encoding": "gzip"},
+    )
+    assert status == 204
+    conn = http.client.HTTPConnection("127.0.0.1", gnomon.http_port, timeout=30)
+    conn.putrequest("POST", "/influxdb/v1/write?precision=s")
+    conn.putheader("Transfer-Encoding", "chunked")
+    conn.endheaders()
+    chunk = b"h_cpu,host=d usage=3.5 1700000003\n"
+    conn.send(b"%x\r\n%s\r\n0\r\n\r\n" % (len(chunk), chunk))
+    assert conn.getresponse().status == 204
+    conn.close()
+    status, body = gnomon.sql("SELECT host, extra FROM h_cpu WHERE timestamp >= 1700000002000")
+    assert sorted((r["host"], r["extra"]) for r in body["rows"]) == [("c", 1.0), ("d", None)]
+
+
+def test_line_protocol_errors(gnomon: Running) -> None:
+    status, _, body = gnomon.request(
+        "POST", "/influxdb/v1/write?precision=ms", b"h_bad v=1 1\nh_bad v=oops 2\n", LP_HEADERS
+    )
+    assert status == 400
+    err = json.loads(body)
+    assert err["code"] == 400 and err["message"].startswith("line 2: invalid field value")
+    status, _, body = gnomon.request(
+        "POST", "/influxdb/v1/write?precision=fortnight", b"h_bad v=1", LP_HEADERS
+    )
+    assert status == 400 and "invalid precision" in json.loads(body)["message"]
+    status, _, body = gnomon.request("POST", "/influxdb/v1/write?db=other", b"x v=1", LP_HEADERS)
+    assert status == 400 and "database 'other' does not exist" in json.loads(body)["message"]
+    status, _, body = gnomon.request(
+        "POST", "/influxdb/v1/write?precision=ms", b"h_cpu,host=a usage=1i 5", LP_HEADERS
+    )
+    assert status == 400 and "Value type is not same" in json.loads(body)["message"]
+
+
+def test_sql_errors(gnomon: Running) -> None:
+    status, body = gnomon.sql("SELEC nothing")
+    assert status == 400 and body["code"] == 400 and "syntax error" in body["message"]
+    status, body = gnomon.sql("SELECT * FROM no_such_table")
+    assert status == 404 and "'no_such_table' does not exist" in body["message"]
+    status, body = gnomon.sql(
+        "CREATE TABLE h_dup (v double, t timestamp NOT NULL, TIMESTAMP KEY(t))"
+    )
+    status, body = gnomon.sql(
+        "CREATE TABLE h_dup (v double, t timestamp NOT NULL, TIMESTAMP KEY(t))"
+    )
+    assert status == 409 and "already exists" in body["message"]
+    status, _, raw = gnomon.request("POST", "/sql", b"{not json", {})
+    assert status == 400 and "not valid JSON" in json.loads(raw)["message"]
+    status, _, raw = gnomon.request("POST", "/sql", b'{"sql": "SELECT 1"}', {})
+    assert status == 400 and '{"query": "<sql>"}' in json.loads(raw)["message"]
+
+
+def test_request_size_limit(gnomon: Running) -> None:
+    big = b"h_big v=1 1\n" * (MAX_REQUEST_BYTES // 12 + 100)
+    status, headers, body = gnomon.request("POST", "/influxdb/v1/write", big, LP_HEADERS)
+    assert status == 413
+    assert "exceeds the limit" in json.loads(body)["message"]
+    assert headers.get("Connection") == "close"
+    # A body that only grows past the limit once decompressed is refused too.
+    status, _, body = gnomon.request(
+        "POST", "/influxdb/v1/write", gzip.compress(big), {"Content-Encoding": "gzip"}
+    )
+    assert status == 413
+    status, _ = gnomon.sql("SELECT 1")
+    assert status == 200
+
+
+def test_keep_alive_connection_serves_several_requests(gnomon: Running) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", gnomon.http_port, timeout=30)
+    for _ in range(3):
+        conn.request("POST", "/sql", body=b'{"query": "SELECT 1 AS one"}')
+        resp = conn.getresponse()
+        assert resp.status == 200 and json.loads(resp.read()) == {"rows": [{"one": 1}]}
+    conn.close()
+
+
+def test_health_metrics_openapi_and_unknown_paths(gnomon: Running) -> None:
+    status, _, body = gnomon.request("GET", "/health")
+    assert (status, json.loads(body)) == (200, {"status": "ok"})
+    gnomon.sql("SELECT 1")
+    status, headers, body = gnomon.request("GET", "/metrics")
+    assert status == 200 and headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    text = body.decode()
+    assert 'gnomon_requests_total{protocol="http",endpoint="/sql",code="200"}' in text
+    assert 'gnomon_request_duration_seconds_bucket{protocol="http",endpoint="/sql",le="+Inf"}' in (
+        text
+    )
+    assert "# TYPE gnomon_request_duration_seconds histogram" in text
+    for name in ("gnomon_tables", "gnomon_memtable_size", "gnomon_pending_flushes"):
+        assert f"# TYPE {name} gauge" in text
+    status, _, body = gnomon.request("GET", "/openapi.json")
+    spec = json.loads(body)
+    assert spec["openapi"].startswith("3.")
+    assert set(spec["paths"]) == {
+        "/sql",
+        "/influxdb/v1/write",
+        "/health",
+        "/metrics",
+        "/openapi.json",
+    }
+    status, _, body = gnomon.request("GET", "/nope")
+    assert status == 404 and json.loads(body)["code"] == 404
+    status, headers, body = gnomon.request("GET", "/sql")
+    assert status == 405 and "accepts POST" in json.loads(body)["message"]
+    assert headers["Allow"] == "POST"
+
+
+def test_garbage_request_line_does_not_kill_the_server(gnomon: Running) -> None:
+    with socket.create_connection(("127.0.0.1", gnomon.http_port), timeout=10) as s:
+        s.sendall(b"BREW /pot HTTP/1.1\r\n\r\n")
+        # The server closes the connection after a protocol error: read up to that.
+        answer = b""
+        while chunk := s.recv(4096):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 501")
+    assert json.loads(body)["code"] == 501
+    status, _, _ = gnomon.request("GET", "/health")
+    assert status == 200
