@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/gnomon demo
+	$(VENV)/bin/gnomon standalone --demo
 
 # pytest exits 5 when it collects nothing; that is not a failure of the suite.
 test: $(STAMP)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 import os
 import time
+from typing import TYPE_CHECKING
 
 import click
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table as RichTable
@@ -35,6 +35,10 @@ def main(log_level: str) -> None:
     )
 
 
+if TYPE_CHECKING:
+    from node.engine.engine import Engine
+
+
 def _demo_batch(hosts: int, start_ms: int, steps: int, rng: np.random.Generator) -> pa.Table:
     n = hosts * steps
     host_idx = pa.array(np.tile(np.arange(hosts), steps), pa.int64())
@@ -52,15 +56,9 @@ def _demo_batch(hosts: int, start_ms: int, steps: int, rng: np.random.Generator)
     )
 
 
-@main.command()
-@click.option(
-    "--data-dir", default="data/demo", show_default=True, help="Directory of the standalone engine."
-)
-@click.option("--hosts", default=100, show_default=True, help="Number of series.")
-@click.option("--hours", default=24, show_default=True, help="Hours of 10 s readings to load.")
-def demo(data_dir: str, hosts: int, hours: int) -> None:
-    """Load a small cpu dataset into a standalone engine and query it."""
-    from node.engine.engine import Engine
+def _load_demo(engine: Engine, hosts: int, hours: int) -> int:
+    """Create the demo ``cpu`` table (replacing an earlier one) and load ``hours`` of 10 s
+    readings for ``hosts`` hosts, with a progress bar; returns the rows loaded."""
     from node.engine.schema import Column, ColumnType, Schema
 
     schema = Schema.build(
@@ -77,61 +75,131 @@ def demo(data_dir: str, hosts: int, hours: int) -> None:
     steps_total = hours * 360
     chunk = 360  # one hour of readings per write
     start = int(time.time() * 1000) // 3_600_000 * 3_600_000 - hours * 3_600_000
-    with Engine.open(data_dir) as engine:
-        engine.drop_table("cpu", if_exists=True)
-        engine.create_table("cpu", schema)
-        t0 = time.perf_counter()
-        with Progress(
-            TextColumn("loading cpu"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            console=console,
-        ) as progress:
-            task = progress.add_task("load", total=steps_total * hosts)
-            for s in range(0, steps_total, chunk):
-                batch = _demo_batch(hosts, start + s * 10_000, min(chunk, steps_total - s), rng)
-                engine.write("cpu", batch)
-                progress.advance(task, batch.num_rows)
-        engine.flush()
-        elapsed = time.perf_counter() - t0
-        n = steps_total * hosts
-        console.print(
-            f"loaded {n:,} rows in {elapsed:.2f}s ({n / elapsed:,.0f} rows/s) "
-            f"into {os.path.abspath(data_dir)}"
-        )
+    engine.drop_table("cpu", if_exists=True)
+    engine.create_table("cpu", schema)
+    t0 = time.perf_counter()
+    with Progress(
+        TextColumn("loading cpu"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+    ) as progress:
+        task = progress.add_task("load", total=steps_total * hosts)
+        for s in range(0, steps_total, chunk):
+            batch = _demo_batch(hosts, start + s * 10_000, min(chunk, steps_total - s), rng)
+            engine.write("cpu", batch)
+            progress.advance(task, batch.num_rows)
+    engine.flush()
+    elapsed = time.perf_counter() - t0
+    n = steps_total * hosts
+    console.print(f"loaded {n:,} rows in {elapsed:.2f}s ({n / elapsed:,.0f} rows/s)")
+    return n
 
-        last_hour = (start + (hours - 1) * 3_600_000, None)
+
+_DEMO_QUERY = (
+    "SELECT hostname, max(usage_user) AS peak FROM cpu "
+    "WHERE region = 'eu-west-1' GROUP BY hostname ORDER BY peak DESC LIMIT 5"
+)
+
+
+@main.command()
+@click.option("--data-dir", default="data/demo", show_default=True, help="Engine directory.")
+@click.option("--hosts", default=100, show_default=True, help="Number of series.")
+@click.option("--hours", default=24, show_default=True, help="Hours of 10 s readings to load.")
+def demo(data_dir: str, hosts: int, hours: int) -> None:
+    """Load a small cpu dataset into an embedded engine and query it (no server)."""
+    from node.engine.engine import Engine
+    from node.sql.executor import SqlExecutor
+
+    with Engine.open(data_dir) as engine:
+        _load_demo(engine, hosts, hours)
         t0 = time.perf_counter()
-        rows = engine.read_all(
-            "cpu",
-            columns=["hostname", "usage_user"],
-            time_range=last_hour,
-            predicate=pc.field("region") == "eu-west-1",
-        )
-        top = (
-            rows.group_by("hostname")
-            .aggregate([("usage_user", "max")])
-            .sort_by([("usage_user_max", "descending")])
-            .slice(0, 5)
-        )
+        top = SqlExecutor(engine).execute(_DEMO_QUERY).table()
         elapsed = time.perf_counter() - t0
-        out = RichTable(title="max usage_user in the last hour, region eu-west-1 (top 5)")
+        out = RichTable(title=_DEMO_QUERY)
         out.add_column("hostname")
-        out.add_column("max usage_user", justify="right")
+        out.add_column("peak usage_user", justify="right")
         for h, v in zip(
-            top.column("hostname").to_pylist(),
-            top.column("usage_user_max").to_pylist(),
-            strict=True,
+            top.column("hostname").to_pylist(), top.column("peak").to_pylist(), strict=True
         ):
             out.add_row(h, f"{v:.2f}")
         console.print(out)
-        console.print(f"scanned {rows.num_rows:,} matching rows in {elapsed * 1000:.1f} ms")
-        console.print(
-            "Query it from Python:\n"
-            "  from node.engine.engine import Engine\n"
-            f"  e = Engine.open({data_dir!r}); e.read_all('cpu', columns=['hostname','usage_user'])"
-        )
+        console.print(f"query took {elapsed * 1000:.1f} ms; data in {os.path.abspath(data_dir)}")
+
+
+@main.command()
+@click.option("--config", "config_file", default=None, help="TOML file with a [standalone] table.")
+@click.option("--data-dir", default=None, help="Data directory [default: data/standalone].")
+@click.option("--bind", default=None, help="Address to listen on [default: 127.0.0.1].")
+@click.option("--http-port", type=int, default=None, help="HTTP port [default: 5440].")
+@click.option("--grpc-port", type=int, default=None, help="gRPC port [default: 8831].")
+@click.option(
+    "--wal-sync",
+    type=click.Choice(["always", "never"]),
+    default=None,
+    help="fsync the WAL before acknowledging writes [default: always].",
+)
+@click.option(
+    "--max-request-bytes", type=int, default=None, help="Largest request [default: 268435456]."
+)
+@click.option(
+    "--advertise", default=None, help="host:port that gRPC Route answers name for every table."
+)
+@click.option("--demo", "with_demo", is_flag=True, help="Load the demo cpu table, then serve.")
+def standalone(
+    config_file: str | None,
+    data_dir: str | None,
+    bind: str | None,
+    http_port: int | None,
+    grpc_port: int | None,
+    wal_sync: str | None,
+    max_request_bytes: int | None,
+    advertise: str | None,
+    with_demo: bool,
+) -> None:
+    """Run gnomon standalone: HoraeDB-compatible gRPC and HTTP on one embedded engine.
+
+    Settings come from defaults, then --config, then GNOMON_* environment variables, then
+    flags. Stops gracefully (flushing) on SIGTERM or Ctrl-C."""
+    from gnomon.config import load
+    from gnomon.errors import GnomonError
+    from node.server import logfmt
+    from node.server.standalone import Standalone
+
+    flags = {
+        "data_dir": data_dir,
+        "bind": bind,
+        "http_port": http_port,
+        "grpc_port": grpc_port,
+        "wal_sync": wal_sync,
+        "max_request_bytes": max_request_bytes,
+    }
+    try:
+        cfg = load(config_file, flags=flags)
+        logfmt.configure(cfg.log_level)
+        server = Standalone.from_config(cfg, advertise=advertise)
+        server.start()
+    except GnomonError as e:
+        console.print(f"[red]gnomon standalone:[/red] {e.message}")
+        raise SystemExit(2) from None
+    except OSError as e:
+        console.print(f"[red]gnomon standalone:[/red] {e}")
+        raise SystemExit(1) from None
+    if with_demo and server.engine is not None:
+        _load_demo(server.engine, hosts=100, hours=24)
+    http = f"{cfg.bind}:{server.http_port}"
+    console.print(
+        f"gnomon standalone: HTTP on {http}, gRPC (HoraeDB protocol) on "
+        f"{cfg.bind}:{server.grpc_port}, data in {os.path.abspath(cfg.data_dir)}\n"
+        f'  query:  .venv/bin/gnomon sql --endpoint {http} -e "{_DEMO_QUERY}"\n'
+        f"  shell:  .venv/bin/gnomon sql --endpoint {http}\n"
+        f"  curl:   curl -s -X POST http://{http}/sql -H 'Content-Type: application/json' "
+        """-d '{"query": "SHOW TABLES"}'\n"""
+        "  stop:   Ctrl-C",
+        soft_wrap=True,
+    )
+    server.run_forever()
 
 
 @main.command()

@@ -1,0 +1,63 @@
+"""`gnomon standalone` and `gnomon sql` as a user runs them: a real server subprocess, the SQL
+client against it, a graceful stop on SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from gnomon.cli import main
+from tests.support.procs import Server, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_standalone_serves_sql_and_stops_gracefully(tmp_path: Path) -> None:
+    http, grpc = free_port(), free_port()
+    server = Server(
+        [
+            sys.executable,
+            "-m",
+            "gnomon.cli",
+            "standalone",
+            "--data-dir",
+            str(tmp_path / "db"),
+            "--http-port",
+            str(http),
+            "--grpc-port",
+            str(grpc),
+        ],
+        log=tmp_path / "server.log",
+        cwd=ROOT,
+    )
+    try:
+        server.wait_for_port(http, timeout_s=60)
+        endpoint = f"127.0.0.1:{http}"
+        runner = CliRunner()
+        for stmt in (
+            "CREATE TABLE t (h string TAG, v double, ts timestamp NOT NULL, TIMESTAMP KEY(ts))",
+            "INSERT INTO t (h, v, ts) VALUES ('a', 1.5, 1000), ('b', 2.5, 2000)",
+        ):
+            result = runner.invoke(main, ["sql", "--endpoint", endpoint, "-e", stmt])
+            assert result.exit_code == 0, result.output
+        result = runner.invoke(
+            main, ["sql", "--endpoint", endpoint, "-e", "SELECT h, v FROM t ORDER BY v"]
+        )
+        assert result.exit_code == 0 and "2.5" in result.output and "(2 rows)" in result.output
+        bad = runner.invoke(main, ["sql", "--endpoint", endpoint, "-e", "SELECT * FROM nope"])
+        assert bad.exit_code == 1 and "nope" in bad.output
+    finally:
+        server.kill(signal.SIGTERM)
+        assert server.proc.wait(timeout=60) == 0
+        server.stop()
+    assert "engine closed" in (tmp_path / "server.log").read_text()
+
+
+def test_sql_client_reports_an_unreachable_server() -> None:
+    result = CliRunner().invoke(
+        main, ["sql", "--endpoint", f"127.0.0.1:{free_port()}", "-e", "SHOW TABLES"]
+    )
+    assert result.exit_code == 1 and "cannot reach" in result.output
