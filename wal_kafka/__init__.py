@@ -1,0 +1,6 @@
+"""WAL regions on Kafka: the same :class:`node.wal.api.Wal` as the disk WAL (see README.md)."""
+
+from .region import RecoveryInfo
+from .wal import KafkaWal
+
+__all__ = ["KafkaWal", "RecoveryInfo"]

@@ -1,0 +1,522 @@
+"""One open region of the Kafka WAL: group commit, reads, deletion marks, recovery, cleaning.
+
+A region is two single-partition topics: the data topic holds the log (see ``frame``), the meta
+topic holds RegionMeta snapshots (see ``meta``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from gnomon.errors import Closed, Corrupted, GnomonError, InvalidArgument, Unavailable
+from node.wal.api import WalRecord
+
+from .frame import Assembler, decode_record, encode_group
+from .kafka import (
+    Clients,
+    Delivery,
+    TopicSpec,
+    consume_range,
+    unavailable,
+    watermarks,
+)
+from .meta import RegionMeta
+
+logger = logging.getLogger("gnomon.wal.kafka")
+
+MAX_U64 = (1 << 64) - 1
+SNAPSHOT_KEY = b"region-meta"
+
+
+def _delivery_slack(timeout_s: float) -> float:
+    """Beyond ``message.timeout.ms``, how long to wait for the delivery report the client
+    promises by then."""
+    return max(1.0, timeout_s / 2)
+
+
+class Counters:
+    """What a KafkaWal has produced, for monitoring (and for tests to see batching)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.records_produced = 0
+        self.snapshots_written = 0
+
+    def add(self, *, records: int = 0, snapshots: int = 0) -> None:
+        with self._lock:
+            self.records_produced += records
+            self.snapshots_written += snapshots
+
+
+@dataclass
+class Context:
+    """What the regions of one KafkaWal share."""
+
+    clients: Clients
+    producer: Producer
+    max_record_bytes: int
+    index_interval: int
+    #: The producer's fatal error, if it had one: it then takes no more records.
+    fatal: Callable[[], KafkaError | None]
+    counters: Counters
+
+    @property
+    def bootstrap(self) -> str:
+        return self.clients.bootstrap
+
+    @property
+    def timeout_s(self) -> float:
+        return self.clients.timeout_s
+
+    def produce(self, topic: str, value: bytes, key: bytes | None = None) -> Delivery:
+        fatal = self.fatal()
+        if fatal is not None:
+            raise Unavailable(
+                f"Kafka at {self.bootstrap}: the WAL's producer failed for good ({fatal}); "
+                "close the WAL and create a new one",
+                retryable=False,
+            )
+        delivery = Delivery()
+        try:
+            self.producer.produce(topic, value=value, key=key, partition=0, on_delivery=delivery)
+        except (BufferError, KafkaException) as e:
+            raise unavailable(self.bootstrap, f"cannot produce to {topic}", e) from e
+        return delivery
+
+    def delivered(self, deliveries: list[Delivery], topic: str) -> list[int]:
+        """The offsets of the records, once the broker acknowledged every one of them."""
+        limit = self.timeout_s + _delivery_slack(self.timeout_s)
+        deadline = time.monotonic() + limit
+        offsets: list[int] = []
+        for delivery in deliveries:
+            if not delivery.wait(max(0.0, deadline - time.monotonic())):
+                raise Unavailable(
+                    f"Kafka at {self.bootstrap}: no delivery report for a record of {topic} "
+                    f"within {limit}s"
+                )
+            if delivery.error is not None:
+                raise unavailable(self.bootstrap, f"writing to {topic} failed", delivery.error)
+            offsets.append(delivery.offset)
+        return offsets
+
+
+@dataclass(frozen=True)
+class RecoveryInfo:
+    """How ``open_region`` rebuilt the region."""
+
+    #: The data-topic offset the snapshot covered, None without a snapshot.
+    snapshot_end: int | None
+    #: Data-topic records scanned after the snapshot.
+    scanned_records: int
+    #: Fragments of payloads that an unfinished group left behind (never acknowledged).
+    orphans: int
+    seconds: float
+
+
+class _Pending:
+    """One write waiting in a region's queue; the leader fills in seq or error, then done."""
+
+    __slots__ = ("done", "error", "payload", "seq", "table_id")
+
+    def __init__(self, table_id: int, payload: bytes) -> None:
+        self.table_id = table_id
+        self.payload = payload
+        self.seq = 0
+        self.error: BaseException | None = None
+        self.done = False
+
+
+class Region:
+    """The open state of one region. ``_cond`` guards every field below it."""
+
+    def __init__(
+        self,
+        ctx: Context,
+        region_id: int,
+        data_topic: str,
+        meta_topic: str,
+        meta: RegionMeta,
+        recovery: RecoveryInfo,
+        log_start: int,
+    ) -> None:
+        self._ctx = ctx
+        self.id = region_id
+        self.data_topic = data_topic
+        self.meta_topic = meta_topic
+        self.recovery = recovery
+        # Held while a snapshot is taken and written, so snapshots reach the meta topic in
+        # the order their states were taken: the last one in the topic is the newest.
+        self._snapshot_lock = threading.Lock()
+        #: ``_version`` of the state the newest durable snapshot holds.
+        self._snapshot_version = -1
+        #: The lowest live offset by the newest durable snapshot: the cleaner may delete
+        #: below it. None until a snapshot covers the state recovery found.
+        self._durable_low: int | None = None
+        self._deleted_below = log_start
+        self._cond = threading.Condition(threading.Lock())
+        #: Acknowledged state: only records whose delivery was confirmed, and floors.
+        self._meta = meta
+        #: Bumped on every change of ``_meta``, to tell whether a snapshot is due.
+        self._version = 0
+        #: Highest seq assigned per table, including writes in flight and floors.
+        self._last = {table_id: table.last_seq for table_id, table in meta.tables.items()}
+        self._queue: list[_Pending] = []
+        self._leading = False
+        self._failure: BaseException | None = None
+        self._closed = False
+        if recovery.scanned_records == 0:
+            # The newest snapshot (or, without one, the empty state) is the whole state.
+            self._snapshot_version = self._version
+            self._durable_low = meta.lowest_live_offset()
+
+    @classmethod
+    def open(
+        cls,
+        ctx: Context,
+        region_id: int,
+        data_topic: str,
+        meta_topic: str,
+        ensure_topics: Callable[[list[TopicSpec]], None],
+    ) -> Region:
+        """Create the region's topics if absent, then recover its state from them."""
+        ensure_topics(
+            [
+                # Records are deleted by the cleaner only: never by age or size.
+                TopicSpec(
+                    data_topic,
+                    {
+                        "cleanup.policy": "delete",
+                        "retention.ms": "-1",
+                        "retention.bytes": "-1",
+                        "max.message.bytes": str(ctx.max_record_bytes + 1024),
+                    },
+                ),
+                # Every snapshot has the same key: compaction keeps the newest.
+                TopicSpec(
+                    meta_topic,
+                    {
+                        "cleanup.policy": "compact",
+                        "max.message.bytes": str(ctx.max_record_bytes + 1024),
+                    },
+                ),
+            ]
+        )
+        meta, recovery, log_start = _recover(ctx, region_id, data_topic, meta_topic)
+        return cls(ctx, region_id, data_topic, meta_topic, meta, recovery, log_start)
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def write(self, table_id: int, payload: bytes) -> int:
+        pending = _Pending(table_id, payload)
+        with self._cond:
+            self._check_open()
+            if self._failure is not None:
+                raise self._failed_error(self._failure)
+            self._queue.append(pending)
+            while not pending.done:
+                if self._leading:
+                    self._cond.wait()
+                else:
+                    self._lead()
+        if pending.error is not None:
+            raise pending.error
+        return pending.seq
+
+    def _lead(self) -> None:
+        """Commit everything queued as one group; called and returns with ``_cond`` held."""
+        batch, self._queue = self._queue, []
+        self._leading = True
+        failure: BaseException | None = None
+        try:
+            if self._failure is not None:
+                failure = self._failure
+                return
+            accepted: list[_Pending] = []
+            for pending in batch:
+                seq = self._last.get(pending.table_id, 0) + 1
+                if seq > MAX_U64:
+                    # Only a floor at the very top of the range gets here; failing the one
+                    # write keeps it from failing the group (and stopping the region).
+                    pending.error = InvalidArgument(
+                        f"WAL region {self.id}: table {pending.table_id} has no seq left"
+                    )
+                    continue
+                pending.seq = self._last[pending.table_id] = seq
+                accepted.append(pending)
+            placed: list[tuple[int, int]] = []
+            self._cond.release()
+            try:
+                if accepted:
+                    placed = self._commit(accepted)
+            except BaseException as e:
+                failure = e
+            finally:
+                self._cond.acquire()
+            if failure is None:
+                # Applied only now, so readers never see a record before it is acknowledged.
+                for pending, (first, last) in zip(accepted, placed, strict=True):
+                    table = self._meta.table(pending.table_id)
+                    table.apply(pending.seq, first, last, self._ctx.index_interval)
+                    self._meta.end = max(self._meta.end, last + 1)
+                self._version += 1
+            else:
+                self._failure = failure
+                logger.error(
+                    "WAL region %d: group commit of %d records to %s failed, region takes no "
+                    "more writes until reopened: %r",
+                    self.id,
+                    len(batch),
+                    self.data_topic,
+                    failure,
+                )
+        finally:
+            for pending in batch:
+                if failure is not None:
+                    pending.error = self._failed_error(failure)
+                pending.done = True
+            self._leading = False
+            self._cond.notify_all()
+        if failure is not None and not isinstance(failure, Exception):
+            raise failure
+
+    def _commit(self, batch: list[_Pending]) -> list[tuple[int, int]]:
+        """Produce the group and wait for the broker's acks; per write, the offsets of the
+        Kafka records holding its first and last fragment."""
+        group = encode_group(
+            [(p.table_id, p.seq, p.payload) for p in batch], self._ctx.max_record_bytes
+        )
+        deliveries = [self._ctx.produce(self.data_topic, record) for record in group.records]
+        offsets = self._ctx.delivered(deliveries, self.data_topic)
+        self._ctx.counters.add(records=len(offsets))
+        return [(offsets[first], offsets[last]) for first, last in group.spans]
+
+    def _failed_error(self, failure: BaseException) -> Unavailable:
+        error = Unavailable(
+            f"WAL region {self.id} on {self.data_topic}: a write failed ({failure!r}); whether "
+            "the records of that group reached Kafka is unknown, and the region takes no more "
+            "writes until it is closed and reopened",
+            retryable=False,
+        )
+        error.__cause__ = failure
+        return error
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def read(self, table_id: int, from_seq: int) -> Iterator[WalRecord]:
+        with self._cond:
+            self._check_open()
+            table = self._meta.tables.get(table_id)
+            if table is None or not table.has_live_records:
+                return iter(())
+            low = max(from_seq, table.latest_marked_deleted + 1)
+            # Bounds taken now: the read sees the table as of this call.
+            last = table.next_seq_num - 1
+            if low > last:
+                return iter(())
+            start, end = table.start_offset(low), table.high_watermark
+        return self._records(table_id, low, last, start, end)
+
+    def _records(
+        self, table_id: int, low: int, last: int, start: int, end: int
+    ) -> Iterator[WalRecord]:
+        consumer = self._ctx.clients.consumer()
+        try:
+            assembler = Assembler(table_id)
+            records = consume_range(
+                consumer,
+                self.data_topic,
+                start,
+                end,
+                bootstrap=self._ctx.bootstrap,
+                timeout_s=self._ctx.timeout_s,
+                check=self._check_open,
+            )
+            for offset, value in records:
+                for fragment in decode_record(value, f"topic {self.data_topic} offset {offset}"):
+                    entry = assembler.feed(offset, fragment)
+                    # Below ``low``: before the range asked for, or a duplicate of a seq
+                    # already handed out (the first copy in the log counts).
+                    if entry is None or entry.seq < low:
+                        continue
+                    yield WalRecord(table_id, entry.seq, entry.payload)
+                    if entry.seq >= last:
+                        return
+                    low = entry.seq + 1
+        finally:
+            consumer.close()
+
+    # -- deletion ---------------------------------------------------------------------------
+
+    def mark_deleted(self, table_id: int, up_to_seq: int) -> None:
+        with self._snapshot_lock:
+            with self._cond:
+                self._check_open()
+                current = self._meta.tables.get(table_id)
+                floor = current.latest_marked_deleted if current is not None else 0
+                if up_to_seq <= floor:
+                    return
+                snapshot = self._meta.copy()
+                version = self._version
+            snapshot.table(table_id).mark_deleted(up_to_seq)
+            # Durable first: the floor applies (to reads and next seqs) only once a restart
+            # would find it too.
+            self._write_snapshot(snapshot)
+            with self._cond:
+                self._meta.table(table_id).mark_deleted(up_to_seq)
+                self._last[table_id] = max(self._last.get(table_id, 0), up_to_seq)
+                self._version += 1
+                if self._version == version + 1:
+                    # Nothing else changed meanwhile: the snapshot just written is current.
+                    self._snapshot_version = self._version
+
+    def last_seq(self, table_id: int) -> int:
+        with self._cond:
+            self._check_open()
+            return self._last.get(table_id, 0)
+
+    def clean(self, delete_below: Callable[[str, int], bool]) -> None:
+        """One round of the cleaner: snapshot the region if it changed, then have the records
+        below the lowest live offset deleted (``delete_below`` says whether that happened).
+
+        The snapshot goes first: recovery scans the data topic from the snapshot's end, so no
+        record above the end of the newest snapshot may be deleted.
+        """
+        with self._snapshot_lock:
+            with self._cond:
+                if self._closed:
+                    return
+                snapshot = self._meta.copy() if self._version != self._snapshot_version else None
+                version = self._version
+            if snapshot is not None:
+                self._write_snapshot(snapshot)
+                self._snapshot_version = version
+            low = self._durable_low
+        if low is not None and low > self._deleted_below and delete_below(self.data_topic, low):
+            self._deleted_below = low
+            logger.debug("WAL region %d: deleted %s below offset %d", self.id, self.data_topic, low)
+
+    def _write_snapshot(self, snapshot: RegionMeta) -> None:
+        """Called with ``_snapshot_lock`` held."""
+        data = snapshot.encode(self._ctx.max_record_bytes)
+        delivery = self._ctx.produce(self.meta_topic, data, SNAPSHOT_KEY)
+        self._ctx.delivered([delivery], self.meta_topic)
+        self._ctx.counters.add(snapshots=1)
+        self._durable_low = snapshot.lowest_live_offset()
+
+    # -- life cycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            # Writes already queued were accepted: let them commit first.
+            while self._queue or self._leading:
+                self._cond.wait()
+            # Only to spare the next open a scan (the log alone recovers the same state), so
+            # not tried where Kafka just failed a write.
+            dirty = self._version != self._snapshot_version and self._failure is None
+            snapshot = self._meta.copy() if dirty else None
+        if snapshot is None:
+            return
+        with self._snapshot_lock:
+            try:
+                self._write_snapshot(snapshot)
+            except GnomonError as e:
+                logger.warning("WAL region %d: no snapshot on close: %s", self.id, e)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise Closed(f"WAL region {self.id} on {self.data_topic} is closed")
+
+
+def _recover(
+    ctx: Context, region_id: int, data_topic: str, meta_topic: str
+) -> tuple[RegionMeta, RecoveryInfo, int]:
+    """The region's state: the newest snapshot plus a scan of the data topic from its end.
+    Also returns the data topic's log start offset."""
+    started = time.monotonic()
+    bootstrap, timeout_s = ctx.bootstrap, ctx.timeout_s
+    snapshot = _latest_snapshot(ctx, region_id, meta_topic)
+    consumer = ctx.clients.consumer()
+    try:
+        log_start, high = watermarks(consumer, data_topic, bootstrap=bootstrap, timeout_s=timeout_s)
+        snapshot_end = snapshot.end if snapshot is not None else None
+        meta = snapshot if snapshot is not None else RegionMeta(region_id)
+        if meta.end < log_start or meta.end > high:
+            raise Corrupted(
+                f"WAL region {region_id}: {data_topic} holds offsets {log_start}..{high}, but "
+                f"its snapshot covers it up to {meta.end}"
+                + ("" if snapshot_end is not None else " (no snapshot)")
+                + ": records were deleted or the topic was recreated behind the WAL's back"
+            )
+        assembler = Assembler()
+        scanned = 0
+        records = consume_range(
+            consumer, data_topic, meta.end, high, bootstrap=bootstrap, timeout_s=timeout_s
+        )
+        for offset, value in records:
+            scanned += 1
+            for fragment in decode_record(value, f"topic {data_topic} offset {offset}"):
+                entry = assembler.feed(offset, fragment)
+                if entry is not None:
+                    meta.table(entry.table_id).apply(
+                        entry.seq, entry.first_offset, entry.last_offset, ctx.index_interval
+                    )
+        assembler.finish()
+        meta.end = high
+    finally:
+        consumer.close()
+    if assembler.orphans:
+        logger.warning(
+            "WAL region %d: %d fragments of payloads in %s belong to groups that were never "
+            "finished (their writes were not acknowledged); they are ignored",
+            region_id,
+            assembler.orphans,
+            data_topic,
+        )
+    info = RecoveryInfo(
+        snapshot_end,
+        scanned,
+        assembler.orphans,
+        time.monotonic() - started,
+    )
+    logger.info(
+        "WAL region %d: recovered from %s (snapshot end %s, %d records scanned) in %.3fs",
+        region_id,
+        data_topic,
+        info.snapshot_end,
+        scanned,
+        info.seconds,
+    )
+    return meta, info, log_start
+
+
+def _latest_snapshot(ctx: Context, region_id: int, meta_topic: str) -> RegionMeta | None:
+    consumer = ctx.clients.consumer()
+    try:
+        low, high = watermarks(
+            consumer, meta_topic, bootstrap=ctx.bootstrap, timeout_s=ctx.timeout_s
+        )
+        latest: RegionMeta | None = None
+        # Snapshots are produced one at a time, one record per batch, so the newest one is
+        # at ``high - 1`` (and compaction never removes the newest record of a key).
+        records = consume_range(
+            consumer,
+            meta_topic,
+            max(low, high - 1),
+            high,
+            bootstrap=ctx.bootstrap,
+            timeout_s=ctx.timeout_s,
+        )
+        for offset, value in records:
+            latest = RegionMeta.decode(value, region_id, f"topic {meta_topic} offset {offset}")
+        return latest
+    finally:
+        consumer.close()
