@@ -16,10 +16,12 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
-def report(title: str, rows: list[tuple[str, float, float, float]]) -> None:
-    """rows: (case, gnomon rows/s, limit rows/s, ratio)."""
+def report(
+    title: str, rows: list[tuple[str, float, float, float]], *, unit: str = "rows/s"
+) -> None:
+    """rows: (case, gnomon throughput, limit throughput, ratio)."""
     t = Table(title=title)
-    for col in ("case", "gnomon rows/s", "limit rows/s", "ratio"):
+    for col in ("case", f"gnomon {unit}", f"limit {unit}", "ratio"):
         t.add_column(col, justify="right" if col != "case" else "left")
     for case, ours, limit, ratio in rows:
         t.add_row(case, f"{ours:,.0f}", f"{limit:,.0f}", f"{ratio:.2f}")
