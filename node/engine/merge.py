@@ -12,9 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from node.engine.rows import count_le, key_at, key_lt, resolve_versions, sort_by_key, strip_markers
+from node.engine.schema import KIND, SEQ
+
+#: Row positions carried through ordering and resolution of a merge step's key columns.
+_ROW = "__row"
 
 
 def merge_sorted(
@@ -64,8 +69,26 @@ def merge_sorted(
                     break
                 head = _next(inputs[i])
             heads[i] = head
-        step = sort_by_key(pa.Table.from_batches(taken), key, descending=descending)
-        yield resolve_versions(step, key, dedup=dedup, keep_markers=keep_markers)
+        yield _sort_resolve(
+            pa.Table.from_batches(taken),
+            key,
+            dedup=dedup,
+            keep_markers=keep_markers,
+            descending=descending,
+        )
+
+
+def _sort_resolve(
+    data: pa.Table, key: Sequence[str], *, dedup: bool, keep_markers: bool, descending: bool
+) -> pa.Table:
+    """``resolve_versions(sort_by_key(data))``, with the whole rows gathered only once: the
+    order and the surviving rows are worked out on the key, sequence and kind columns alone,
+    then every column is taken at the surviving positions."""
+    names = [*key, SEQ, *([KIND] if KIND in data.schema.names else [])]
+    narrow = data.select(names).append_column(_ROW, pa.array(np.arange(data.num_rows)))
+    narrow = sort_by_key(narrow, key, descending=descending)
+    narrow = resolve_versions(narrow, key, dedup=dedup, keep_markers=keep_markers)
+    return data.take(narrow.column(_ROW))
 
 
 def _tail(
