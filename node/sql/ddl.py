@@ -3,14 +3,47 @@ rows (SHOW CREATE TABLE output parses back into the same table)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pyarrow as pa
 
+from gnomon.errors import InvalidArgument
 from node.engine.catalog import TableInfo
 from node.engine.options import TableOptions
-from node.engine.schema import TSID, Column, Schema
+from node.engine.schema import TSID, Column, ColumnType, Schema
 from node.sql.ast import ColumnDef, CreateTable
+
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
+def unsafe_literal(typ: ColumnType, value: Any) -> str | None:
+    """Why a literal number would not convert exactly to ``typ`` (pyarrow truncates a fraction
+    into an integer column and overflows a float column to inf without complaint), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    integral = pa.types.is_integer(typ.arrow()) or typ is ColumnType.TIMESTAMP
+    if integral and isinstance(value, float) and not value.is_integer():
+        return f"{value!r} is not an integer"
+    if typ is ColumnType.FLOAT and math.isfinite(value) and abs(value) > _FLOAT32_MAX:
+        return f"{value!r} is out of range for float"
+    return None
+
+
+def _checked_default(d: ColumnDef) -> Any:
+    """The DEFAULT of ``d``, rejected here when it does not fit the column type: otherwise
+    every write omitting the column, and every read of rows older than the column, fails."""
+    if d.default is None:
+        return None
+    problem = unsafe_literal(d.type, d.default)
+    if problem is None:
+        try:
+            pa.scalar(d.default, d.type.arrow())
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+            problem = f"{d.default!r} does not convert to {d.type.value}"
+    if problem is not None:
+        raise InvalidArgument(f"column {d.name!r} ({d.type.value}): invalid DEFAULT: {problem}")
+    return d.default
 
 
 def to_column(d: ColumnDef) -> Column:
@@ -19,7 +52,7 @@ def to_column(d: ColumnDef) -> Column:
         d.type,
         is_tag=d.is_tag,
         nullable=True if d.nullable is None else d.nullable,
-        default=d.default,
+        default=_checked_default(d),
         comment=d.comment,
     )
 

@@ -35,15 +35,24 @@ from node.sql.result import QueryResult
 _DF_NOT_FOUND = re.compile(r"table '(?:[\w]+\.)*([^']+)' not found", re.IGNORECASE)
 
 
-class _QueryContext:
-    """The tables one query reads, registered on a fresh DataFusion session."""
+class _LiteralFilterPushdown(Exception):
+    """DataFusion simplified a pushed-down filter to a literal (``host = 'a' AND host = 'b'``
+    is ``false``) and then failed to hand it to the dataset: its pyarrow form is a
+    ``BooleanScalar``, which is no ``Expression`` and cannot be combined with one."""
 
-    def __init__(self, engine: Engine) -> None:
+
+class _QueryContext:
+    """The tables one query reads, registered on a fresh DataFusion session. Without
+    ``pushdown`` each table is a view with a LIMIT over its dataset, which keeps DataFusion
+    from pushing filters into the scan (the way around :class:`_LiteralFilterPushdown`)."""
+
+    def __init__(self, engine: Engine, *, pushdown: bool = True) -> None:
         self.engine = engine
+        self.pushdown = pushdown
         self.ctx = datafusion.SessionContext()
-        functions.register(self.ctx)
         self.scans: list[ScanRecord] = []
         self.errors: list[GnomonError] = []
+        functions.register(self.ctx, self.errors)
         self._registered: set[str] = set()
 
     def register(
@@ -59,7 +68,14 @@ class _QueryContext:
             scans=self.scans,
             errors=self.errors,
         )
-        self.ctx.register_dataset(name, dataset)
+        # DataFusion reads the name as SQL (unquoted folds to lower case): quote it.
+        if self.pushdown:
+            self.ctx.register_dataset(_dq(name), dataset)
+        else:
+            raw = _dq(f"__scan_{len(self._registered)}")
+            self.ctx.register_dataset(raw, dataset)
+            view = self.ctx.sql(f"SELECT * FROM {raw} LIMIT {2**63 - 1}")
+            self.ctx.register_view(_dq(name), view)
         self._registered.add(name)
 
 
@@ -113,12 +129,12 @@ class SqlExecutor:
 
     # -- queries ---------------------------------------------------------------------------------
 
-    def _prepare(self, sql: str) -> tuple[_QueryContext, str]:
+    def _prepare(self, sql: str, *, pushdown: bool = True) -> tuple[_QueryContext, str]:
         """Register the tables ``sql`` mentions and rewrite what DataFusion does not accept:
         time-travel clauses (``t VERSION AS OF n`` / ``t TIMESTAMP AS OF '...'``) become
         registered names, and integer milliseconds compared with a timestamp column (as
         HoraeDB allows: ``ts >= 1700000000000``) become timestamps."""
-        qc = _QueryContext(self.engine)
+        qc = _QueryContext(self.engine, pushdown=pushdown)
         tables = set(self.engine.list_tables())
         tokens = tokenize(sql)
         mentioned = [n for n in (_ident(t) for t in tokens) if n is not None and n in tables]
@@ -180,18 +196,28 @@ class SqlExecutor:
         except Exception as e:  # DataFusion reports every failure as a plain Exception
             if qc.errors:
                 raise qc.errors[0] from None
+            if qc.pushdown and "BooleanScalar" in str(e):
+                raise _LiteralFilterPushdown from e
             raise _translate(e) from None
 
-    def _query(self, sql: str) -> QueryResult:
+    def _run(self, sql: str, prefix: str = "") -> tuple[_QueryContext, pa.Table]:
+        """Runs ``prefix`` + the prepared ``sql``; when DataFusion cannot push a filter it
+        simplified to a literal, runs it again with filters evaluated above the scans."""
         qc, rewritten = self._prepare(sql)
-        table = self._collect(qc, rewritten)
+        try:
+            return qc, self._collect(qc, prefix + rewritten)
+        except _LiteralFilterPushdown:
+            qc, rewritten = self._prepare(sql, pushdown=False)
+            return qc, self._collect(qc, prefix + rewritten)
+
+    def _query(self, sql: str) -> QueryResult:
+        qc, table = self._run(sql)
         result = QueryResult.rows(table)
         result.scans = qc.scans
         return result
 
     def _explain(self, query: str, analyze: bool) -> QueryResult:
-        qc, rewritten = self._prepare(query)
-        plan = self._collect(qc, ("EXPLAIN ANALYZE " if analyze else "EXPLAIN ") + rewritten)
+        qc, plan = self._run(query, "EXPLAIN ANALYZE " if analyze else "EXPLAIN ")
         rows = {name: plan.column(name).to_pylist() for name in plan.column_names}
         for scan in qc.scans:
             s = scan.stats
@@ -237,8 +263,7 @@ class SqlExecutor:
         select = f"SELECT {', '.join(_dq(k) for k in keys)} FROM {_dq(table)}"
         if where is not None:
             select += f" WHERE {where}"
-        qc, rewritten = self._prepare(select)
-        matched = self._collect(qc, rewritten)
+        _, matched = self._run(select)
         if matched.num_rows == 0:
             return QueryResult.affected(0)
         return QueryResult.affected(self.engine.delete_rows(table, matched))
@@ -317,6 +342,12 @@ def _timestamp_ms(t: Token) -> int:
 
 def _column_array(name: str, typ: ColumnType, values: list[Any]) -> pa.Array[Any]:
     target = typ.arrow()
+    for v in values:
+        problem = ddl.unsafe_literal(typ, v)
+        if problem is not None:
+            raise InvalidArgument(
+                f"column {name!r} ({typ.value}): invalid value in INSERT: {problem}"
+            )
     try:
         if typ is ColumnType.TIMESTAMP:
             # Literal rows of one statement: a per-value conversion is fine here.

@@ -10,7 +10,7 @@ import datafusion
 import numpy as np
 import pyarrow as pa
 
-from gnomon.errors import InvalidArgument
+from gnomon.errors import GnomonError, InvalidArgument
 from node.engine.options import parse_duration_ms
 
 _ISO = re.compile(
@@ -46,10 +46,21 @@ def _time_bucket(ts: pa.Array[Any], period: pa.Array[Any]) -> pa.Array[Any]:
     return pa.array(floored, pa.int64(), mask=mask).cast(pa.timestamp("ms"))
 
 
-def register(ctx: datafusion.SessionContext) -> None:
+def register(ctx: datafusion.SessionContext, errors: list[GnomonError] | None = None) -> None:
+    """Add gnomon's functions to ``ctx``. Errors they raise are also appended to ``errors``:
+    DataFusion would hand them back flattened into text, Python traceback included."""
+
+    def time_bucket(ts: pa.Array[Any], period: pa.Array[Any]) -> pa.Array[Any]:
+        try:
+            return _time_bucket(ts, period)
+        except GnomonError as e:
+            if errors is not None:
+                errors.append(e)
+            raise
+
     ctx.register_udf(
         datafusion.udf(
-            _time_bucket,
+            time_bucket,
             [pa.timestamp("ms"), pa.string()],
             pa.timestamp("ms"),
             "immutable",

@@ -28,7 +28,13 @@ class Token:
         return self.kind is Kind.WORD and self.text.upper() in words
 
 
-_SYMBOLS = ("<=", ">=", "<>", "!=", "(", ")", ",", ";", "=", "<", ">", "*", ".", "-", "+")
+# Longer symbols first. Besides what the dialect's own statements use, this covers the
+# operators of queries handed on to DataFusion (arithmetic, ||, ::, [], ...), whose text is
+# tokenized too (to find the tables and timestamp comparisons they contain).
+_SYMBOLS = (
+    "<=", ">=", "<>", "!=", "||", "::", "(", ")", ",", ";", "=", "<", ">", "*", ".", "-", "+",
+    "/", "%", "[", "]", "{", "}", ":", "|", "&", "^", "~", "!", "?", "@", "#", "$",
+)  # fmt: skip
 
 
 def tokenize(sql: str) -> list[Token]:
