@@ -271,7 +271,7 @@ class SqlExecutor:
 
 _CLAUSE_WORDS = (
     "WHERE", "GROUP", "ORDER", "LIMIT", "JOIN", "INNER", "LEFT", "RIGHT", "FULL", "CROSS", "ON",
-    "UNION", "HAVING", "WINDOW", "EXCEPT", "INTERSECT",
+    "UNION", "HAVING", "WINDOW", "EXCEPT", "INTERSECT", "OFFSET", "NATURAL", "QUALIFY",
 )  # fmt: skip
 _COMPARISONS = ("=", "<", ">", "<=", ">=", "<>", "!=")
 
@@ -296,11 +296,15 @@ def _timestamp_literals(tokens: list[Token], i: int) -> list[tuple[int, int, str
         span = _number_span(tokens, i + 2)
         if span:
             spans.append(span)
-    elif nxt is not None and nxt.is_word("BETWEEN"):
-        first = _number_span(tokens, i + 2)
+    elif nxt is not None and (
+        nxt.is_word("BETWEEN")
+        or (nxt.is_word("NOT") and i + 2 < len(tokens) and tokens[i + 2].is_word("BETWEEN"))
+    ):
+        k = i + 2 if nxt.is_word("BETWEEN") else i + 3  # the first bound
+        first = _number_span(tokens, k)
         if first:
             spans.append(first)
-            j = i + 2 + (2 if first[2].startswith("-") else 1)
+            j = k + (2 if first[2].startswith("-") else 1)
             if j < len(tokens) and tokens[j].is_word("AND"):
                 second = _number_span(tokens, j + 1)
                 if second:

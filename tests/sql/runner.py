@@ -175,7 +175,8 @@ def _parse_expectation(lines: list[str], i: int, rest: str, fail: Any) -> tuple[
         return Expectation("affected", i, i + 1, affected=int(a["n"])), i + 1
     e = _ERROR.match(rest)
     if e:
-        if not isinstance(getattr(errors, e["cls"], None), type):
+        cls = getattr(errors, e["cls"], None)
+        if not (isinstance(cls, type) and issubclass(cls, errors.GnomonError)):
             raise fail(i, f"unknown error class {e['cls']!r} (see gnomon.errors)")
         text = e["text"].strip() if e["text"] else None
         return Expectation("error", i, i + 1, error_class=e["cls"], error_text=text or None), i + 1

@@ -1,12 +1,12 @@
 """Differential test of the SQL layer against DuckDB.
 
 The same deterministic data set goes into gnomon (part flushed to SSTs, part overwritten in
-later SSTs, part only in the memtable, some rows deleted) and into DuckDB (the final rows, as
-an Arrow table). Then seeded random SELECTs (projections; filters on tags, fields and time
-with AND/OR/NOT/IN/IS NULL; GROUP BY tags with aggregates; time buckets; ORDER BY + LIMIT
-with a total order) run on both and must give the same rows: exactly for integers, strings
-and timestamps, within a relative tolerance for floats (sums and averages may add up in
-another order).
+later SSTs, part only in the memtable, some rows deleted by key and some by a range tombstone)
+and into DuckDB (the final rows, as an Arrow table). Then seeded random SELECTs (projections;
+filters on tags, fields and time with AND/OR/NOT/IN/IS NULL; GROUP BY tags with aggregates;
+time buckets; ORDER BY + LIMIT with a total order) run on both and must give the same rows:
+exactly for integers, strings and timestamps, within a relative tolerance for floats (sums
+and averages may add up in another order).
 """
 
 from __future__ import annotations
@@ -92,7 +92,8 @@ def _insert_sql(rows: list[Row]) -> str:
 
 
 def load(sql: SqlExecutor, rng: random.Random) -> pa.Table:
-    """Writes the data set into gnomon in phases and returns the rows it must hold."""
+    """Writes the data set into gnomon in phases (flushed, overwritten, in the memtable,
+    deleted by key and by range) and returns the rows it must hold."""
     engine = sql.engine
     expected: dict[Key, Row] = {}
     keys: list[Key] = [
@@ -139,6 +140,11 @@ def load(sql: SqlExecutor, rng: random.Random) -> pa.Table:
         ),
     )
     for k in doomed:
+        del expected[k]
+    # A range tombstone: one region over 40 minutes, across an hour boundary.
+    start, end = START_MS + 3_000_000, START_MS + 5_400_000
+    engine.delete_range("t", tags={"region": "us"}, time_range=(start, end))
+    for k in [k for k in expected if k[1] == "us" and start <= k[2] < end]:
         del expected[k]
     return _arrow([expected[k] for k in sorted(expected)])
 
@@ -207,9 +213,10 @@ class QueryGen:
                 return f"{ms} {op} ts", f"epoch_ms({ms}) {op} ts"
             case 10:
                 a, b = sorted((_random_ts(rng), _random_ts(rng)))
+                between = rng.choice(["BETWEEN", "NOT BETWEEN"])
                 return (
-                    f"ts BETWEEN {a} AND {b}",
-                    f"ts BETWEEN epoch_ms({a}) AND epoch_ms({b})",
+                    f"ts {between} {a} AND {b}",
+                    f"ts {between} epoch_ms({a}) AND epoch_ms({b})",
                 )
             case _:
                 same = f"host LIKE 'h{rng.randrange(7)}%'"
@@ -430,6 +437,7 @@ def test_data_set_is_the_same(both: tuple[SqlExecutor, Any]) -> None:
     assert scan.stats.ssts_total >= 6
     assert scan.stats.memtable_slices >= 1
     assert scan.stats.merged_components >= 2
+    assert scan.stats.range_tombstones >= 1
 
 
 def test_random_queries_agree_with_duckdb(both: tuple[SqlExecutor, Any]) -> None:

@@ -58,6 +58,9 @@ c    | 2024-01-01T02:00:00 | 60.0
 DELETE FROM m WHERE host = 'd';
 -- expect affected 0
 
+DELETE FROM m WHERE host = 'a' AND host = 'b';
+-- expect affected 0
+
 -- flush
 
 SELECT count(*) AS n, sum(cpu) AS s FROM m;

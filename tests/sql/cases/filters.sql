@@ -74,8 +74,9 @@ a    | 40.0
 c    | 50.0
 c    | 60.0
 
-SELECT host, ts FROM m WHERE cpu IS NULL ORDER BY host;
--- expect
+-- No ORDER BY: rows are compared sorted.
+SELECT host, ts FROM m WHERE cpu IS NULL;
+-- expect rowsort
 host | ts
 a    | 2024-01-01T01:00:00
 c    | 2024-01-01T01:45:00
@@ -123,6 +124,11 @@ b    | 2024-01-01T00:00:00
 d    | 2024-01-01T00:10:00
 c    | 2024-01-01T00:15:00
 a    | 2024-01-01T00:30:00
+
+SELECT host, ts FROM m WHERE ts NOT BETWEEN 1704067200000 AND 1704074399999 ORDER BY ts;
+-- expect
+host | ts
+c    | 2024-01-01T02:00:00
 
 SELECT host, ts FROM m WHERE 1704074400000 <= ts;
 -- expect
@@ -191,3 +197,21 @@ SELECT host, ts, cpu FROM m WHERE host = 'a' AND (cpu IS NULL OR cpu >= 40) ORDE
 host | ts                  | cpu
 a    | 2024-01-01T01:00:00 | NULL
 a    | 2024-01-01T01:30:00 | 40.0
+
+-- Contradictions: DataFusion folds them to the literal false, which must mean no rows
+-- (alone, and next to other conditions pushed into the same scan).
+SELECT host FROM m WHERE host = 'a' AND host = 'b';
+-- expect
+host
+
+SELECT count(*) AS n FROM m WHERE (host = 'a' AND host = 'b') AND region = 'eu';
+-- expect
+n
+0
+
+SELECT x.host, y.cpu FROM m x LEFT JOIN m y ON x.host = y.host AND x.ts = y.ts
+  AND y.host IN ('a') AND y.host IN ('b') WHERE x.cpu >= 50 ORDER BY x.ts;
+-- expect
+host | cpu
+c    | NULL
+c    | NULL

@@ -65,6 +65,22 @@ SELECT o.usage FROM cpu VERSION AS OF 1 o WHERE o.host = 'b';
 usage
 2.0
 
+-- Without an alias the table name qualifies columns, whatever clause follows.
+SELECT cpu.host FROM cpu VERSION AS OF 1 ORDER BY cpu.host OFFSET 1;
+-- expect
+host
+b
+
+SELECT cpu.host FROM cpu VERSION AS OF 1 OFFSET 5;
+-- expect
+host
+
+-- Rows alike in versions 1 and 2: only b (a changed).
+SELECT cpu.host, n.usage FROM cpu VERSION AS OF 1 NATURAL JOIN cpu VERSION AS OF 2 AS n;
+-- expect
+host | usage
+b    | 2.0
+
 -- Two versions of one table in one query.
 SELECT n.host, o.usage AS before, n.usage AS after FROM cpu VERSION AS OF 1 o
   JOIN cpu VERSION AS OF 2 n ON o.host = n.host AND o.ts = n.ts ORDER BY n.host;
