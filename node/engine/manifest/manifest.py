@@ -9,6 +9,7 @@ compare-and-set is tried again on the new head.
 
 from __future__ import annotations
 
+import random
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -26,7 +27,12 @@ from node.engine.manifest.resolve import materialise, resolve
 from node.engine.sst.meta import SstMeta
 
 #: Compare-and-set attempts of one commit; each failed one means another commit won.
-COMMIT_ATTEMPTS = 32
+COMMIT_ATTEMPTS = 64
+
+# A loser backs off a random while before its next attempt, so that committers racing one head
+# over a networked store (etcd, PostgreSQL) spread out instead of colliding in lockstep.
+_BACKOFF_BASE_S = 0.001
+_BACKOFF_CAP_S = 0.05
 
 # Up to this many missing commits are fetched by key; beyond it, a prefix scan per chunk costs
 # fewer round trips than one read each (etcd) and stays well under SQLite's bound-parameter cap.
@@ -297,7 +303,9 @@ class Manifest:
         current = base
         theirs: list[Commit] = []
         last: Conflict | None = None
-        for _ in range(COMMIT_ATTEMPTS):
+        for attempt in range(COMMIT_ATTEMPTS):
+            if attempt:
+                time.sleep(random.uniform(0, min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2**attempt)))
             result = resolve(mine, current, theirs, now_ms=self._clock())
             if not result.committed:
                 return result
