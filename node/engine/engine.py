@@ -27,6 +27,7 @@ from node.engine.options import TableOptions
 from node.engine.scan import Order, Scan, ScanRequest
 from node.engine.schema import Column, Schema
 from node.engine.sst.reader import SstFiles
+from node.engine.stats import EngineStats
 from node.engine.table import Table
 from node.wal.api import Wal
 from node.wal.disk import DiskWal
@@ -150,7 +151,7 @@ class Engine:
         os.makedirs(self._staging, exist_ok=True)
         self._sst_files = SstFiles(store, os.path.join(config.data_dir, "cache"))
         self.catalog = Catalog(meta)
-        self.manifest = Manifest(meta)
+        self.manifest = Manifest(meta, table_name=self._table_name)
         self._flusher = _Flusher(config.flush_threads)
         self._scheduler = CompactionScheduler(config.compaction_threads)
         self._tables: dict[str, Table] = {}
@@ -163,6 +164,9 @@ class Engine:
         for table in self._tables.values():
             table.recover()
         self._gc = _Periodic(config.gc_interval_s, self._gc_quietly, name="gnomon-gc")
+
+    def _table_name(self, table_id: int) -> str | None:
+        return next((t.name for t in self._tables.values() if t.table_id == table_id), None)
 
     @classmethod
     def open(cls, data_dir: str, **config: object) -> Engine:
@@ -256,6 +260,13 @@ class Engine:
 
     def describe(self, name: str) -> TableInfo:
         return self.table(name).info
+
+    def stats(self) -> EngineStats:
+        """Figures of every open table now (empty once the engine is closed, so a metrics
+        scrape racing shutdown needs no special case)."""
+        with self._lock:
+            tables = [] if self._closed else list(self._tables.values())
+        return EngineStats(tuple(sorted((t.stats() for t in tables), key=lambda s: s.name)))
 
     def list_tables(self) -> list[str]:
         self._check_open()

@@ -23,7 +23,9 @@ from node.engine.manifest import CommitOp, Manifest, Version
 from node.engine.memtable import Memtable, MemtableView
 from node.engine.scan import Scan, ScanRequest
 from node.engine.schema import DELETE, TSID, Schema
+from node.engine.sst.meta import SstKind
 from node.engine.sst.reader import SstFiles
+from node.engine.stats import TableStats
 from node.engine.tombstones import RangeTombstone
 from node.wal.api import Wal
 from objectstore.api import ObjectStore
@@ -321,6 +323,22 @@ class Table:
             return len(self._immutables)
 
     # -- reads -----------------------------------------------------------------------------------
+
+    def stats(self) -> TableStats:
+        version, views = self.snapshot()
+        data = [f for f in version.files if f.kind is SstKind.DATA]
+        return TableStats(
+            name=self.name,
+            table_id=self.table_id,
+            version=version.version,
+            sst_files=len(data),
+            sst_bytes=sum(f.size for f in data),
+            sst_rows=sum(f.rows for f in data),
+            memtable_rows=sum(v.memtable.rows for v in views),
+            memtable_bytes=sum(v.memtable.nbytes for v in views),
+            pending_flushes=len(views) - 1,
+            flush_failing=self.last_flush_error is not None,
+        )
 
     def snapshot(self) -> tuple[Version, list[MemtableView]]:
         with self._cond:

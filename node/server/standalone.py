@@ -9,7 +9,6 @@ environment variables, as described in ``gnomon.example.toml``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import signal
 import sys
@@ -18,9 +17,8 @@ from collections.abc import Iterable, Sequence
 from types import FrameType
 
 from gnomon.config import StandaloneConfig, load
-from gnomon.errors import Closed, GnomonError, InvalidArgument, NotFound
+from gnomon.errors import Closed, GnomonError, InvalidArgument
 from node.engine.engine import Engine
-from node.engine.table import Table
 from node.ingest.writer import Ingestor
 from node.server import logfmt
 from node.server.arrow_wire import DEFAULT_COMPRESS_MIN_BYTES
@@ -190,25 +188,25 @@ class Standalone:
 
     def _register_engine_gauges(self, engine: Engine) -> None:
         def tables() -> Iterable[tuple[Labels, float]]:
-            yield (), float(len(_open_tables(engine)))
+            yield (), float(len(engine.stats().tables))
 
         def memtables() -> Iterable[tuple[Labels, float]]:
             """Bytes and rows held in memtables (active and immutable), over all tables."""
-            nbytes = rows = 0
-            for table in _open_tables(engine):
-                _, views = table.snapshot()
-                for view in views:
-                    nbytes += view.memtable.nbytes
-                    rows += view.memtable.rows
-            yield ("bytes",), float(nbytes)
-            yield ("rows",), float(rows)
+            stats = engine.stats()
+            yield ("bytes",), float(stats.memtable_bytes)
+            yield ("rows",), float(stats.memtable_rows)
+
+        def ssts() -> Iterable[tuple[Labels, float]]:
+            for t in engine.stats().tables:
+                yield (t.name, "files"), float(t.sst_files)
+                yield (t.name, "bytes"), float(t.sst_bytes)
+                yield (t.name, "rows"), float(t.sst_rows)
 
         def pending() -> Iterable[tuple[Labels, float]]:
-            yield (), float(sum(t.pending_flushes() for t in _open_tables(engine)))
+            yield (), float(engine.stats().pending_flushes)
 
         def failing() -> Iterable[tuple[Labels, float]]:
-            tables = _open_tables(engine)
-            yield (), float(sum(t.last_flush_error is not None for t in tables))
+            yield (), float(engine.stats().flush_failing)
 
         m = self.metrics
         m.gauge("gnomon_tables", "Tables in the catalog.", [], tables)
@@ -217,6 +215,12 @@ class Standalone:
             "Data held in memtables, not yet flushed to SSTs.",
             ["unit"],
             memtables,
+        )
+        m.gauge(
+            "gnomon_table_ssts",
+            "Live SSTs of each table at its current version.",
+            ["table", "unit"],
+            ssts,
         )
         m.gauge("gnomon_pending_flushes", "Immutable memtables waiting to be flushed.", [], pending)
         m.gauge(
@@ -233,18 +237,6 @@ def _is_open(engine: Engine) -> bool:
     except Closed:
         return False
     return True
-
-
-def _open_tables(engine: Engine) -> list[Table]:
-    """The engine's tables now; none once it is closed (a scrape may race the shutdown)."""
-    out = []
-    try:
-        for name in engine.list_tables():
-            with contextlib.suppress(NotFound):
-                out.append(engine.table(name))
-    except Closed:
-        return []
-    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:

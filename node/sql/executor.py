@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from gnomon.errors import GnomonError, InvalidArgument, NotFound
 from node.engine.engine import Engine
+from node.engine.options import UpdateMode
 from node.engine.schema import TSID, ColumnType
 from node.sql import ddl, functions
 from node.sql.ast import (
@@ -266,7 +267,28 @@ class SqlExecutor:
         _, matched = self._run(select)
         if matched.num_rows == 0:
             return QueryResult.affected(0)
+        info = self.engine.describe(table)
+        if where is not None and info.options.update_mode is UpdateMode.APPEND:
+            self._check_whole_keys(table, keys, where, matched.num_rows)
         return QueryResult.affected(self.engine.delete_rows(table, matched))
+
+    def _check_whole_keys(self, table: str, keys: list[str], where: str, matched: int) -> None:
+        """An APPEND table may hold several rows under one key, and a deletion removes a key
+        with all its rows; refuse a WHERE that picks only some of them rather than delete rows
+        it did not match."""
+        on = " AND ".join(f"(t.{_dq(k)} IS NOT DISTINCT FROM d.{_dq(k)})" for k in keys)
+        cols = ", ".join(_dq(k) for k in keys)
+        _, counted = self._run(
+            f"SELECT count(*) AS n FROM {_dq(table)} AS t JOIN "
+            f"(SELECT DISTINCT {cols} FROM {_dq(table)} WHERE {where}) AS d ON {on}"
+        )
+        sharing = int(counted.column("n")[0].as_py())
+        if sharing != matched:
+            raise InvalidArgument(
+                f"DELETE on APPEND table {table!r}: the WHERE matches {matched} of the "
+                f"{sharing} rows sharing its keys ({', '.join(keys)}); a deletion removes every "
+                f"row of a key, so narrow the WHERE to whole keys; nothing was deleted"
+            )
 
 
 _CLAUSE_WORDS = (
@@ -286,6 +308,30 @@ def _number_span(tokens: list[Token], i: int) -> tuple[int, int, str] | None:
     if n.kind is Kind.NUMBER and n.text.isdigit():
         return t.pos, n.pos + len(n.text), sign + n.text
     return None
+
+
+def _number_list(tokens: list[Token], k: int) -> list[tuple[int, int, str]]:
+    """The integer literals of ``( n, n, ... )`` opening at token ``k``; a list holding
+    anything else (a subquery, an expression) is left alone as a whole."""
+    def symbol(j: int, text: str) -> bool:
+        return j < len(tokens) and tokens[j].kind is Kind.SYMBOL and tokens[j].text == text
+
+    if not symbol(k, "("):
+        return []
+    spans: list[tuple[int, int, str]] = []
+    j = k + 1
+    while j < len(tokens):
+        span = _number_span(tokens, j)
+        if span is None:
+            return []
+        spans.append(span)
+        j += 2 if span[2].startswith("-") else 1
+        if symbol(j, ")"):
+            return spans
+        if not symbol(j, ","):
+            return []
+        j += 1
+    return []
 
 
 def _timestamp_literals(tokens: list[Token], i: int) -> list[tuple[int, int, str]]:
@@ -309,6 +355,11 @@ def _timestamp_literals(tokens: list[Token], i: int) -> list[tuple[int, int, str
                 second = _number_span(tokens, j + 1)
                 if second:
                     spans.append(second)
+    elif nxt is not None and (
+        nxt.is_word("IN")
+        or (nxt.is_word("NOT") and i + 2 < len(tokens) and tokens[i + 2].is_word("IN"))
+    ):
+        spans.extend(_number_list(tokens, i + 2 if nxt.is_word("IN") else i + 3))
     if i >= 2 and tokens[i - 1].kind is Kind.SYMBOL and tokens[i - 1].text in _COMPARISONS:
         prev = tokens[i - 2]
         if prev.kind is Kind.NUMBER and prev.text.isdigit():

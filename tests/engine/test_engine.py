@@ -50,6 +50,23 @@ def test_append_mode_keeps_every_row(engine: Engine) -> None:
     assert rows(engine.read_all("log", columns=["usage"])) == [(1.0,), (2.0,), (3.0,)]
 
 
+def test_stats_follow_writes_flushes_and_close(engine: Engine) -> None:
+    engine.create_table("cpu", CPU)
+    engine.create_table("idle", CPU)
+    engine.write("cpu", cpu_batch(["a", "b"], [1, 1], [1.0, 2.0]))
+    before = {t.name: t for t in engine.stats().tables}
+    assert list(before) == ["cpu", "idle"]
+    assert (before["cpu"].memtable_rows, before["cpu"].sst_files) == (2, 0)
+    assert before["cpu"].memtable_bytes > 0 and before["idle"].memtable_rows == 0
+    engine.flush("cpu")
+    after = {t.name: t for t in engine.stats().tables}["cpu"]
+    assert (after.memtable_rows, after.sst_files, after.sst_rows) == (0, 1, 2)
+    assert after.sst_bytes > 0 and after.version == before["cpu"].version + 1
+    assert not after.flush_failing and after.pending_flushes == 0
+    engine.close()
+    assert engine.stats().tables == ()
+
+
 def test_tsid_is_stable_and_distinguishes_series(engine: Engine) -> None:
     engine.create_table("cpu", CPU)
     engine.write("cpu", cpu_batch(["a", "b"], [1, 1], [1.0, 2.0]))

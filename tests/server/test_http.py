@@ -159,7 +159,12 @@ def test_health_metrics_openapi_and_unknown_paths(gnomon: Running) -> None:
         text
     )
     assert "# TYPE gnomon_request_duration_seconds histogram" in text
-    for name in ("gnomon_tables", "gnomon_memtable_size", "gnomon_pending_flushes"):
+    for name in (
+        "gnomon_tables",
+        "gnomon_memtable_size",
+        "gnomon_table_ssts",
+        "gnomon_pending_flushes",
+    ):
         assert f"# TYPE {name} gauge" in text
     status, _, body = gnomon.request("GET", "/openapi.json")
     spec = json.loads(body)

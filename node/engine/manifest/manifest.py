@@ -58,12 +58,15 @@ class Manifest:
         *,
         commit_cache_size: int = 4096,
         clock: Callable[[], int] = _now_ms,
+        table_name: Callable[[int], str | None] = lambda _id: None,
     ) -> None:
         for table_spec in tables.ALL:
             store.create(table_spec, if_not_exists=True)
         self._store = store
         self._partition = partition_desc
         self._clock = clock
+        # Errors reach users, who know their tables by name, not by id.
+        self._table_name = table_name
         # Commit rows never change once written, so a cached one is never stale.
         self._commits: Lru[str, Commit] = Lru(commit_cache_size)
         # Resolved files of a version, by the id of the commit that made it: a commit makes at
@@ -375,9 +378,11 @@ class Manifest:
         return {"table_id": table_id, "partition_desc": self._partition}
 
     def _name(self, table_id: int) -> str:
+        name = self._table_name(table_id)
+        table = f"table {table_id}" if name is None else f"table {name!r}"
         if self._partition == "-":
-            return f"table {table_id}"
-        return f"table {table_id} partition {self._partition!r}"
+            return table
+        return f"{table} partition {self._partition!r}"
 
     def _head(self, ctx: TableContext, table_id: int) -> int:
         row = ctx.table(tables.HEADS.name).read(self._key(table_id))

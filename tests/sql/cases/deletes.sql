@@ -134,3 +134,29 @@ SELECT name, value, ts FROM "KV";
 -- expect
 name | value | ts
 k1   | 1     | 1970-01-01T00:00:00.010
+
+-- APPEND tables: a key may hold several rows, and a deletion removes a key with all its rows.
+CREATE TABLE log (src string TAG, msg string, ts timestamp NOT NULL, TIMESTAMP KEY(ts))
+  WITH (update_mode='APPEND');
+INSERT INTO log (src, msg, ts) VALUES ('x', 'one', 1), ('x', 'two', 1), ('x', 'three', 2),
+  ('y', 'four', 1);
+-- flush
+INSERT INTO log (src, msg, ts) VALUES ('x', 'five', 2);
+
+-- A WHERE on a field that picks only some rows of a key is refused, and nothing changes.
+DELETE FROM log WHERE msg = 'one';
+-- expect error InvalidArgument: matches 1 of the 2 rows sharing its keys
+SELECT count(*) AS n FROM log;
+-- expect
+n
+5
+
+-- A WHERE that takes whole keys deletes them, every duplicate included.
+DELETE FROM log WHERE src = 'x' AND ts = 2;
+-- expect affected 2
+DELETE FROM log WHERE msg IN ('one', 'two');
+-- expect affected 2
+SELECT src, msg FROM log ORDER BY src, msg;
+-- expect
+src | msg
+y   | four

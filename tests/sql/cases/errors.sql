@@ -577,7 +577,7 @@ b    | 2.5   | NULL  | NULL  | NULL | 1970-01-01T00:00:02
 
 -- Bad time-travel versions (the table has versions 0 and 1).
 SELECT * FROM cpu VERSION AS OF 2;
--- expect error NotFound: no version 2 (current version: 1)
+-- expect error NotFound: table 'cpu' has no version 2 (current version: 1)
 SELECT * EXCLUDE (tsid) FROM cpu ORDER BY host;
 -- expect
 host | usage | cores | small | up   | ts
@@ -609,7 +609,7 @@ a    | 1.5   | NULL  | NULL  | NULL | 1970-01-01T00:00:01
 b    | 2.5   | NULL  | NULL  | NULL | 1970-01-01T00:00:02
 
 SELECT * FROM cpu TIMESTAMP AS OF 0;
--- expect error NotFound: has no version at timestamp 0
+-- expect error NotFound: table 'cpu' has no version at timestamp 0
 SELECT * EXCLUDE (tsid) FROM cpu ORDER BY host;
 -- expect
 host | usage | cores | small | up   | ts
