@@ -9,46 +9,28 @@ transactions that touched the same rows, and its serialization failures and dead
 
 from __future__ import annotations
 
-import json
 import re
-import threading
-import weakref
 import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from gnomon.errors import (
-    AlreadyExists,
     Closed,
     Conflict,
     GnomonError,
     InvalidArgument,
     NotFound,
-    SchemaMismatch,
     TooLarge,
     Unavailable,
 )
-from gnomon.store.api import KeyRange, Row, TableContext
-from gnomon.store.filters import Eq, Filter
+from gnomon.store.api import Row
 from gnomon.store.spec import FieldType, TableSpec
-from gnomon.store.sqlfilter import (
-    TRUE,
-    Dialect,
-    filter_sql,
-    key_eq_sql,
-    key_range_sql,
-    normalise_value,
-    quote_identifier,
-    select_list,
-)
-
-T = TypeVar("T")
-
-_CATALOG = "gnomon_catalog"
+from gnomon.store.sqlfilter import normalise_value, quote_identifier
+from gnomon.store.sqlstore import Session, SqlStore
+from gnomon.store.sqltable import TableDialect
 
 _SQL_TYPES = {
     # COLLATE "C" compares UTF-8 bytes, which is code point order, the SPI's order of strings.
@@ -118,11 +100,15 @@ def _to_param(spec: TableSpec, name: str, value: Any) -> Any:
     return value
 
 
-_POSTGRES = Dialect(
-    quote=_quote,
-    placeholder=lambda field_type: f"%s::{_CASTS[field_type]}",
-    to_param=_to_param,
-)
+def _upsert(table: str, spec: TableSpec, cols: str, marks: str) -> str:
+    pk = ", ".join(_quote(k) for k in spec.primary_key)
+    rest = [n for n in spec.field_names if n not in spec.primary_key]
+    on_conflict = (
+        "DO UPDATE SET " + ", ".join(f"{_quote(n)} = EXCLUDED.{_quote(n)}" for n in rest)
+        if rest
+        else "DO NOTHING"
+    )
+    return f"INSERT INTO {table} ({cols}) VALUES ({marks}) ON CONFLICT ({pk}) {on_conflict}"
 
 
 def _from_sql(spec: TableSpec, cols: tuple[str, ...], values: Sequence[Any]) -> Row:
@@ -132,6 +118,16 @@ def _from_sql(spec: TableSpec, cols: tuple[str, ...], values: Sequence[Any]) -> 
             value = _unescape_text(value)
         row[name] = value
     return row
+
+
+_POSTGRES = TableDialect(
+    quote=_quote,
+    placeholder=lambda field_type: f"%s::{_CASTS[field_type]}",
+    to_param=_to_param,
+    marker="%s",
+    upsert=_upsert,
+    from_sql=_from_sql,
+)
 
 
 def _check_postgres_names(spec: TableSpec) -> None:
@@ -156,28 +152,7 @@ def _check_postgres_names(spec: TableSpec) -> None:
             )
 
 
-def _catalog_name(name: str) -> str | None:
-    """A table name as the catalog stores it; None if no table can have it."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return None
-    return _escape_text(name)
-
-
-class _Session:
-    """One thread's connection. The thread-local owns it and closes the connection when the
-    thread's session is freed; the store only holds it weakly, to close it on ``close()``."""
-
-    __slots__ = ("__weakref__", "conn", "in_txn")
-
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
-        self.conn = conn
-        self.in_txn = False
-        weakref.finalize(self, conn.close)
-
-
-class PostgresStore:
+class PostgresStore(SqlStore[psycopg.Connection[Any]]):
     """A :class:`~gnomon.store.api.StructuredStore` in one schema of a PostgreSQL database.
 
     ``dsn`` is a libpq connection string or URI; ``schema`` is created if missing, and stores
@@ -187,6 +162,9 @@ class PostgresStore:
     ``fork``: open a new one in the child.
     """
 
+    driver_error = psycopg.Error
+    begin = "BEGIN ISOLATION LEVEL SERIALIZABLE"
+
     def __init__(self, dsn: str, *, schema: str = "gnomon") -> None:
         if not schema or "\x00" in schema or len(schema.encode()) > _MAX_IDENTIFIER_BYTES:
             raise InvalidArgument(f"PostgresStore: bad schema name {schema!r}")
@@ -194,6 +172,12 @@ class PostgresStore:
             info = conninfo_to_dict(dsn)
         except psycopg.ProgrammingError as e:
             raise InvalidArgument(f"PostgresStore: bad dsn: {e}") from None
+        super().__init__(
+            _POSTGRES,
+            prefix=f"{_quote(schema)}.",
+            types=_SQL_TYPES,
+            admin_attempts=_ADMIN_ATTEMPTS,
+        )
         self._where = f"{info.get('host') or 'localhost'}:{info.get('port') or 5432}"
         self._dsn = dsn
         # A server that does not answer must become Unavailable, not a hang.
@@ -201,109 +185,20 @@ class PostgresStore:
             {} if "connect_timeout" in info else {"connect_timeout": 10}
         )
         self._schema = schema
-        self._catalog = f"{_quote(schema)}.{_quote(_CATALOG)}"
-        self._local = threading.local()
-        self._sessions: weakref.WeakSet[_Session] = weakref.WeakSet()
-        self._lock = threading.Lock()
-        self._closed = False
         self._init_schema()
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._where!r}, schema={self._schema!r})"
 
-    # -- admin ---------------------------------------------------------------------------------
-
-    def create(self, spec: TableSpec, *, if_not_exists: bool = False) -> None:
+    def _check_names(self, spec: TableSpec) -> None:
         _check_postgres_names(spec)
 
-        def op(conn: psycopg.Connection[Any]) -> None:
-            found = self._lookup(conn, spec.name)
-            if found is not None:
-                if not if_not_exists:
-                    raise AlreadyExists(f"table {spec.name!r} already exists")
-                if found[1] != spec:
-                    raise SchemaMismatch(
-                        f"table {spec.name!r} exists with spec {found[1].to_json()}, "
-                        f"not {spec.to_json()}"
-                    )
-                return
-            row = conn.execute(
-                f"INSERT INTO {self._catalog} (name, spec) VALUES (%s, %s) RETURNING id",
-                [_catalog_name(spec.name), json.dumps(spec.to_json())],
-            ).fetchone()
-            assert row is not None
-            table_id = int(row[0])
-            table = self._physical(table_id)
-            cols = ", ".join(
-                f"{_quote(f.name)} {_SQL_TYPES[f.type]}"
-                + (" NOT NULL" if f.name in spec.primary_key else "")
-                for f in spec.fields
-            )
-            pk = ", ".join(_quote(k) for k in spec.primary_key)
-            conn.execute(f"CREATE TABLE {table} ({cols}, PRIMARY KEY ({pk}))", [])
-            for i, field in enumerate(spec.indexes):
-                index = _quote(f"t{table_id}_i{i}")
-                conn.execute(f"CREATE INDEX {index} ON {table} ({_quote(field)})", [])
-
-        self._admin(op)
-
-    def exists(self, name: str) -> bool:
-        return self._admin(lambda conn: self._lookup(conn, name)) is not None
-
-    def get_spec(self, name: str) -> TableSpec:
-        found = self._admin(lambda conn: self._lookup(conn, name))
-        if found is None:
-            raise NotFound(f"table {name!r} does not exist")
-        return found[1]
-
-    def drop(self, name: str) -> None:
-        def op(conn: psycopg.Connection[Any]) -> None:
-            found = self._lookup(conn, name)
-            if found is None:
-                raise NotFound(f"table {name!r} does not exist")
-            conn.execute(f"DROP TABLE {self._physical(found[0])}", [])
-            conn.execute(f"DELETE FROM {self._catalog} WHERE id = %s", [found[0]])
-
-        self._admin(op)
-
-    # -- transactions --------------------------------------------------------------------------
-
-    def transact(self, fn: Callable[[TableContext], T]) -> T:
-        session = self._session()
-        if session.in_txn:
-            raise InvalidArgument(f"{self!r}: transact called inside a transaction of this thread")
-        ctx = _Context(self, session)
+    def _catalog_name(self, name: str) -> str | None:
         try:
-            with self._transaction(session):
-                return fn(ctx)
-        finally:
-            ctx.open = False
-
-    def close(self) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            sessions = list(self._sessions)
-        for session in sessions:
-            session.conn.close()
-
-    # -- internals -----------------------------------------------------------------------------
-
-    def _physical(self, table_id: int) -> str:
-        # Real tables are named by catalog id: spec names may be longer than an identifier or
-        # collide with reserved names, and ids are never reused (a sequence hands them out).
-        return f"{_quote(self._schema)}.{_quote(f't{table_id}')}"
-
-    def _lookup(self, conn: psycopg.Connection[Any], name: str) -> tuple[int, TableSpec] | None:
-        stored = _catalog_name(name)
-        if stored is None:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
             return None
-        row = conn.execute(f"SELECT id, spec FROM {self._catalog} WHERE name = %s", [stored])
-        found = row.fetchone()
-        if found is None:
-            return None
-        return int(found[0]), TableSpec.from_json(json.loads(found[1]))
+        return _escape_text(name)
 
     def _init_schema(self) -> None:
         session = self._session()
@@ -319,94 +214,39 @@ class PostgresStore:
                 [],
             )
 
-    def _session(self) -> _Session:
-        self._check_open()
-        session: _Session | None = getattr(self._local, "session", None)
-        if session is not None and not session.conn.closed:
-            return session
+    def _connect(self) -> psycopg.Connection[Any]:
         try:
-            # autocommit: transactions are begun and ended explicitly, never implicitly by
-            # psycopg, so that each one gets the isolation level it asks for.
-            conn = psycopg.connect(self._dsn, autocommit=True, **self._connect_options)
+            return psycopg.connect(self._dsn, autocommit=True, **self._connect_options)
         except psycopg.OperationalError as e:
             raise Unavailable(f"PostgreSQL at {self._where} is unavailable: {e}") from e
-        session = _Session(conn)
-        with self._lock:
-            if self._closed:
-                conn.close()
-                raise Closed(f"{self!r} is closed")
-            self._sessions.add(session)
-        self._local.session = session
-        return session
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise Closed(f"{self!r} is closed")
+    def _alive(self, conn: psycopg.Connection[Any]) -> bool:
+        return not conn.closed
 
-    @contextmanager
-    def _transaction(self, session: _Session) -> Iterator[None]:
-        with self._errors(session):
-            session.conn.execute("BEGIN ISOLATION LEVEL SERIALIZABLE", [])
-        session.in_txn = True
-        try:
-            yield
-            with self._errors(session):
-                session.conn.execute("COMMIT", [])
-        except BaseException:
-            self._rollback(session)
-            raise
-        finally:
-            session.in_txn = False
+    def _in_transaction(self, conn: psycopg.Connection[Any]) -> bool:
+        return not conn.closed
 
-    def _rollback(self, session: _Session) -> None:
-        try:
-            if not session.conn.closed:
-                session.conn.execute("ROLLBACK", [])
-        except psycopg.Error:
-            # The caller's exception is the one worth reporting. A connection that failed to
-            # roll back cannot be trusted with the next transaction: drop it (the server rolls
-            # back whatever it still holds).
+    def _insert_catalog(self, conn: psycopg.Connection[Any], name: str, spec_json: str) -> int:
+        # A sequence hands out the ids: they are never reused.
+        row = conn.execute(
+            f"INSERT INTO {self._catalog} (name, spec) VALUES (%s, %s) RETURNING id",
+            [name, spec_json],
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def _map_error(
+        self, e: Exception, session: Session[psycopg.Connection[Any]] | None, table: str | None
+    ) -> GnomonError | None:
+        mapped = self._mapped(e, table)
+        if session is not None and (isinstance(mapped, Unavailable) or session.conn.broken):
             self._drop_session(session)
+        return mapped
 
-    def _drop_session(self, session: _Session) -> None:
-        with suppress(psycopg.Error):
-            session.conn.close()
-        if getattr(self._local, "session", None) is session:
-            del self._local.session
-
-    def _admin(self, op: Callable[[psycopg.Connection[Any]], T]) -> T:
-        session = self._session()
-        if session.in_txn:
-            with self._errors(session):
-                return op(session.conn)
-        last: Conflict | None = None
-        for _ in range(_ADMIN_ATTEMPTS):
-            try:
-                with self._transaction(session), self._errors(session):
-                    return op(session.conn)
-            except Conflict as e:
-                last = e
-                session = self._session()  # a new one if the conflict broke the connection
-        assert last is not None
-        raise last
-
-    @contextmanager
-    def _errors(self, session: _Session, table: str | None = None) -> Iterator[None]:
-        """Map psycopg errors onto the gnomon error tree (unknown ones propagate unchanged)."""
-        try:
-            yield
-        except psycopg.Error as e:
-            mapped = self._map_error(e, table)
-            if isinstance(mapped, Unavailable) or session.conn.broken:
-                self._drop_session(session)
-            if mapped is None:
-                raise
-            raise mapped from e
-
-    def _map_error(self, e: psycopg.Error, table: str | None) -> GnomonError | None:
+    def _mapped(self, e: Exception, table: str | None) -> GnomonError | None:
         if self._closed:
             return Closed(f"{self!r} is closed")
-        state = e.sqlstate or ""
+        state = getattr(e, "sqlstate", None) or ""
         if state in _CONFLICT_STATES:
             return Conflict(f"{self!r}: {e}")
         if state == _UNDEFINED_TABLE and table is not None:
@@ -416,136 +256,3 @@ class PostgresStore:
         if isinstance(e, psycopg.OperationalError):
             return Unavailable(f"PostgreSQL at {self._where} is unavailable: {e}")
         return None
-
-
-class _Context:
-    def __init__(self, store: PostgresStore, session: _Session) -> None:
-        self.store = store
-        self.session = session
-        self.open = True
-
-    def check_open(self) -> None:
-        self.store._check_open()
-        if not self.open:
-            raise InvalidArgument("a TableContext cannot be used after its transaction ended")
-
-    def table(self, name: str) -> _PostgresTable:
-        self.check_open()
-        with self.store._errors(self.session):
-            found = self.store._lookup(self.session.conn, name)
-        if found is None:
-            raise NotFound(f"table {name!r} does not exist")
-        return _PostgresTable(self, found[0], found[1])
-
-
-class _PostgresTable:
-    def __init__(self, ctx: _Context, table_id: int, spec: TableSpec) -> None:
-        self._ctx = ctx
-        self._spec = spec
-        self._table = ctx.store._physical(table_id)
-
-    @property
-    def spec(self) -> TableSpec:
-        return self._spec
-
-    def write(self, row: Mapping[str, Any]) -> None:
-        spec = self._spec
-        spec.check_row(row)
-        names = spec.field_names
-        params: list[Any] = []
-        marks = ", ".join(_POSTGRES.bind(spec, n, row.get(n), params) for n in names)
-        cols = ", ".join(_quote(n) for n in names)
-        pk = ", ".join(_quote(k) for k in spec.primary_key)
-        rest = [n for n in names if n not in spec.primary_key]
-        on_conflict = (
-            "DO UPDATE SET " + ", ".join(f"{_quote(n)} = EXCLUDED.{_quote(n)}" for n in rest)
-            if rest
-            else "DO NOTHING"
-        )
-        self._change(
-            f"INSERT INTO {self._table} ({cols}) VALUES ({marks}) ON CONFLICT ({pk}) {on_conflict}",
-            params,
-        )
-
-    def read(self, key: Mapping[str, Any], columns: Sequence[str] | None = None) -> Row | None:
-        values = self._spec.check_key(key, full=True)
-        cols = self._spec.check_columns(columns)
-        params: list[Any] = []
-        where = key_eq_sql(_POSTGRES, self._spec, values, params)
-        rows = self._execute(
-            f"SELECT {select_list(_POSTGRES, cols)} FROM {self._table} WHERE {where}", params
-        )
-        return _from_sql(self._spec, cols, rows[0]) if rows else None
-
-    def scan(
-        self,
-        key_range: KeyRange | None = None,
-        *,
-        limit: int | None = None,
-        filter: Filter | None = None,
-        columns: Sequence[str] | None = None,
-    ) -> Iterator[Row]:
-        params: list[Any] = []
-        terms = [] if key_range is None else key_range_sql(_POSTGRES, self._spec, key_range, params)
-        return self._select(terms, params, limit, filter, columns)
-
-    def scan_index(
-        self,
-        field: str,
-        value: Any,
-        *,
-        limit: int | None = None,
-        filter: Filter | None = None,
-        columns: Sequence[str] | None = None,
-    ) -> Iterator[Row]:
-        self._spec.field(field)
-        if field not in self._spec.indexes:
-            raise SchemaMismatch(f"table {self._spec.name!r}: field {field!r} has no index")
-        params: list[Any] = []
-        terms = [filter_sql(_POSTGRES, self._spec, Eq(field, value), params)]
-        return self._select(terms, params, limit, filter, columns)
-
-    def delete(self, key: Mapping[str, Any]) -> bool:
-        params: list[Any] = []
-        where = key_eq_sql(_POSTGRES, self._spec, self._spec.check_key(key, full=True), params)
-        return self._change(f"DELETE FROM {self._table} WHERE {where}", params) > 0
-
-    def delete_all(self, prefix: Mapping[str, Any]) -> int:
-        params: list[Any] = []
-        where = key_eq_sql(_POSTGRES, self._spec, self._spec.check_key(prefix, full=False), params)
-        return self._change(f"DELETE FROM {self._table} WHERE {where}", params)
-
-    def _select(
-        self,
-        terms: list[str],
-        params: list[Any],
-        limit: int | None,
-        filter: Filter | None,
-        columns: Sequence[str] | None,
-    ) -> Iterator[Row]:
-        cols = self._spec.check_columns(columns)
-        if filter is not None:
-            terms.append(filter_sql(_POSTGRES, self._spec, filter, params))
-        if limit is not None:
-            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-                raise InvalidArgument(f"table {self._spec.name!r}: bad scan limit {limit!r}")
-            params.append(limit)
-        order = ", ".join(_quote(k) for k in self._spec.primary_key)
-        where = " AND ".join(terms) or TRUE
-        sql = (
-            f"SELECT {select_list(_POSTGRES, cols)} FROM {self._table} WHERE {where} "
-            f"ORDER BY {order}" + (" LIMIT %s" if limit is not None else "")
-        )
-        # Fetched eagerly: a lazy cursor would outlive the transaction if the iterator escaped
-        # it, and the caller's own writes made while iterating must not show up.
-        return iter([_from_sql(self._spec, cols, r) for r in self._execute(sql, params)])
-
-    def _execute(self, sql: str, params: Sequence[Any]) -> list[Any]:
-        self._ctx.check_open()
-        with self._ctx.store._errors(self._ctx.session, self._spec.name):
-            return self._ctx.session.conn.execute(sql, params).fetchall()
-
-    def _change(self, sql: str, params: Sequence[Any]) -> int:
-        self._ctx.check_open()
-        with self._ctx.store._errors(self._ctx.session, self._spec.name):
-            return self._ctx.session.conn.execute(sql, params).rowcount

@@ -8,44 +8,23 @@ the lock within the busy timeout fails with :class:`~gnomon.errors.Conflict`.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import string
-import threading
-import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, TypeVar
 
 from gnomon.errors import (
-    AlreadyExists,
     Closed,
     Conflict,
     Corrupted,
     GnomonError,
     InvalidArgument,
     NotFound,
-    SchemaMismatch,
     Unavailable,
 )
-from gnomon.store.api import KeyRange, Row, TableContext
-from gnomon.store.filters import Eq, Filter
 from gnomon.store.spec import FieldType, TableSpec
-from gnomon.store.sqlfilter import (
-    TRUE,
-    Dialect,
-    filter_sql,
-    key_eq_sql,
-    key_range_sql,
-    normalise_value,
-    quote_identifier,
-    select_list,
-)
-
-T = TypeVar("T")
-
-_CATALOG = "gnomon_catalog"
+from gnomon.store.sqlfilter import normalise_value, quote_identifier
+from gnomon.store.sqlstore import Session, SqlStore
+from gnomon.store.sqltable import TableDialect
 
 _SQL_TYPES = {
     FieldType.STRING: "TEXT",
@@ -72,13 +51,6 @@ _UNAVAILABLE_CODES = frozenset(
 )
 
 
-def _physical(table_id: int) -> str:
-    # Real tables are named by catalog id, not by spec name: spec names may differ only in case
-    # (SQLite would see one table) or collide with SQLite's reserved names. Ids are never reused
-    # (AUTOINCREMENT), so a stale id cannot address a newer table.
-    return quote_identifier(f"t{table_id}")
-
-
 def _check_sqlite_names(spec: TableSpec) -> None:
     """Reject specs that TableSpec accepts but SQLite cannot represent faithfully."""
     seen: dict[str, str] = {}
@@ -95,28 +67,19 @@ def _check_sqlite_names(spec: TableSpec) -> None:
         seen[folded] = name
 
 
-_SQLITE = Dialect(quote=quote_identifier, placeholder=lambda _type: "?", to_param=normalise_value)
+_SQLITE = TableDialect(
+    quote=quote_identifier,
+    placeholder=lambda _type: "?",
+    to_param=normalise_value,
+    marker="?",
+    upsert=lambda table, _spec, cols, marks: (
+        f"INSERT OR REPLACE INTO {table} ({cols}) VALUES ({marks})"
+    ),
+    from_sql=lambda _spec, cols, values: dict(zip(cols, values, strict=False)),
+)
 
 
-def _lookup(conn: sqlite3.Connection, name: str) -> tuple[int, TableSpec] | None:
-    row = conn.execute(f"SELECT id, spec FROM {_CATALOG} WHERE name = ?", (name,)).fetchone()
-    if row is None:
-        return None
-    return int(row[0]), TableSpec.from_json(json.loads(row[1]))
-
-
-class _Session:
-    """One thread's connection. The thread-local owns it (a finished thread's connection is
-    freed, which closes it); the store only holds it weakly, to close it on ``close()``."""
-
-    __slots__ = ("__weakref__", "conn", "in_txn")
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-        self.in_txn = False
-
-
-class SqliteStore:
+class SqliteStore(SqlStore[sqlite3.Connection]):
     """A :class:`~gnomon.store.api.StructuredStore` in one SQLite file.
 
     ``busy_timeout_s`` bounds how long a transaction waits for another writer before it fails
@@ -128,111 +91,33 @@ class SqliteStore:
     carried across ``fork``: open a new one in the child.
     """
 
+    driver_error = sqlite3.Error
+    # Takes the write lock up front: writers are serialised instead of failing at commit.
+    begin = "BEGIN IMMEDIATE"
+
     def __init__(self, path: str, *, busy_timeout_s: float = 5.0) -> None:
         if path in ("", ":memory:") or path.startswith("file:"):
             raise InvalidArgument(f"SqliteStore needs a plain file path, got {path!r}")
         Path(path).parent.mkdir(parents=True, exist_ok=True)
+        super().__init__(_SQLITE, prefix="", types=_SQL_TYPES, table_options=" WITHOUT ROWID")
         self._path = path
         self._busy_timeout_s = busy_timeout_s
-        self._local = threading.local()
-        self._sessions: weakref.WeakSet[_Session] = weakref.WeakSet()
-        self._lock = threading.Lock()
-        self._closed = False
         self._admin(
             lambda conn: conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {_CATALOG} (id INTEGER PRIMARY KEY AUTOINCREMENT, "
-                "name TEXT NOT NULL UNIQUE, spec TEXT NOT NULL)"
+                f"CREATE TABLE IF NOT EXISTS {self._catalog} (id INTEGER PRIMARY KEY "
+                "AUTOINCREMENT, name TEXT NOT NULL UNIQUE, spec TEXT NOT NULL)",
+                [],
             )
         )
 
     def __repr__(self) -> str:
         return f"SqliteStore({self._path!r})"
 
-    # -- admin ---------------------------------------------------------------------------------
-
-    def create(self, spec: TableSpec, *, if_not_exists: bool = False) -> None:
+    def _check_names(self, spec: TableSpec) -> None:
         _check_sqlite_names(spec)
 
-        def op(conn: sqlite3.Connection) -> None:
-            found = _lookup(conn, spec.name)
-            if found is not None:
-                if not if_not_exists:
-                    raise AlreadyExists(f"table {spec.name!r} already exists")
-                if found[1] != spec:
-                    raise SchemaMismatch(
-                        f"table {spec.name!r} exists with spec {found[1].to_json()}, "
-                        f"not {spec.to_json()}"
-                    )
-                return
-            cur = conn.execute(
-                f"INSERT INTO {_CATALOG} (name, spec) VALUES (?, ?)",
-                (spec.name, json.dumps(spec.to_json())),
-            )
-            table_id = cur.lastrowid
-            assert table_id is not None
-            table = _physical(table_id)
-            cols = ", ".join(
-                f"{quote_identifier(f.name)} {_SQL_TYPES[f.type]}"
-                + (" NOT NULL" if f.name in spec.primary_key else "")
-                for f in spec.fields
-            )
-            pk = ", ".join(quote_identifier(k) for k in spec.primary_key)
-            conn.execute(f"CREATE TABLE {table} ({cols}, PRIMARY KEY ({pk})) WITHOUT ROWID")
-            for i, field in enumerate(spec.indexes):
-                index = quote_identifier(f"t{table_id}_i{i}")
-                conn.execute(f"CREATE INDEX {index} ON {table} ({quote_identifier(field)})")
-
-        self._admin(op)
-
-    def exists(self, name: str) -> bool:
-        return self._read_catalog(name) is not None
-
-    def get_spec(self, name: str) -> TableSpec:
-        found = self._read_catalog(name)
-        if found is None:
-            raise NotFound(f"table {name!r} does not exist")
-        return found[1]
-
-    def drop(self, name: str) -> None:
-        def op(conn: sqlite3.Connection) -> None:
-            found = _lookup(conn, name)
-            if found is None:
-                raise NotFound(f"table {name!r} does not exist")
-            conn.execute(f"DROP TABLE {_physical(found[0])}")
-            conn.execute(f"DELETE FROM {_CATALOG} WHERE id = ?", (found[0],))
-
-        self._admin(op)
-
-    # -- transactions --------------------------------------------------------------------------
-
-    def transact(self, fn: Callable[[TableContext], T]) -> T:
-        session = self._session()
-        if session.in_txn:
-            raise InvalidArgument(f"{self!r}: transact called inside a transaction of this thread")
-        ctx = _Context(self, session)
-        try:
-            with self._transaction(session):
-                return fn(ctx)
-        finally:
-            ctx.open = False
-
-    def close(self) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            sessions = list(self._sessions)
-        for session in sessions:
-            session.conn.close()
-
-    # -- internals -----------------------------------------------------------------------------
-
-    def _session(self) -> _Session:
-        self._check_open()
-        session: _Session | None = getattr(self._local, "session", None)
-        if session is not None:
-            return session
-        with self._errors():
+    def _connect(self) -> sqlite3.Connection:
+        with self._errors(None):
             # isolation_level=None: transactions are begun and ended explicitly, never implicitly
             # by the sqlite3 module. check_same_thread=False only because close() may run on
             # another thread; otherwise each connection stays with the thread that opened it.
@@ -248,73 +133,28 @@ class SqliteStore:
             except BaseException:
                 conn.close()
                 raise
-        session = _Session(conn)
-        with self._lock:
-            if self._closed:
-                conn.close()
-                raise Closed(f"{self!r} is closed")
-            self._sessions.add(session)
-        self._local.session = session
-        return session
+        return conn
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise Closed(f"{self!r} is closed")
+    def _in_transaction(self, conn: sqlite3.Connection) -> bool:
+        return conn.in_transaction
 
-    @contextmanager
-    def _transaction(self, session: _Session) -> Iterator[None]:
-        with self._errors():
-            session.conn.execute("BEGIN IMMEDIATE")
-        session.in_txn = True
-        try:
-            yield
-            with self._errors():
-                session.conn.execute("COMMIT")
-        except BaseException:
-            self._rollback(session)
-            raise
-        finally:
-            session.in_txn = False
-
-    def _rollback(self, session: _Session) -> None:
-        try:
-            if session.conn.in_transaction:
-                session.conn.execute("ROLLBACK")
-        except sqlite3.Error:
-            # The caller's exception is the one worth reporting. A connection that failed to
-            # roll back cannot be trusted with the next transaction: drop it (closing a
-            # connection rolls back whatever it still holds).
-            with suppress(sqlite3.Error):
-                session.conn.close()
-            if getattr(self._local, "session", None) is session:
-                del self._local.session
-
-    def _admin(self, op: Callable[[sqlite3.Connection], T]) -> T:
-        session = self._session()
-        if session.in_txn:
-            with self._errors():
-                return op(session.conn)
-        with self._transaction(session), self._errors():
-            return op(session.conn)
+    def _insert_catalog(self, conn: sqlite3.Connection, name: str, spec_json: str) -> int:
+        cur = conn.execute(
+            f"INSERT INTO {self._catalog} (name, spec) VALUES (?, ?)", (name, spec_json)
+        )
+        # AUTOINCREMENT: ids are never reused.
+        assert cur.lastrowid is not None
+        return cur.lastrowid
 
     def _read_catalog(self, name: str) -> tuple[int, TableSpec] | None:
         # A single autocommit SELECT is atomic on its own; no write lock needed.
         session = self._session()
-        with self._errors():
-            return _lookup(session.conn, name)
+        with self._errors(session):
+            return self._lookup(session.conn, name)
 
-    @contextmanager
-    def _errors(self, table: str | None = None) -> Iterator[None]:
-        """Map sqlite3 errors onto the gnomon error tree (unknown ones propagate unchanged)."""
-        try:
-            yield
-        except sqlite3.Error as e:
-            mapped = self._map_error(e, table)
-            if mapped is None:
-                raise
-            raise mapped from e
-
-    def _map_error(self, e: sqlite3.Error, table: str | None) -> GnomonError | None:
+    def _map_error(
+        self, e: Exception, session: Session[sqlite3.Connection] | None, table: str | None
+    ) -> GnomonError | None:
         if self._closed and isinstance(e, sqlite3.ProgrammingError):
             return Closed(f"{self!r} is closed")
         code = getattr(e, "sqlite_errorcode", None)
@@ -328,126 +168,3 @@ class SqliteStore:
         if table is not None and str(e).startswith("no such table"):
             return NotFound(f"table {table!r} was dropped")
         return None
-
-
-class _Context:
-    def __init__(self, store: SqliteStore, session: _Session) -> None:
-        self.store = store
-        self.session = session
-        self.open = True
-
-    def check_open(self) -> None:
-        self.store._check_open()
-        if not self.open:
-            raise InvalidArgument("a TableContext cannot be used after its transaction ended")
-
-    def table(self, name: str) -> _SqliteTable:
-        self.check_open()
-        with self.store._errors():
-            found = _lookup(self.session.conn, name)
-        if found is None:
-            raise NotFound(f"table {name!r} does not exist")
-        return _SqliteTable(self, found[0], found[1])
-
-
-class _SqliteTable:
-    def __init__(self, ctx: _Context, table_id: int, spec: TableSpec) -> None:
-        self._ctx = ctx
-        self._spec = spec
-        self._table = _physical(table_id)
-
-    @property
-    def spec(self) -> TableSpec:
-        return self._spec
-
-    def write(self, row: Mapping[str, Any]) -> None:
-        spec = self._spec
-        spec.check_row(row)
-        names = spec.field_names
-        params = [normalise_value(spec, n, row.get(n)) for n in names]
-        cols = ", ".join(quote_identifier(n) for n in names)
-        marks = ", ".join("?" * len(names))
-        self._execute(f"INSERT OR REPLACE INTO {self._table} ({cols}) VALUES ({marks})", params)
-
-    def read(self, key: Mapping[str, Any], columns: Sequence[str] | None = None) -> Row | None:
-        values = self._spec.check_key(key, full=True)
-        cols = self._spec.check_columns(columns)
-        params: list[Any] = []
-        where = key_eq_sql(_SQLITE, self._spec, values, params)
-        rows = self._execute(
-            f"SELECT {select_list(_SQLITE, cols)} FROM {self._table} WHERE {where}", params
-        )
-        return dict(zip(cols, rows[0], strict=False)) if rows else None
-
-    def scan(
-        self,
-        key_range: KeyRange | None = None,
-        *,
-        limit: int | None = None,
-        filter: Filter | None = None,
-        columns: Sequence[str] | None = None,
-    ) -> Iterator[Row]:
-        params: list[Any] = []
-        terms = [] if key_range is None else key_range_sql(_SQLITE, self._spec, key_range, params)
-        return self._select(terms, params, limit, filter, columns)
-
-    def scan_index(
-        self,
-        field: str,
-        value: Any,
-        *,
-        limit: int | None = None,
-        filter: Filter | None = None,
-        columns: Sequence[str] | None = None,
-    ) -> Iterator[Row]:
-        self._spec.field(field)
-        if field not in self._spec.indexes:
-            raise SchemaMismatch(f"table {self._spec.name!r}: field {field!r} has no index")
-        params: list[Any] = []
-        terms = [filter_sql(_SQLITE, self._spec, Eq(field, value), params)]
-        return self._select(terms, params, limit, filter, columns)
-
-    def delete(self, key: Mapping[str, Any]) -> bool:
-        params: list[Any] = []
-        where = key_eq_sql(_SQLITE, self._spec, self._spec.check_key(key, full=True), params)
-        return self._change(f"DELETE FROM {self._table} WHERE {where}", params) > 0
-
-    def delete_all(self, prefix: Mapping[str, Any]) -> int:
-        params: list[Any] = []
-        where = key_eq_sql(_SQLITE, self._spec, self._spec.check_key(prefix, full=False), params)
-        return self._change(f"DELETE FROM {self._table} WHERE {where}", params)
-
-    def _select(
-        self,
-        terms: list[str],
-        params: list[Any],
-        limit: int | None,
-        filter: Filter | None,
-        columns: Sequence[str] | None,
-    ) -> Iterator[Row]:
-        cols = self._spec.check_columns(columns)
-        if filter is not None:
-            terms.append(filter_sql(_SQLITE, self._spec, filter, params))
-        if limit is not None:
-            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-                raise InvalidArgument(f"table {self._spec.name!r}: bad scan limit {limit!r}")
-            params.append(limit)
-        order = ", ".join(quote_identifier(k) for k in self._spec.primary_key)
-        where = " AND ".join(terms) or TRUE
-        sql = (
-            f"SELECT {select_list(_SQLITE, cols)} FROM {self._table} WHERE {where} "
-            f"ORDER BY {order}" + (" LIMIT ?" if limit is not None else "")
-        )
-        # Fetched eagerly: a lazy cursor would observe the caller's own writes made while
-        # iterating, and would outlive the transaction if the iterator escaped it.
-        return iter([dict(zip(cols, r, strict=False)) for r in self._execute(sql, params)])
-
-    def _execute(self, sql: str, params: Sequence[Any]) -> list[Any]:
-        self._ctx.check_open()
-        with self._ctx.store._errors(self._spec.name):
-            return self._ctx.session.conn.execute(sql, params).fetchall()
-
-    def _change(self, sql: str, params: Sequence[Any]) -> int:
-        self._ctx.check_open()
-        with self._ctx.store._errors(self._spec.name):
-            return self._ctx.session.conn.execute(sql, params).rowcount

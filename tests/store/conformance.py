@@ -1,39 +1,55 @@
 """Backend-agnostic conformance suite of the StructuredTable SPI (:mod:`gnomon.store.api`).
 
 A backend's test module subclasses :class:`StoreConformance` (under a ``Test*`` name) and
-provides one fixture, ``store_factory``, returning a :class:`StoreFactory`::
+provides one fixture, ``store_opener``, returning a :class:`StoreOpener`; ``conftest.py`` builds
+the fixtures the suite uses from it (``store_factory``, a :class:`StoreFactory`, and ``store``)::
+
+    @pytest.fixture
+    def store_opener(tmp_path: Path) -> StoreOpener:
+        return lambda name="main": functools.partial(MyStore, str(tmp_path / name))
 
     class TestMyBackend(StoreConformance):
-        @pytest.fixture
-        def store_factory(self, tmp_path: Path) -> Iterator[StoreFactory]:
-            ...
+        pass
 
-``store_factory(name)`` opens a handle on the store called ``name`` (default ``"main"``). The
-first call for a name within a test gives a fresh, empty store; later calls with the same name
-give further handles on that same store (whether or not earlier handles were closed), as another
-process would open it. The fixture closes every handle it opened when the test ends; closing a
-handle twice must be harmless.
+``store_opener(name)`` is a picklable callable opening a handle on the store called ``name``
+(default ``"main"``), in this process or another one; ``store_factory(name)`` opens such a
+handle. Within a test the store of a name starts fresh and empty; every handle opened on it
+(whether or not earlier handles were closed) sees that same store, as another process would. The
+factory closes every handle it opened when the test ends; closing a handle twice must be
+harmless.
 """
 
 from __future__ import annotations
 
 import itertools
+import pickle
+import subprocess
+import sys
+import textwrap
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gnomon.errors import (
     AlreadyExists,
     Closed,
+    Conflict,
     InvalidArgument,
     NotFound,
     SchemaMismatch,
 )
 from gnomon.store.api import KeyRange, Row, StructuredStore, TableContext, run_with_retries
 from gnomon.store.filters import (
+    And,
+    Eq,
     Filter,
+    In,
+    Not,
+    Or,
     Range,
     and_,
     eq,
@@ -51,6 +67,10 @@ from gnomon.store.spec import TableSpec, spec
 
 class StoreFactory(Protocol):
     def __call__(self, name: str = "main") -> StructuredStore: ...
+
+
+class StoreOpener(Protocol):
+    def __call__(self, name: str = "main") -> Callable[[], StructuredStore]: ...
 
 
 KV = spec("kv", [("k", "string"), ("v", "long"), ("note", "string")], ["k"])
@@ -97,6 +117,62 @@ LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 EVENT_S = ["", "a", "é"]
 EVENT_N = [LONG_MIN, 0, 7]
 EVENT_B = [b"", b"\x00", b"\xff"]
+
+
+# -- filters against filters.matches, on generated rows: the table and the strategies ------------
+
+PROP = spec(
+    "prop",
+    [("k", "long"), ("s", "string"), ("i", "long"), ("d", "double"), ("b", "bytes")],
+    ["k"],
+)
+
+# Small domains so that equalities and ranges often hit; plus some arbitrary values and extremes.
+_VALUES: dict[str, st.SearchStrategy[Any]] = {
+    "k": st.integers(-3, 3),
+    "s": st.one_of(
+        st.sampled_from(["", "a", "ab", "b", "é", "\x00"]),
+        st.text(st.characters(codec="utf-8"), max_size=3),
+    ),
+    "i": st.one_of(st.integers(-3, 3), st.sampled_from([LONG_MIN, LONG_MAX])),
+    "d": st.one_of(
+        st.sampled_from([float("-inf"), -1.5, -0.0, 0.0, 1.0, 2.5, float("inf")]),
+        st.floats(allow_nan=False),
+    ),
+    "b": st.one_of(st.sampled_from([b"", b"\x00", b"a", b"ab"]), st.binary(max_size=2)),
+}
+
+PROP_ROWS = st.lists(
+    st.fixed_dictionaries(
+        {f: v if f == "k" else st.one_of(st.none(), v) for f, v in _VALUES.items()}
+    ),
+    max_size=8,
+    unique_by=lambda r: r["k"],
+)
+
+
+def _leaf(field: str) -> st.SearchStrategy[Filter]:
+    value = _VALUES[field]
+    # Ints compared with the double field exercise mixed numeric comparisons.
+    if field == "d":
+        value = st.one_of(value, st.integers(-3, 3))
+    nullable = st.one_of(st.none(), value)
+    return st.one_of(
+        st.builds(Eq, st.just(field), nullable),
+        st.builds(Range, st.just(field), nullable, nullable, st.booleans(), st.booleans()),
+        st.builds(In, st.just(field), st.frozensets(nullable, max_size=3)),
+    )
+
+
+PROP_FILTERS: st.SearchStrategy[Filter] = st.recursive(
+    st.sampled_from(list(_VALUES)).flatmap(_leaf),
+    lambda inner: st.one_of(
+        st.builds(Not, inner),
+        st.builds(And, st.lists(inner, max_size=3).map(tuple)),
+        st.builds(Or, st.lists(inner, max_size=3).map(tuple)),
+    ),
+    max_leaves=8,
+)
 
 
 class Rollback(Exception):
@@ -157,12 +233,71 @@ def increment(table: str, key: str) -> Callable[[TableContext], None]:
     return fn
 
 
+def counter_row(value: int) -> Row:
+    """The row of the counter that ``increment("kv", "counter")`` raised to ``value``."""
+    return {"k": "counter", "v": value, "note": None}
+
+
+def run_interleaved(
+    store_a: StructuredStore,
+    first: Callable[[TableContext], Any],
+    other: Callable[[], Any],
+    then: Callable[[TableContext], Any],
+) -> Any:
+    """Transaction A runs ``first``; while it is open another thread runs ``other`` to
+    completion; then A runs ``then`` and commits. Returns A's result (or raises its error)."""
+    a_read, b_done = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def run_b() -> None:
+        try:
+            assert a_read.wait(10)
+            other()
+        except BaseException as e:
+            errors.append(e)
+        finally:
+            b_done.set()
+
+    def fn(ctx: TableContext) -> Any:
+        first(ctx)
+        a_read.set()
+        assert b_done.wait(10)
+        return then(ctx)
+
+    thread = threading.Thread(target=run_b)
+    thread.start()
+    try:
+        return store_a.transact(fn)
+    finally:
+        a_read.set()
+        thread.join(10)
+        assert errors == []
+
+
+# Increments the counter of table "kv" argv[2] times, on the store argv[1] opens (a pickled
+# StoreOpener result, in hex).
+_INCREMENT_WORKER = textwrap.dedent(
+    """
+    import pickle
+    import sys
+
+    from gnomon.store.api import run_with_retries
+
+    def increment(ctx):
+        t = ctx.table("kv")
+        row = t.read({"k": "counter"})
+        t.write({"k": "counter", "v": (row["v"] if row else 0) + 1})
+
+    store = pickle.loads(bytes.fromhex(sys.argv[1]))()
+    for _ in range(int(sys.argv[2])):
+        run_with_retries(store, increment, attempts=1000)
+    store.close()
+    """
+)
+
+
 class StoreConformance:
     """The SPI contract; every test runs against the backend's ``store_factory``."""
-
-    @pytest.fixture
-    def store(self, store_factory: StoreFactory) -> StructuredStore:
-        return store_factory()
 
     @pytest.fixture
     def items(self, store: StructuredStore) -> StructuredStore:
@@ -456,6 +591,36 @@ class StoreConformance:
         )
         assert got == [{"k": 2, "d": None}, {"k": 3, "d": -2.0}]
 
+    @settings(
+        max_examples=200,
+        deadline=None,
+        # One store per test serves every example: each rolls its writes back. Every backend's
+        # subclass runs the test, hence the several executors.
+        suppress_health_check=[
+            HealthCheck.too_slow,
+            HealthCheck.function_scoped_fixture,
+            HealthCheck.differing_executors,
+        ],
+    )
+    @given(rows=PROP_ROWS, flt=PROP_FILTERS)
+    def test_filters_agree_with_matches_on_generated_rows(
+        self, store: StructuredStore, rows: list[Row], flt: Filter
+    ) -> None:
+        store.create(PROP, if_not_exists=True)
+        got: list[Row] = []
+
+        def fn(ctx: TableContext) -> None:
+            t = ctx.table("prop")
+            for row in rows:
+                t.write(row)
+            got.extend(t.scan(filter=flt))
+            # Rolled back so that every example starts from an empty table, without a commit.
+            raise Rollback
+
+        with pytest.raises(Rollback):
+            store.transact(fn)
+        assert got == sorted((r for r in rows if matches(flt, r)), key=lambda r: r["k"])
+
     def test_bad_filters_raise_schema_mismatch(self, items: StructuredStore) -> None:
         with pytest.raises(SchemaMismatch, match="'nope'"):
             scan_rows(items, "items", filter=eq("nope", 1))
@@ -665,11 +830,59 @@ class StoreConformance:
             t.join(timeout=60)
         assert not any(t.is_alive() for t in threads)
         assert errors == []
-        assert read_row(first, "kv", {"k": "counter"}) == {
-            "k": "counter",
-            "v": threads_n * increments,
-            "note": None,
-        }
+        assert read_row(first, "kv", {"k": "counter"}) == counter_row(threads_n * increments)
+
+    def test_processes_incrementing_one_counter_lose_no_updates(
+        self, store_opener: StoreOpener, store_factory: StoreFactory
+    ) -> None:
+        processes, increments = 4, 50
+        store = store_factory()
+        store.create(KV)
+        opener = pickle.dumps(store_opener()).hex()
+        argv = [sys.executable, "-c", _INCREMENT_WORKER, opener, str(increments)]
+        workers = [subprocess.Popen(argv) for _ in range(processes)]
+        try:
+            codes = [w.wait(timeout=60) for w in workers]
+        finally:
+            for w in workers:
+                if w.poll() is None:
+                    w.kill()
+        assert codes == [0] * processes
+        assert read_row(store, "kv", {"k": "counter"}) == counter_row(processes * increments)
+
+    def test_concurrent_read_modify_write_conflicts(self, store_factory: StoreFactory) -> None:
+        # Exactly one of two transactions that read then write the same row commits; which one
+        # loses is the backend's choice (optimistic ones fail the later commit, locking ones
+        # the transaction left waiting).
+        a, b = store_factory(), store_factory()
+        a.create(KV)
+        write_rows(a, "kv", [{"k": "c", "v": 1}])
+        losers: list[tuple[str, Conflict]] = []
+
+        def read(ctx: TableContext) -> None:
+            assert ctx.table("kv").read({"k": "c"}) is not None
+
+        def other() -> None:
+            try:
+                b.transact(increment("kv", "c"))
+            except Conflict as e:
+                losers.append(("b", e))
+
+        def then(ctx: TableContext) -> None:
+            ctx.table("kv").write({"k": "c", "v": 100})
+
+        try:
+            run_interleaved(a, read, other, then)
+        except Conflict as e:
+            losers.append(("a", e))
+        assert [loser for loser, _ in losers] in (["a"], ["b"])
+        assert losers[0][1].retryable
+        # The winner's write stands: B's increment if A lost, A's write if B lost.
+        winner_value = 2 if losers[0][0] == "a" else 100
+        assert read_row(a, "kv", {"k": "c"}) == {"k": "c", "v": winner_value, "note": None}
+        # The same interleaving without the other write commits.
+        run_interleaved(a, read, lambda: None, then)
+        assert read_row(b, "kv", {"k": "c"}) == {"k": "c", "v": 100, "note": None}
 
     # -- lifecycle -----------------------------------------------------------------------------
 

