@@ -34,10 +34,11 @@ from node.engine.sst.meta import SstMeta
 from node.engine.sst.reader import (
     SstFiles,
     conform_batches,
-    prune_row_groups,
     read_sorted,
     reversed_rows,
     scan_unordered,
+    select_row_groups,
+    series_guarantee,
 )
 from node.engine.tombstones import RangeTombstone, columns_needed, drop_shadowed
 
@@ -131,6 +132,10 @@ class Scan:
             lo = floor if lo is None else max(lo, floor)
         self._lo, self._hi = lo, hi
         self.filter = self._build_filter(request.predicate)
+        #: Columns the whole filter (predicate, time range, TTL) may read.
+        self._filter_reads = (
+            set(referenced_columns(self.filter, schema)) if self.filter is not None else set()
+        )
         data = [f for f in files if f.is_data]
         self.stats = ScanStats(ssts_total=len(data))
         self._files = [f for f in data if self._overlaps(f.min_ts, f.max_ts)]
@@ -240,7 +245,7 @@ class Scan:
             yield from batches
 
     def _unordered(self) -> Iterator[pa.RecordBatch]:
-        direct: dict[bool, list[tuple[str, list[int]]]] = {False: [], True: []}
+        direct_ssts: dict[bool, list[SstMeta]] = {False: [], True: []}
         direct_mem: list[pa.Table] = []
         merged: list[list[_Source]] = []
         components = self._components()
@@ -254,11 +259,12 @@ class Scan:
             elif s.sst is not None and self._has_columns(
                 s.sst, [*direct_columns, *self._filter_columns]
             ):
-                direct[s.deletes].append(self._pruned(s.sst, self.schema.names))
+                direct_ssts[s.deletes].append(s.sst)
             else:
                 merged.append(group)
         self.stats.memtable_slices = sum(1 for g in components for s in g if s.mem is not None)
         self.stats.merged_components = sum(1 for g in merged if len(g) > 1)
+        direct = {d: self._pruned_all(ssts, self.schema.names) for d, ssts in direct_ssts.items()}
         for table in direct_mem:
             yield from self._finish(self._conformed_table(strip_markers(table)))
         for deletes, parts in direct.items():
@@ -291,13 +297,59 @@ class Scan:
         return all(c in present for c in columns)
 
     def _pruned(self, sst: SstMeta, stat_columns: Sequence[str]) -> tuple[str, list[int]]:
-        meta = self._sst_files.footer(sst.path)
-        groups = prune_row_groups(meta, self._storage, stat_columns, self.filter)
-        self.stats.row_groups_total += meta.num_row_groups
-        self.stats.row_groups_read += len(groups)
-        if groups:
-            self.stats.ssts_read += 1
-        return self._pins.enter_context(self._sst_files.pinned(sst.path)), groups
+        return self._pruned_all([sst], stat_columns)[0]
+
+    def _pruned_all(
+        self, ssts: Sequence[SstMeta], stat_columns: Sequence[str]
+    ) -> list[tuple[str, list[int]]]:
+        """Each SST's local path and the row groups that may hold matching rows: first by
+        their statistics, then, when the filter names tags, by the series they hold."""
+        files = self._sst_files
+        # Only columns the filter names can rule anything out; a guarantee naming the others
+        # too would only make pyarrow's simplification slower (it grows with the guarantee).
+        judged = [c for c in stat_columns if c in self._filter_reads]
+        stats = [files.guarantees(s.path, self._storage, judged) for s in ssts]
+        selected = select_row_groups(
+            [[[g] for g in gs] for gs in stats], self._storage, self.filter
+        )
+        tags = [t for t in self.schema.tags if t in self._filter_reads and t in stat_columns]
+        if tags:
+            selected = self._by_series(ssts, selected, tags)
+        out = []
+        for sst, g, groups in zip(ssts, stats, selected, strict=True):
+            self.stats.row_groups_total += len(g)
+            self.stats.row_groups_read += len(groups)
+            if groups:
+                self.stats.ssts_read += 1
+            out.append((self._pins.enter_context(files.pinned(sst.path)), groups))
+        return out
+
+    def _by_series(
+        self, ssts: Sequence[SstMeta], selected: list[list[int]], tags: list[str]
+    ) -> list[list[int]]:
+        """Of the ``selected`` row groups of each SST, those holding a series the filter may
+        match (a row group without a series directory is kept). Each distinct series is
+        judged once, however many row groups hold it."""
+        series = [
+            self._sst_files.series(s.path, tags) if groups else []
+            for s, groups in zip(ssts, selected, strict=True)
+        ]
+        distinct = sorted(
+            {c for per_file in series for combos in per_file if combos for c in combos}
+        )
+        if not distinct:
+            return selected
+        guarantees = [[series_guarantee(self._storage, tags, c)] for c in distinct]
+        (matching,) = select_row_groups([guarantees], self._storage, self.filter)
+        possible = {distinct[i] for i in matching}
+        return [
+            [
+                rg
+                for rg in groups
+                if per_file[rg] is None or any(c in possible for c in per_file[rg] or ())
+            ]
+            for groups, per_file in zip(selected, series, strict=True)
+        ]
 
     def _merge(self, group: Sequence[_Source], *, descending: bool) -> Iterator[pa.Table]:
         inputs: list[Iterator[pa.RecordBatch]] = []

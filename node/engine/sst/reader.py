@@ -12,6 +12,7 @@ change the others).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol, runtime_checkable
@@ -25,6 +26,7 @@ import pyarrow.parquet as pq
 
 from node.engine.lru import Lru
 from node.engine.schema import repeat
+from node.engine.sst.writer import SERIES_KEY
 from node.engine.tombstones import RangeTombstone, read_tombstone_file
 from objectstore.api import ObjectStore
 from objectstore.cache import SstCache
@@ -61,6 +63,15 @@ class SstFiles:
         self._footers: Lru[str, pq.FileMetaData] = Lru(footers)
         self._tombstones: Lru[str, list[RangeTombstone]] = Lru(footers)
         self._columns: Lru[str, frozenset[str]] = Lru(footers)
+        # Building the guarantee expressions of every row group costs more than judging the
+        # filter against them; files are immutable, so they are built once per file (entries
+        # of deleted files are never asked for again and age out).
+        self._guarantees: Lru[tuple[str, tuple[tuple[str, str], ...]], list[pc.Expression]] = Lru(
+            footers
+        )
+        self._series: Lru[tuple[str, tuple[str, ...]], list[list[tuple[Any, ...]] | None]] = Lru(
+            footers
+        )
 
     def path(self, key: str) -> str:
         return self._local.local_path(key)
@@ -82,6 +93,24 @@ class SstFiles:
     def columns(self, key: str) -> frozenset[str]:
         """The columns the file has (older files lack those added since)."""
         return self._columns.get_or_load(key, lambda k: file_columns(self.footer(k)))
+
+    def guarantees(
+        self, key: str, schema: pa.Schema, stat_columns: Sequence[str]
+    ) -> list[pc.Expression]:
+        """:func:`row_group_guarantees` of the file, cached."""
+        usable = tuple(
+            (name, str(schema.field(name).type)) for name in stat_columns if name in schema.names
+        )
+        return self._guarantees.get_or_load(
+            (key, usable),
+            lambda _: row_group_guarantees(self.footer(key), schema, [n for n, _ in usable]),
+        )
+
+    def series(self, key: str, tags: Sequence[str]) -> list[list[tuple[Any, ...]] | None]:
+        """:func:`row_group_series` of the file, cached."""
+        return self._series.get_or_load(
+            (key, tuple(tags)), lambda _: row_group_series(self.footer(key), tags)
+        )
 
     def forget(self, key: str) -> None:
         for cache in (self._footers, self._tombstones, self._columns):
@@ -108,27 +137,87 @@ def _row_group_guarantee(
     return guarantee
 
 
-def prune_row_groups(
-    meta: pq.FileMetaData,
-    schema: pa.Schema,
-    stat_columns: Iterable[str],
-    filter: pc.Expression | None,
-) -> list[int]:
-    """Row groups of the file that may hold rows matching ``filter``, judged only by the
-    statistics of ``stat_columns``."""
-    groups = list(range(meta.num_row_groups))
-    if filter is None or not groups:
-        return groups
+def row_group_guarantees(
+    meta: pq.FileMetaData, schema: pa.Schema, stat_columns: Iterable[str]
+) -> list[pc.Expression]:
+    """Per row group, what its min/max statistics of ``stat_columns`` guarantee."""
     usable = {name: schema.field(name).type for name in stat_columns if name in schema.names}
-    guarantees = [_row_group_guarantee(meta, rg, usable) for rg in groups]
+    return [_row_group_guarantee(meta, rg, usable) for rg in range(meta.num_row_groups)]
+
+
+def row_group_series(
+    meta: pq.FileMetaData, tags: Sequence[str]
+) -> list[list[tuple[Any, ...]] | None]:
+    """Per row group, the distinct combinations of the values of ``tags`` that the file's
+    series directory lists for it (None where it lists nothing, or the file has none)."""
+    directory = _series_directory(meta)
+    positions = [directory["tags"].index(t) for t in tags] if directory is not None else []
+    if directory is None or not positions or len(positions) < len(tags):
+        return [None] * meta.num_row_groups
+    combos = [tuple(v[i] for i in positions) for v in directory["series"]]
+    return [
+        None if indexes is None else sorted({combos[i] for i in indexes})
+        for indexes in directory["row_groups"]
+    ]
+
+
+def series_guarantee(
+    schema: pa.Schema, tags: Sequence[str], values: Sequence[Any]
+) -> pc.Expression:
+    """What rows of one series guarantee: each tag equals its value."""
+    guarantee = pc.scalar(True)
+    for t, v in zip(tags, values, strict=True):
+        guarantee = guarantee & (pc.field(t) == pa.scalar(v, schema.field(t).type))
+    return guarantee
+
+
+def _series_directory(meta: pq.FileMetaData) -> dict[str, Any] | None:
+    raw = (meta.metadata or {}).get(SERIES_KEY.encode())
+    if raw is None:
+        return None  # written before the directory existed
+    directory: dict[str, Any] = json.loads(raw)
+    # Pruning is only an optimisation: a directory of an unexpected shape is ignored.
+    if not {"tags", "series", "row_groups"} <= directory.keys():
+        return None
+    if len(directory["row_groups"]) != meta.num_row_groups:
+        return None
+    return directory
+
+
+def select_row_groups(
+    guarantees: Sequence[Sequence[Sequence[pc.Expression]]],
+    schema: pa.Schema,
+    filter: pc.Expression | None,
+) -> list[list[int]]:
+    """For each file (given by its row groups' guarantee alternatives), the row groups that
+    may hold rows matching ``filter``: those with an alternative the filter does not rule
+    out. All files are judged in one pass: a query touching many SSTs pays pyarrow's per-call
+    cost of simplifying the filter once, not once per file."""
+    if filter is None:
+        return [list(range(len(g))) for g in guarantees]
+    paths: list[str] = []
+    partitions: list[pc.Expression] = []
+    for i, groups in enumerate(guarantees):
+        for rg, alternatives in enumerate(groups):
+            for k, guarantee in enumerate(alternatives):
+                paths.append(f"/{i}/{rg}/{k}")
+                partitions.append(guarantee)
+    selected: list[list[int]] = [[] for _ in guarantees]
+    if not paths:
+        return selected
     fake = ds.FileSystemDataset.from_paths(
-        [f"/{rg}" for rg in groups],
+        paths,
         schema=schema,
         format=ds.ParquetFileFormat(),
         filesystem=pafs.LocalFileSystem(),
-        partitions=guarantees,
+        partitions=partitions,
     )
-    return [int(f.path[1:]) for f in fake.get_fragments(filter=filter)]
+    for f in fake.get_fragments(filter=filter):
+        file, rg, _ = f.path[1:].split("/")
+        kept = selected[int(file)]
+        if not kept or kept[-1] != int(rg):
+            kept.append(int(rg))
+    return selected
 
 
 def reversed_rows(batch: pa.RecordBatch) -> pa.RecordBatch:

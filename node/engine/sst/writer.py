@@ -21,7 +21,20 @@ from node.engine.schema import DELETE, KIND, SEQ, ColumnType, Schema
 from node.engine.sst.meta import SstMeta
 
 _FLOATS = {ColumnType.DOUBLE, ColumnType.FLOAT}
+#: A row group holding more series than this records none (see ``SERIES_KEY``): a list that
+#: long would make pruning by it cost more than it saves.
+MAX_SERIES_PER_ROW_GROUP = 64
+#: File metadata key of the series directory: ``{"tags": [names], "series": [[values]...],
+#: "row_groups": [[series indexes] or null ...]}``, the distinct tag values of the series each
+#: row group holds, so reads can skip row groups of other series even where a tag's min/max
+#: spans them all (rows are sorted by tsid, a hash, not by tag value). Each series is listed
+#: once per file: the directory stays small next to the data.
+SERIES_KEY = "gnomon.series"
 _DELTA = {ColumnType.TIMESTAMP, ColumnType.INT64, ColumnType.INT32}
+_JSON_TAGS = {
+    ColumnType.STRING, ColumnType.BOOLEAN, ColumnType.INT8, ColumnType.INT16, ColumnType.INT32,
+    ColumnType.INT64, ColumnType.UINT8, ColumnType.UINT16, ColumnType.UINT32, ColumnType.UINT64,
+}  # fmt: skip
 
 
 def _writer_options(schema: Schema, options: TableOptions) -> dict[str, object]:
@@ -47,6 +60,18 @@ def _writer_options(schema: Schema, options: TableOptions) -> dict[str, object]:
         "write_statistics": True,
         "write_page_index": True,
     }
+
+
+def _series_of(rows: pa.Table, tags: list[str]) -> list[list[object]] | None:
+    """The distinct tag values of ``rows`` (one row group), or None when there are too many
+    or a tag is null (an equality guarantee cannot say "null")."""
+    if any(rows.column(t).null_count for t in tags):
+        return None
+    distinct = rows.select(tags).group_by(tags, use_threads=False).aggregate([])
+    if distinct.num_rows > MAX_SERIES_PER_ROW_GROUP:
+        return None
+    columns = [distinct.column(t).to_pylist() for t in tags]
+    return [list(values) for values in zip(*columns, strict=True)]
 
 
 class SstWriter:
@@ -81,6 +106,9 @@ class SstWriter:
         self._deletes = 0
         self._ts: list[int] = []
         self._seq: list[int] = []
+        # Tags whose values JSON holds exactly (not binaries, timestamps or dates).
+        self._tags = [c.name for c in schema.columns if c.is_tag and c.type in _JSON_TAGS]
+        self._series: list[list[list[object]] | None] = []
 
     def write(self, rows: pa.Table) -> None:
         """Append ``rows`` (storage schema, sorted after everything written before)."""
@@ -101,7 +129,13 @@ class SstWriter:
         table = pa.concat_tables(self._buffer).combine_chunks()
         full = table.num_rows if final else table.num_rows // self._row_group * self._row_group
         if full:
-            self._writer.write_table(table.slice(0, full), row_group_size=self._row_group)
+            written = table.slice(0, full)
+            self._writer.write_table(written, row_group_size=self._row_group)
+            if self._tags:
+                for start in range(0, full, self._row_group):
+                    self._series.append(
+                        _series_of(written.slice(start, self._row_group), self._tags)
+                    )
         rest = table.slice(full)
         self._buffer = [rest] if rest.num_rows else []
         self._buffered = rest.num_rows
@@ -130,6 +164,7 @@ class SstWriter:
                 "gnomon.max_ts": str(max_ts),
                 "gnomon.min_seq": str(min_seq),
                 "gnomon.max_seq": str(max_seq),
+                **({SERIES_KEY: directory} if (directory := self._series_directory()) else {}),
             }
         )
         self._writer.close()
@@ -144,6 +179,22 @@ class SstWriter:
             schema_version=self._schema.version,
             deletes=self._deletes,
             applied_seq=self._applied_seq,
+        )
+
+    def _series_directory(self) -> str | None:
+        """The directory as JSON, or None when it could not rule out most row groups of any
+        query (no tags, or some row group holds over a quarter of the file's series): then
+        it would only make the footer larger."""
+        index: dict[tuple[object, ...], int] = {}
+        groups = [
+            None if series is None else [index.setdefault(tuple(v), len(index)) for v in series]
+            for series in self._series
+        ]
+        if not index or any(g is None or len(g) * 4 > len(index) for g in groups):
+            return None
+        return json.dumps(
+            {"tags": self._tags, "series": [list(k) for k in index], "row_groups": groups},
+            separators=(",", ":"),
         )
 
     def abort(self) -> None:
