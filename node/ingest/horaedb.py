@@ -1,5 +1,8 @@
 """HoraeDB ``WriteTableRequest`` messages to :class:`TableRows`.
 
+Requests whose field groups are all alike (the usual SDK output) are decoded column-wise
+from their wire bytes (:mod:`node.ingest.uniform`); any other goes value by value here.
+
 Each ``FieldGroup`` is one row at ``FieldGroup.timestamp`` (milliseconds); the tags of its
 ``WriteSeriesEntry`` are copied into every row of the entry. A value's kind (the ``Value``
 oneof member set) is its type, with no widening, as in HoraeDB.
@@ -11,6 +14,7 @@ from gnomon.errors import InvalidArgument
 from gnomon.proto import storage_pb2
 from node.engine.schema import ColumnType
 from node.ingest.rows import ColumnValues, TableRows
+from node.ingest.uniform import decode_uniform
 
 #: ``Value`` oneof member -> column type.
 VALUE_KINDS: dict[str, ColumnType] = {
@@ -61,6 +65,28 @@ def _column(
     return col
 
 
+def _tags(
+    rows: TableRows,
+    entry: storage_pb2.WriteSeriesEntry,
+    cache: list[ColumnValues | None],
+    names: list[str],
+    start: int,
+    count: int,
+) -> None:
+    """Copy the tags of ``entry`` into its ``count`` rows from ``start``."""
+    for tag in entry.tags:
+        i = tag.name_index
+        if i >= len(names):
+            raise InvalidArgument(
+                f"table {rows.table!r}: tag name index {i} is out of range (the request "
+                f"names {len(names)} tags)"
+            )
+        value = tag.value
+        kind = value.WhichOneof("value")
+        col = _column(rows, cache, names, i, kind, is_tag=True)
+        col.fill(start, count, getattr(value, kind))
+
+
 def decode_table_request(req: storage_pb2.WriteTableRequest) -> TableRows:
     """The rows of one table of a Write. Raises InvalidArgument for a tag name index out of
     range, a null value or a name used with two types (or as both tag and field); a field
@@ -76,26 +102,25 @@ def decode_table_request(req: storage_pb2.WriteTableRequest) -> TableRows:
     tag_cols: list[ColumnValues | None] = [None] * len(tag_names)
     field_cols: list[ColumnValues | None] = [None] * len(field_names)
     field_kinds: list[str | None] = [None] * len(field_names)
-    n_tags = len(tag_names)
     n_fields = len(field_names)
     timestamps = rows.timestamps
+    uniform = decode_uniform(req)
+    if uniform is not None:
+        ts, values_by_index, per_entry = uniform
+        timestamps.extend(ts)
+        for entry, (start, count) in zip(req.entries, per_entry, strict=True):
+            if count:
+                _tags(rows, entry, tag_cols, tag_names, start, count)
+        for i, values in values_by_index.items():
+            _column(rows, field_cols, field_names, i, "float64_value", is_tag=False).values = values
+        return rows
     for entry in req.entries:
         groups = entry.field_groups
         count = len(groups)
         if count == 0:
             continue
         start = len(timestamps)
-        for tag in entry.tags:
-            i = tag.name_index
-            if i >= n_tags:
-                raise InvalidArgument(
-                    f"table {req.table!r}: tag name index {i} is out of range (the request "
-                    f"names {n_tags} tags)"
-                )
-            value = tag.value
-            kind = value.WhichOneof("value")
-            col = _column(rows, tag_cols, tag_names, i, kind, is_tag=True)
-            col.fill(start, count, getattr(value, kind))
+        _tags(rows, entry, tag_cols, tag_names, start, count)
         for row, group in enumerate(groups, start):
             timestamps.append(group.timestamp)
             for f in group.fields:
