@@ -1,0 +1,90 @@
+"""``gnomon bench tsbs``: the TSBS cpu-only benchmark of gnomon beside InfluxDB and DuckDB."""
+
+from __future__ import annotations
+
+import re
+import signal
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+_UNITS_MS = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_span(text: str) -> int:
+    """``24h``, ``90m``, ``2d`` ... as milliseconds."""
+    m = re.fullmatch(r"\s*(\d+)\s*([smhd])\s*", text)
+    if m is None:
+        raise click.BadParameter(f"{text!r}: expected a number and a unit s, m, h or d (24h)")
+    return int(m.group(1)) * _UNITS_MS[m.group(2)]
+
+
+def _systems(text: str) -> tuple[str, ...]:
+    from bench.tsbs.runner import SYSTEMS
+
+    names = tuple(s.strip() for s in text.split(",") if s.strip())
+    unknown = [s for s in names if s not in SYSTEMS]
+    if unknown or not names:
+        raise click.BadParameter(f"{text!r}: choose among {', '.join(SYSTEMS)}")
+    return names
+
+
+@click.command()
+@click.option("--hosts", default=100, show_default=True, help="Number of hosts (series).")
+@click.option("--span", "span", default="24h", show_default=True, help="Time span of data.")
+@click.option("--reps", default=3, show_default=True, help="Repetitions of loads and queries.")
+@click.option("--workers", default=2, show_default=True, help="Concurrent load clients.")
+@click.option("--batch", default=10_000, show_default=True, help="Rows per write request.")
+@click.option("--queries", "queries_per_type", default=2, show_default=True,
+              help="Queries (random parameters) per query type.")  # fmt: skip
+@click.option("--systems", default="gnomon,influxdb,duckdb", show_default=True)
+@click.option("--seed", default=1, show_default=True)
+@click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False))
+@click.option("--png", "png_path", default=None, type=click.Path(dir_okay=False))
+@click.option("--scratch", default=None, type=click.Path(file_okay=False),
+              help="Where the temporary data directories go (default: the system's).")  # fmt: skip
+def tsbs(
+    hosts: int,
+    span: str,
+    reps: int,
+    workers: int,
+    batch: int,
+    queries_per_type: int,
+    systems: str,
+    seed: int,
+    json_path: str | None,
+    png_path: str | None,
+    scratch: str | None,
+) -> None:
+    """TSBS cpu-only: ingest, size, memory and the 15 query types on gnomon, InfluxDB 1.x
+    (installed with apt-get when missing) and DuckDB over Parquet, answers cross-checked.
+    Exits 1 when any answer differs between systems."""
+    from bench.tsbs import report
+    from bench.tsbs.influx import InfluxUnavailable
+    from bench.tsbs.runner import Bench, Options
+
+    # The table is wide; a log or pipe gets it unwrapped rather than at 80 columns.
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    # A SIGTERM must unwind like Ctrl-C, so the servers the run started are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    opts = Options(
+        hosts=hosts, span_ms=parse_span(span), reps=reps, workers=workers, batch=batch,
+        queries_per_type=queries_per_type, systems=_systems(systems), seed=seed,
+        scratch=Path(scratch) if scratch else None,
+    )  # fmt: skip
+    try:
+        res = Bench(opts, console).run()
+    except InfluxUnavailable as e:
+        raise click.ClickException(
+            f"{e}; run with --systems gnomon,duckdb to leave it out"
+        ) from None
+    report.print_table(res, console)
+    if json_path:
+        report.write_json(res, Path(json_path))
+    if png_path:
+        report.write_png(res, Path(png_path))
+    if res.mismatches:
+        console.print(f"[red]answers differ for: {', '.join(res.mismatches)}[/red]")
+        raise SystemExit(1)

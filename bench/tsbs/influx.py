@@ -1,0 +1,165 @@
+"""InfluxDB 1.x for the benchmark: installed from the Debian package when ``influxd`` is
+missing, run on loopback ports with its data and config in a scratch directory, written
+through its HTTP ``/write`` and queried through ``/query``.
+
+The config is complete and passed with ``-config``: without it influxd silently merges the
+system config. Both listeners are on loopback; reporting, the ``_internal`` monitor store and
+the HTTP/query logs are off; the cold durations are short so that the settled (compacted)
+size can be measured minutes, not hours, after the load.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from bench.tsbs.serving import HttpClient, Process, disk_bytes, http_ok, wait_until
+from tests.support.procs import free_port
+
+log = logging.getLogger("gnomon.bench.influx")
+
+DATABASE = "benchmark"
+
+_CONFIG = """\
+reporting-enabled = false
+bind-address = "127.0.0.1:{backup_port}"
+
+[meta]
+  dir = "{root}/meta"
+  logging-enabled = false
+
+[data]
+  dir = "{root}/data"
+  wal-dir = "{root}/wal"
+  index-version = "inmem"
+  wal-fsync-delay = "0s"
+  query-log-enabled = false
+  cache-snapshot-write-cold-duration = "5s"
+  compact-full-write-cold-duration = "10s"
+  trace-logging-enabled = false
+
+[coordinator]
+  log-queries-after = "0s"
+
+[monitor]
+  store-enabled = false
+
+[http]
+  enabled = true
+  bind-address = "127.0.0.1:{http_port}"
+  auth-enabled = false
+  log-enabled = false
+  suppress-write-log = true
+  pprof-enabled = false
+  max-body-size = 0
+  max-row-limit = 0
+
+[continuous_queries]
+  enabled = false
+
+[subscriber]
+  enabled = false
+"""
+
+
+class InfluxUnavailable(RuntimeError):
+    """influxd is not installed and could not be installed."""
+
+
+def influxd_path(*, install: bool = True) -> str:
+    """The influxd binary, installing the Debian package ``influxdb`` when it is missing (as
+    root only: the benchmark never asks for privileges)."""
+    found = shutil.which("influxd")
+    if found or not install:
+        if found:
+            return found
+        raise InfluxUnavailable("influxd is not installed")
+    if shutil.which("apt-get") is None:
+        raise InfluxUnavailable("influxd is missing and this system has no apt-get")
+    if os.geteuid() != 0:
+        raise InfluxUnavailable("influxd is missing; apt-get install influxdb needs root")
+    log.info("installing influxdb with apt-get")
+    done = subprocess.run(
+        ["apt-get", "install", "-y", "influxdb"], capture_output=True, text=True, timeout=600
+    )
+    found = shutil.which("influxd")
+    if done.returncode != 0 or found is None:
+        raise InfluxUnavailable(f"apt-get install influxdb failed: {done.stderr[-2000:]}")
+    return found
+
+
+class InfluxServer:
+    """One influxd with its data under ``root``."""
+
+    name = "influxdb"
+
+    def __init__(self, root: Path, *, binary: str | None = None) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        self.http_port = free_port()
+        config = root / "influxdb.conf"
+        config.write_text(
+            _CONFIG.format(root=root, backup_port=free_port(), http_port=self.http_port)
+        )
+        self.base = f"http://127.0.0.1:{self.http_port}"
+        self.http = HttpClient(self.http_port)
+        self.process = Process(
+            [binary or influxd_path(), "-config", str(config)], log=root / "influxd.log"
+        )
+        self.process.wait_for_port(self.http_port, timeout_s=60)
+        wait_until(lambda: http_ok(f"{self.base}/ping"), timeout_s=30, what="influxd /ping")
+        self._post("/query", {"q": f"CREATE DATABASE {DATABASE}"})
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def _post(self, path: str, params: dict[str, str], body: bytes = b"") -> bytes:
+        return self.http.post(f"{path}?{urllib.parse.urlencode(params)}", body)
+
+    def write(self, body: bytes) -> None:
+        """One line-protocol request (millisecond timestamps)."""
+        self._post("/write", {"db": DATABASE, "precision": "ms"}, body)
+
+    def query(self, influxql: str) -> pa.Table:
+        """The result as one table: ``time`` (ms), the series' tags, then the value columns
+        in select order, every series stacked."""
+        raw = self._post("/query", {"db": DATABASE, "epoch": "ms", "q": influxql})
+        return result_table(json.loads(raw))
+
+    def disk_bytes(self) -> int:
+        return disk_bytes(self.root / "data") + disk_bytes(self.root / "wal")
+
+    def stop(self) -> None:
+        self.process.stop()
+
+
+def result_table(doc: dict[str, Any]) -> pa.Table:
+    """InfluxDB's JSON answer as an Arrow table. Raises on an error in the answer. Values
+    that are whole numbers come back as JSON integers; they become floats here."""
+    results = doc.get("results", [])
+    for r in results:
+        if "error" in r:
+            raise RuntimeError(f"influxdb: {r['error']}")
+    series = [s for r in results for s in r.get("series", [])]
+    if not series:
+        return pa.table({"time": pa.array([], pa.int64())})
+    tag_names = sorted({k for s in series for k in s.get("tags", {})})
+    names = series[0]["columns"]
+    cols: dict[str, list[Any]] = {n: [] for n in [*tag_names, *names]}
+    for s in series:
+        tags = s.get("tags", {})
+        for row in s["values"]:
+            for n in tag_names:
+                cols[n].append(tags.get(n))
+            for n, v in zip(names, row, strict=True):
+                cols[n].append(float(v) if isinstance(v, int) and n != "time" else v)
+    return pa.table({n: pa.array(v) for n, v in cols.items()})

@@ -1,0 +1,179 @@
+"""The benchmark's report: one table on the console, JSON, and a chart."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from bench.tsbs.runner import SYSTEMS, Results
+
+ANALYTIC = (
+    "double-groupby-1", "double-groupby-5", "double-groupby-all", "high-cpu-all",
+    "cpu-max-all-8", "groupby-orderby-limit",
+)  # fmt: skip
+
+
+def targets(res: Results) -> dict[str, dict[str, Any]]:
+    """Each target of the issue, its measured ratio and whether it is met. Ratios are
+    "times faster than" for speedups and "times slower than" for limits."""
+    out: dict[str, dict[str, Any]] = {}
+    ingest = res.ingest_rows_per_s()
+    if "gnomon" in ingest and "influxdb" in ingest:
+        r = ingest["gnomon"] / ingest["influxdb"]
+        out["ingest vs influxdb"] = {"want": ">= 1.0x", "ratio": r, "met": r >= 1.0}
+    for q, per in res.query_ms().items():
+        g = per.get("gnomon")
+        if g is None:
+            continue
+        i = per.get("influxdb")
+        if i is not None and q in ANALYTIC:
+            r = i / g
+            out[f"{q} vs influxdb"] = {"want": ">= 2x faster", "ratio": r, "met": r >= 2.0}
+        if i is not None and (q == "lastpoint" or q.startswith("single-groupby")):
+            r = g / i
+            out[f"{q} vs influxdb"] = {"want": "<= 1.5x slower", "ratio": r, "met": r <= 1.5}
+        d = per.get("duckdb")
+        if d is not None:
+            r = g / d
+            out[f"{q} vs duckdb"] = {"want": "<= 2x slower", "ratio": r, "met": r <= 2.0}
+    return out
+
+
+def to_json(res: Results) -> dict[str, Any]:
+    o = res.options
+    return {
+        "ingest_rows_per_s": res.ingest_rows_per_s(),
+        "queries": res.query_ms(),
+        "ingest_rows_per_s_by_loader": {
+            k: sorted(v)[len(v) // 2] if v else None for k, v in res.ingest.items()
+        },
+        "bytes_per_row": {s: b / res.rows for s, b in res.bytes_on_disk.items()},
+        "gnomon_bytes_per_row_by_part": {p: b / res.rows for p, b in res.gnomon_parts.items()},
+        "peak_rss_bytes": res.peak_rss,
+        "checked": res.checked,
+        "mismatches": res.mismatches,
+        "targets": targets(res),
+        "config": {
+            "hosts": o.hosts,
+            "span_ms": o.span_ms,
+            "rows": res.rows,
+            "reps": o.reps,
+            "workers": o.workers,
+            "batch": o.batch,
+            "queries_per_type": o.queries_per_type,
+            "systems": list(o.systems),
+            "seed": o.seed,
+        },
+    }
+
+
+def _fmt(x: float | None, spec: str) -> str:
+    return "—" if x is None else format(x, spec)
+
+
+def _ratio(num: float | None, den: float | None) -> str:
+    return "—" if num is None or den is None or den == 0 else f"{num / den:.2f}"
+
+
+def print_table(res: Results, console: Console) -> None:
+    systems = [s for s in SYSTEMS if s in res.options.systems]
+    o = res.options
+    t = Table(
+        title=f"TSBS cpu-only, {o.hosts} hosts, {res.rows:,} rows; medians of {o.reps} reps "
+        f"x {o.queries_per_type} queries per type"
+    )
+    t.add_column("")
+    for s in systems:
+        t.add_column(s, justify="right")
+    # Both ratio columns read "how many times better gnomon is" (> 1: gnomon ahead).
+    t.add_column("gnomon vs influxdb", justify="right")
+    t.add_column("gnomon vs duckdb", justify="right")
+    t.add_column("targets (gnomon vs ...)", justify="left")
+    goals = targets(res)
+
+    def verdict(*keys: str) -> str:
+        marks = []
+        for k in keys:
+            g = goals.get(k)
+            if g is not None:
+                peer = k.rsplit(" vs ", 1)[1]
+                mark = "[green]ok[/]" if g["met"] else "[red]MISSED[/]"
+                marks.append(f"{mark} {g['want']} {peer}")
+        return ", ".join(marks)
+
+    ingest = res.ingest_rows_per_s()
+    by_loader = res.ingest.get("gnomon-line-protocol")
+    t.add_row(
+        "ingest rows/s", *[_fmt(ingest.get(s), ",.0f") for s in systems],
+        _ratio(ingest.get("gnomon"), ingest.get("influxdb")),
+        _ratio(ingest.get("gnomon"), ingest.get("duckdb")), verdict("ingest vs influxdb"),
+    )  # fmt: skip
+    if by_loader:
+        lp = sorted(by_loader)[len(by_loader) // 2]
+        t.add_row("  gnomon via line protocol", _fmt(lp, ",.0f"), *[""] * (len(systems) + 2))
+    per_row = {s: b / res.rows for s, b in res.bytes_on_disk.items()}
+    t.add_row("bytes on disk per row", *[_fmt(per_row.get(s), ".1f") for s in systems],
+              _ratio(per_row.get("influxdb"), per_row.get("gnomon")),
+              _ratio(per_row.get("duckdb"), per_row.get("gnomon")), "")  # fmt: skip
+    for part, b in res.gnomon_parts.items():
+        if b:
+            t.add_row(f"  gnomon {part}", f"{b / res.rows:.1f}", *[""] * (len(systems) + 2))
+    rss = {s: v / 2**20 for s, v in res.peak_rss.items()}
+    t.add_row("peak RSS MiB (server)", *[_fmt(rss.get(s), ",.0f") for s in systems],
+              _ratio(rss.get("influxdb"), rss.get("gnomon")), "", "")  # fmt: skip
+    t.add_section()
+    medians = res.query_ms()
+    for q in res.latencies:
+        if q in res.mismatches:
+            t.add_row(f"[red]{q}[/]", *["[red]MISMATCH[/]"] * len(systems), "", "", "")
+            continue
+        per = medians[q]
+        t.add_row(
+            f"{q} ms", *[_fmt(per.get(s), ",.1f") for s in systems],
+            _ratio(per.get("influxdb"), per.get("gnomon")),
+            _ratio(per.get("duckdb"), per.get("gnomon")),
+            verdict(f"{q} vs influxdb", f"{q} vs duckdb"),
+        )  # fmt: skip
+    console.print(t)
+    checked = sum(1 for q in res.checked if len(res.checked[q]) > 1)
+    console.print(
+        f"answers cross-checked for {checked} of {len(res.latencies)} query types "
+        f"({', '.join(systems)}); {len(res.mismatches)} mismatched"
+    )
+
+
+def write_json(res: Results, path: Path) -> None:
+    path.write_text(json.dumps(to_json(res), indent=2) + "\n")
+
+
+def write_png(res: Results, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    systems = [s for s in SYSTEMS if s in res.options.systems]
+    medians = res.query_ms()
+    names = list(medians)
+    fig, (ax_i, ax_q) = plt.subplots(
+        1, 2, figsize=(16, 6), gridspec_kw={"width_ratios": [1, 5]}, layout="constrained"
+    )
+    ingest = res.ingest_rows_per_s()
+    ax_i.bar(systems, [ingest.get(s, 0) for s in systems], color=["C0", "C1", "C2"][: len(systems)])
+    ax_i.set_title("ingest (rows/s, higher is better)")
+    width = 0.8 / max(1, len(systems))
+    for k, s in enumerate(systems):
+        xs = [i + k * width for i in range(len(names))]
+        ax_q.bar(xs, [medians[q].get(s, 0) for q in names], width, label=s, color=f"C{k}")
+    ax_q.set_xticks([i + width * (len(systems) - 1) / 2 for i in range(len(names))])
+    ax_q.set_xticklabels(names, rotation=45, ha="right")
+    ax_q.set_yscale("log")
+    ax_q.set_ylabel("median latency (ms, log)")
+    ax_q.set_title(f"TSBS cpu-only queries, {res.options.hosts} hosts, {res.rows:,} rows")
+    ax_q.legend()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

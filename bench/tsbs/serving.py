@@ -1,0 +1,106 @@
+"""What every served system of the benchmark needs: a server subprocess whose peak memory
+(RSS of its process tree) is sampled while it runs, its size on disk, and bounded waits."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import psutil
+
+from tests.support.procs import Server
+
+#: How often the memory sampler looks at the server.
+SAMPLE_S = 0.1
+
+
+class Process(Server):
+    """A server subprocess plus a thread recording the peak RSS of it and its children."""
+
+    def __init__(self, argv: Sequence[str], *, log: Path, env: dict[str, str] | None = None):
+        super().__init__(argv, log=log, env=env)
+        self.peak_rss = 0
+        self._stop = threading.Event()
+        self._sampler = threading.Thread(target=self._sample, daemon=True, name="rss-sampler")
+        self._sampler.start()
+
+    def _rss(self) -> int:
+        try:
+            proc = psutil.Process(self.pid)
+            procs = [proc, *proc.children(recursive=True)]
+            return sum(p.memory_info().rss for p in procs)
+        except psutil.Error:
+            return 0
+
+    def _sample(self) -> None:
+        while not self._stop.wait(SAMPLE_S):
+            self.peak_rss = max(self.peak_rss, self._rss())
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        self._stop.set()
+        self._sampler.join(timeout=5)
+        super().stop(timeout_s)
+
+
+class HttpClient:
+    """POSTs to one loopback server over keep-alive connections, one per calling thread, as
+    a long-running client would hold them (a new TCP connection per request would add its
+    setup to every latency)."""
+
+    def __init__(self, port: int, *, timeout_s: float = 300.0) -> None:
+        self.port = port
+        self.timeout_s = timeout_s
+        self._local = threading.local()
+
+    def post(self, target: str, body: bytes = b"") -> bytes:
+        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout_s)
+            self._local.conn = conn
+        try:
+            conn.request("POST", target, body=body)
+            resp = conn.getresponse()
+            data = resp.read()
+        except (http.client.HTTPException, OSError):
+            conn.close()
+            self._local.conn = None
+            raise
+        if resp.status >= 300:
+            raise RuntimeError(f"POST {target[:200]} -> {resp.status}: {data[:2000]!r}")
+        return data
+
+
+def disk_bytes(path: Path) -> int:
+    """Bytes allocated on disk under ``path`` (as ``du -B1``: preallocated sparse files count
+    for what they use, not their length)."""
+    total = 0
+    for dirpath, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, f)).st_blocks * 512
+            except FileNotFoundError:
+                continue  # removed by a compaction while we walk
+    return total
+
+
+def http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return bool(200 <= resp.status < 300)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def wait_until(check: Callable[[], bool], *, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"{what}: not ready after {timeout_s:.0f} s")

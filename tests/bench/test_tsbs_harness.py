@@ -1,0 +1,160 @@
+"""The TSBS harness at tiny scale: request bodies decode to the data they were built from,
+answers are normalised and compared across systems, and a whole run (real servers) produces
+the report's JSON with every query cross-checked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from rich.console import Console
+
+from bench.tsbs import check, report
+from bench.tsbs.cpu_only import FIELDS, TAGS, cpu_only_batches
+from bench.tsbs.influx import InfluxUnavailable, influxd_path, result_table
+from bench.tsbs.payloads import horaedb_request, line_protocol
+from bench.tsbs.queries import QUERY_TYPES
+from bench.tsbs.runner import Bench, Options
+from gnomon.proto import storage_pb2
+from node.ingest import line_protocol as lp_parser
+from node.ingest.horaedb import decode_table_request
+
+BATCH = next(cpu_only_batches(3, 4))
+
+
+def _sorted(t: pa.Table) -> pa.Table:
+    return t.select(["hostname", "timestamp", *TAGS[1:], *FIELDS]).sort_by(
+        [("timestamp", "ascending"), ("hostname", "ascending")]
+    )
+
+
+def test_line_protocol_body_parses_back_to_the_batch() -> None:
+    (rows,) = lp_parser.parse(line_protocol(BATCH).decode(), precision="ms")
+    assert _sorted(rows.arrow("timestamp")).equals(_sorted(BATCH))
+
+
+def test_horaedb_request_decodes_back_to_the_batch() -> None:
+    req = storage_pb2.WriteRequest.FromString(horaedb_request(BATCH))
+    assert req.context.database == "public"
+    rows = decode_table_request(req.table_requests[0])
+    assert _sorted(rows.arrow("timestamp")).equals(_sorted(BATCH))
+
+
+def test_influx_json_becomes_a_table_with_whole_numbers_as_floats() -> None:
+    doc = {
+        "results": [
+            {
+                "series": [
+                    {
+                        "name": "cpu",
+                        "tags": {"hostname": h},
+                        "columns": ["time", "mean"],
+                        "values": [[0, 100], [60_000, 1.5]],
+                    }
+                    for h in ("b", "a")
+                ]
+            }
+        ]
+    }
+    t = result_table(doc)
+    assert t.column_names == ["hostname", "time", "mean"]
+    assert t.column("mean").type == pa.float64()
+    assert t.column("mean").to_pylist() == [100.0, 1.5, 100.0, 1.5]
+
+
+def _sql_answer() -> pa.Table:
+    return pa.table(
+        {
+            "hour": pa.array([3_600_000, 0, 0], pa.timestamp("ms")),
+            "hostname": ["a", "a", "b"],
+            "mean_usage_user": [1.0, 2.0, 3.0],
+        }
+    )
+
+
+def test_answers_agree_across_naming_order_and_empty_buckets() -> None:
+    sql = check.normalise_sql(_sql_answer())
+    assert sql.keys == ["time", "hostname"]
+    influx = pa.table(
+        {
+            "hostname": ["b", "a", "a", "a"],
+            "time": [0, 0, 3_600_000, 7_200_000],
+            "mean": [3.0 + 1e-12, 2.0, 1.0, None],  # last bucket empty
+        }
+    )
+    assert check.diff(("gnomon", sql), ("influxdb", check.normalise_influx(influx, sql))) is None
+
+
+def test_a_differing_value_is_reported_with_the_rows() -> None:
+    sql = check.normalise_sql(_sql_answer())
+    other = _sql_answer().set_column(2, "mean_usage_user", pa.array([1.0, 2.0, 3.5]))
+    problem = check.diff(("gnomon", sql), ("duckdb", check.normalise_sql(other)))
+    assert problem is not None
+    assert "3.5" in problem and "gnomon" in problem and "duckdb" in problem
+
+
+def test_multi_field_last_compares_without_time() -> None:
+    sql = check.normalise_sql(
+        pa.table(
+            {"hostname": ["a"], "timestamp": pa.array([5], pa.timestamp("ms")), "usage_user": [1.0]}
+        )
+    )
+    influx = pa.table({"hostname": ["a"], "time": [0], "last_usage_idle": [9.0],
+                       "last_usage_user": [1.0]})  # fmt: skip
+    assert check.diff(("gnomon", sql), ("influxdb", check.normalise_influx(influx, sql))) is None
+
+
+def _run(tmp_path: Path, systems: tuple[str, ...]) -> dict[str, Any]:
+    opts = Options(
+        hosts=8, span_ms=3_600_000, reps=1, workers=2, batch=1_000, queries_per_type=1,
+        systems=systems, scratch=tmp_path, settle_quiet_s=1.0,
+    )  # fmt: skip
+    console = Console(width=160, record=True)
+    res = Bench(opts, console).run()
+    report.print_table(res, console)
+    assert "ingest rows/s" in console.export_text()
+    path = tmp_path / "out.json"
+    report.write_json(res, path)
+    report.write_png(res, tmp_path / "out.png")
+    assert (tmp_path / "out.png").stat().st_size > 0
+    doc: dict[str, Any] = json.loads(path.read_text())
+    assert doc["mismatches"] == {}
+    assert set(doc["ingest_rows_per_s"]) == set(systems)
+    assert all(v > 0 for v in doc["ingest_rows_per_s"].values())
+    assert list(doc["queries"]) == list(QUERY_TYPES)
+    for q, per in doc["queries"].items():
+        assert set(per) == set(systems), q
+        assert sorted(doc["checked"][q]) == sorted(systems), q
+    assert set(doc["bytes_per_row"]) == set(systems)
+    assert all(v > 0 for v in doc["bytes_per_row"].values())
+    return doc
+
+
+def test_whole_run_gnomon_and_duckdb(tmp_path: Path) -> None:
+    doc = _run(tmp_path, ("gnomon", "duckdb"))
+    assert doc["peak_rss_bytes"]["gnomon"] > 0
+    assert doc["ingest_rows_per_s_by_loader"]["gnomon-line-protocol"] > 0
+
+
+def test_whole_run_with_influxdb(tmp_path: Path) -> None:
+    try:
+        influxd_path()
+    except InfluxUnavailable as e:
+        pytest.skip(f"InfluxDB cannot be installed here: {e}")
+    doc = _run(tmp_path, ("gnomon", "influxdb", "duckdb"))
+    assert doc["peak_rss_bytes"]["influxdb"] > 0
+    assert "ingest vs influxdb" in doc["targets"]
+
+
+def test_gnomon_cli_has_the_bench_command() -> None:
+    from click.testing import CliRunner
+
+    from gnomon.cli import main
+
+    result = CliRunner().invoke(main, ["bench", "tsbs", "--help"])
+    assert result.exit_code == 0, result.output
+    for flag in ("--hosts", "--span", "--reps", "--workers", "--batch", "--json", "--png"):
+        assert flag in result.output
