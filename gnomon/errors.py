@@ -83,3 +83,12 @@ class Closed(GnomonError):
     """The component was closed; no more requests are accepted."""
 
     status = Status.UNAVAILABLE
+
+
+class NotLeader(Unavailable):
+    """A meta instance that is not the leader got a request only the leader serves; ``leader``
+    is the leader's endpoint when known, so the caller can go there."""
+
+    def __init__(self, message: str, *, leader: str = "") -> None:
+        super().__init__(message)
+        self.leader = leader

@@ -1,0 +1,1 @@
+"""The meta service: cluster topology, liveness, placement, failover and balancing (DESIGN §6)."""

@@ -1,0 +1,210 @@
+"""``gnomon meta`` (run a meta instance) and ``gnomon admin ...`` (inspect and operate a cluster
+through its meta service). Registered on the main command group by ``gnomon/cli.py``."""
+
+from __future__ import annotations
+
+import os
+import signal
+from types import FrameType
+
+import click
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from gnomon.errors import GnomonError
+from gnomon.proto import meta_pb2 as pb
+from meta.client import MetaClient
+from meta.core import MetaSettings
+from meta.server import MetaServer, ServerConfig
+
+#: Test seam read by ``gnomon meta``: ``"<kind>:<step>"`` exits the process right after that
+#: procedure step commits (see ``meta/runner.py``).
+CRASH_ENV = "GNOMON_META_CRASH_AFTER"
+
+console = Console()
+
+
+@click.command("meta")
+@click.option("--etcd", "etcd", required=True, help="etcd endpoints, HOST:PORT[,HOST:PORT...].")
+@click.option("--grpc-port", type=int, default=2390, show_default=True)
+@click.option("--bind", default="127.0.0.1", show_default=True)
+@click.option("--advertise", default=None, help="Endpoint others reach this instance at.")
+@click.option("--namespace", default="/gnomon", show_default=True, help="etcd key prefix.")
+@click.option("--shards", type=int, default=8, show_default=True, help="Shards of a new cluster.")
+@click.option("--node-ttl", type=int, default=10, show_default=True, help="Node lease TTL (s).")
+@click.option("--election-ttl", type=int, default=3, show_default=True, help="Leader lease (s).")
+@click.option("--interval", type=float, default=1.0, show_default=True, help="Round period (s).")
+def meta_command(
+    etcd: str,
+    grpc_port: int,
+    bind: str,
+    advertise: str | None,
+    namespace: str,
+    shards: int,
+    node_ttl: int,
+    election_ttl: int,
+    interval: float,
+) -> None:
+    """Run a meta service instance (several may run; one leads)."""
+    settings = MetaSettings(
+        shards=shards,
+        node_ttl_s=node_ttl,
+        interval_s=interval,
+        crash_after=os.environ.get(CRASH_ENV) or None,
+    )
+    config = ServerConfig(
+        etcd=etcd,
+        namespace=namespace,
+        bind=bind,
+        grpc_port=grpc_port,
+        advertise=advertise,
+        election_ttl_s=election_ttl,
+        settings=settings,
+    )
+    server = MetaServer(config)
+    port = server.start()
+    console.print(f"meta listening on {bind}:{port} (etcd {etcd})")
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        server.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    server.wait()
+
+
+_META = click.option(
+    "--meta", "meta", default="127.0.0.1:2390", show_default=True, help="Meta endpoints."
+)
+
+
+class _AdminGroup(click.Group):
+    """Gnomon errors of a subcommand become a one-line message and exit status 1."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except GnomonError as e:
+            console.print(f"[red]error:[/red] {e.message}")
+            ctx.exit(1)
+
+
+@click.group("admin", cls=_AdminGroup)
+def admin() -> None:
+    """Inspect and operate a cluster through its meta service."""
+
+
+def _client(meta: str) -> MetaClient:
+    return MetaClient(meta, retry_for_s=10.0)
+
+
+@admin.command()
+@_META
+def nodes(meta: str) -> None:
+    """Registered nodes, their liveness and load."""
+    with _client(meta) as client:
+        rows = client.nodes()
+    out = RichTable(title="nodes")
+    for col in ("name", "kind", "live", "load", "leader shards", "follower shards"):
+        out.add_column(col)
+    for n in rows:
+        kind = "compaction" if n.kind == pb.COMPACTION else "data"
+        out.add_row(
+            n.name,
+            kind,
+            "yes" if n.live else "no",
+            f"{n.load:.2f}",
+            str(n.leader_shards),
+            str(n.follower_shards),
+        )
+    console.print(out)
+
+
+@admin.command()
+@_META
+def shards(meta: str) -> None:
+    """Shards: leader, followers, epoch, status, tables and load."""
+    with _client(meta) as client:
+        rows = client.shards()
+    out = RichTable(title="shards")
+    for col in ("id", "leader", "followers", "epoch", "status", "tables", "load"):
+        out.add_column(col)
+    for s in rows:
+        out.add_row(
+            str(s.id),
+            s.leader or "-",
+            ",".join(s.followers) or "-",
+            str(s.epoch),
+            s.status,
+            str(s.tables),
+            f"{s.load:.2f}",
+        )
+    console.print(out)
+
+
+@admin.command()
+@_META
+def tables(meta: str) -> None:
+    """Tables and the shards they live in."""
+    with _client(meta) as client:
+        rows = client.tables()
+    out = RichTable(title="tables")
+    for col in ("id", "name", "shard", "partitions", "parent"):
+        out.add_column(col)
+    for t in rows:
+        out.add_row(
+            str(t.id),
+            t.name,
+            str(t.shard_id) if t.HasField("shard_id") else "-",
+            str(t.partitions or "-"),
+            str(t.parent_id) if t.HasField("parent_id") else "-",
+        )
+    console.print(out)
+
+
+def _finish(client: MetaClient, started: pb.ProcedureInfo) -> None:
+    """Wait for a procedure and print how it ended."""
+    with console.status(f"procedure {started.id} ({started.kind}) running"):
+        info = client.wait_procedure(started.id, timeout_s=120)
+    console.print(f"procedure {info.id} ({info.kind}): {info.status} {info.error}".rstrip())
+    if info.status != "done":
+        raise SystemExit(1)
+
+
+@admin.command()
+@_META
+@click.argument("shard_id", type=int)
+@click.argument("target")
+def migrate(meta: str, shard_id: int, target: str) -> None:
+    """Move the leadership of SHARD_ID to the data node TARGET."""
+    with _client(meta) as client:
+        _finish(client, client.migrate(shard_id, target))
+
+
+@admin.command()
+@_META
+@click.argument("shard_id", type=int)
+def split(meta: str, shard_id: int) -> None:
+    """Split SHARD_ID: half its tables go to a new shard on the same nodes."""
+    with _client(meta) as client:
+        _finish(client, client.split(shard_id))
+
+
+@admin.command()
+@_META
+@click.argument("shard_id", type=int)
+@click.argument("other_id", type=int)
+def merge(meta: str, shard_id: int, other_id: int) -> None:
+    """Merge OTHER_ID into SHARD_ID (OTHER_ID is dropped)."""
+    with _client(meta) as client:
+        _finish(client, client.merge(shard_id, other_id))
+
+
+@admin.command("switch-role")
+@_META
+@click.argument("shard_id", type=int)
+@click.argument("new_leader")
+def switch_role(meta: str, shard_id: int, new_leader: str) -> None:
+    """Make the follower NEW_LEADER lead SHARD_ID."""
+    with _client(meta) as client:
+        _finish(client, client.switch_role(shard_id, new_leader))

@@ -1,0 +1,156 @@
+"""Fixtures of the meta tests: a real etcd per module, meta instances as real subprocesses
+(``gnomon meta``) on free loopback ports, and simulated nodes that register and heartbeat
+through the real client library."""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from meta.cli import CRASH_ENV
+from meta.client import MetaClient, NodeAgent
+from meta.model import NodeKind
+from tests.support.etcd import EtcdServer
+from tests.support.procs import Server, free_port
+
+#: Short leases so failures are seen quickly; one scheduling round every INTERVAL_S.
+NODE_TTL_S = 2
+ELECTION_TTL_S = 2
+INTERVAL_S = 0.3
+
+
+def wait_until(predicate: Callable[[], bool], *, timeout_s: float = 20.0, what: str = "") -> None:
+    """Poll ``predicate`` (bounded); fail naming ``what`` if it never holds."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s}s waiting for {what or predicate}")
+        time.sleep(0.05)
+
+
+class MetaProcess:
+    """One ``gnomon meta`` instance; restartable on the same port and namespace."""
+
+    def __init__(self, etcd: str, namespace: str, workdir: Path, *, shards: int) -> None:
+        self.etcd = etcd
+        self.namespace = namespace
+        self.workdir = workdir
+        self.shards = shards
+        self.port = free_port()
+        self.server: Server | None = None
+        self.starts = 0
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, *, crash_after: str | None = None) -> None:
+        self.starts += 1
+        argv = [
+            sys.executable,
+            "-m",
+            "gnomon.cli",
+            "--log-level=INFO",
+            "meta",
+            f"--etcd={self.etcd}",
+            f"--grpc-port={self.port}",
+            f"--namespace={self.namespace}",
+            f"--shards={self.shards}",
+            f"--node-ttl={NODE_TTL_S}",
+            f"--election-ttl={ELECTION_TTL_S}",
+            f"--interval={INTERVAL_S}",
+        ]
+        env = {CRASH_ENV: crash_after} if crash_after else {}
+        log = self.workdir / f"meta-{self.port}-{self.starts}.log"
+        self.server = Server(argv, log=log, env=env)
+        self.server.wait_for_port(self.port)
+
+    def exit_code(self, timeout_s: float = 20.0) -> int:
+        """Wait for the process to exit by itself; its exit code."""
+        assert self.server is not None
+        return self.server.proc.wait(timeout=timeout_s)
+
+    def kill(self) -> None:
+        assert self.server is not None
+        self.server.kill()
+        self.server.proc.wait(timeout=10)
+        self.server.stop()
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+
+class Cluster:
+    """Meta instances sharing one namespace, plus simulated nodes."""
+
+    def __init__(self, etcd: EtcdServer, workdir: Path) -> None:
+        self.etcd = etcd
+        self.workdir = workdir
+        self.namespace = f"/test/{uuid.uuid4().hex[:12]}"
+        self.metas: list[MetaProcess] = []
+        self.agents: list[NodeAgent] = []
+        self.clients: list[MetaClient] = []
+
+    def meta(
+        self, *, shards: int = 6, start: bool = True, crash_after: str | None = None
+    ) -> MetaProcess:
+        m = MetaProcess(self.etcd.endpoint, self.namespace, self.workdir, shards=shards)
+        self.metas.append(m)
+        if start:
+            m.start(crash_after=crash_after)
+        return m
+
+    def client(self) -> MetaClient:
+        c = MetaClient([m.endpoint for m in self.metas], retry_for_s=30.0)
+        self.clients.append(c)
+        return c
+
+    def node(
+        self,
+        index: int,
+        *,
+        ttl_s: int = NODE_TTL_S,
+        kind: NodeKind = NodeKind.DATA,
+        load: Callable[[], float] = lambda: 0.0,
+    ) -> NodeAgent:
+        """A simulated node heartbeating every third of its TTL with the load ``load()``."""
+        agent = NodeAgent(
+            self.client(),
+            f"127.0.0.1:{20000 + index}",
+            kind,
+            ttl_s=ttl_s,
+            interval_s=ttl_s / 3,
+            load=lambda: (load(), {}),
+        )
+        agent.start()
+        self.agents.append(agent)
+        return agent
+
+    def close(self) -> None:
+        for agent in self.agents:
+            agent.stop()
+        for c in self.clients:
+            c.close()
+        for m in self.metas:
+            m.stop()
+
+
+@pytest.fixture(scope="module")
+def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer]:
+    server = EtcdServer(tmp_path_factory.mktemp("etcd"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def cluster(etcd: EtcdServer, tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(etcd, tmp_path)
+    yield c
+    c.close()
