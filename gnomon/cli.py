@@ -134,6 +134,7 @@ def demo(data_dir: str, hosts: int, hours: int) -> None:
 @click.option("--bind", default=None, help="Address to listen on [default: 127.0.0.1].")
 @click.option("--http-port", type=int, default=None, help="HTTP port [default: 5440].")
 @click.option("--grpc-port", type=int, default=None, help="gRPC port [default: 8831].")
+@click.option("--flight-port", type=int, default=None, help="Arrow Flight port [default: 8832].")
 @click.option(
     "--wal-sync",
     type=click.Choice(["always", "never"]),
@@ -153,6 +154,7 @@ def standalone(
     bind: str | None,
     http_port: int | None,
     grpc_port: int | None,
+    flight_port: int | None,
     wal_sync: str | None,
     max_request_bytes: int | None,
     advertise: str | None,
@@ -172,6 +174,7 @@ def standalone(
         "bind": bind,
         "http_port": http_port,
         "grpc_port": grpc_port,
+        "flight_port": flight_port,
         "wal_sync": wal_sync,
         "max_request_bytes": max_request_bytes,
     }
@@ -191,7 +194,8 @@ def standalone(
     http = f"{cfg.bind}:{server.http_port}"
     console.print(
         f"gnomon standalone: HTTP on {http}, gRPC (HoraeDB protocol) on "
-        f"{cfg.bind}:{server.grpc_port}, data in {os.path.abspath(cfg.data_dir)}\n"
+        f"{cfg.bind}:{server.grpc_port}, Arrow Flight on {cfg.bind}:{server.flight_port}, "
+        f"data in {os.path.abspath(cfg.data_dir)}\n"
         f'  query:  .venv/bin/gnomon sql --endpoint {http} -e "{_DEMO_QUERY}"\n'
         f"  shell:  .venv/bin/gnomon sql --endpoint {http}\n"
         f"  curl:   curl -s -X POST http://{http}/sql -H 'Content-Type: application/json' "
@@ -224,6 +228,54 @@ def sql(endpoint: str, statement: str | None) -> None:
         console.print(f"[red]error:[/red] {e.message}")
         raise SystemExit(1) from None
 
+
+class _BenchGroup(click.Group):
+    """The benchmarks live in the source tree's ``bench/`` package, imported only when one is
+    run (they pull in DuckDB, matplotlib ...)."""
+
+    _COMMANDS = {"tsbs": ("bench.tsbs.cli", "tsbs")}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(self._COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        import importlib
+        import sys
+
+        where = self._COMMANDS.get(cmd_name)
+        if where is None:
+            return None
+        module_name, attr = where
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as e:
+            if e.name not in ("bench", "bench.tsbs"):
+                raise
+            if not os.path.isdir(os.path.join("bench", "tsbs")):
+                raise click.ClickException(
+                    "the benchmarks live in the bench/ folder of the source tree: run "
+                    "`gnomon bench` from the root of a checkout"
+                ) from None
+            # Not installed: a source checkout, run from its root.
+            sys.path.insert(0, os.getcwd())
+            module = importlib.import_module(module_name)
+        command: click.Command = getattr(module, attr)
+        return command
+
+
+@main.group(cls=_BenchGroup)
+def bench() -> None:
+    """Benchmarks of gnomon beside its peers (run from the root of a source checkout)."""
+
+
+def _add_meta_commands() -> None:
+    from meta.cli import admin, meta_command
+
+    main.add_command(meta_command)
+    main.add_command(admin)
+
+
+_add_meta_commands()
 
 if __name__ == "__main__":
     main()

@@ -20,6 +20,8 @@ class StandaloneConfig:
     bind: str = "127.0.0.1"
     http_port: int = 5440
     grpc_port: int = 8831
+    #: Arrow Flight (bulk reads and writes, the Spark data source).
+    flight_port: int = 8832
     #: WAL sync policy: "always" (fsync before acknowledging) or "never".
     wal_sync: str = "always"
     #: Largest accepted request, in bytes.
@@ -27,7 +29,7 @@ class StandaloneConfig:
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
-        for port in (self.http_port, self.grpc_port):
+        for port in (self.http_port, self.grpc_port, self.flight_port):
             if not 0 <= port <= 65535:
                 raise InvalidArgument(f"invalid port {port}: must be 0..65535")
         if self.wal_sync not in ("always", "never"):

@@ -24,6 +24,7 @@ from node.engine.compaction.scheduler import CompactionScheduler
 from node.engine.gc import GcReport, collect
 from node.engine.manifest import Manifest
 from node.engine.options import TableOptions
+from node.engine.revisions import Revisions
 from node.engine.scan import Order, Scan, ScanRequest
 from node.engine.schema import Column, Schema
 from node.engine.sst.reader import SstFiles
@@ -163,10 +164,17 @@ class Engine:
             self._tables[info.name] = self._open_table(info)
         for table in self._tables.values():
             table.recover()
+        #: Revisioned batch ingest (reserve / stage / commit / abort), see revisions.py.
+        self.revisions = Revisions(meta, table=self.table, by_id=self._table_by_id)
+        self.revisions.recover()
         self._gc = _Periodic(config.gc_interval_s, self._gc_quietly, name="gnomon-gc")
 
     def _table_name(self, table_id: int) -> str | None:
-        return next((t.name for t in self._tables.values() if t.table_id == table_id), None)
+        table = self._table_by_id(table_id)
+        return None if table is None else table.name
+
+    def _table_by_id(self, table_id: int) -> Table | None:
+        return next((t for t in self._tables.values() if t.table_id == table_id), None)
 
     @classmethod
     def open(cls, data_dir: str, **config: object) -> Engine:
@@ -249,6 +257,7 @@ class Engine:
             compactor = self._compactors.pop(name)
         compactor.close()
         self.manifest.drop_table(info.table_id)
+        self.revisions.forget(info.table_id)
         self._wal.mark_deleted(
             STANDALONE_REGION, info.table_id, self._wal.last_seq(STANDALONE_REGION, info.table_id)
         )
@@ -425,12 +434,14 @@ class Engine:
                     now_ms=now,
                     grace_ms=self.config.gc_grace_ms,
                     pinned=None if compactor is None else compactor.pinned_version(),
+                    staged=self.revisions.staged_paths(t.table_id),
                 )
             )
         return report
 
     def _gc_quietly(self) -> None:
         try:
+            self.revisions.sweep()
             self.gc()
         except Exception as e:  # the next round retries; nothing is lost by waiting
             log.error("garbage collection failed", extra={"error": repr(e)})

@@ -60,11 +60,13 @@ def collect(
     now_ms: int,
     grace_ms: int,
     pinned: int | None = None,
+    staged: frozenset[str] | set[str] = frozenset(),
 ) -> GcReport:
     """Expire versions of the table and delete the files no kept version refers to.
     ``pinned`` is the oldest base version of a running compaction: it and later versions are
     kept, and no file is deleted meanwhile (the task's outputs are not referenced yet, and
-    a long task may have written its first ones more than the grace period ago)."""
+    a long task may have written its first ones more than the grace period ago). ``staged``
+    are files not referenced yet but still wanted (staged under an open revision)."""
     report = GcReport()
     versions = [(v.version, v.timestamp_ms) for v in manifest.versions(table_id)]
     keep = keep_from(versions, options, now_ms=now_ms, pinned=pinned)
@@ -74,7 +76,7 @@ def collect(
         return report
     referenced = manifest.referenced_paths(table_id)
     for obj in list(store.list(f"tables/{table_id}/")):
-        if obj.key in referenced or obj.mtime_ms > now_ms - grace_ms:
+        if obj.key in referenced or obj.key in staged or obj.mtime_ms > now_ms - grace_ms:
             continue
         if store.delete(obj.key):
             report.files_deleted += 1

@@ -45,6 +45,9 @@ class RecordOp(StrEnum):
     DELETE = "delete"
     #: One range tombstone, as JSON in the metadata of an empty batch.
     RANGE = "range"
+    #: Nothing: a sequence taken for rows that reach SSTs without the memtable (revisioned
+    #: batch ingest, see revisions.py); replays as nothing.
+    MARK = "mark"
 
 
 def encode_batch(batch: pa.RecordBatch, op: RecordOp = RecordOp.PUT) -> bytes:
@@ -143,6 +146,8 @@ class Table:
         """Insert a logged record into ``memtable``; records logged under an older schema are
         conformed to the memtable's."""
         schema = memtable.schema
+        if op is RecordOp.MARK:
+            return
         if op is RecordOp.RANGE:
             meta = batch.schema.metadata or {}
             memtable.add_range(replace(RangeTombstone.from_json(json.loads(meta[_RANGE])), seq=seq))
@@ -233,6 +238,14 @@ class Table:
         if memtable.nbytes >= self.info.options.write_buffer_size:
             self.freeze(memtable)
         return batch.num_rows
+
+    def reserve_seq(self) -> int:
+        """A WAL sequence for rows written straight to SSTs (revisioned ingest): they order
+        against the table's other writes as if written now."""
+        if self._closed:
+            raise Closed(f"table {self.name!r} is closed")
+        empty = pa.RecordBatch.from_pylist([], schema=pa.schema([]))
+        return self._wal.write(self._region, self.table_id, encode_batch(empty, RecordOp.MARK))
 
     def freeze(self, expected: Memtable | None = None) -> bool:
         """Make the active memtable immutable and ask for it to be flushed. With ``expected``,

@@ -22,6 +22,7 @@ from node.engine.engine import Engine
 from node.ingest.writer import Ingestor
 from node.server import logfmt
 from node.server.arrow_wire import DEFAULT_COMPRESS_MIN_BYTES
+from node.server.flight import FlightService
 from node.server.grpc_service import GrpcServer, StorageService
 from node.server.http import HttpApp, HttpServer
 from node.server.metrics import Labels, Registry
@@ -38,9 +39,10 @@ def _parse_endpoint(text: str) -> tuple[str, int]:
 
 
 class Standalone:
-    """The engine plus both servers. ``start`` opens and serves, ``stop`` stops accepting,
-    lets requests in flight finish, flushes and closes the engine. Ports given as 0 are
-    picked free; read the actual ones from :attr:`http_port` / :attr:`grpc_port`."""
+    """The engine plus its servers (HTTP, gRPC, Arrow Flight). ``start`` opens and serves,
+    ``stop`` stops accepting, lets requests in flight finish, flushes and closes the engine.
+    Ports given as 0 are picked free; read the actual ones from :attr:`http_port`,
+    :attr:`grpc_port` and :attr:`flight_port`."""
 
     def __init__(
         self,
@@ -48,6 +50,7 @@ class Standalone:
         *,
         http_port: int = 5440,
         grpc_port: int = 8831,
+        flight_port: int = 8832,
         bind: str = "127.0.0.1",
         wal_sync: str = "always",
         max_request_bytes: int = 256 * 1024**2,
@@ -60,6 +63,7 @@ class Standalone:
         self.bind = bind
         self.http_port = http_port
         self.grpc_port = grpc_port
+        self.flight_port = flight_port
         self.wal_sync = wal_sync
         self.max_request_bytes = max_request_bytes
         self.advertise = _parse_endpoint(advertise) if advertise else None
@@ -70,6 +74,7 @@ class Standalone:
         self.engine: Engine | None = None
         self._grpc: GrpcServer | None = None
         self._http: HttpServer | None = None
+        self._flight: FlightService | None = None
         self._stop_lock = threading.Lock()
 
     @classmethod
@@ -84,6 +89,7 @@ class Standalone:
             cfg.data_dir,
             http_port=cfg.http_port,
             grpc_port=cfg.grpc_port,
+            flight_port=cfg.flight_port,
             bind=cfg.bind,
             wal_sync=cfg.wal_sync,
             max_request_bytes=cfg.max_request_bytes,
@@ -124,6 +130,14 @@ class Standalone:
             )
             self._http = HttpServer(app, bind=self.bind, port=self.http_port)
             self.http_port = self._http.start()
+            self._flight = FlightService(
+                engine,
+                bind=self.bind,
+                port=self.flight_port,
+                advertise_host=None if self.advertise is None else self.advertise[0],
+                metrics=self.metrics,
+            )
+            self.flight_port = self._flight.port
         except BaseException:
             self.stop()
             raise
@@ -133,27 +147,39 @@ class Standalone:
                 "data_dir": self.data_dir,
                 "http": f"{self.bind}:{self.http_port}",
                 "grpc": f"{self.bind}:{self.grpc_port}",
+                "flight": f"{self.bind}:{self.flight_port}",
             },
         )
 
     def stop(self) -> None:
-        """Stop both servers (requests in flight get ``grace_s`` to finish), then flush and
+        """Stop the servers (requests in flight get ``grace_s`` to finish), then flush and
         close the engine. Safe to call more than once."""
         with self._stop_lock:
             grpc_server, self._grpc = self._grpc, None
             http_server, self._http = self._http, None
+            flight_server, self._flight = self._flight, None
             engine, self.engine = self.engine, None
             stopper = None
             if grpc_server is not None:
-                # Both servers drain at once, so stopping takes one grace period, not two.
+                # The servers drain at once, so stopping takes one grace period, not three.
                 stopper = threading.Thread(
                     target=grpc_server.stop, args=(self.grace_s,), name="gnomon-grpc-stop"
                 )
                 stopper.start()
+            flight_stopper = None
+            if flight_server is not None:
+                # Flight's shutdown waits for every call in flight, without a limit of its
+                # own: give it the grace period, then close the engine under what remains.
+                flight_stopper = threading.Thread(
+                    target=flight_server.shutdown, name="gnomon-flight-stop", daemon=True
+                )
+                flight_stopper.start()
             if http_server is not None:
                 http_server.stop(self.grace_s)
             if stopper is not None:
                 stopper.join()
+            if flight_stopper is not None:
+                flight_stopper.join(self.grace_s)
             if engine is not None:
                 engine.close()
                 log.info("engine closed", extra={"data_dir": self.data_dir})
@@ -246,9 +272,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--config", help="TOML file with a [standalone] table")
     parser.add_argument("--data-dir", dest="data_dir")
-    parser.add_argument("--bind", help="address both servers listen on")
+    parser.add_argument("--bind", help="address the servers listen on")
     parser.add_argument("--http-port", dest="http_port", type=int)
     parser.add_argument("--grpc-port", dest="grpc_port", type=int)
+    parser.add_argument("--flight-port", dest="flight_port", type=int, help="Arrow Flight port")
     parser.add_argument("--wal-sync", dest="wal_sync", choices=["always", "never"])
     parser.add_argument("--max-request-bytes", dest="max_request_bytes", type=int)
     parser.add_argument("--log-level", dest="log_level")
@@ -271,6 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "bind",
             "http_port",
             "grpc_port",
+            "flight_port",
             "wal_sync",
             "max_request_bytes",
             "log_level",

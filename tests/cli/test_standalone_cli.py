@@ -29,6 +29,8 @@ def test_standalone_serves_sql_and_stops_gracefully(tmp_path: Path) -> None:
             str(http),
             "--grpc-port",
             str(grpc),
+            "--flight-port",
+            "0",
         ],
         log=tmp_path / "server.log",
         cwd=ROOT,

@@ -76,6 +76,8 @@ def start_standalone(data_dir: Path, log: Path, *extra: str) -> Running:
             str(MAX_REQUEST_BYTES),
             "--compress-min-bytes",
             str(COMPRESS_MIN_BYTES),
+            "--flight-port",
+            "0",
             *extra,
         ],
         log=log,

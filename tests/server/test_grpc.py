@@ -215,6 +215,7 @@ def test_route_with_advertised_endpoint_and_direct_sdk(tmp_path: Path) -> None:
         str(tmp_path / "data"),
         http_port=0,
         grpc_port=grpc_port,
+        flight_port=0,
         wal_sync="never",
         advertise=f"127.0.0.1:{grpc_port}",
     ) as server:

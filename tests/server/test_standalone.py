@@ -115,7 +115,9 @@ def test_port_in_use_fails_start_and_releases_the_engine(tmp_path: Path) -> None
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        server = Standalone(str(tmp_path / "data"), http_port=port, grpc_port=0, wal_sync="never")
+        server = Standalone(
+            str(tmp_path / "data"), http_port=port, grpc_port=0, flight_port=0, wal_sync="never"
+        )
         with pytest.raises(OSError):
             server.start()
     # The engine was closed again: the data directory opens cleanly.

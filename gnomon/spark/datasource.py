@@ -1,0 +1,383 @@
+"""The ``gnomon`` PySpark data source (Python Data Source API of pyspark 4): reads a table
+over Arrow Flight, one Spark partition per time split of one pinned manifest version, with
+filter pushdown; writes a DataFrame as one revision of the table (reserve on the driver, stage
+in the tasks, publish on commit, cancel on abort).
+
+Read options: ``endpoint`` (host:port of a node's Flight endpoint), ``table``,
+``versionAsOf`` (a manifest version) or ``timestampAsOf`` (ms since the epoch, or an ISO-8601
+time; UTC if it names no zone), ``maxSplits`` (default 64) and ``minSplitRows`` (default
+1000000): the scan is cut into time splits of about equal rows, as many as these allow.
+Columns are pruned by giving a schema with fewer columns
+(``spark.read.format("gnomon").schema("host string, v double")``) since Python data sources
+get no pruning call from Spark. ``scanId`` names the scan on the node, whose ``scan_stats``
+action then reports what it read.
+
+Write options: ``endpoint``, ``table``; with ``mode("overwrite")``, ``overwriteFrom`` /
+``overwriteTo`` bound the replaced time range (ms or ISO-8601; default all time);
+``leaseSeconds`` (default 600: running tasks renew it, and it must cover the stages before
+the write's; a job whose driver and tasks all vanished is cancelled that long after, and
+holds back later revisions until then),
+``commitWaitSeconds`` (how long the commit waits for earlier revisions to publish, default
+300).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import decimal
+import logging
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    IsNotNull,
+    IsNull,
+    LessThan,
+    LessThanOrEqual,
+    Not,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from gnomon.errors import GnomonError, InvalidArgument, NotFound
+from gnomon.spark.client import FlightClient
+from gnomon.spark.ticket import ScanSpec
+
+log = logging.getLogger("gnomon.spark")
+
+#: Catalog column type -> (Spark type, the Arrow type Spark exchanges it as). Unsigned
+#: integers widen to the next signed type (uint64 to a 20-digit decimal).
+_TYPES: dict[str, tuple[DataType, pa.DataType]] = {
+    "timestamp": (TimestampType(), pa.timestamp("us", tz="UTC")),
+    "double": (DoubleType(), pa.float64()),
+    "float": (FloatType(), pa.float32()),
+    "string": (StringType(), pa.string()),
+    "varbinary": (BinaryType(), pa.binary()),
+    "boolean": (BooleanType(), pa.bool_()),
+    "date": (DateType(), pa.date32()),
+    "int8": (ByteType(), pa.int8()),
+    "int16": (ShortType(), pa.int16()),
+    "int32": (IntegerType(), pa.int32()),
+    "int64": (LongType(), pa.int64()),
+    "uint8": (ShortType(), pa.int16()),
+    "uint16": (IntegerType(), pa.int32()),
+    "uint32": (LongType(), pa.int64()),
+    "uint64": (DecimalType(20, 0), pa.decimal128(20, 0)),
+}
+#: The implicit series id (tables without a PRIMARY KEY): computed by the node, not shown.
+_TSID = "tsid"
+
+
+def register(spark: Any) -> None:
+    """Register the ``gnomon`` format on a session and enable the filter pushdown it uses
+    (Spark refuses a reader with ``pushFilters`` unless that setting is on)."""
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    spark.dataSource.register(GnomonDataSource)
+
+
+def _require(options: Any, key: str) -> str:
+    value = options.get(key)
+    if not value:
+        raise InvalidArgument(f"gnomon data source: option {key!r} is required")
+    return str(value)
+
+
+def _ms(value: str) -> int:
+    """Milliseconds since the epoch from an integer or an ISO-8601 time (UTC if naive)."""
+    if value.lstrip("-").isdigit():
+        return int(value)
+    try:
+        t = dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidArgument(f"invalid time {value!r}: expected ms or ISO-8601") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.UTC)
+    return int(t.timestamp() * 1000)
+
+
+@dataclass(frozen=True)
+class _Column:
+    name: str
+    type: str
+    nullable: bool
+
+
+def _columns(endpoint: str, table: str) -> list[_Column]:
+    with FlightClient(endpoint) as client:
+        schema = client.describe(table)["schema"]
+    implicit = schema["primary_key"][0] == _TSID and any(
+        c["name"] == _TSID for c in schema["columns"]
+    )
+    return [
+        _Column(c["name"], c["type"], bool(c.get("nullable", True)))
+        for c in schema["columns"]
+        if not (implicit and c["name"] == _TSID)
+    ]
+
+
+def spark_schema(columns: Sequence[_Column]) -> StructType:
+    return StructType([StructField(c.name, _TYPES[c.type][0], c.nullable) for c in columns])
+
+
+def _spark_arrow(schema: StructType, types: dict[str, str]) -> pa.Schema:
+    return pa.schema(
+        [pa.field(f.name, _TYPES[types[f.name]][1], nullable=f.nullable) for f in schema.fields]
+    )
+
+
+class GnomonDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "gnomon"
+
+    def _columns(self) -> list[_Column]:
+        return _columns(_require(self.options, "endpoint"), _require(self.options, "table"))
+
+    def schema(self) -> StructType:
+        return spark_schema(self._columns())
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return GnomonReader(self.options, schema, {c.name: c.type for c in self._columns()})
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+        return GnomonWriter(self.options, schema, overwrite)
+
+
+# -- reading -------------------------------------------------------------------------------------
+
+
+class GnomonSplit(InputPartition):  # type: ignore[misc]
+    """One (owner, time split) of the scan: the ticket and where to redeem it."""
+
+    def __init__(self, ticket: bytes, locations: list[str]) -> None:
+        super().__init__(ticket)
+        self.ticket = ticket
+        self.locations = locations
+
+
+def _filter_value(value: Any, column_type: str) -> tuple[bool, Any]:
+    """(pushable, value in the wire form of ``gnomon.spark.ticket``)."""
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.UTC)
+        micros = round(value.timestamp() * 1_000_000)
+        # Only whole milliseconds: the node stores ms and compares exactly.
+        return micros % 1000 == 0, micros // 1000
+    if isinstance(value, dt.date):
+        return True, value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return value == value.to_integral_value(), int(value)
+    if isinstance(value, bytes | bytearray) or column_type == "varbinary":
+        return False, None
+    return True, value
+
+
+class GnomonReader(DataSourceReader):  # type: ignore[misc]
+    def __init__(self, options: Any, schema: StructType, types: dict[str, str]) -> None:
+        self.endpoint = _require(options, "endpoint")
+        self.table = _require(options, "table")
+        self.types = types
+        self.columns = [f.name for f in schema.fields]
+        for c in self.columns:
+            if c not in types:
+                raise NotFound(f"table {self.table!r} has no column {c!r}")
+        self.arrow_schema = _spark_arrow(schema, types)
+        version = options.get("versionAsOf")
+        timestamp = options.get("timestampAsOf")
+        self.version = int(version) if version is not None else None
+        self.timestamp_ms = _ms(str(timestamp)) if timestamp is not None else None
+        self.max_splits = int(options.get("maxSplits", 64))
+        self.min_split_rows = int(options.get("minSplitRows", 1_000_000))
+        self.scan_id = options.get("scanId")
+        self.filters: list[tuple[str, str, Any]] = []
+
+    def _convert(self, f: Filter) -> tuple[str, str, Any] | None:
+        negated = isinstance(f, Not)
+        # Every filter class but Not has ``attribute``; the comparisons also ``value``.
+        inner: Any = f.child if isinstance(f, Not) else f
+        if len(inner.attribute) != 1 or inner.attribute[0] not in self.types:
+            return None
+        name = inner.attribute[0]
+        kind = self.types[name]
+        if isinstance(inner, IsNull | IsNotNull):
+            null = isinstance(inner, IsNull) != negated
+            return (name, "is_null" if null else "is_not_null", None)
+        ops: dict[type, tuple[str, str]] = {
+            EqualTo: ("=", "!="),
+            GreaterThan: (">", "<="),
+            GreaterThanOrEqual: (">=", "<"),
+            LessThan: ("<", ">="),
+            LessThanOrEqual: ("<=", ">"),
+        }
+        if isinstance(inner, In) and not negated:
+            converted = [_filter_value(v, kind) for v in inner.value]
+            if not all(ok for ok, _ in converted) or any(v is None for _, v in converted):
+                return None
+            return (name, "in", [v for _, v in converted])
+        names = ops.get(type(inner))
+        if names is None:
+            return None
+        ok, value = _filter_value(inner.value, kind)
+        if not ok or value is None:
+            return None
+        return (name, names[1] if negated else names[0], value)
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        for f in filters:
+            converted = self._convert(f)
+            if converted is None:
+                yield f
+            else:
+                self.filters.append(converted)
+
+    def _spec(self) -> ScanSpec:
+        return ScanSpec(
+            table=self.table,
+            columns=self.columns,
+            filters=self.filters,
+            version=self.version,
+            timestamp_ms=self.timestamp_ms,
+            max_splits=self.max_splits,
+            min_split_rows=self.min_split_rows,
+            scan_id=self.scan_id,
+        )
+
+    def partitions(self) -> Sequence[InputPartition]:
+        with FlightClient(self.endpoint) as client:
+            info = client.plan(self._spec())
+        return [
+            GnomonSplit(ep.ticket.ticket, [str(loc.uri.decode()) for loc in ep.locations])
+            for ep in info.endpoints
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        import pyarrow.flight as flight
+
+        assert isinstance(partition, GnomonSplit)
+        endpoint = flight.FlightEndpoint(
+            partition.ticket, [flight.Location(uri) for uri in partition.locations]
+        )
+        with FlightClient(self.endpoint) as client:
+            for batch in client.read(endpoint):
+                # Vectorised casts to the types Spark exchanges (µs UTC timestamps, widened
+                # unsigned integers).
+                yield batch.cast(self.arrow_schema) if batch.schema != self.arrow_schema else batch
+
+
+# -- writing -------------------------------------------------------------------------------------
+
+
+@dataclass
+class GnomonCommit(WriterCommitMessage):  # type: ignore[misc]
+    rows: int
+
+
+class GnomonWriter(DataSourceArrowWriter):  # type: ignore[misc]
+    """Created on the driver, which reserves the job's revision; pickled to the tasks."""
+
+    def __init__(self, options: Any, schema: StructType, overwrite: bool) -> None:
+        self.endpoint = _require(options, "endpoint")
+        self.table = _require(options, "table")
+        columns = {c.name: c for c in _columns(self.endpoint, self.table)}
+        for f in schema.fields:
+            if f.name not in columns:
+                raise NotFound(f"table {self.table!r} has no column {f.name!r}")
+        # Spark's Arrow types -> the catalog's (timestamps truncated to ms, unsigned narrowed).
+        target = {
+            "timestamp": pa.timestamp("ms"),
+            **{k: pa.type_for_alias(k) for k in ("uint8", "uint16", "uint32", "uint64")},
+        }
+        self.target = pa.schema(
+            [
+                pa.field(f.name, target.get(columns[f.name].type, _TYPES[columns[f.name].type][1]))
+                for f in schema.fields
+            ]
+        )
+        self.commit_wait_s = float(options.get("commitWaitSeconds", 300))
+        self.lease_s = float(options.get("leaseSeconds", 600))
+        time_range: tuple[int | None, int | None] | None = None
+        if overwrite:
+            lo, hi = options.get("overwriteFrom"), options.get("overwriteTo")
+            time_range = (
+                None if lo is None else _ms(str(lo)),
+                None if hi is None else _ms(str(hi)),
+            )
+        with FlightClient(self.endpoint) as client:
+            self.revision = client.reserve(
+                self.table,
+                mode="overwrite" if overwrite else "append",
+                time_range=time_range,
+                owner=f"spark-{uuid.uuid4().hex[:12]}",
+                lease_ms=int(self.lease_s * 1000),
+            )
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> GnomonCommit:  # type: ignore[override]
+        def cast() -> Iterator[pa.RecordBatch]:
+            for b in iterator:
+                yield b.cast(self.target, safe=False) if b.schema != self.target else b
+
+        # While the task runs (its input may take long to compute), it keeps the revision's
+        # lease: only a job whose every task and driver vanished lets it expire.
+        done = threading.Event()
+        beat = threading.Thread(target=self._heartbeat, args=(done,), daemon=True)
+        beat.start()
+        try:
+            with FlightClient(self.endpoint) as client:
+                rows = client.put(self.table, cast(), self.target, revision=self.revision)
+        finally:
+            done.set()
+            beat.join(timeout=10)
+        return GnomonCommit(rows)
+
+    def _heartbeat(self, done: threading.Event) -> None:
+        with FlightClient(self.endpoint) as client:
+            while not done.wait(self.lease_s / 4):
+                try:
+                    client.action("heartbeat", table=self.table, revision=self.revision)
+                except GnomonError as e:  # the put reports what matters
+                    log.warning("revision heartbeat failed", extra={"error": e.message})
+                    return
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        with FlightClient(self.endpoint) as client:
+            state = client.commit(self.table, self.revision, wait_s=self.commit_wait_s)
+        if state != "latest":
+            log.warning(
+                "revision committed but not yet visible: an earlier one is still being written",
+                extra={"table": self.table, "revision": self.revision, "state": state},
+            )
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        # NotFound: already cancelled (its lease ran out).
+        with FlightClient(self.endpoint) as client, contextlib.suppress(NotFound):
+            client.abort(self.table, self.revision)

@@ -1,0 +1,426 @@
+"""The Arrow Flight endpoint of a node (DESIGN §9): bulk reads and writes of tables as Arrow.
+
+- ``get_flight_info(descriptor = ScanSpec JSON)``: pins the table's manifest version (flushing
+  its memtables first unless the request names a version or timestamp) and describes its time
+  splits: one endpoint per split, located at the table's owner (the address route answers
+  name), whose ticket is a ``ScanSpec`` carrying the pinned version, the split's time range
+  and a scan id ``<scan_id>/<split>`` (the request's ``scan_id``, or a fresh one).
+- ``do_get(ticket = ScanSpec JSON)``: streams the engine scan as record batches; when the
+  stream ends its statistics are kept under the scan id for ``scan_stats``.
+- ``do_put(descriptor = PutSpec JSON)``: rows written like any other write, or staged under a
+  reserved revision (invisible until it is committed).
+- ``do_action``: ``describe``, ``reserve``, ``commit``, ``abort``, ``heartbeat`` (the revision
+  protocol, node/engine/revisions.py) and ``scan_stats`` (of one ticket, or summed over a
+  planned scan's tickets: SSTs and row groups read out of the total, rows returned), so
+  pushdown is observable; bodies and results are JSON.
+
+Errors are gnomon errors as Flight errors: the message is the gnomon message and
+``extra_info`` is JSON ``{"error": class name, "status": code, "retryable": bool}``, from which
+clients rebuild the gnomon error. Unavailable and Conflict travel as FlightUnavailableError,
+the rest as FlightServerError.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, replace
+from typing import Any, TypeVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.flight as flight
+
+from gnomon.errors import GnomonError, InvalidArgument, NotFound, Status
+from gnomon.spark.ticket import PutSpec, ScanSpec
+from node.engine.engine import Engine
+from node.engine.scan import Scan
+from node.engine.schema import Column, ColumnType, Schema
+from node.server.metrics import Registry
+from node.server.status import message_of
+
+log = logging.getLogger("gnomon.flight")
+
+T = TypeVar("T")
+
+#: Rows buffered from a ``do_put`` stream before they are written: larger writes are cheaper
+#: per row, and a staged revision gets fewer, larger SSTs.
+PUT_CHUNK_BYTES = 64 * 1024**2
+#: Scan statistics kept for ``scan_stats`` (the newest ones).
+STATS_KEPT = 4096
+
+
+def flight_error(e: BaseException) -> flight.FlightError:
+    info = json.dumps(
+        {
+            "error": type(e).__name__ if isinstance(e, GnomonError) else "GnomonError",
+            "status": int(e.status) if isinstance(e, GnomonError) else int(Status.INTERNAL),
+            "retryable": bool(isinstance(e, GnomonError) and e.retryable),
+        }
+    ).encode()
+    if isinstance(e, GnomonError) and e.retryable:
+        return flight.FlightUnavailableError(message_of(e), info)
+    return flight.FlightServerError(message_of(e), info)
+
+
+def _guarded(what: str, fn: Callable[[], T]) -> T:
+    try:
+        return fn()
+    except flight.FlightError:
+        raise
+    except Exception as e:
+        if not isinstance(e, GnomonError):
+            log.exception("flight request failed", extra={"rpc": what})
+        raise flight_error(e) from None
+
+
+# -- filters -------------------------------------------------------------------------------------
+
+
+def _literal(column: Column, value: Any) -> pa.Scalar[Any]:
+    try:
+        if column.type is ColumnType.TIMESTAMP:
+            lit: pa.Scalar[Any] = pa.scalar(int(value), pa.int64()).cast(pa.timestamp("ms"))
+        else:
+            lit = pa.scalar(value).cast(column.type.arrow())
+        return lit
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError, ValueError) as e:
+        raise InvalidArgument(
+            f"filter value {value!r} does not fit column {column.name!r} ({column.type}): {e}"
+        ) from None
+
+
+_COMPARE: dict[str, Callable[..., pc.Expression]] = {
+    "=": pc.equal,
+    "!=": pc.not_equal,
+    "<": pc.less,
+    "<=": pc.less_equal,
+    ">": pc.greater,
+    ">=": pc.greater_equal,
+}
+
+
+def compile_filters(
+    spec: ScanSpec, schema: Schema
+) -> tuple[pc.Expression | None, tuple[int | None, int | None]]:
+    """The filters as one predicate, with comparisons of the timestamp key folded into the
+    time range instead (so SSTs and row groups are pruned by time)."""
+    lo, hi = spec.time_range
+    parts: list[pc.Expression] = []
+    for name, op, value in spec.filters:
+        if not schema.has_column(name):
+            raise InvalidArgument(f"table {spec.table!r} has no column {name!r}")
+        column = schema.column(name)
+        if name == schema.timestamp_key and op in ("=", "<", "<=", ">", ">="):
+            v = int(value)
+            if op in ("=", ">="):
+                lo = v if lo is None else max(lo, v)
+            if op == ">":
+                lo = v + 1 if lo is None else max(lo, v + 1)
+            if op in ("=", "<="):
+                hi = v + 1 if hi is None else min(hi, v + 1)
+            if op == "<":
+                hi = v if hi is None else min(hi, v)
+            continue
+        f = pc.field(name)
+        if op == "is_null":
+            parts.append(f.is_null())
+        elif op == "is_not_null":
+            parts.append(pc.is_valid(f))
+        elif op == "in":
+            values = pa.array([_literal(column, v).as_py() for v in value], column.type.arrow())
+            parts.append(f.isin(values))
+        else:
+            parts.append(_COMPARE[op](f, _literal(column, value)))
+    predicate: pc.Expression | None = None
+    for p in parts:
+        predicate = p if predicate is None else predicate & p
+    return predicate, (lo, hi)
+
+
+def time_splits(
+    windows: dict[int, int],
+    segment_ms: int,
+    lo: int | None,
+    hi: int | None,
+    *,
+    max_splits: int,
+    min_split_rows: int,
+) -> list[tuple[int | None, int | None]]:
+    """[lo, hi) cut at segment-window starts into contiguous splits covering it, holding about
+    as many rows each (``windows``: rows per window start), at most ``max_splits`` of them and
+    none much below ``min_split_rows`` (a Spark task per split costs more than a few rows)."""
+    inside = sorted(
+        (w, n)
+        for w, n in windows.items()
+        if (lo is None or w + segment_ms > lo) and (hi is None or w < hi)
+    )
+    total = sum(n for _, n in inside)
+    count = min(max_splits, len(inside), max(1, -(-total // max(1, min_split_rows))))
+    if count <= 1:
+        return [(lo, hi)]
+    cumulative = np.cumsum([n for _, n in inside])
+    cuts: list[int] = []
+    for k in range(1, count):
+        # The window whose rows start past the k-th share begins a split.
+        i = int(np.searchsorted(cumulative, total * k / count, side="left")) + 1
+        if i < len(inside) and (not cuts or inside[i][0] > cuts[-1]):
+            cuts.append(inside[i][0])
+    bounds: list[int | None] = [lo, *cuts, hi]
+    return [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
+
+
+# -- the server ----------------------------------------------------------------------------------
+
+
+class FlightService(flight.FlightServerBase):  # type: ignore[misc]
+    """Serves one engine; serving starts on construction (``port`` 0 picks a free one, see
+    :attr:`port`). ``advertise_host`` is the host the route answers name for this node's
+    tables: endpoints are located there; without it (like route answers without an advertised
+    address) they carry no location, which tells clients to redeem tickets where they asked."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        bind: str = "127.0.0.1",
+        port: int = 0,
+        advertise_host: str | None = None,
+        metrics: Registry | None = None,
+    ) -> None:
+        super().__init__(f"grpc+tcp://{bind}:{port}")
+        self.engine = engine
+        self.owners: list[str | flight.Location] = (
+            []
+            if advertise_host is None
+            else [flight.Location.for_grpc_tcp(advertise_host, self.port)]
+        )
+        self.metrics = metrics
+        self._stats: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._stats_lock = threading.Lock()
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    def get_schema(
+        self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
+    ) -> pa.Schema:
+        return _guarded(
+            "get_schema", lambda: self._schema(ScanSpec.from_json(descriptor.command or b""))
+        )
+
+    def _schema(self, spec: ScanSpec) -> pa.Schema:
+        schema = self.engine.describe(spec.table).schema.arrow()
+        if spec.columns is None:
+            return schema
+        for c in spec.columns:
+            if c not in schema.names:
+                raise InvalidArgument(f"table {spec.table!r} has no column {c!r}")
+        return pa.schema([schema.field(c) for c in spec.columns])
+
+    def get_flight_info(
+        self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
+    ) -> flight.FlightInfo:
+        return _guarded("get_flight_info", lambda: self._flight_info(descriptor))
+
+    def _flight_info(self, descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
+        spec = ScanSpec.from_json(descriptor.command or b"")
+        info = self.engine.describe(spec.table)
+        schema = self._schema(spec)
+        _, (lo, hi) = compile_filters(spec, info.schema)
+        table = self.engine.table(spec.table)
+        if spec.version is not None:
+            version = table.manifest.at_version(table.table_id, spec.version)
+        elif spec.timestamp_ms is not None:
+            version = table.manifest.at_timestamp(table.table_id, spec.timestamp_ms)
+        else:
+            # A pinned version holds flushed data only: flush so it holds every write so far.
+            table.flush()
+            version = table.manifest.current(table.table_id)
+        seg = info.options.segment_duration_ms
+        data = [f for f in version.files if f.is_data]
+        windows: dict[int, int] = {}
+        for f in data:
+            w = f.min_ts // seg * seg
+            windows[w] = windows.get(w, 0) + f.rows
+        endpoints = []
+        splits = time_splits(
+            windows,
+            seg,
+            lo,
+            hi,
+            max_splits=max(1, spec.max_splits),
+            min_split_rows=spec.min_split_rows,
+        )
+        scan_id = spec.scan_id or uuid.uuid4().hex
+        for i, split in enumerate(splits):
+            ticket = replace(
+                spec,
+                time_range=split,
+                version=version.version,
+                timestamp_ms=None,
+                scan_id=f"{scan_id}/{i}",
+            )
+            endpoints.append(flight.FlightEndpoint(ticket.to_json(), self.owners))
+        rows = sum(f.rows for f in data)
+        size = sum(f.size for f in data)
+        return flight.FlightInfo(
+            schema,
+            descriptor,
+            endpoints,
+            rows,
+            size,
+            app_metadata=json.dumps({"version": version.version}).encode(),
+        )
+
+    def do_get(
+        self, context: flight.ServerCallContext, ticket: flight.Ticket
+    ) -> flight.FlightDataStream:
+        def run() -> flight.FlightDataStream:
+            spec = ScanSpec.from_json(ticket.ticket)
+            info = self.engine.describe(spec.table)
+            predicate, time_range = compile_filters(spec, info.schema)
+            scan = self.engine.plan_scan(
+                spec.table,
+                columns=spec.columns,
+                time_range=time_range,
+                predicate=predicate,
+                version=spec.version,
+                timestamp_ms=spec.timestamp_ms,
+            )
+            schema = self._schema(spec)
+            return flight.GeneratorStream(schema, self._stream(spec, scan, schema))
+
+        return _guarded("do_get", run)
+
+    def _stream(self, spec: ScanSpec, scan: Scan, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+        rows = 0
+        try:
+            for batch in scan:
+                rows += batch.num_rows
+                yield batch.cast(schema) if batch.schema != schema else batch
+        except GnomonError as e:
+            raise flight_error(e) from None
+        if spec.scan_id:
+            with self._stats_lock:
+                self._stats[spec.scan_id] = {**asdict(scan.stats), "rows_returned": rows}
+                while len(self._stats) > STATS_KEPT:
+                    self._stats.popitem(last=False)
+
+    # -- writes ----------------------------------------------------------------------------------
+
+    def do_put(
+        self,
+        context: flight.ServerCallContext,
+        descriptor: flight.FlightDescriptor,
+        reader: flight.MetadataRecordBatchReader,
+        writer: flight.FlightMetadataWriter,
+    ) -> None:
+        def run() -> None:
+            spec = PutSpec.from_json(descriptor.command or b"")
+            self.engine.describe(spec.table)  # NotFound before reading anything
+            written = 0
+            pending: list[pa.RecordBatch] = []
+            size = 0
+            for chunk in reader:
+                if chunk.data is None or chunk.data.num_rows == 0:
+                    continue
+                pending.append(chunk.data)
+                size += chunk.data.nbytes
+                if size >= PUT_CHUNK_BYTES:
+                    written += self._put(spec, pending)
+                    pending, size = [], 0
+            if pending:
+                written += self._put(spec, pending)
+            if self.metrics is not None:
+                self.metrics.rows_written.inc("flight", amount=written)
+            writer.write(pa.py_buffer(json.dumps({"rows": written}).encode()))
+
+        _guarded("do_put", run)
+
+    def _put(self, spec: PutSpec, batches: list[pa.RecordBatch]) -> int:
+        data = pa.Table.from_batches(batches)
+        if spec.revision is None:
+            return self.engine.write(spec.table, data)
+        return self.engine.revisions.stage(spec.table, spec.revision, data)
+
+    # -- actions ---------------------------------------------------------------------------------
+
+    def list_actions(  # type: ignore[override]
+        self, context: flight.ServerCallContext
+    ) -> list[flight.ActionType]:
+        return [
+            flight.ActionType(name, text)
+            for name, text in (
+                ("describe", "{table} -> the table's columns and keys"),
+                ("reserve", "{table, mode?, time_range?, lease_ms?, owner?} -> a new revision"),
+                ("commit", "{table, revision, wait_s?} -> the revision, pending or latest"),
+                ("abort", "{table, revision} -> cancel it and delete what it staged"),
+                ("heartbeat", "{table, revision} -> extend its lease"),
+                ("scan_stats", "{scan_id} -> what the finished do_get of that ticket touched"),
+            )
+        ]
+
+    def do_action(self, context: flight.ServerCallContext, action: flight.Action) -> list[bytes]:
+        def run() -> list[bytes]:
+            body = action.body.to_pybytes() if action.body is not None else b""
+            try:
+                args = json.loads(body or b"{}")
+            except ValueError as e:
+                raise InvalidArgument(f"action {action.type!r}: body is not JSON: {e}") from None
+            if not isinstance(args, dict):
+                raise InvalidArgument(f"action {action.type!r}: body must be a JSON object")
+            result = self._action(action.type, args)
+            return [json.dumps(result).encode()]
+
+        return _guarded(action.type, run)
+
+    def _scan_stats(self, scan_id: str) -> dict[str, Any]:
+        """The statistics of the finished ticket ``scan_id``, or summed over the finished
+        tickets of the planned scan ``scan_id`` (tickets ``<scan_id>/<split>``)."""
+        with self._stats_lock:
+            found = [
+                st
+                for key, st in self._stats.items()
+                if key == scan_id or key.startswith(f"{scan_id}/")
+            ]
+        if not found:
+            raise NotFound(f"no finished scan with id {scan_id!r}")
+        total = {k: sum(st[k] for st in found) for k in found[0]}
+        return {**total, "tickets": len(found)}
+
+    def _action(self, kind: str, args: dict[str, Any]) -> Any:
+        revisions = self.engine.revisions
+        if kind == "scan_stats":
+            return self._scan_stats(str(args.get("scan_id")))
+        table = args.get("table")
+        if not isinstance(table, str):
+            raise InvalidArgument(f"action {kind!r}: 'table' is required")
+        if kind == "describe":
+            info = self.engine.describe(table)
+            return {"table": table, "table_id": info.table_id, "schema": info.schema.to_json()}
+        if kind == "reserve":
+            lo, hi = args.get("time_range") or (None, None)
+            return revisions.reserve(
+                table,
+                owner=str(args.get("owner", "")),
+                mode=str(args.get("mode", "append")),
+                time_range=(lo, hi),
+                lease_ms=int(args.get("lease_ms", 600_000)),
+            ).to_json()
+        revision = args.get("revision")
+        if not isinstance(revision, int):
+            raise InvalidArgument(f"action {kind!r}: 'revision' must be an integer")
+        if kind == "commit":
+            wait_s = float(args.get("wait_s", 0.0))
+            return revisions.commit(table, revision, wait_s=wait_s).to_json()
+        if kind == "abort":
+            revisions.abort(table, revision)
+            return {"table": table, "revision": revision, "state": "cancelled"}
+        if kind == "heartbeat":
+            return revisions.heartbeat(table, revision).to_json()
+        raise InvalidArgument(f"unknown action {kind!r}")

@@ -1,0 +1,160 @@
+"""The revision protocol of batch ingest: staged rows stay invisible, revisions publish in
+order in one manifest commit each, cancelling removes every file, expired owners are
+cancelled, overwrites replace a time range, and a restart neither loses nor doubles a job."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pytest
+
+from gnomon.errors import InvalidArgument, NotFound
+from node.engine.engine import Engine
+from node.engine.revisions import RevisionState
+
+from .conftest import CPU, cpu_batch, rows
+
+HOUR = 3_600_000
+
+
+@pytest.fixture
+def eng(data_dir: str) -> Iterator[Engine]:
+    e = Engine.open(data_dir, compaction_threads=0, gc_interval_s=0, gc_grace_ms=0)
+    e.create_table("cpu", CPU)
+    yield e
+    e.close()
+
+
+def _batch(host: str, n: int, start: int = 0, usage: float = 1.0) -> pa.Table:
+    return cpu_batch([host] * n, [start + i * 1000 for i in range(n)], [usage] * n)
+
+
+def _count(e: Engine, **kw: object) -> int:
+    return e.read_all("cpu", **kw).num_rows  # type: ignore[arg-type]
+
+
+def _keys(e: Engine) -> set[str]:
+    return {o.key for o in e._store.list("tables/")}
+
+
+def test_staged_rows_are_invisible_until_one_commit_publishes_them(eng: Engine) -> None:
+    rev = eng.revisions.reserve("cpu", owner="job-1")
+    assert rev.state is RevisionState.RESERVED
+    eng.revisions.stage("cpu", rev.revision, _batch("a", 10))
+    eng.revisions.stage("cpu", rev.revision, _batch("b", 10, start=2 * HOUR * 1000))
+    assert _count(eng) == 0
+    before = eng.manifest.current(eng.table("cpu").table_id).version
+    done = eng.revisions.commit("cpu", rev.revision)
+    assert done.state is RevisionState.LATEST
+    after = eng.manifest.current(eng.table("cpu").table_id)
+    assert after.version == before + 1
+    assert _count(eng) == 20
+    assert eng.revisions.latest("cpu") == rev.revision
+    assert eng.revisions.open_revisions("cpu") == []
+
+
+def test_revisions_publish_in_order(eng: Engine) -> None:
+    r1 = eng.revisions.reserve("cpu")
+    r2 = eng.revisions.reserve("cpu")
+    assert r2.revision == r1.revision + 1 and r2.seq > r1.seq
+    eng.revisions.stage("cpu", r1.revision, _batch("a", 5, usage=1.0))
+    eng.revisions.stage("cpu", r2.revision, _batch("a", 5, usage=2.0))
+    # r2 finishes first: it waits for r1.
+    assert eng.revisions.commit("cpu", r2.revision).state is RevisionState.PENDING
+    assert _count(eng) == 0
+    table_id = eng.table("cpu").table_id
+    v0 = eng.manifest.current(table_id).version
+    assert eng.revisions.commit("cpu", r1.revision).state is RevisionState.LATEST
+    assert eng.revisions.get("cpu", r2.revision).state is RevisionState.LATEST
+    # Two versions, r1's first; r2's rows (same keys, later revision) win.
+    assert eng.manifest.current(table_id).version == v0 + 2
+    assert rows(eng.read_all("cpu", version=v0 + 1), "usage") == [(1.0,)] * 5
+    assert rows(eng.read_all("cpu"), "usage") == [(2.0,)] * 5
+
+
+def test_cancel_removes_every_file_and_releases_later_revisions(eng: Engine) -> None:
+    keys = _keys(eng)
+    r1 = eng.revisions.reserve("cpu")
+    r2 = eng.revisions.reserve("cpu")
+    eng.revisions.stage("cpu", r1.revision, _batch("a", 50))
+    eng.revisions.stage("cpu", r1.revision, _batch("a", 50, start=5 * HOUR * 1000))
+    eng.revisions.stage("cpu", r2.revision, _batch("b", 7))
+    assert len(_keys(eng) - keys) == 3
+    eng.revisions.commit("cpu", r2.revision)
+    eng.revisions.abort("cpu", r1.revision)
+    assert rows(eng.read_all("cpu"), "host") == [("b",)] * 7
+    assert eng.revisions.get("cpu", r1.revision).state is RevisionState.CANCELLED
+    with pytest.raises(NotFound):
+        eng.revisions.stage("cpu", r1.revision, _batch("a", 1))
+    assert eng.table("cpu").manifest.referenced_paths(eng.table("cpu").table_id) == (
+        _keys(eng) - keys
+    )
+
+
+def test_failed_stage_leaves_nothing(eng: Engine) -> None:
+    keys = _keys(eng)
+    rev = eng.revisions.reserve("cpu")
+    with pytest.raises(InvalidArgument):
+        eng.revisions.stage("cpu", rev.revision, pa.table({"nope": [1]}))
+    eng.revisions.abort("cpu", rev.revision)
+    assert _keys(eng) == keys
+
+
+def test_expired_revisions_are_cancelled_and_gc_keeps_open_ones(eng: Engine) -> None:
+    keys = _keys(eng)
+    dead = eng.revisions.reserve("cpu", lease_ms=1)
+    live = eng.revisions.reserve("cpu")
+    eng.revisions.stage("cpu", live.revision, _batch("b", 3))
+    time.sleep(0.01)
+    assert eng.revisions.sweep() == 1
+    with pytest.raises(NotFound):
+        eng.revisions.commit("cpu", dead.revision)
+    eng.gc()  # grace 0: only the revision record protects the staged file
+    assert len(_keys(eng) - keys) == 1
+    eng.revisions.commit("cpu", live.revision)
+    assert _count(eng) == 3
+
+
+def test_overwrite_replaces_a_time_range_with_one_update(eng: Engine) -> None:
+    eng.write("cpu", _batch("a", 10, start=0))  # ts 0..9 s
+    eng.flush()
+    rev = eng.revisions.reserve("cpu", mode="overwrite", time_range=(3000, 6000))
+    with pytest.raises(InvalidArgument, match="outside the overwritten time range"):
+        eng.revisions.stage("cpu", rev.revision, _batch("a", 1, start=7000))
+    eng.revisions.stage("cpu", rev.revision, _batch("z", 2, start=3000, usage=9.0))
+    eng.revisions.commit("cpu", rev.revision)
+    got = rows(eng.read_all("cpu"), "host", "ts", "usage")
+    assert [(h, ts.timestamp() * 1000) for h, ts, _ in got if h == "a"] == [
+        ("a", float(t)) for t in (0, 1000, 2000, 6000, 7000, 8000, 9000)
+    ]
+    assert [u for h, _, u in got if h == "z"] == [9.0, 9.0]
+    v = eng.manifest.current(eng.table("cpu").table_id)
+    assert v.commit_op is not None and v.commit_op.value == "update"
+
+
+def test_restart_keeps_open_revisions_and_finishes_interrupted_publish(data_dir: str) -> None:
+    e = Engine.open(data_dir, compaction_threads=0, gc_interval_s=0)
+    e.create_table("cpu", CPU)
+    r1 = e.revisions.reserve("cpu")
+    e.revisions.stage("cpu", r1.revision, _batch("a", 4))
+    r2 = e.revisions.reserve("cpu")
+    e.revisions.stage("cpu", r2.revision, _batch("b", 4))
+    # r2: a crash after its manifest commit, before its rows were removed.
+    e.revisions.commit("cpu", r2.revision)
+    files = e.revisions._files(e.table("cpu").table_id, r2.revision)
+    table = e.table("cpu")
+    table.manifest.commit(table.table_id, "append", add=files)
+    e.close()
+
+    e = Engine.open(data_dir, compaction_threads=0, gc_interval_s=0)
+    try:
+        assert [r.revision for r in e.revisions.open_revisions("cpu")] == [1, 2]
+        assert rows(e.read_all("cpu"), "host") == [("b",)] * 4
+        e.revisions.commit("cpu", r1.revision)
+        assert rows(e.read_all("cpu"), "host") == [("a",)] * 4 + [("b",)] * 4
+        assert e.revisions.open_revisions("cpu") == []
+        assert e.revisions.reserve("cpu").revision == 3
+    finally:
+        e.close()
