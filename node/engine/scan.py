@@ -1,9 +1,12 @@
 """The read path: plan a scan over one snapshot (an SST set plus memtable views) and stream it.
 
 Unordered scans group sources per time overlap: SSTs and memtable slices whose time ranges
-overlap may hold versions of the same key and go through the k-way merge; a source that overlaps
-nothing is streamed on its own, with the full filter pushed into the Parquet reader. In APPEND
-mode only groups holding row deletions need merging. Ordered scans (``order``, or a per-series
+overlap may hold versions of the same key; a source that overlaps nothing is streamed on its
+own, with the full filter pushed into the Parquet reader. A group whose sources overlap only in
+narrow time zones (typically the one timestamp where two bulk loads or flushes meet) is read
+source by source: rows outside the zones cannot have another version and stream through, rows
+inside are collected and resolved together. Other groups go through the k-way merge. In APPEND
+mode only groups holding row deletions need either. Ordered scans (``order``, or a per-series
 limit) merge every source into one stream in primary-key order, forwards or backwards, so the
 newest rows of a series come first without sorting the result.
 
@@ -28,7 +31,13 @@ from gnomon.errors import InvalidArgument
 from node.engine.memtable import MemtableView
 from node.engine.merge import merge_sorted
 from node.engine.options import TableOptions, UpdateMode
-from node.engine.rows import key_at, same_as_next, strip_markers
+from node.engine.rows import (
+    key_at,
+    resolve_versions,
+    same_as_next,
+    sort_by_key,
+    strip_markers,
+)
 from node.engine.schema import DELETE, KIND, PUT, SEQ, Schema
 from node.engine.sst.meta import SstMeta
 from node.engine.sst.reader import (
@@ -43,6 +52,10 @@ from node.engine.sst.reader import (
 from node.engine.tombstones import RangeTombstone, columns_needed, drop_shadowed
 
 Order = Literal["asc", "desc"]
+
+#: A group of overlapping sources is read source by source (not merged) when the rows expected
+#: inside its overlap zones, which are held until the group ends, are at most this many.
+SPLIT_MAX_ZONE_ROWS = 262_144
 
 
 @dataclass(frozen=True)
@@ -69,6 +82,8 @@ class ScanStats:
     row_groups_read: int = 0
     memtable_slices: int = 0
     merged_components: int = 0
+    #: Groups of overlapping sources read source by source, only their overlap zones resolved.
+    split_components: int = 0
     range_tombstones: int = 0
 
 
@@ -249,11 +264,16 @@ class Scan:
         direct_mem: list[pa.Table] = []
         merged: list[list[_Source]] = []
         components = self._components()
+        split: list[tuple[list[_Source], list[tuple[int, int]]]] = []
         direct_columns = [*self.columns, *sorted(self._extra - set(self.columns))]
         for group in components:
             s = group[0]
             if len(group) > 1:
-                merged.append(group)
+                zones = overlap_zones([(x.min_ts, x.max_ts) for x in group])
+                if _rows_in(group, zones) <= SPLIT_MAX_ZONE_ROWS:
+                    split.append((group, zones))
+                else:
+                    merged.append(group)
             elif s.mem is not None:
                 direct_mem.append(s.mem)
             elif s.sst is not None and self._has_columns(
@@ -264,6 +284,7 @@ class Scan:
                 merged.append(group)
         self.stats.memtable_slices = sum(1 for g in components for s in g if s.mem is not None)
         self.stats.merged_components = sum(1 for g in merged if len(g) > 1)
+        self.stats.split_components = len(split)
         direct = {d: self._pruned_all(ssts, self.schema.names) for d, ssts in direct_ssts.items()}
         for table in direct_mem:
             yield from self._finish(self._conformed_table(strip_markers(table)))
@@ -282,6 +303,8 @@ class Scan:
                 parts, self._storage, with_seq, filt, self.request.batch_size
             ):
                 yield from self._finish(pa.Table.from_batches([batch]), filtered=True)
+        for group, zones in split:
+            yield from self._split(group, zones)
         for group in merged:
             yield from self._finish_all(self._merge(group, descending=False))
 
@@ -351,28 +374,57 @@ class Scan:
             for groups, per_file in zip(selected, series, strict=True)
         ]
 
+    def _read(self, s: _Source, *, descending: bool) -> Iterator[pa.RecordBatch]:
+        """One source's rows in key order with the key, sequence and kind columns, conformed
+        to the read schema; SST row groups are pruned on key columns only, so a newer version
+        that does not match the filter still shadows an older one that does."""
+        if s.mem is not None:
+            mem = s.mem.to_batches(max_chunksize=self.request.batch_size)
+            if descending:
+                mem = [reversed_rows(b) for b in reversed(mem)]
+            return self._conformed(mem)
+        assert s.sst is not None
+        path, rgs = self._pruned(s.sst, self.schema.key_columns)
+        present = self._sst_files.columns(s.sst.path)
+        batches = read_sorted(
+            path,
+            rgs,
+            [c for c in self._read_columns if c in present],
+            self.request.batch_size,
+            descending=descending,
+        )
+        return conform_batches(batches, self._read_schema, self.schema.fill_value)
+
     def _merge(self, group: Sequence[_Source], *, descending: bool) -> Iterator[pa.Table]:
-        inputs: list[Iterator[pa.RecordBatch]] = []
-        for s in group:
-            if s.sst is not None:
-                path, rgs = self._pruned(s.sst, self.schema.key_columns)
-                present = self._sst_files.columns(s.sst.path)
-                batches = read_sorted(
-                    path,
-                    rgs,
-                    [c for c in self._read_columns if c in present],
-                    self.request.batch_size,
-                    descending=descending,
-                )
-                inputs.append(conform_batches(batches, self._read_schema, self.schema.fill_value))
-            else:
-                assert s.mem is not None
-                mem = s.mem.to_batches(max_chunksize=self.request.batch_size)
-                if descending:
-                    mem = [reversed_rows(b) for b in reversed(mem)]
-                inputs.append(self._conformed(mem))
+        inputs = [self._read(s, descending=descending) for s in group]
         dedup = self.options.update_mode is UpdateMode.OVERWRITE
         return merge_sorted(inputs, self.schema.primary_key, dedup=dedup, descending=descending)
+
+    def _split(
+        self, group: Sequence[_Source], zones: Sequence[tuple[int, int]]
+    ) -> Iterator[pa.RecordBatch]:
+        """Rows of ``group`` (sources each resolved on their own) outside the overlap
+        ``zones`` [lo, hi) have no version in another source: they stream as they are read,
+        without their deletion markers, which shadow nothing else. Rows inside are collected
+        and resolved together once every source is read."""
+        lows = np.array([lo for lo, _ in zones], dtype=np.int64)
+        highs = np.array([hi for _, hi in zones], dtype=np.int64)
+        inside: list[pa.RecordBatch] = []
+        for s in group:
+            for batch in self._read(s, descending=False):
+                ts = batch.column(self.schema.timestamp_key).cast(pa.int64()).to_numpy()
+                zone = np.searchsorted(lows, ts, side="right") - 1
+                in_zone = (zone >= 0) & (ts < highs[np.maximum(zone, 0)])
+                if in_zone.any():
+                    inside.append(batch.filter(pa.array(in_zone)))
+                    batch = batch.filter(pa.array(~in_zone))
+                if batch.num_rows:
+                    yield from self._finish(strip_markers(pa.Table.from_batches([batch])))
+        if inside:
+            rows = sort_by_key(pa.Table.from_batches(inside), self.schema.primary_key)
+            dedup = self.options.update_mode is UpdateMode.OVERWRITE
+            rows = resolve_versions(rows, self.schema.primary_key, dedup=dedup, keep_markers=False)
+            yield from self._finish(rows)
 
     def _conformed(self, batches: Sequence[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         present = set(batches[0].schema.names) if batches else set()
@@ -432,3 +484,34 @@ def _limit_per_series(
         kept = table.filter(pa.array(pos < limit))
         if kept.num_rows:
             yield kept
+
+
+def overlap_zones(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The time zones [lo, hi) covered by two or more of ``ranges`` (inclusive bounds)."""
+    # Half-open ends; at one instant ends sort before starts, so touching ranges do not meet.
+    events = sorted([(lo, 1) for lo, _ in ranges] + [(hi + 1, -1) for _, hi in ranges])
+    zones: list[tuple[int, int]] = []
+    depth = 0
+    start = 0
+    for at, step in events:
+        depth += step
+        if step > 0 and depth == 2:
+            start = at
+        elif step < 0 and depth == 1:
+            if zones and zones[-1][1] == start:
+                zones[-1] = (zones[-1][0], at)
+            else:
+                zones.append((start, at))
+    return zones
+
+
+def _rows_in(group: Sequence[_Source], zones: Sequence[tuple[int, int]]) -> float:
+    """The rows of ``group`` expected inside ``zones``, taking each source's rows as spread
+    evenly over its time range."""
+    total = 0.0
+    for s in group:
+        rows = s.sst.rows if s.sst is not None else s.mem.num_rows if s.mem is not None else 0
+        span = s.max_ts - s.min_ts + 1
+        covered = sum(max(0, min(hi, s.max_ts + 1) - max(lo, s.min_ts)) for lo, hi in zones)
+        total += rows * covered / span
+    return total

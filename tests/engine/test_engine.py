@@ -12,6 +12,7 @@ import pytest
 from gnomon.errors import AlreadyExists, InvalidArgument, NotFound, SchemaMismatch, TooLarge
 from node.engine.engine import Engine
 from node.engine.options import TableOptions, UpdateMode
+from node.engine.scan import overlap_zones
 from node.engine.schema import Column, ColumnType, Schema
 
 from .conftest import CPU, cpu_batch, rows
@@ -120,7 +121,43 @@ def test_overlapping_ssts_are_merged_with_key_safe_pruning(engine: Engine) -> No
     got = engine.read_all("cpu", columns=["host", "usage"], predicate=pc.field("usage") > 50.0)
     assert rows(got) == [("b", 100.0)]
     scan = engine.plan_scan("cpu")
-    assert len(pa.Table.from_batches(list(scan))) == 2 and scan.stats.merged_components == 1
+    assert len(pa.Table.from_batches(list(scan))) == 2
+    assert scan.stats.merged_components + scan.stats.split_components == 1
+
+
+def test_overlap_zones_are_where_two_ranges_meet() -> None:
+    assert overlap_zones([(0, 10), (11, 20)]) == []
+    assert overlap_zones([(0, 10), (10, 20)]) == [(10, 11)]
+    assert overlap_zones([(0, 10), (5, 20), (8, 30)]) == [(5, 21)]
+    assert overlap_zones([(0, 10), (10, 20), (20, 30)]) == [(10, 11), (20, 21)]
+
+
+@pytest.mark.parametrize("mode", [UpdateMode.OVERWRITE, UpdateMode.APPEND])
+def test_ssts_meeting_at_one_instant_resolve_only_that_instant(
+    engine: Engine, mode: UpdateMode
+) -> None:
+    engine.create_table("cpu", CPU, TableOptions(update_mode=mode))
+    early = list(range(0, 100))
+    late = list(range(99, 200))
+    engine.write("cpu", cpu_batch(["a"] * 100 + ["b"] * 100, early * 2, [1.0] * 200))
+    engine.flush()
+    engine.write("cpu", cpu_batch(["a"] * 101 + ["b"] * 101, late * 2, [2.0] * 202))
+    engine.flush()
+    engine.delete_rows("cpu", cpu_batch(["b"], [99], [0.0]).select(["host", "region", "ts"]))
+    engine.flush()
+    scan = engine.plan_scan("cpu", columns=["host", "ts", "usage"])
+    got = pa.Table.from_batches(list(scan))
+    assert (scan.stats.split_components, scan.stats.merged_components) == (1, 0)
+    at_99 = [r for r in rows(got, "host", "ts", "usage") if r[1].timestamp() * 1000 == 99]
+    if mode is UpdateMode.OVERWRITE:
+        assert got.num_rows == 399 and at_99 == [(at_99[0][0], at_99[0][1], 2.0)]
+    else:
+        assert got.num_rows == 400 and [(r[0], r[2]) for r in at_99] == [("a", 1.0), ("a", 2.0)]
+    assert all(r[0] == "a" for r in at_99)
+    # The older version of (a, 99) matches the filter but is shadowed in OVERWRITE mode.
+    cheap = engine.read_all("cpu", columns=["host", "ts"], predicate=pc.field("usage") < 1.5)
+    expected = 99 if mode is UpdateMode.OVERWRITE else 100
+    assert rows(cheap, "host").count(("a",)) == expected
 
 
 def test_time_travel_reads_earlier_versions(engine: Engine) -> None:

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import node.engine.scan as scan_module
 from node.engine.engine import Engine
 from node.engine.options import TableOptions, UpdateMode
 from node.engine.schema import Column, ColumnType
@@ -123,10 +124,21 @@ def _open(data_dir: str) -> Engine:
     mode=st.sampled_from(list(UpdateMode)),
     program=ops,
     segment=st.sampled_from([3 * STEP, 1000 * STEP]),
+    split=st.booleans(),
 )
 def test_engine_matches_reference_model(
-    mode: UpdateMode, program: list[tuple[str, Any]], segment: int
+    mode: UpdateMode, program: list[tuple[str, Any]], segment: int, split: bool
 ) -> None:
+    # Overlapping sources split at their overlap zones, or always merged (scan.py).
+    limit = scan_module.SPLIT_MAX_ZONE_ROWS
+    scan_module.SPLIT_MAX_ZONE_ROWS = limit if split else -1
+    try:
+        _run_program(mode, program, segment)
+    finally:
+        scan_module.SPLIT_MAX_ZONE_ROWS = limit
+
+
+def _run_program(mode: UpdateMode, program: list[tuple[str, Any]], segment: int) -> None:
     data_dir = tempfile.mkdtemp(prefix="gnomon-model-")
     now = int(time.time() * 1000)
     base = now - 100 * STEP
