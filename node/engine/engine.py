@@ -27,9 +27,10 @@ from node.engine.options import TableOptions
 from node.engine.revisions import Revisions
 from node.engine.scan import Order, Scan, ScanRequest
 from node.engine.schema import Column, Schema
+from node.engine.splits import time_splits, window_rows
 from node.engine.sst.reader import SstFiles
 from node.engine.stats import EngineStats
-from node.engine.table import Table
+from node.engine.table import Pinned, Table
 from node.wal.api import Wal
 from node.wal.disk import DiskWal
 from objectstore.api import ObjectStore
@@ -328,6 +329,7 @@ class Engine:
         batch_size: int = 65_536,
         order: Order | None = None,
         limit_per_series: int | None = None,
+        pinned: Pinned | None = None,
     ) -> Scan:
         """A scan over one consistent snapshot: ``columns`` (default all), rows with timestamp
         in ``time_range`` = [start, end) ms that match ``predicate``; with ``version`` or
@@ -338,9 +340,37 @@ class Engine:
         series' rows by ascending time, series by key), "desc" its exact reverse (each
         series newest first). ``limit_per_series`` keeps the first n rows of each series in
         that order (default "desc": its latest n rows). Both stream from the merge without
-        sorting the result."""
+        sorting the result. ``pinned`` (from :meth:`pin`) scans that snapshot instead."""
         req = ScanRequest(columns, time_range, predicate, batch_size, order, limit_per_series)
-        return self.table(name).scan(req, version=version, timestamp_ms=timestamp_ms)
+        table = self.table(name)
+        if pinned is None:
+            pinned = table.pin(version=version, timestamp_ms=timestamp_ms)
+        return table.scan(req, pinned)
+
+    def pin(
+        self, name: str, *, version: int | None = None, timestamp_ms: int | None = None
+    ) -> Pinned:
+        """A snapshot of table ``name`` (the live table, or a manifest version) that several
+        :meth:`plan_scan` calls can share, e.g. one per piece of :meth:`split`."""
+        return self.table(name).pin(version=version, timestamp_ms=timestamp_ms)
+
+    def split(
+        self,
+        name: str,
+        pinned: Pinned,
+        time_range: tuple[int | None, int | None] = (None, None),
+        *,
+        max_splits: int,
+        min_split_rows: int,
+    ) -> list[tuple[int | None, int | None]]:
+        """``time_range`` of the snapshot cut into contiguous pieces of about equal rows (see
+        ``splits.time_splits``); scans of the pieces together read the range once."""
+        seg = self.table(name).info.options.segment_duration_ms
+        windows = window_rows(pinned.version.files, pinned.views, seg)
+        lo, hi = time_range
+        return time_splits(
+            windows, seg, lo, hi, max_splits=max_splits, min_split_rows=min_split_rows
+        )
 
     def read_all(self, name: str, **kwargs: object) -> pa.Table:
         """The whole scan result as one table (convenience for small results)."""

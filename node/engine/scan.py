@@ -299,8 +299,14 @@ class Scan:
                 kind = pc.field(KIND) == pa.scalar(PUT, pa.uint8())
                 filt = kind if filt is None else filt & kind
             with_seq = [*direct_columns, SEQ] if self._ranges else direct_columns
+            filter_columns = [*self._filter_reads, *([KIND] if deletes else [])]
             for batch in scan_unordered(
-                parts, self._storage, with_seq, filt, self.request.batch_size
+                parts,
+                self._storage,
+                with_seq,
+                filt,
+                self.request.batch_size,
+                filter_columns=filter_columns,
             ):
                 yield from self._finish(pa.Table.from_batches([batch]), filtered=True)
         for group, zones in split:

@@ -9,7 +9,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -68,6 +68,15 @@ def decode_record(payload: bytes) -> tuple[RecordOp, pa.RecordBatch]:
     batches = table.combine_chunks().to_batches()
     batch = batches[0] if batches else pa.RecordBatch.from_pylist([], schema=table.schema)
     return op, batch
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """One snapshot of a table, to scan any number of times (in pieces, by several readers):
+    a manifest version and, of the live table, its memtable views."""
+
+    version: Version
+    views: tuple[MemtableView, ...]
 
 
 class Table:
@@ -358,27 +367,22 @@ class Table:
             views = [m.view() for m in (*self._immutables, self._active)]
             return self._version, views
 
-    def scan(
-        self,
-        request: ScanRequest,
-        *,
-        version: int | None = None,
-        timestamp_ms: int | None = None,
-    ) -> Scan:
-        """A scan of the live table, or (with ``version`` or ``timestamp_ms``) of the flushed
-        data of an earlier manifest version."""
-        views: list[MemtableView] = []
+    def pin(self, *, version: int | None = None, timestamp_ms: int | None = None) -> Pinned:
+        """The live table now, or (with ``version`` or ``timestamp_ms``) the flushed data of
+        an earlier manifest version, held for any number of scans."""
         if version is not None:
-            v = self.manifest.at_version(self.table_id, version)
-        elif timestamp_ms is not None:
-            v = self.manifest.at_timestamp(self.table_id, timestamp_ms)
-        else:
-            v, views = self.snapshot()
+            return Pinned(self.manifest.at_version(self.table_id, version), ())
+        if timestamp_ms is not None:
+            return Pinned(self.manifest.at_timestamp(self.table_id, timestamp_ms), ())
+        v, views = self.snapshot()
+        return Pinned(v, tuple(views))
+
+    def scan(self, request: ScanRequest, pinned: Pinned) -> Scan:
         return Scan(
             self.info.schema,
             self.info.options,
-            v.files,
-            views,
+            pinned.version.files,
+            pinned.views,
             self.sst_files,
             request,
             now_ms=int(time.time() * 1000),

@@ -31,7 +31,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, replace
 from typing import Any, TypeVar
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.flight as flight
@@ -143,38 +142,6 @@ def compile_filters(
     return predicate, (lo, hi)
 
 
-def time_splits(
-    windows: dict[int, int],
-    segment_ms: int,
-    lo: int | None,
-    hi: int | None,
-    *,
-    max_splits: int,
-    min_split_rows: int,
-) -> list[tuple[int | None, int | None]]:
-    """[lo, hi) cut at segment-window starts into contiguous splits covering it, holding about
-    as many rows each (``windows``: rows per window start), at most ``max_splits`` of them and
-    none much below ``min_split_rows`` (a Spark task per split costs more than a few rows)."""
-    inside = sorted(
-        (w, n)
-        for w, n in windows.items()
-        if (lo is None or w + segment_ms > lo) and (hi is None or w < hi)
-    )
-    total = sum(n for _, n in inside)
-    count = min(max_splits, len(inside), max(1, -(-total // max(1, min_split_rows))))
-    if count <= 1:
-        return [(lo, hi)]
-    cumulative = np.cumsum([n for _, n in inside])
-    cuts: list[int] = []
-    for k in range(1, count):
-        # The window whose rows start past the k-th share begins a split.
-        i = int(np.searchsorted(cumulative, total * k / count, side="left")) + 1
-        if i < len(inside) and (not cuts or inside[i][0] > cuts[-1]):
-            cuts.append(inside[i][0])
-    bounds: list[int | None] = [lo, *cuts, hi]
-    return [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
-
-
 # -- the server ----------------------------------------------------------------------------------
 
 
@@ -232,27 +199,17 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         info = self.engine.describe(spec.table)
         schema = self._schema(spec)
         _, (lo, hi) = compile_filters(spec, info.schema)
-        table = self.engine.table(spec.table)
-        if spec.version is not None:
-            version = table.manifest.at_version(table.table_id, spec.version)
-        elif spec.timestamp_ms is not None:
-            version = table.manifest.at_timestamp(table.table_id, spec.timestamp_ms)
-        else:
+        if spec.version is None and spec.timestamp_ms is None:
             # A pinned version holds flushed data only: flush so it holds every write so far.
-            table.flush()
-            version = table.manifest.current(table.table_id)
-        seg = info.options.segment_duration_ms
+            self.engine.table(spec.table).flush()
+        pinned = self.engine.pin(spec.table, version=spec.version, timestamp_ms=spec.timestamp_ms)
+        version = pinned.version
         data = [f for f in version.files if f.is_data]
-        windows: dict[int, int] = {}
-        for f in data:
-            w = f.min_ts // seg * seg
-            windows[w] = windows.get(w, 0) + f.rows
         endpoints = []
-        splits = time_splits(
-            windows,
-            seg,
-            lo,
-            hi,
+        splits = self.engine.split(
+            spec.table,
+            replace(pinned, views=()),
+            (lo, hi),
             max_splits=max(1, spec.max_splits),
             min_split_rows=spec.min_split_rows,
         )

@@ -313,6 +313,7 @@ def _number_span(tokens: list[Token], i: int) -> tuple[int, int, str] | None:
 def _number_list(tokens: list[Token], k: int) -> list[tuple[int, int, str]]:
     """The integer literals of ``( n, n, ... )`` opening at token ``k``; a list holding
     anything else (a subquery, an expression) is left alone as a whole."""
+
     def symbol(j: int, text: str) -> bool:
         return j < len(tokens) and tokens[j].kind is Kind.SYMBOL and tokens[j].text == text
 

@@ -132,7 +132,7 @@ def test_a_staged_revision_survives_sigkill(tmp_path: Path) -> None:
 
 
 def test_time_splits_cover_the_range_with_even_rows() -> None:
-    from node.server.flight import time_splits
+    from node.engine.splits import time_splits
 
     hour = 3_600_000
     windows = {h * hour: 100 for h in range(10)}

@@ -12,6 +12,7 @@ change the others).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -165,9 +166,19 @@ def series_guarantee(
     schema: pa.Schema, tags: Sequence[str], values: Sequence[Any]
 ) -> pc.Expression:
     """What rows of one series guarantee: each tag equals its value."""
+    types = tuple(schema.field(t).type for t in tags)
+    return _series_guarantee(tuple(tags), types, tuple(values))
+
+
+@functools.lru_cache(maxsize=65_536)
+def _series_guarantee(
+    tags: tuple[str, ...], types: tuple[pa.DataType, ...], values: tuple[Any, ...]
+) -> pc.Expression:
+    # Every query filtering on tags judges the series of the SSTs it touches: building the
+    # same expressions again each time would cost more than the judging.
     guarantee = pc.scalar(True)
-    for t, v in zip(tags, values, strict=True):
-        guarantee = guarantee & (pc.field(t) == pa.scalar(v, schema.field(t).type))
+    for t, typ, v in zip(tags, types, values, strict=True):
+        guarantee = guarantee & (pc.field(t) == pa.scalar(v, typ))
     return guarantee
 
 
@@ -270,20 +281,42 @@ def conform_batches(
         yield pa.RecordBatch.from_arrays(arrays, schema=target)
 
 
+#: Reads of at most this many row groups in all skip the dataset scanner, whose set-up (thread
+#: pool, exec plan) costs more than decoding a few row groups.
+SMALL_READ_ROW_GROUPS = 4
+
+
 def scan_unordered(
     parts: Sequence[tuple[str, Sequence[int]]],
     schema: pa.Schema,
     columns: Sequence[str],
     filter: pc.Expression | None,
     batch_size: int,
+    *,
+    filter_columns: Sequence[str] = (),
 ) -> Iterator[pa.RecordBatch]:
-    """Rows of many (file, row groups) parts matching ``filter``, in no particular order,
-    decoded on pyarrow's thread pool."""
+    """Rows of many (file, row groups) parts matching ``filter`` (which reads only
+    ``filter_columns``), in no particular order, decoded on pyarrow's thread pool."""
+    parts = [(path, rgs) for path, rgs in parts if rgs]
+    if not parts:
+        return
+    if sum(len(rgs) for _, rgs in parts) <= SMALL_READ_ROW_GROUPS:
+        read = [*columns, *(c for c in filter_columns if c not in columns)]
+        out = pa.schema([schema.field(c) for c in columns])
+        for path, rgs in parts:
+            table = pq.ParquetFile(path).read_row_groups(list(rgs), columns=read)
+            if filter is not None:
+                table = table.filter(filter)
+            table = table.select(list(columns))
+            if table.schema != out:  # as the dataset scanner would give them
+                table = table.cast(out)
+            for batch in table.to_batches(max_chunksize=batch_size):
+                if batch.num_rows:
+                    yield batch
+        return
     fmt = ds.ParquetFileFormat()
     fs = pafs.LocalFileSystem()
-    fragments = [fmt.make_fragment(path, fs, row_groups=list(rgs)) for path, rgs in parts if rgs]
-    if not fragments:
-        return
+    fragments = [fmt.make_fragment(path, fs, row_groups=list(rgs)) for path, rgs in parts]
     dataset = ds.FileSystemDataset(fragments, schema, fmt, fs)
     scanner = dataset.scanner(
         columns=list(columns), filter=filter, batch_size=batch_size, use_threads=True
