@@ -15,6 +15,7 @@ import pyarrow as pa
 from bench.tsbs.cpu_only import FIELDS, TAGS
 from bench.tsbs.serving import HttpClient, Process, disk_bytes, http_ok, wait_until
 from gnomon.proto import storage_pb2
+from node.server.arrow_wire import decode_payload
 from tests.support.procs import free_port
 
 SERVICE = "/storage.StorageService/"
@@ -149,10 +150,5 @@ class GnomonServer:
 
 
 def _arrow(payload: storage_pb2.ArrowPayload) -> pa.Table:
-    tables = []
-    for data in payload.record_batches:
-        if payload.compression == storage_pb2.ArrowPayload.ZSTD:
-            # A zstd frame; the stream reader needs no decompressed size up front.
-            data = pa.input_stream(pa.py_buffer(data), compression="zstd").read()
-        tables.append(pa.ipc.open_stream(data).read_all())
-    return pa.concat_tables(tables) if tables else pa.table({})
+    compressed = payload.compression == storage_pb2.ArrowPayload.ZSTD
+    return decode_payload(list(payload.record_batches), compressed)

