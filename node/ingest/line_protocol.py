@@ -16,6 +16,7 @@ from typing import Any
 
 from gnomon.errors import InvalidArgument
 from node.engine.schema import ColumnType
+from node.ingest.line_uniform import parse_uniform
 from node.ingest.rows import TableRows
 
 #: Precision name -> (multiplier, divisor) turning a timestamp into milliseconds.
@@ -29,6 +30,9 @@ _PRECISIONS: dict[str, tuple[int, int]] = {
     "m": (60_000, 1),
     "h": (3_600_000, 1),
 }
+
+#: Timestamps are stored as signed 64-bit milliseconds.
+MIN_TS_MS, MAX_TS_MS = -(2**63), 2**63 - 1
 
 _TRUE = frozenset({"t", "T", "true", "True", "TRUE"})
 _FALSE = frozenset({"f", "F", "false", "False", "FALSE"})
@@ -224,6 +228,15 @@ def parse(
             f"invalid precision {precision!r}; expected one of {', '.join(_PRECISIONS)}"
         ) from None
     default_ts = (now_ms or (lambda: time.time_ns() // 1_000_000))()
+    uniform = parse_uniform(text, mul=mul, div=div, default_ts=default_ts)
+    if uniform is not None:
+        return uniform
+    return parse_general(text, mul=mul, div=div, default_ts=default_ts)
+
+
+def parse_general(text: str, *, mul: int, div: int, default_ts: int) -> list[TableRows]:
+    """:func:`parse` line by line, for any body (the vectorised parser takes the common
+    shape first); every error message comes from here."""
     tables: dict[str, TableRows] = {}
     for number, raw in enumerate(text.split("\n"), 1):
         line = raw.strip()
@@ -242,6 +255,8 @@ def parse(
                     ts = int(ts_text) * mul // div
                 except ValueError:
                     raise _LineError(f"invalid timestamp {ts_text!r}") from None
+                if not MIN_TS_MS <= ts <= MAX_TS_MS:
+                    raise _LineError(f"timestamp {ts_text!r} is out of range")
             rows = tables.get(measurement)
             if rows is None:
                 rows = tables[measurement] = TableRows(measurement)

@@ -25,6 +25,9 @@ class ColumnValues:
     is_tag: bool
     type: ColumnType
     values: list[Any] = field(default_factory=list)
+    #: The whole column as an Arrow array of its type, when a vectorised decoder built it
+    #: (``values`` is then unused).
+    built: pa.Array[Any] | None = None
 
     def put(self, row: int, value: Any) -> None:
         """Set the value of ``row``; a later value for the same row replaces an earlier one."""
@@ -49,6 +52,8 @@ class ColumnValues:
         values.extend([value] * count)
 
     def array(self, num_rows: int) -> pa.Array[Any]:
+        if self.built is not None:
+            return self.built
         values = self.values
         if len(values) < num_rows:
             values.extend([None] * (num_rows - len(values)))

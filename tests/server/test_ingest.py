@@ -15,6 +15,7 @@ from node.engine.engine import Engine
 from node.engine.schema import Column, ColumnType, Schema
 from node.ingest import line_protocol
 from node.ingest.horaedb import decode_table_request
+from node.ingest.line_uniform import parse_uniform
 from node.ingest.writer import Ingestor
 
 
@@ -204,6 +205,7 @@ def test_line_protocol_precision(precision: str, ts: int, ms: int) -> None:
         ("m v=1 1 2", "line 1: too many"),
         ("m v=-1u", "line 1: unsigned integer field value '-1u' is negative"),
         ("m v=1,", "line 1: trailing ','"),
+        ("m v=1 1\nm v=1 9223372036854775808", "line 2: timestamp '9223372036854775808' is out"),
     ],
 )
 def test_line_protocol_errors_name_the_line(text: str, message: str) -> None:
@@ -214,3 +216,65 @@ def test_line_protocol_errors_name_the_line(text: str, message: str) -> None:
 def test_line_protocol_bad_precision() -> None:
     with pytest.raises(InvalidArgument, match="invalid precision 'x'"):
         line_protocol.parse("m v=1", precision="x")
+
+
+# -- the vectorised line-protocol parser ----------------------------------------------------------
+
+UNIFORM = [
+    "cpu,host=a,dc=eu f=1.5,i=-3i,u=7u,b=t 1700000001",
+    "cpu,host=b,dc=us f=-2e3,i=4i,u=0u,b=FALSE 1700000999",
+    "# a comment between points",
+    "",
+    "cpu,host=a,dc=eu f=3,i=0i,u=18446744073709551615u,b=True -1500000",
+]
+
+
+def _general(text: str, precision: str = "ns") -> pa.Table:
+    mul, div = line_protocol._PRECISIONS[precision]
+    (rows,) = line_protocol.parse_general(text, mul=mul, div=div, default_ts=42)
+    return rows.arrow("timestamp")
+
+
+@pytest.mark.parametrize("precision", ["ns", "us", "ms", "s"])
+def test_uniform_bodies_parse_as_the_general_parser_does(precision: str) -> None:
+    text = "\n".join(UNIFORM)
+    mul, div = line_protocol._PRECISIONS[precision]
+    rows = parse_uniform(text, mul=mul, div=div, default_ts=42)
+    assert rows is not None and len(rows) == 1 and rows[0].table == "cpu"
+    got = rows[0].arrow("timestamp")
+    assert got.equals(_general(text, precision))
+    assert got.column("u").to_pylist()[-1] == 2**64 - 1
+
+
+def test_uniform_bodies_without_timestamps_or_tags() -> None:
+    text = "mem free=1i,used=2i\nmem free=3i,used=4i\n"
+    rows = parse_uniform(text, mul=1, div=1, default_ts=42)
+    assert rows is not None and rows[0].timestamps == [42, 42]
+    assert rows[0].arrow("timestamp").equals(_general(text))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "cpu,host=a f=1 1\nmem,host=a f=1 1",  # two measurements
+        "cpu,host=a f=1 1\ncpu,dc=a f=1 1",  # other tag keys
+        "cpu,host=a f=1 1\ncpu,host=a f=1",  # a timestamp missing
+        "cpu,host=a f=1 1\ncpu,host=a f=1,g=2 1",  # another field
+        "cpu,host=a f=1 1\ncpu,host=a f=2i 1",  # another type
+        "cpu,host=a f=1 1\ncpu,host=a f=nan 1",  # NaN is refused by the general parser
+        "cpu,host=a i=1i 1\ncpu,host=a i=1.5i 1",  # not an integer
+        "cpu,host=a u=1u 1\ncpu,host=a u=-1u 1",  # negative unsigned
+        "cpu,host=a f=1 1\ncpu,host=a f=1 1\r",  # CRLF
+        "cpu,host=a f=1 1\ncpu,host=a  f=1 1",  # two spaces
+        "cpu,host=a f=1 1\ncpu host=a,f=1 1",  # separators swapped
+        'cpu,host=a s="x" 1',  # strings and escapes take the general path
+        r"cpu,host=a\ b f=1 1",
+        "cpu,host=a,host=b f=1 1",  # a repeated tag
+        "cpu,host=a host=1 1",  # a tag also a field
+        "cpu,host=a=b f=1 1",
+        "cpu,host=a f=1 1 2",
+        "cpu,host=a f=1 1\ncpu,host=a f=1 9223372036854775808",  # out of range in ms
+    ],
+)
+def test_bodies_of_other_shapes_are_left_to_the_general_parser(text: str) -> None:
+    assert parse_uniform(text, mul=1, div=1, default_ts=42) is None
