@@ -117,24 +117,11 @@ def main() -> None:
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    from gnomon.spark.datasource import register
+    from gnomon.spark.session import local_session
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("gnomon-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", "4g")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
+    spark = local_session("gnomon-bench", spark_driver_memory="4g")
     try:
         _wait(flight_port, server)
         _wait(http_port, server)

@@ -141,14 +141,6 @@ class Cluster:
             m.stop()
 
 
-@pytest.fixture(scope="module")
-def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer]:
-    server = EtcdServer(tmp_path_factory.mktemp("etcd"))
-    server.start()
-    yield server
-    server.stop()
-
-
 @pytest.fixture
 def cluster(etcd: EtcdServer, tmp_path: Path) -> Iterator[Cluster]:
     c = Cluster(etcd, tmp_path)

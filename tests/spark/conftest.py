@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from gnomon.spark.client import FlightClient
+from gnomon.spark.session import local_session
 from tests.server.conftest import Running, start_standalone
 from tests.support.procs import free_port, wait_for_port
 
@@ -60,23 +61,9 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
+    # The tests' workers must run this interpreter, whatever the environment says.
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    from gnomon.spark.datasource import register
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("gnomon-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
+    session = local_session("gnomon-tests")
     yield session
     session.stop()
 

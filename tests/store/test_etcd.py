@@ -43,14 +43,6 @@ from .conformance import (
 )
 
 
-@pytest.fixture(scope="module")
-def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer]:
-    server = EtcdServer(tmp_path_factory.mktemp("etcd"))
-    server.start()
-    yield server
-    server.stop()
-
-
 @pytest.fixture
 def store_opener(etcd: EtcdServer) -> StoreOpener:
     # A namespace of its own per test and name: the server is shared by the whole module.
