@@ -278,3 +278,12 @@ def test_uniform_bodies_without_timestamps_or_tags() -> None:
 )
 def test_bodies_of_other_shapes_are_left_to_the_general_parser(text: str) -> None:
     assert parse_uniform(text, mul=1, div=1, default_ts=42) is None
+
+
+def test_uniform_bodies_with_non_ascii_names_and_loose_numbers() -> None:
+    text = (
+        "température,hôte=sérveur_é usage=1.5,état=+2 10\ntempérature,hôte=b usage=1.,état=3e2 20"
+    )
+    rows = parse_uniform(text, mul=1, div=1, default_ts=0)
+    assert rows is not None
+    assert rows[0].arrow("timestamp").equals(_general(text, "ms"))
