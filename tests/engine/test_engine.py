@@ -3,6 +3,7 @@ modes, pruning, time travel, recovery and clear errors."""
 
 from __future__ import annotations
 
+import itertools
 import os
 
 import pyarrow as pa
@@ -368,3 +369,28 @@ def test_explicit_primary_key_and_defaults(engine: Engine) -> None:
         ("y", 3, 2.0),
     ]
     assert "tsid" not in engine.describe("t").schema.names
+
+
+def test_pieces_of_one_pinned_snapshot_read_it_once(engine: Engine) -> None:
+    engine.create_table("cpu", CPU, TableOptions(segment_duration_ms=H))
+    for hour in range(4):
+        engine.write("cpu", cpu_batch(["a", "b"], [hour * H, hour * H + 1], [1.0, 2.0]))
+        engine.flush()
+    engine.write("cpu", cpu_batch(["c"], [5 * H], [3.0]))  # stays in the memtable
+    pinned = engine.pin("cpu")
+    pieces = engine.split("cpu", pinned, max_splits=3, min_split_rows=1)
+    assert len(pieces) == 3 and pieces[0][0] is None and pieces[-1][1] is None
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(pieces))
+    # A write after pinning is in no piece.
+    engine.write("cpu", cpu_batch(["d"], [H], [4.0]))
+    got = [
+        r
+        for piece in pieces
+        for r in rows(
+            pa.Table.from_batches(
+                list(engine.plan_scan("cpu", columns=["host"], time_range=piece, pinned=pinned))
+            )
+        )
+    ]
+    assert sorted(got) == [("a",)] * 4 + [("b",)] * 4 + [("c",)]
+    assert engine.split("cpu", pinned, max_splits=3, min_split_rows=100) == [(None, None)]
