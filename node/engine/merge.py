@@ -69,7 +69,7 @@ def merge_sorted(
                     break
                 head = _next(inputs[i])
             heads[i] = head
-        yield _sort_resolve(
+        yield sort_resolve(
             pa.Table.from_batches(taken),
             key,
             dedup=dedup,
@@ -78,7 +78,7 @@ def merge_sorted(
         )
 
 
-def _sort_resolve(
+def sort_resolve(
     data: pa.Table, key: Sequence[str], *, dedup: bool, keep_markers: bool, descending: bool
 ) -> pa.Table:
     """``resolve_versions(sort_by_key(data))``, with the whole rows gathered only once: the

@@ -26,18 +26,13 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from gnomon.errors import InvalidArgument
 from node.engine.memtable import MemtableView
-from node.engine.merge import merge_sorted
+from node.engine.merge import merge_sorted, sort_resolve
 from node.engine.options import TableOptions, UpdateMode
-from node.engine.rows import (
-    key_at,
-    resolve_versions,
-    same_as_next,
-    sort_by_key,
-    strip_markers,
-)
+from node.engine.rows import key_at, same_as_next, strip_markers
 from node.engine.schema import DELETE, KIND, PUT, SEQ, Schema
 from node.engine.sst.meta import SstMeta
 from node.engine.sst.reader import (
@@ -127,6 +122,8 @@ class Scan:
         self.request = request
         self._sst_files = sst_files
         self._pins = ExitStack()
+        #: Parsed footers of the SSTs the scan opens, by local path (read once, cached).
+        self._footers: dict[str, pq.FileMetaData] = {}
         self._storage = schema.storage_arrow()
         self.columns = list(request.columns) if request.columns is not None else schema.names
         for c in self.columns:
@@ -307,6 +304,7 @@ class Scan:
                 filt,
                 self.request.batch_size,
                 filter_columns=filter_columns,
+                footers=self._footers,
             ):
                 yield from self._finish(pa.Table.from_batches([batch]), filtered=True)
         for group, zones in split:
@@ -350,7 +348,9 @@ class Scan:
             self.stats.row_groups_read += len(groups)
             if groups:
                 self.stats.ssts_read += 1
-            out.append((self._pins.enter_context(files.pinned(sst.path)), groups))
+            local = self._pins.enter_context(files.pinned(sst.path))
+            self._footers[local] = files.footer(sst.path)
+            out.append((local, groups))
         return out
 
     def _by_series(
@@ -398,6 +398,7 @@ class Scan:
             [c for c in self._read_columns if c in present],
             self.request.batch_size,
             descending=descending,
+            metadata=self._footers.get(path),
         )
         return conform_batches(batches, self._read_schema, self.schema.fill_value)
 
@@ -427,9 +428,14 @@ class Scan:
                 if batch.num_rows:
                     yield from self._finish(strip_markers(pa.Table.from_batches([batch])))
         if inside:
-            rows = sort_by_key(pa.Table.from_batches(inside), self.schema.primary_key)
             dedup = self.options.update_mode is UpdateMode.OVERWRITE
-            rows = resolve_versions(rows, self.schema.primary_key, dedup=dedup, keep_markers=False)
+            rows = sort_resolve(
+                pa.Table.from_batches(inside),
+                self.schema.primary_key,
+                dedup=dedup,
+                keep_markers=False,
+                descending=False,
+            )
             yield from self._finish(rows)
 
     def _conformed(self, batches: Sequence[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol, runtime_checkable
 
@@ -242,12 +242,14 @@ def read_sorted(
     batch_size: int,
     *,
     descending: bool = False,
+    metadata: pq.FileMetaData | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The chosen row groups' rows in file order (which is primary-key order), or in reverse:
-    row groups last to first, each reversed in memory (one row group at a time)."""
+    row groups last to first, each reversed in memory (one row group at a time). ``metadata``
+    is the file's footer when already parsed."""
     if not row_groups:
         return
-    pf = pq.ParquetFile(path)
+    pf = pq.ParquetFile(path, metadata=metadata)
     if not descending:
         yield from pf.iter_batches(
             batch_size=batch_size, row_groups=list(row_groups), columns=list(columns)
@@ -294,9 +296,11 @@ def scan_unordered(
     batch_size: int,
     *,
     filter_columns: Sequence[str] = (),
+    footers: Mapping[str, pq.FileMetaData] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Rows of many (file, row groups) parts matching ``filter`` (which reads only
-    ``filter_columns``), in no particular order, decoded on pyarrow's thread pool."""
+    ``filter_columns``), in no particular order, decoded on pyarrow's thread pool. ``footers``
+    (by path) spare small reads parsing footers already parsed."""
     parts = [(path, rgs) for path, rgs in parts if rgs]
     if not parts:
         return
@@ -304,7 +308,8 @@ def scan_unordered(
         read = [*columns, *(c for c in filter_columns if c not in columns)]
         out = pa.schema([schema.field(c) for c in columns])
         for path, rgs in parts:
-            table = pq.ParquetFile(path).read_row_groups(list(rgs), columns=read)
+            metadata = None if footers is None else footers.get(path)
+            table = pq.ParquetFile(path, metadata=metadata).read_row_groups(list(rgs), columns=read)
             if filter is not None:
                 table = table.filter(filter)
             table = table.select(list(columns))
