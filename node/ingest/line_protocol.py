@@ -16,7 +16,7 @@ from typing import Any
 
 from gnomon.errors import InvalidArgument
 from node.engine.schema import ColumnType
-from node.ingest.line_uniform import parse_uniform
+from node.ingest.line_uniform import TRUE_WORDS, field_type, parse_uniform
 from node.ingest.rows import TableRows
 
 #: Precision name -> (multiplier, divisor) turning a timestamp into milliseconds.
@@ -34,9 +34,6 @@ _PRECISIONS: dict[str, tuple[int, int]] = {
 #: Timestamps are stored as signed 64-bit milliseconds.
 MIN_TS_MS, MAX_TS_MS = -(2**63), 2**63 - 1
 
-_TRUE = frozenset({"t", "T", "true", "True", "TRUE"})
-_FALSE = frozenset({"f", "F", "false", "False", "FALSE"})
-
 
 class _LineError(Exception):
     """A malformed line; turned into InvalidArgument naming the line number."""
@@ -45,24 +42,22 @@ class _LineError(Exception):
 def _field_value(text: str) -> tuple[ColumnType, Any]:
     if not text:
         raise _LineError("field has no value")
-    last = text[-1]
-    if last == "i":
+    typ = field_type(text)
+    if typ is ColumnType.INT64:
         try:
-            return ColumnType.INT64, int(text[:-1])
+            return typ, int(text[:-1])
         except ValueError:
             raise _LineError(f"invalid integer field value {text!r}") from None
-    if last == "u":
+    if typ is ColumnType.UINT64:
         try:
             v = int(text[:-1])
         except ValueError:
             raise _LineError(f"invalid unsigned integer field value {text!r}") from None
         if v < 0:
             raise _LineError(f"unsigned integer field value {text!r} is negative")
-        return ColumnType.UINT64, v
-    if text in _TRUE:
-        return ColumnType.BOOLEAN, True
-    if text in _FALSE:
-        return ColumnType.BOOLEAN, False
+        return typ, v
+    if typ is ColumnType.BOOLEAN:
+        return typ, text in TRUE_WORDS
     try:
         v_float = float(text)
     except ValueError:
@@ -72,7 +67,7 @@ def _field_value(text: str) -> tuple[ColumnType, Any]:
         ) from None
     if v_float != v_float or v_float in (float("inf"), float("-inf")):
         raise _LineError(f"invalid field value {text!r}: NaN and infinity are not accepted")
-    return ColumnType.DOUBLE, v_float
+    return typ, v_float
 
 
 def _unescape(text: str) -> str:

@@ -22,10 +22,11 @@ import pyarrow.compute as pc
 from node.engine.schema import ColumnType
 from node.ingest.rows import ColumnValues, TableRows
 
-_TRUE = frozenset({"t", "T", "true", "True", "TRUE"})
-_FALSE = frozenset({"f", "F", "false", "False", "FALSE"})
-_BOOLS = pa.array(sorted(_TRUE | _FALSE))
-_TRUES = pa.array(sorted(_TRUE))
+#: The spellings of booleans in line protocol.
+TRUE_WORDS = frozenset({"t", "T", "true", "True", "TRUE"})
+FALSE_WORDS = frozenset({"f", "F", "false", "False", "FALSE"})
+_BOOLS = pa.array(sorted(TRUE_WORDS | FALSE_WORDS))
+_TRUES = pa.array(sorted(TRUE_WORDS))
 
 
 class _Misfit(Exception):
@@ -44,12 +45,14 @@ def _pairs(text: str) -> list[str]:
     return keys
 
 
-def _field_type(sample: str) -> ColumnType:
-    if sample[-1] == "i":
+def field_type(value: str) -> ColumnType:
+    """The type a (non-empty, unquoted) field value denotes: suffix ``i`` or ``u``, a boolean
+    word, else a float (whether it parses is the caller's check)."""
+    if value[-1] == "i":
         return ColumnType.INT64
-    if sample[-1] == "u":
+    if value[-1] == "u":
         return ColumnType.UINT64
-    if sample in _TRUE or sample in _FALSE:
+    if value in TRUE_WORDS or value in FALSE_WORDS:
         return ColumnType.BOOLEAN
     return ColumnType.DOUBLE
 
@@ -139,7 +142,7 @@ def _parse(lines: pa.Array[Any], *, mul: int, div: int, default_ts: int) -> Tabl
     samples = [pair.partition("=")[2] for pair in first[1].split(",")]
     field_parts = _split(sections[1], ",", len(fields))
     for name, sample, pairs in zip(fields, samples, field_parts, strict=True):
-        typ = _field_type(sample)
+        typ = field_type(sample)
         rows.columns[name] = ColumnValues(name, False, typ, built=_typed(_values(pairs, name), typ))
     if len(first) == 3:
         try:
@@ -150,5 +153,5 @@ def _parse(lines: pa.Array[Any], *, mul: int, div: int, default_ts: int) -> Tabl
             raise _Misfit  # out of range in milliseconds: the general parser says so
         rows.timestamps = (raw * mul // div).tolist()
     else:
-        rows.timestamps = np.full(len(lines), default_ts, dtype=np.int64).tolist()
+        rows.timestamps = [default_ts] * len(lines)
     return rows
