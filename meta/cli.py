@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterable, Sequence
 from types import FrameType
 
 import click
@@ -98,26 +99,36 @@ def _client(meta: str) -> MetaClient:
     return MetaClient(meta, retry_for_s=10.0)
 
 
+def _show(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
+    out = RichTable(title=title)
+    for col in columns:
+        out.add_column(col)
+    for row in rows:
+        out.add_row(*row)
+    console.print(out)
+
+
 @admin.command()
 @_META
 def nodes(meta: str) -> None:
     """Registered nodes, their liveness and load."""
     with _client(meta) as client:
-        rows = client.nodes()
-    out = RichTable(title="nodes")
-    for col in ("name", "kind", "live", "load", "leader shards", "follower shards"):
-        out.add_column(col)
-    for n in rows:
-        kind = "compaction" if n.kind == pb.COMPACTION else "data"
-        out.add_row(
-            n.name,
-            kind,
-            "yes" if n.live else "no",
-            f"{n.load:.2f}",
-            str(n.leader_shards),
-            str(n.follower_shards),
-        )
-    console.print(out)
+        found = client.nodes()
+    _show(
+        "nodes",
+        ("name", "kind", "live", "load", "leader shards", "follower shards"),
+        (
+            (
+                n.name,
+                "compaction" if n.kind == pb.COMPACTION else "data",
+                "yes" if n.live else "no",
+                f"{n.load:.2f}",
+                str(n.leader_shards),
+                str(n.follower_shards),
+            )
+            for n in found
+        ),
+    )
 
 
 @admin.command()
@@ -125,21 +136,23 @@ def nodes(meta: str) -> None:
 def shards(meta: str) -> None:
     """Shards: leader, followers, epoch, status, tables and load."""
     with _client(meta) as client:
-        rows = client.shards()
-    out = RichTable(title="shards")
-    for col in ("id", "leader", "followers", "epoch", "status", "tables", "load"):
-        out.add_column(col)
-    for s in rows:
-        out.add_row(
-            str(s.id),
-            s.leader or "-",
-            ",".join(s.followers) or "-",
-            str(s.epoch),
-            s.status,
-            str(s.tables),
-            f"{s.load:.2f}",
-        )
-    console.print(out)
+        found = client.shards()
+    _show(
+        "shards",
+        ("id", "leader", "followers", "epoch", "status", "tables", "load"),
+        (
+            (
+                str(s.id),
+                s.leader or "-",
+                ",".join(s.followers) or "-",
+                str(s.epoch),
+                s.status,
+                str(s.tables),
+                f"{s.load:.2f}",
+            )
+            for s in found
+        ),
+    )
 
 
 @admin.command()
@@ -147,19 +160,21 @@ def shards(meta: str) -> None:
 def tables(meta: str) -> None:
     """Tables and the shards they live in."""
     with _client(meta) as client:
-        rows = client.tables()
-    out = RichTable(title="tables")
-    for col in ("id", "name", "shard", "partitions", "parent"):
-        out.add_column(col)
-    for t in rows:
-        out.add_row(
-            str(t.id),
-            t.name,
-            str(t.shard_id) if t.HasField("shard_id") else "-",
-            str(t.partitions or "-"),
-            str(t.parent_id) if t.HasField("parent_id") else "-",
-        )
-    console.print(out)
+        found = client.tables()
+    _show(
+        "tables",
+        ("id", "name", "shard", "partitions", "parent"),
+        (
+            (
+                str(t.id),
+                t.name,
+                str(t.shard_id) if t.HasField("shard_id") else "-",
+                str(t.partitions or "-"),
+                str(t.parent_id) if t.HasField("parent_id") else "-",
+            )
+            for t in found
+        ),
+    )
 
 
 def _finish(client: MetaClient, started: pb.ProcedureInfo) -> None:
