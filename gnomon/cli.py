@@ -160,7 +160,8 @@ def standalone(
     advertise: str | None,
     with_demo: bool,
 ) -> None:
-    """Run gnomon standalone: HoraeDB-compatible gRPC and HTTP on one embedded engine.
+    """Run gnomon standalone: HoraeDB-compatible gRPC, HTTP and Arrow Flight on one embedded
+    engine.
 
     Settings come from defaults, then --config, then GNOMON_* environment variables, then
     flags. Stops gracefully (flushing) on SIGTERM or Ctrl-C."""
