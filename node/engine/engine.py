@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from gnomon.errors import AlreadyExists, Closed, InvalidArgument, NotFound
 from gnomon.store.api import StructuredStore
 from gnomon.store.sqlite import SqliteStore
+from node.engine.bounds import Bounds
 from node.engine.catalog import Catalog, TableInfo
 from node.engine.compaction.compactor import Compactor
 from node.engine.compaction.scheduler import CompactionScheduler
@@ -330,6 +331,7 @@ class Engine:
         order: Order | None = None,
         limit_per_series: int | None = None,
         pinned: Pinned | None = None,
+        bounds: Bounds | None = None,
     ) -> Scan:
         """A scan over one consistent snapshot: ``columns`` (default all), rows with timestamp
         in ``time_range`` = [start, end) ms that match ``predicate``; with ``version`` or
@@ -340,8 +342,12 @@ class Engine:
         series' rows by ascending time, series by key), "desc" its exact reverse (each
         series newest first). ``limit_per_series`` keeps the first n rows of each series in
         that order (default "desc": its latest n rows). Both stream from the merge without
-        sorting the result. ``pinned`` (from :meth:`pin`) scans that snapshot instead."""
-        req = ScanRequest(columns, time_range, predicate, batch_size, order, limit_per_series)
+        sorting the result. ``pinned`` (from :meth:`pin`) scans that snapshot instead.
+        ``bounds`` are per-column conditions every wanted row meets (:mod:`node.engine.bounds`):
+        they filter too, and prune cheaper than a predicate."""
+        req = ScanRequest(
+            columns, time_range, predicate, batch_size, order, limit_per_series, bounds
+        )
         table = self.table(name)
         if pinned is None:
             pinned = table.pin(version=version, timestamp_ms=timestamp_ms)

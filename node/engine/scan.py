@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from gnomon.errors import InvalidArgument
+from node.engine.bounds import Bounds, Range, bounds_expression, time_window
 from node.engine.memtable import MemtableView
 from node.engine.merge import merge_sorted, sort_resolve
 from node.engine.options import TableOptions, UpdateMode
@@ -65,6 +66,10 @@ class ScanRequest:
     #: At most this many rows per series, the first ones in ``order`` (default "desc": the
     #: latest rows).
     limit_per_series: int | None = None
+    #: Per-column bounds every returned row satisfies (see :mod:`node.engine.bounds`): they
+    #: filter like ``predicate`` and prune files, row groups and series without judging an
+    #: expression per row group.
+    bounds: Bounds | None = None
 
 
 @dataclass
@@ -138,16 +143,32 @@ class Scan:
                     "limit_per_series needs the timestamp key last in the primary key"
                 )
             self._order = self._order or "desc"
+        bounds = dict(request.bounds or {})
+        for c in bounds:
+            if not schema.has_column(c):
+                raise InvalidArgument(f"unknown column {c!r} in scan bounds")
         lo, hi = request.time_range or (None, None)
+        ts_key = schema.timestamp_key
+        if ts_key in bounds:
+            lo, hi = _narrowed((lo, hi), time_window(bounds[ts_key]))
         if options.enable_ttl:
             floor = now_ms - options.ttl_ms
             lo = floor if lo is None else max(lo, floor)
         self._lo, self._hi = lo, hi
-        self.filter = self._build_filter(request.predicate)
-        #: Columns the whole filter (predicate, time range, TTL) may read.
-        self._filter_reads = (
-            set(referenced_columns(self.filter, schema)) if self.filter is not None else set()
+        # The time range (with the TTL) is a bound too, judged against row-group statistics;
+        # in the filter it appears once, from the range.
+        filtered = {c: r for c, r in bounds.items() if c != ts_key or r.values is not None}
+        if lo is not None or hi is not None:
+            window = Range(lo=lo, hi=hi, hi_inclusive=False)
+            bounds[ts_key] = bounds[ts_key].intersect(window) if ts_key in bounds else window
+        self._bounds = bounds
+        self.filter = self._build_filter(
+            request.predicate, bounds_expression(filtered, schema.arrow())
         )
+        #: Columns the whole filter (predicate, time range, TTL, bounds) may read.
+        self._filter_reads = set(bounds)
+        if request.predicate is not None:
+            self._filter_reads |= set(referenced_columns(request.predicate, schema))
         data = [f for f in files if f.is_data]
         self.stats = ScanStats(ssts_total=len(data))
         self._files = [f for f in data if self._overlaps(f.min_ts, f.max_ts)]
@@ -164,10 +185,13 @@ class Scan:
         needed |= self._extra
         self._read_columns = [n for n in schema.names if n in needed] + [SEQ, KIND]
         self._read_schema = pa.schema([self._storage.field(n) for n in self._read_columns])
+        self._unordered_plan: _UnorderedPlan | None = None
 
     # -- planning --------------------------------------------------------------------------------
 
-    def _build_filter(self, predicate: pc.Expression | None) -> pc.Expression | None:
+    def _build_filter(
+        self, predicate: pc.Expression | None, bounded: pc.Expression | None
+    ) -> pc.Expression | None:
         ts = pc.field(self.schema.timestamp_key)
         typ = self.schema.column(self.schema.timestamp_key).type.arrow()
         parts: list[pc.Expression] = []
@@ -175,8 +199,7 @@ class Scan:
             parts.append(ts >= pa.scalar(self._lo, type=pa.int64()).cast(typ))
         if self._hi is not None:
             parts.append(ts < pa.scalar(self._hi, type=pa.int64()).cast(typ))
-        if predicate is not None:
-            parts.append(predicate)
+        parts.extend(p for p in (bounded, predicate) if p is not None)
         if not parts:
             return None
         out = parts[0]
@@ -256,36 +279,66 @@ class Scan:
         with self._pins:
             yield from batches
 
-    def _unordered(self) -> Iterator[pa.RecordBatch]:
+    def estimated_rows(self) -> int:
+        """Rows the scan reads at most (before filtering): those of the row groups pruning
+        keeps of SSTs read on their own, and every row of memtables and merged SSTs."""
+        if self._order is not None:
+            return sum(_rows(s) for s in self._sources())
+        plan = self._plan()
+        direct = sum(
+            self._footers[path].row_group(rg).num_rows
+            for parts in plan.direct.values()
+            for path, groups in parts
+            for rg in groups
+        )
+        mem = sum(t.num_rows for t in plan.memtables)
+        grouped = sum(_rows(s) for g, _ in plan.split for s in g)
+        return direct + mem + grouped + sum(_rows(s) for g in plan.merged for s in g)
+
+    def _plan(self) -> _UnorderedPlan:
+        """The unordered scan's plan, made once (pruning happens here)."""
+        if self._unordered_plan is None:
+            self._unordered_plan = self._make_plan()
+        return self._unordered_plan
+
+    def _make_plan(self) -> _UnorderedPlan:
         direct_ssts: dict[bool, list[SstMeta]] = {False: [], True: []}
-        direct_mem: list[pa.Table] = []
-        merged: list[list[_Source]] = []
+        plan = _UnorderedPlan()
         components = self._components()
-        split: list[tuple[list[_Source], list[tuple[int, int]]]] = []
-        direct_columns = [*self.columns, *sorted(self._extra - set(self.columns))]
+        direct_columns = self._direct_columns()
         for group in components:
             s = group[0]
             if len(group) > 1:
                 zones = overlap_zones([(x.min_ts, x.max_ts) for x in group])
                 if _rows_in(group, zones) <= SPLIT_MAX_ZONE_ROWS:
-                    split.append((group, zones))
+                    plan.split.append((group, zones))
                 else:
-                    merged.append(group)
+                    plan.merged.append(group)
             elif s.mem is not None:
-                direct_mem.append(s.mem)
+                plan.memtables.append(s.mem)
             elif s.sst is not None and self._has_columns(
                 s.sst, [*direct_columns, *self._filter_columns]
             ):
                 direct_ssts[s.deletes].append(s.sst)
             else:
-                merged.append(group)
+                plan.merged.append(group)
         self.stats.memtable_slices = sum(1 for g in components for s in g if s.mem is not None)
-        self.stats.merged_components = sum(1 for g in merged if len(g) > 1)
-        self.stats.split_components = len(split)
-        direct = {d: self._pruned_all(ssts, self.schema.names) for d, ssts in direct_ssts.items()}
-        for table in direct_mem:
+        self.stats.merged_components = sum(1 for g in plan.merged if len(g) > 1)
+        self.stats.split_components = len(plan.split)
+        plan.direct = {
+            d: self._pruned_all(ssts, self.schema.names) for d, ssts in direct_ssts.items()
+        }
+        return plan
+
+    def _direct_columns(self) -> list[str]:
+        return [*self.columns, *sorted(self._extra - set(self.columns))]
+
+    def _unordered(self) -> Iterator[pa.RecordBatch]:
+        plan = self._plan()
+        direct_columns = self._direct_columns()
+        for table in plan.memtables:
             yield from self._finish(self._conformed_table(strip_markers(table)))
-        for deletes, parts in direct.items():
+        for deletes, parts in plan.direct.items():
             if not parts:
                 continue
             # A lone source's deletion markers shadow nothing else: they are just left out.
@@ -307,9 +360,9 @@ class Scan:
                 footers=self._footers,
             ):
                 yield from self._finish(pa.Table.from_batches([batch]), filtered=True)
-        for group, zones in split:
+        for group, zones in plan.split:
             yield from self._split(group, zones)
-        for group in merged:
+        for group in plan.merged:
             yield from self._finish_all(self._merge(group, descending=False))
 
     def _ordered(self) -> Iterator[pa.RecordBatch]:
@@ -332,19 +385,28 @@ class Scan:
         """Each SST's local path and the row groups that may hold matching rows: first by
         their statistics, then, when the filter names tags, by the series they hold."""
         files = self._sst_files
-        # Only columns the filter names can rule anything out; a guarantee naming the others
-        # too would only make pyarrow's simplification slower (it grows with the guarantee).
-        judged = [c for c in stat_columns if c in self._filter_reads]
-        stats = [files.guarantees(s.path, self._storage, judged) for s in ssts]
-        selected = select_row_groups(
-            [[[g] for g in gs] for gs in stats], self._storage, self.filter
-        )
+        bounded = {c: r for c, r in self._bounds.items() if c in stat_columns}
+        selected = [files.row_groups_within(s.path, bounded) for s in ssts]
+        if self.request.predicate is not None:
+            # Only columns the filter names can rule anything out; a guarantee naming the
+            # others too would only make pyarrow's simplification slower (it grows with the
+            # guarantee).
+            judged = [c for c in stat_columns if c in self._filter_reads]
+            stats = [files.guarantees(s.path, self._storage, judged) for s in ssts]
+            picked = select_row_groups(
+                [[[g[rg]] for rg in groups] for g, groups in zip(stats, selected, strict=True)],
+                self._storage,
+                self.filter,
+            )
+            selected = [
+                [groups[i] for i in kept] for groups, kept in zip(selected, picked, strict=True)
+            ]
         tags = [t for t in self.schema.tags if t in self._filter_reads and t in stat_columns]
         if tags:
             selected = self._by_series(ssts, selected, tags)
         out = []
-        for sst, g, groups in zip(ssts, stats, selected, strict=True):
-            self.stats.row_groups_total += len(g)
+        for sst, groups in zip(ssts, selected, strict=True):
+            self.stats.row_groups_total += files.footer(sst.path).num_row_groups
             self.stats.row_groups_read += len(groups)
             if groups:
                 self.stats.ssts_read += 1
@@ -366,11 +428,13 @@ class Scan:
         distinct = sorted(
             {c for per_file in series for combos in per_file if combos for c in combos}
         )
-        if not distinct:
-            return selected
-        guarantees = [[series_guarantee(self._storage, tags, c)] for c in distinct]
-        (matching,) = select_row_groups([guarantees], self._storage, self.filter)
-        possible = {distinct[i] for i in matching}
+        bounded = [(i, self._bounds[t]) for i, t in enumerate(tags) if t in self._bounds]
+        admitted = [c for c in distinct if all(r.admits(c[i]) for i, r in bounded)]
+        if admitted and self.request.predicate is not None:
+            guarantees = [[series_guarantee(self._storage, tags, c)] for c in admitted]
+            (matching,) = select_row_groups([guarantees], self._storage, self.filter)
+            admitted = [admitted[i] for i in matching]
+        possible = set(admitted)
         return [
             [
                 rg
@@ -498,6 +562,31 @@ def _limit_per_series(
             yield kept
 
 
+@dataclass
+class _UnorderedPlan:
+    """What an unordered scan reads and how: memtable slices and SSTs (with the row groups
+    pruning keeps, split by whether they hold deletion markers) read on their own, groups
+    of overlapping sources read one by one with their overlap zones, and groups merged."""
+
+    memtables: list[pa.Table] = field(default_factory=list)
+    direct: dict[bool, list[tuple[str, list[int]]]] = field(default_factory=dict)
+    split: list[tuple[list[_Source], list[tuple[int, int]]]] = field(default_factory=list)
+    merged: list[list[_Source]] = field(default_factory=list)
+
+
+def _rows(s: _Source) -> int:
+    return s.sst.rows if s.sst is not None else s.mem.num_rows if s.mem is not None else 0
+
+
+def _narrowed(
+    a: tuple[int | None, int | None], b: tuple[int | None, int | None]
+) -> tuple[int | None, int | None]:
+    """The intersection of two [start, end) windows (None: unbounded)."""
+    lo = b[0] if a[0] is None else a[0] if b[0] is None else max(a[0], b[0])
+    hi = b[1] if a[1] is None else a[1] if b[1] is None else min(a[1], b[1])
+    return lo, hi
+
+
 def overlap_zones(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     """The time zones [lo, hi) covered by two or more of ``ranges`` (inclusive bounds)."""
     # Half-open ends; at one instant ends sort before starts, so touching ranges do not meet.
@@ -522,7 +611,7 @@ def _rows_in(group: Sequence[_Source], zones: Sequence[tuple[int, int]]) -> floa
     evenly over its time range."""
     total = 0.0
     for s in group:
-        rows = s.sst.rows if s.sst is not None else s.mem.num_rows if s.mem is not None else 0
+        rows = _rows(s)
         span = s.max_ts - s.min_ts + 1
         covered = sum(max(0, min(hi, s.max_ts + 1) - max(lo, s.min_ts)) for lo, hi in zones)
         total += rows * covered / span

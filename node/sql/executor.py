@@ -30,6 +30,7 @@ from node.sql.ast import (
 )
 from node.sql.lexer import Kind, Token, tokenize
 from node.sql.parser import parse
+from node.sql.prescan import Prescan, analyse
 from node.sql.provider import EngineDataset, ScanRecord
 from node.sql.result import QueryResult
 
@@ -40,6 +41,13 @@ class _LiteralFilterPushdown(Exception):
     """DataFusion simplified a pushed-down filter to a literal (``host = 'a' AND host = 'b'``
     is ``false``) and then failed to hand it to the dataset: its pyarrow form is a
     ``BooleanScalar``, which is no ``Expression`` and cannot be combined with one."""
+
+
+#: A query over one table whose pruned scan reads at most this many values (rows x columns)
+#: is read before DataFusion runs and handed to it in memory: DataFusion's dataset path
+#: costs about a millisecond per query (scanner set-up, threads, a Python iterator), most of
+#: a point query's time. Larger scans stream, keeping memory bounded.
+SMALL_SCAN_VALUES = 2_000_000
 
 
 class _QueryContext:
@@ -57,9 +65,21 @@ class _QueryContext:
         self._registered: set[str] = set()
 
     def register(
-        self, name: str, table: str, *, version: int | None = None, timestamp_ms: int | None = None
+        self,
+        name: str,
+        table: str,
+        *,
+        version: int | None = None,
+        timestamp_ms: int | None = None,
+        prescan: Prescan | None = None,
+        in_memory: bool = False,
     ) -> None:
+        """Register ``table`` as ``name``: a dataset DataFusion streams from, or, with
+        ``in_memory`` and a small enough ``prescan``, the rows that scan reads."""
         if name in self._registered:
+            return
+        self._registered.add(name)
+        if prescan is not None and in_memory and self._register_small(name, prescan):
             return
         dataset = EngineDataset(
             self.engine,
@@ -68,6 +88,7 @@ class _QueryContext:
             timestamp_ms=timestamp_ms,
             scans=self.scans,
             errors=self.errors,
+            bounds=None if prescan is None else prescan.bounds,
         )
         # DataFusion reads the name as SQL (unquoted folds to lower case): quote it.
         if self.pushdown:
@@ -77,7 +98,35 @@ class _QueryContext:
             self.ctx.register_dataset(raw, dataset)
             view = self.ctx.sql(f"SELECT * FROM {raw} LIMIT {2**63 - 1}")
             self.ctx.register_view(_dq(name), view)
-        self._registered.add(name)
+
+    def _register_small(self, name: str, prescan: Prescan) -> bool:
+        scan = self.engine.plan_scan(prescan.table, columns=prescan.columns, bounds=prescan.bounds)
+        if scan.estimated_rows() * len(scan.columns) > SMALL_SCAN_VALUES:
+            return False
+        read = set(scan.columns)
+        schema = self.engine.describe(prescan.table).schema.arrow()
+        rows = pa.Table.from_batches(
+            list(scan), schema=pa.schema([schema.field(c) for c in scan.columns])
+        )
+        # Columns the query never names stay null (and nullable); the table keeps its whole
+        # schema, so DataFusion's errors and `*` see every column.
+        fields = [f if f.name in read else f.with_nullable(True) for f in schema]
+        arrays = [
+            rows.column(f.name) if f.name in read else pa.nulls(rows.num_rows, f.type)
+            for f in schema
+        ]
+        table = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+        batches = table.to_batches() or [pa.RecordBatch.from_pylist([], schema=table.schema)]
+        self.ctx.register_record_batches(_dq(name), [batches])
+        self.scans.append(
+            ScanRecord(
+                prescan.table,
+                scan.columns,
+                None if scan.filter is None else str(scan.filter),
+                scan.stats,
+            )
+        )
+        return True
 
 
 class SqlExecutor:
@@ -130,11 +179,15 @@ class SqlExecutor:
 
     # -- queries ---------------------------------------------------------------------------------
 
-    def _prepare(self, sql: str, *, pushdown: bool = True) -> tuple[_QueryContext, str]:
+    def _prepare(
+        self, sql: str, *, pushdown: bool = True, in_memory: bool = True
+    ) -> tuple[_QueryContext, str]:
         """Register the tables ``sql`` mentions and rewrite what DataFusion does not accept:
         time-travel clauses (``t VERSION AS OF n`` / ``t TIMESTAMP AS OF '...'``) become
         registered names, and integer milliseconds compared with a timestamp column (as
-        HoraeDB allows: ``ts >= 1700000000000``) become timestamps."""
+        HoraeDB allows: ``ts >= 1700000000000``) become timestamps. A query reading a single
+        table once tells the engine its columns and the bounds of its WHERE clause
+        (:mod:`node.sql.prescan`); with ``in_memory`` a small such scan is read up front."""
         qc = _QueryContext(self.engine, pushdown=pushdown)
         tables = set(self.engine.list_tables())
         tokens = tokenize(sql)
@@ -146,6 +199,7 @@ class SqlExecutor:
             if c.type is ColumnType.TIMESTAMP
         }
         edits: list[tuple[int, int, str]] = []
+        plain: list[str] = []
         n_travel = 0
         for i, t in enumerate(tokens):
             name = _ident(t)
@@ -177,9 +231,14 @@ class SqlExecutor:
                 text = _dq(alias) if has_alias else f"{_dq(alias)} AS {_dq(name)}"
                 edits.append((t.pos, following.pos, text + " "))
             elif name in tables:
-                qc.register(name, name)
+                plain.append(name)
             elif name in ts_columns:
                 edits.extend(_timestamp_literals(tokens, i))
+        prescan = None
+        if n_travel == 0 and len(set(plain)) == 1:
+            prescan = analyse(tokens, plain[0], self.engine.describe(plain[0]).schema)
+        for name in plain:
+            qc.register(name, name, prescan=prescan, in_memory=in_memory)
         out: list[str] = []
         last = 0
         for begin, stop, text in sorted(edits):
@@ -203,12 +262,13 @@ class SqlExecutor:
 
     def _run(self, sql: str, prefix: str = "") -> tuple[_QueryContext, pa.Table]:
         """Runs ``prefix`` + the prepared ``sql``; when DataFusion cannot push a filter it
-        simplified to a literal, runs it again with filters evaluated above the scans."""
-        qc, rewritten = self._prepare(sql)
+        simplified to a literal, runs it again with filters evaluated above the scans. An
+        EXPLAIN (a ``prefix``) shows the streaming plan, never one over rows read up front."""
+        qc, rewritten = self._prepare(sql, in_memory=not prefix)
         try:
             return qc, self._collect(qc, prefix + rewritten)
         except _LiteralFilterPushdown:
-            qc, rewritten = self._prepare(sql, pushdown=False)
+            qc, rewritten = self._prepare(sql, pushdown=False, in_memory=not prefix)
             return qc, self._collect(qc, prefix + rewritten)
 
     def _query(self, sql: str) -> QueryResult:

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from gnomon.errors import GnomonError
+from node.engine.bounds import Bounds
 from node.engine.engine import Engine
 from node.engine.scan import ScanStats
 
@@ -52,6 +53,7 @@ class EngineFragment:
                 version=d.version,
                 timestamp_ms=d.timestamp_ms,
                 batch_size=batch_size or 65_536,
+                bounds=d.bounds,
             )
         except GnomonError as e:
             # DataFusion would flatten the error into text; keep it for the executor.
@@ -81,7 +83,8 @@ def _conformed(
 
 
 class EngineDataset(ds.InMemoryDataset):  # type: ignore[misc]
-    """One engine table (optionally at a manifest version) as a DataFusion table."""
+    """One engine table (optionally at a manifest version) as a DataFusion table. ``bounds``
+    hold for every row the query needs (see :mod:`node.sql.prescan`)."""
 
     def __init__(
         self,
@@ -92,8 +95,10 @@ class EngineDataset(ds.InMemoryDataset):  # type: ignore[misc]
         timestamp_ms: int | None = None,
         scans: list[ScanRecord],
         errors: list[GnomonError],
+        bounds: Bounds | None = None,
     ) -> None:
         self.engine = engine
+        self.bounds = bounds
         self.table = table
         self.version = version
         self.timestamp_ms = timestamp_ms

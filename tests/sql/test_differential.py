@@ -24,6 +24,7 @@ import pyarrow as pa
 import pytest
 
 import node.engine.scan as scan_module
+import node.sql.executor as executor_module
 from node.engine.engine import Engine
 from node.sql.executor import SqlExecutor
 
@@ -399,15 +400,20 @@ def _show(rows: list[tuple[Any, ...]], around: int, context: int = 5) -> str:
 # -- tests ---------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module", params=["merge", "split"])
+@pytest.fixture(scope="module", params=["merge", "split", "streamed"])
 def both(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[tuple[SqlExecutor, Any]]:
     # Overlapping sources are either merged or split at their overlap zones (scan.py); the
-    # tiny data here would always be split, so the merge is forced once.
+    # tiny data here would always be split, so the merge is forced once. Queries over one
+    # table read small scans up front (executor.py); "streamed" makes DataFusion stream
+    # every scan instead.
     limit = scan_module.SPLIT_MAX_ZONE_ROWS
+    small = executor_module.SMALL_SCAN_VALUES
     if request.param == "merge":
         scan_module.SPLIT_MAX_ZONE_ROWS = -1
+    if request.param == "streamed":
+        executor_module.SMALL_SCAN_VALUES = -1
     engine = Engine.open(
         str(tmp_path_factory.mktemp("differential") / "db"),
         wal_sync="never",
@@ -427,6 +433,7 @@ def both(
     con.close()
     engine.close()
     scan_module.SPLIT_MAX_ZONE_ROWS = limit
+    executor_module.SMALL_SCAN_VALUES = small
 
 
 def _duck_rows(con: Any, query: str) -> list[tuple[Any, ...]]:

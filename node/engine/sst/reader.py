@@ -16,6 +16,7 @@ import functools
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -25,6 +26,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from node.engine.bounds import Bounds
 from node.engine.lru import Lru
 from node.engine.schema import repeat
 from node.engine.sst.writer import SERIES_KEY
@@ -73,6 +75,7 @@ class SstFiles:
         self._series: Lru[tuple[str, tuple[str, ...]], list[list[tuple[Any, ...]] | None]] = Lru(
             footers
         )
+        self._ranges: Lru[tuple[str, str], ColumnRanges | None] = Lru(footers)
 
     def path(self, key: str) -> str:
         return self._local.local_path(key)
@@ -113,6 +116,24 @@ class SstFiles:
             (key, tuple(tags)), lambda _: row_group_series(self.footer(key), tags)
         )
 
+    def row_groups_within(self, key: str, bounds: Bounds) -> list[int]:
+        """The row groups of the file whose min/max statistics may hold rows within
+        ``bounds`` (a column the file lacks, or without statistics, rules nothing out)."""
+        n = self.footer(key).num_row_groups
+        keep = np.ones(n, dtype=bool)
+        for name, r in bounds.items():
+            ranges = self._ranges.get_or_load(
+                (key, name), lambda k: column_ranges(self.footer(k[0]), k[1])
+            )
+            if ranges is None:
+                continue
+            try:
+                within = r.overlaps(ranges.mins, ranges.maxs)
+            except TypeError:  # a bound of another kind than the statistics: judge nothing
+                continue
+            keep[ranges.known] &= within
+        return np.flatnonzero(keep).tolist()
+
     def forget(self, key: str) -> None:
         for cache in (self._footers, self._tombstones, self._columns):
             cache.pop(key)
@@ -144,6 +165,56 @@ def row_group_guarantees(
     """Per row group, what its min/max statistics of ``stat_columns`` guarantee."""
     usable = {name: schema.field(name).type for name in stat_columns if name in schema.names}
     return [_row_group_guarantee(meta, rg, usable) for rg in range(meta.num_row_groups)]
+
+
+@dataclass(frozen=True)
+class ColumnRanges:
+    """One column's min/max statistics over the row groups that have them (``known``):
+    integers for timestamps (in the column's unit) and integers, floats, strings."""
+
+    known: np.ndarray
+    mins: np.ndarray
+    maxs: np.ndarray
+
+
+def column_ranges(meta: pq.FileMetaData, column: str) -> ColumnRanges | None:
+    """The statistics of ``column`` per row group, or None when the file has no such
+    column or its statistics are of a kind bounds are not judged on."""
+    names = [meta.schema.column(i).path for i in range(meta.num_columns)]
+    if column not in names:
+        return None
+    index = names.index(column)
+    described = meta.schema.column(index)
+    logical = described.logical_type.to_json()
+    if described.physical_type not in ("INT32", "INT64", "FLOAT", "DOUBLE", "BYTE_ARRAY"):
+        return None
+    timestamp = described.logical_type.type == "TIMESTAMP"
+    if timestamp and '"milliseconds"' not in logical:
+        return None  # bounds on timestamps are milliseconds
+    if described.physical_type == "BYTE_ARRAY" and described.logical_type.type != "STRING":
+        return None
+    # Exact Python values for strings and integers (uint64 does not fit numpy's int64).
+    dtype = (
+        np.int64
+        if timestamp
+        else np.float64
+        if described.physical_type in ("FLOAT", "DOUBLE")
+        else object
+    )
+    known: list[bool] = []
+    mins: list[Any] = []
+    maxs: list[Any] = []
+    for rg in range(meta.num_row_groups):
+        stats = meta.row_group(rg).column(index).statistics
+        ok = stats is not None and stats.has_min_max
+        known.append(ok)
+        if stats is not None and ok:
+            # A timestamp's statistics come as datetimes; its integer value is the raw one.
+            mins.append(stats.min_raw if timestamp else stats.min)
+            maxs.append(stats.max_raw if timestamp else stats.max)
+    return ColumnRanges(
+        np.array(known, dtype=bool), np.array(mins, dtype=dtype), np.array(maxs, dtype=dtype)
+    )
 
 
 def row_group_series(

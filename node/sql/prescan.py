@@ -1,0 +1,272 @@
+"""What a query over a single table tells the engine before DataFusion plans it: the columns
+it may read and the bounds its WHERE clause puts on single columns.
+
+Only the top-level AND terms of the WHERE clause that compare a column with a literal are
+read (``col <op> literal``, ``literal <op> col``, ``col IN (...)``, ``col BETWEEN a AND b``);
+every other term is left to DataFusion, which still evaluates the whole query. The bounds
+are therefore a necessary condition of the WHERE clause: the engine may prune and pre-filter
+by them without changing the answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from node.engine.bounds import Range, intersect_all
+from node.engine.schema import ColumnType, Schema
+from node.sql.lexer import Kind, Token
+
+#: Words ending a WHERE clause (at parenthesis depth 0).
+_AFTER_WHERE = ("GROUP", "ORDER", "LIMIT", "HAVING", "WINDOW", "QUALIFY", "OFFSET")
+#: Words that make a query read its table more than once, or another relation.
+_NOT_SINGLE = ("JOIN", "UNION", "INTERSECT", "EXCEPT", "WITH", "VALUES", "LATERAL")
+_COMPARISONS = {"=": "=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+_MIRRORED = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_INTEGERS = {
+    ColumnType.INT8, ColumnType.INT16, ColumnType.INT32, ColumnType.INT64,
+    ColumnType.UINT8, ColumnType.UINT16, ColumnType.UINT32, ColumnType.UINT64,
+}  # fmt: skip
+_FLOATS = {ColumnType.DOUBLE, ColumnType.FLOAT}
+
+
+@dataclass(frozen=True)
+class Prescan:
+    table: str
+    #: Columns of the table the query may read (None: all of them, e.g. for ``*``).
+    columns: list[str] | None
+    bounds: dict[str, Range]
+
+
+def analyse(tokens: Sequence[Token], table: str, schema: Schema) -> Prescan | None:
+    """What the engine may know of a query (``tokens``) reading ``table`` once, or None when
+    the query may read it more than once or read other relations."""
+    selects = [i for i, t in enumerate(tokens) if t.is_word("SELECT")]
+    if len(selects) != 1 or selects[0] != 0 or any(t.is_word(*_NOT_SINGLE) for t in tokens):
+        return None
+    names = set(schema.names)
+    # ``*`` reads every column, except as the argument of count(*).
+    star = any(
+        t.kind is Kind.SYMBOL and t.text == "*" and tokens[i - 1].text != "("
+        for i, t in enumerate(tokens)
+        if i > 0
+    )
+    columns: list[str] | None = None
+    if not star:
+        mentioned = {_ident(t) for t in tokens}
+        # A query naming no column (count(*)) still reads the rows: their timestamps.
+        columns = [n for n in schema.names if n in mentioned] or [schema.timestamp_key]
+    where = _where(tokens)
+    aliases = _table_names(tokens, table)
+    terms: list[tuple[str, Range]] = []
+    if where is not None:
+        for term in _conjuncts(where):
+            bound = _bound(term, schema, names, aliases)
+            if bound is not None:
+                terms.append(bound)
+    return Prescan(table, columns, intersect_all(terms))
+
+
+def _ident(t: Token) -> str | None:
+    if t.kind is Kind.QUOTED:
+        return t.text
+    if t.kind is Kind.WORD:
+        return t.text.lower()
+    return None
+
+
+def _table_names(tokens: Sequence[Token], table: str) -> set[str]:
+    """Names that qualify the table's columns: its own, and an alias after it."""
+    names = {table}
+    for i, t in enumerate(tokens[:-1]):
+        if _ident(t) == table:
+            nxt = tokens[i + 1]
+            if nxt.is_word("AS") and i + 2 < len(tokens):
+                nxt = tokens[i + 2]
+            alias = _ident(nxt)
+            if alias is not None and not nxt.is_word("WHERE", *_AFTER_WHERE):
+                names.add(alias)
+    return names
+
+
+def _where(tokens: Sequence[Token]) -> list[Token] | None:
+    """The tokens of the top-level WHERE clause."""
+    depth = 0
+    start: int | None = None
+    for i, t in enumerate(tokens):
+        if t.kind is Kind.SYMBOL and t.text == "(":
+            depth += 1
+        elif t.kind is Kind.SYMBOL and t.text == ")":
+            depth -= 1
+        elif depth == 0 and t.is_word("WHERE"):
+            start = i + 1
+        elif depth == 0 and start is not None and (t.is_word(*_AFTER_WHERE) or t.kind is Kind.END):
+            return list(tokens[start:i])
+    return None
+
+
+def _conjuncts(tokens: list[Token]) -> list[list[Token]]:
+    """The terms joined by AND at depth 0 (a term wrapped in parentheses is split again)."""
+    if _wrapped(tokens):
+        return _conjuncts(tokens[1:-1])
+    terms: list[list[Token]] = []
+    depth = 0
+    current: list[Token] = []
+    between = False
+    for t in tokens:
+        if t.kind is Kind.SYMBOL and t.text == "(":
+            depth += 1
+        elif t.kind is Kind.SYMBOL and t.text == ")":
+            depth -= 1
+        elif depth == 0 and t.is_word("OR"):
+            return [tokens]  # a disjunction bounds nothing here
+        elif depth == 0 and t.is_word("BETWEEN"):
+            between = True
+        elif depth == 0 and t.is_word("AND"):
+            if between:
+                between = False
+            else:
+                terms.append(current)
+                current = []
+                continue
+        current.append(t)
+    terms.append(current)
+    return [c for term in terms for c in (_conjuncts(term) if _wrapped(term) else [term])]
+
+
+def _wrapped(tokens: list[Token]) -> bool:
+    """Whether one pair of parentheses encloses all of ``tokens``."""
+    if len(tokens) < 2 or tokens[0].text != "(" or tokens[-1].text != ")":
+        return False
+    depth = 0
+    for i, t in enumerate(tokens):
+        if t.kind is Kind.SYMBOL and t.text == "(":
+            depth += 1
+        elif t.kind is Kind.SYMBOL and t.text == ")":
+            depth -= 1
+            if depth == 0 and i < len(tokens) - 1:
+                return False
+    return True
+
+
+def _bound(
+    term: list[Token], schema: Schema, names: set[str], tables: set[str]
+) -> tuple[str, Range] | None:
+    column, rest = _column(term, names, tables)
+    if column is not None:
+        return _bound_on(column, rest, schema)
+    # literal <op> column
+    for k, t in enumerate(term):
+        if t.kind is Kind.SYMBOL and t.text in _COMPARISONS:
+            column, after = _column(term[k + 1 :], names, tables)
+            if column is None or after:
+                return None
+            value = _literal(term[:k], schema.column(column).type)
+            if value is _NONE:
+                return None
+            return column, Range.of(_MIRRORED[t.text], value)
+    return None
+
+
+def _column(term: list[Token], names: set[str], tables: set[str]) -> tuple[str | None, list[Token]]:
+    """The column a term starts with (``col`` or ``table.col``) and the tokens after it."""
+    if len(term) >= 3 and term[1].kind is Kind.SYMBOL and term[1].text == ".":
+        if _ident(term[0]) not in tables:
+            return None, term
+        name, rest = _ident(term[2]), term[3:]
+    elif term:
+        name, rest = _ident(term[0]), term[1:]
+    else:
+        return None, term
+    if name is None or name not in names or term[0].is_word("NOT"):
+        return None, term
+    return name, rest
+
+
+def _bound_on(column: str, rest: list[Token], schema: Schema) -> tuple[str, Range] | None:
+    typ = schema.column(column).type
+    if rest and rest[0].kind is Kind.SYMBOL and rest[0].text in _COMPARISONS:
+        value = _literal(rest[1:], typ)
+        return None if value is _NONE else (column, Range.of(rest[0].text, value))
+    if rest and rest[0].is_word("IN"):
+        values = _literal_list(rest[1:], typ)
+        return None if values is None else (column, Range(values=frozenset(values)))
+    if rest and rest[0].is_word("BETWEEN"):
+        ands = [k for k, t in enumerate(rest) if t.is_word("AND")]
+        if len(ands) != 1:
+            return None
+        lo, hi = _literal(rest[1 : ands[0]], typ), _literal(rest[ands[0] + 1 :], typ)
+        if lo is _NONE or hi is _NONE:
+            return None
+        return column, Range(lo=lo, hi=hi)
+    return None
+
+
+_NONE: Any = object()
+
+
+def _literal(tokens: list[Token], typ: ColumnType) -> Any:
+    """The value of a literal of the column's kind, or _NONE: strings for string columns,
+    numbers for numeric ones, integer milliseconds (bare, as gnomon's dialect allows, or in
+    ``to_timestamp_millis(n)``) for timestamps."""
+    if (
+        typ is ColumnType.TIMESTAMP
+        and len(tokens) == 4
+        and tokens[0].is_word("TO_TIMESTAMP_MILLIS")
+        and tokens[1].text == "("
+        and tokens[3].text == ")"
+    ):
+        tokens = tokens[2:3]
+    if typ is ColumnType.STRING:
+        return tokens[0].text if len(tokens) == 1 and tokens[0].kind is Kind.STRING else _NONE
+    sign = 1
+    if len(tokens) == 2 and tokens[0].kind is Kind.SYMBOL and tokens[0].text == "-":
+        sign, tokens = -1, tokens[1:]
+    if len(tokens) != 1 or tokens[0].kind is not Kind.NUMBER:
+        return _NONE
+    text = tokens[0].text
+    if text.isdigit():
+        whole = sign * int(text)
+        if typ in _FLOATS:
+            return float(whole)
+        if typ is ColumnType.TIMESTAMP or (typ in _INTEGERS and _fits(whole, typ)):
+            return whole
+        return _NONE
+    if typ in _FLOATS:
+        try:
+            return sign * float(text)
+        except ValueError:
+            return _NONE
+    return _NONE
+
+
+def _fits(value: int, typ: ColumnType) -> bool:
+    arrow = typ.arrow()
+    bits = int(arrow.bit_width)
+    lo, hi = (
+        (0, 2**bits)
+        if pa.types.is_unsigned_integer(arrow)
+        else (-(2 ** (bits - 1)), 2 ** (bits - 1))
+    )
+    return bool(lo <= value < hi)
+
+
+def _literal_list(tokens: list[Token], typ: ColumnType) -> list[Any] | None:
+    """The values of ``( literal, ... )``."""
+    if not _wrapped(tokens):
+        return None
+    values: list[Any] = []
+    item: list[Token] = []
+    for t in [*tokens[1:-1], Token(Kind.SYMBOL, ",", -1)]:
+        if t.kind is Kind.SYMBOL and t.text == ",":
+            value = _literal(item, typ)
+            if value is _NONE:
+                return None
+            values.append(value)
+            item = []
+        else:
+            item.append(t)
+    return values

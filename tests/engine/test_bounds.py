@@ -1,0 +1,167 @@
+"""Scan bounds (node/engine/bounds.py): the conditions themselves, and scans given bounds
+answering exactly as scans given the same conditions as a predicate, while reading less."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from gnomon.errors import InvalidArgument
+from node.engine.bounds import Range, bounds_expression, intersect_all, time_window
+from node.engine.engine import Engine
+from node.engine.options import TableOptions
+from tests.engine.conftest import CPU, cpu_batch, rows
+
+# -- the conditions ------------------------------------------------------------------------------
+
+
+def test_range_of_each_operator() -> None:
+    assert Range.of("=", 3) == Range(values=frozenset([3]))
+    assert Range.of("<", 3) == Range(hi=3, hi_inclusive=False)
+    assert Range.of("<=", 3) == Range(hi=3)
+    assert Range.of(">", 3) == Range(lo=3, lo_inclusive=False)
+    assert Range.of(">=", 3) == Range(lo=3)
+    with pytest.raises(ValueError):
+        Range.of("<>", 3)
+
+
+def test_intersect_keeps_the_tighter_side_and_common_values() -> None:
+    r = Range.of(">=", 2).intersect(Range.of(">", 2)).intersect(Range.of("<", 9))
+    assert r == Range(lo=2, lo_inclusive=False, hi=9, hi_inclusive=False)
+    r = Range(values=frozenset("abc")).intersect(Range(values=frozenset("bcd")))
+    assert r.values == frozenset("bc")
+    assert intersect_all(
+        [("a", Range.of(">", 1)), ("b", Range.of("=", 2)), ("a", Range.of("<", 5))]
+    ) == {
+        "a": Range(lo=1, lo_inclusive=False, hi=5, hi_inclusive=False),
+        "b": Range(values=frozenset([2])),
+    }
+
+
+def test_admits() -> None:
+    r = Range(lo=1, lo_inclusive=False, hi=5, values=frozenset([1, 3, 5, 7]))
+    assert [v for v in range(9) if r.admits(v)] == [3, 5]
+    assert not r.admits(None)
+
+
+def test_overlaps_judges_value_ranges_vectorised() -> None:
+    mins = np.array([0, 10, 20, 30])
+    maxs = np.array([9, 19, 29, 39])
+    assert Range.of(">", 19).overlaps(mins, maxs).tolist() == [False, False, True, True]
+    assert Range.of("<=", 10).overlaps(mins, maxs).tolist() == [True, True, False, False]
+    assert Range(values=frozenset([5, 31])).overlaps(mins, maxs).tolist() == [
+        True, False, False, True,
+    ]  # fmt: skip
+    names = np.array(["a", "d", "m"], dtype=object)
+    upper = np.array(["c", "k", "z"], dtype=object)
+    assert Range(values=frozenset(["e"])).overlaps(names, upper).tolist() == [False, True, False]
+    # Values the range excludes rule nothing in.
+    assert not Range(hi=4, values=frozenset([35])).overlaps(mins, maxs).any()
+
+
+def test_time_window_in_half_open_milliseconds() -> None:
+    assert time_window(Range(lo=10, lo_inclusive=False, hi=20)) == (11, 21)
+    assert time_window(Range(values=frozenset([5, 9]))) == (5, 10)
+    assert time_window(Range(lo=7, values=frozenset([5, 9]))) == (7, 10)
+
+
+def test_expression_filters_like_the_bounds() -> None:
+    schema = pa.schema([("h", pa.string()), ("v", pa.float64()), ("t", pa.timestamp("ms"))])
+    table = pa.table(
+        {
+            "h": ["a", "b", None, "a"],
+            "v": [1.0, 2.5, 3.0, float("nan")],
+            "t": pa.array([1, 2, 3, 4], pa.timestamp("ms")),
+        },
+        schema=schema,
+    )
+    bounds = {
+        "h": Range(values=frozenset(["a", "b"])),
+        "v": Range(lo=1.0, lo_inclusive=False),
+        "t": Range(hi=3),
+    }
+    expr = bounds_expression(bounds, schema)
+    assert expr is not None
+    assert table.filter(expr).column("v").to_pylist() == [2.5]
+    assert bounds_expression({}, schema) is None
+
+
+# -- scans with bounds ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def many_groups(data_dir: str) -> Iterator[Engine]:
+    """Four flushed SSTs of 20 hosts, 64 rows per row group, plus rows in the memtable."""
+    e = Engine.open(data_dir, compaction_threads=0, gc_interval_s=0)
+    e.create_table("cpu", CPU, TableOptions(num_rows_per_row_group=64))
+    rng = random.Random(5)
+    for part in range(4):
+        hosts = [f"h{i:02d}" for i in range(20) for _ in range(30)]
+        ts = [part * 100_000 + k * 1000 for _ in range(20) for k in range(30)]
+        usage = [rng.uniform(0, 100) for _ in hosts]
+        e.write("cpu", cpu_batch(hosts, ts, usage))
+        e.flush()
+    e.write("cpu", cpu_batch(["h03", "h07"], [400_000, 400_000], [50.0, 99.5]))
+    yield e
+    e.close()
+
+
+CASES = [
+    {"host": Range(values=frozenset(["h03"]))},
+    {"host": Range(values=frozenset(["h03", "h17"])), "ts": Range(lo=110_000, hi=229_000)},
+    {"ts": Range(lo=150_000, lo_inclusive=False, hi=300_000, hi_inclusive=False)},
+    {"usage": Range(lo=90.0, lo_inclusive=False)},
+    {"usage": Range(lo=90.0, lo_inclusive=False), "host": Range(lo="h05", hi="h09")},
+    {"ts": Range(values=frozenset([0, 400_000])), "host": Range(values=frozenset(["h07"]))},
+    {"host": Range(values=frozenset(["nobody"]))},
+]
+
+
+@pytest.mark.parametrize("bounds", CASES, ids=range(len(CASES)))
+def test_bounds_answer_as_the_same_predicate(many_groups: Engine, bounds: dict[str, Range]) -> None:
+    predicate = bounds_expression(bounds, CPU.arrow())
+    cols = ["host", "ts", "usage"]
+    by_predicate = many_groups.read_all("cpu", columns=cols, predicate=predicate)
+    scan = many_groups.plan_scan("cpu", columns=cols, bounds=bounds)
+    by_bounds = pa.Table.from_batches(list(scan), schema=by_predicate.schema)
+    assert rows(by_bounds) == rows(by_predicate)
+    assert scan.stats.row_groups_read <= scan.stats.row_groups_total
+
+
+def test_bounds_prune_row_groups_series_and_files(many_groups: Engine) -> None:
+    whole = many_groups.plan_scan("cpu", columns=["usage"])
+    list(whole)
+    scan = many_groups.plan_scan(
+        "cpu",
+        columns=["usage"],
+        bounds={"host": Range(values=frozenset(["h03"])), "ts": Range(lo=100_000, hi=129_000)},
+    )
+    estimated = scan.estimated_rows()
+    got = pa.Table.from_batches(list(scan))
+    assert got.num_rows == 30
+    assert scan.stats.ssts_read == 1 and whole.stats.ssts_read == 4
+    # A host's 30 rows lie in one row group of 64 rows, or straddle two.
+    assert scan.stats.row_groups_read <= 2 < whole.stats.row_groups_read
+    assert 30 <= estimated <= 128
+
+
+def test_bounds_and_predicate_together(many_groups: Engine) -> None:
+    predicate = pc.field("usage") > 50.0
+    bounds = {"host": Range(values=frozenset(["h01", "h02"]))}
+    scan = many_groups.plan_scan(
+        "cpu", columns=["host", "usage"], predicate=predicate, bounds=bounds
+    )
+    got = pa.Table.from_batches(list(scan))
+    assert got.num_rows > 0
+    assert set(got.column("host").to_pylist()) <= {"h01", "h02"}
+    assert min(got.column("usage").to_pylist()) > 50.0
+
+
+def test_bounds_on_an_unknown_column_are_refused(many_groups: Engine) -> None:
+    with pytest.raises(InvalidArgument, match="nope"):
+        many_groups.plan_scan("cpu", bounds={"nope": Range.of("=", 1)})

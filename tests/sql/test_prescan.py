@@ -1,0 +1,153 @@
+"""What a single-table query tells the engine before DataFusion runs it (node/sql/prescan.py),
+and the executor using it: same answers, fewer row groups read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import node.sql.executor as executor_module
+from node.engine.bounds import Range
+from node.engine.engine import Engine
+from node.engine.schema import Column, ColumnType, Schema
+from node.sql.executor import SqlExecutor
+from node.sql.lexer import tokenize
+from node.sql.prescan import Prescan, analyse
+
+SCHEMA = Schema.build(
+    [
+        Column("host", ColumnType.STRING, is_tag=True),
+        Column("usage", ColumnType.DOUBLE),
+        Column("n", ColumnType.INT8),
+        Column("ts", ColumnType.TIMESTAMP),
+    ],
+    timestamp_key="ts",
+)
+
+
+def _analyse(sql: str) -> Prescan | None:
+    return analyse(tokenize(sql), "cpu", SCHEMA)
+
+
+def test_where_terms_become_bounds() -> None:
+    p = _analyse(
+        "SELECT host, max(usage) AS m FROM cpu WHERE host IN ('a', 'b') AND ts >= 1000 "
+        "AND ts < to_timestamp_millis(5000) AND usage > 90 GROUP BY host"
+    )
+    assert p is not None
+    assert p.columns == ["host", "usage", "ts"]
+    assert p.bounds == {
+        "host": Range(values=frozenset(["a", "b"])),
+        "ts": Range(lo=1000, hi=5000, hi_inclusive=False),
+        "usage": Range(lo=90.0, lo_inclusive=False),
+    }
+
+
+def test_literal_first_between_qualified_and_parenthesised_terms() -> None:
+    p = _analyse(
+        "SELECT c.usage FROM cpu AS c WHERE (5 <= c.n AND (usage BETWEEN -1.5 AND 2)) "
+        "AND cpu.host = 'x'"
+    )
+    assert p is not None
+    assert p.bounds == {
+        "n": Range(lo=5),
+        "usage": Range(lo=-1.5, hi=2.0),
+        "host": Range(values=frozenset(["x"])),
+    }
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "host = 'a' OR usage > 1",  # a disjunction
+        "NOT host = 'a'",
+        "host NOT IN ('a')",
+        "usage NOT BETWEEN 1 AND 2",
+        "host IS NULL",
+        "usage > n",  # no literal
+        "usage > 1 + 1",  # an expression
+        "lower(host) = 'a'",
+        "host = 5",  # a literal of another kind
+        "n = 1000",  # out of the column type's range
+        "n = 1.5",
+        "ts > '2024-01-01'",  # strings as timestamps are DataFusion's to read
+        "other.host = 'a'",  # another relation's column
+    ],
+)
+def test_terms_that_bound_nothing(where: str) -> None:
+    p = _analyse(f"SELECT usage FROM cpu WHERE {where}")
+    assert p is not None and p.bounds == {}
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT usage FROM cpu JOIN cpu AS d ON cpu.host = d.host",
+        "SELECT usage FROM cpu WHERE host IN (SELECT host FROM cpu)",
+        "SELECT usage FROM cpu UNION ALL SELECT usage FROM cpu",
+        "WITH x AS (SELECT * FROM cpu) SELECT * FROM x",
+    ],
+)
+def test_queries_reading_more_than_one_relation(sql: str) -> None:
+    assert _analyse(sql) is None
+
+
+def test_columns_read() -> None:
+    star = _analyse("SELECT * FROM cpu WHERE host = 'a'")
+    assert star is not None and star.columns is None
+    count = _analyse("SELECT count(*) AS k FROM cpu")
+    assert count is not None and count.columns == ["ts"]
+
+
+@pytest.fixture
+def sql(tmp_path: Path) -> Iterator[SqlExecutor]:
+    engine = Engine.open(str(tmp_path / "db"), compaction_threads=0, gc_interval_s=0)
+    ex = SqlExecutor(engine)
+    ex.execute(
+        "CREATE TABLE cpu (host string TAG, usage double, ts timestamp NOT NULL, "
+        "TIMESTAMP KEY(ts)) WITH (num_rows_per_row_group='50')"
+    )
+    values = ", ".join(f"('h{i % 10}', {float(i)}, {i * 1000})" for i in range(1000))
+    ex.execute(f"INSERT INTO cpu (host, usage, ts) VALUES {values}")
+    engine.flush()
+    ex.execute("INSERT INTO cpu (host, usage, ts) VALUES ('h3', -1.0, 2000000)")
+    yield ex
+    engine.close()
+
+
+QUERIES = [
+    "SELECT host, count(*) AS k, max(usage) AS m FROM cpu WHERE host IN ('h3', 'h4') "
+    "AND ts >= 100000 GROUP BY host ORDER BY host",
+    "SELECT * FROM cpu WHERE usage > 990 ORDER BY ts",
+    "SELECT count(*) AS k FROM cpu",
+    "SELECT date_bin(interval '1 minute', ts) AS m, avg(usage) AS a FROM cpu "
+    "WHERE host = 'h3' AND ts < to_timestamp_millis(300000) GROUP BY m ORDER BY m",
+    "SELECT host FROM cpu WHERE host = 'h3' AND host = 'h4'",
+    "SELECT nope FROM cpu WHERE host = 'h3'",
+]
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_in_memory_and_streamed_scans_answer_alike(
+    sql: SqlExecutor, query: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def answer() -> object:
+        try:
+            return sql.execute(query).table().to_pylist()
+        except Exception as e:
+            return f"{type(e).__name__}: {e}"
+
+    in_memory = answer()
+    monkeypatch.setattr(executor_module, "SMALL_SCAN_VALUES", -1)
+    assert answer() == in_memory
+
+
+def test_bounds_prune_the_scan_of_a_query(sql: SqlExecutor) -> None:
+    r = sql.execute("SELECT count(*) AS k FROM cpu WHERE host = 'h3' AND ts < 100000")
+    assert r.table().to_pylist() == [{"k": 10}]
+    (scan,) = r.scans
+    assert scan.stats.row_groups_total == 20
+    assert scan.stats.row_groups_read <= 2
+    assert scan.filter is not None and "h3" in scan.filter
