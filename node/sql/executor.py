@@ -3,6 +3,7 @@ run on DataFusion over the engine's tables (with projection and filter pushdown)
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -43,11 +44,13 @@ class _LiteralFilterPushdown(Exception):
     ``BooleanScalar``, which is no ``Expression`` and cannot be combined with one."""
 
 
-#: A query over one table whose pruned scan reads at most this many values (rows x columns)
-#: is read before DataFusion runs and handed to it in memory: DataFusion's dataset path
-#: costs about a millisecond per query (scanner set-up, threads, a Python iterator), most of
-#: a point query's time. Larger scans stream, keeping memory bounded.
-SMALL_SCAN_VALUES = 2_000_000
+#: A query reading one table whose pruned scan reads at most this many values (rows x
+#: columns, about 64 MiB of 8-byte values) has it read before DataFusion runs and handed to
+#: it in memory: DataFusion's dataset path costs about a millisecond per query (scanner
+#: set-up, threads, a Python iterator), most of a point query's time, and gives DataFusion
+#: no row counts, so it cannot pick the smaller side of a join to build. Larger scans
+#: stream, keeping memory bounded.
+SMALL_SCAN_VALUES = 8_000_000
 
 
 class _QueryContext:
@@ -117,7 +120,9 @@ class _QueryContext:
         ]
         table = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
         batches = table.to_batches() or [pa.RecordBatch.from_pylist([], schema=table.schema)]
-        self.ctx.register_record_batches(_dq(name), [batches])
+        # One partition per core DataFusion runs on, so it scans them in parallel.
+        n = min(len(batches), os.cpu_count() or 1)
+        self.ctx.register_record_batches(_dq(name), [batches[i::n] for i in range(n)])
         self.scans.append(
             ScanRecord(
                 prescan.table,
@@ -185,9 +190,10 @@ class SqlExecutor:
         """Register the tables ``sql`` mentions and rewrite what DataFusion does not accept:
         time-travel clauses (``t VERSION AS OF n`` / ``t TIMESTAMP AS OF '...'``) become
         registered names, and integer milliseconds compared with a timestamp column (as
-        HoraeDB allows: ``ts >= 1700000000000``) become timestamps. A query reading a single
-        table once tells the engine its columns and the bounds of its WHERE clause
-        (:mod:`node.sql.prescan`); with ``in_memory`` a small such scan is read up front."""
+        HoraeDB allows: ``ts >= 1700000000000``) become timestamps. A query reading no table
+        but one tells the engine the columns it may read and, reading it once, the bounds of
+        its WHERE clause (:mod:`node.sql.prescan`); with ``in_memory`` a small such scan is
+        read up front, once for all the query's uses of the table."""
         qc = _QueryContext(self.engine, pushdown=pushdown)
         tables = set(self.engine.list_tables())
         tokens = tokenize(sql)
@@ -236,7 +242,8 @@ class SqlExecutor:
                 edits.extend(_timestamp_literals(tokens, i))
         prescan = None
         if n_travel == 0 and len(set(plain)) == 1:
-            prescan = analyse(tokens, plain[0], self.engine.describe(plain[0]).schema)
+            schema = self.engine.describe(plain[0]).schema
+            prescan = analyse(tokens, plain[0], schema, mentions=len(plain))
         for name in plain:
             qc.register(name, name, prescan=prescan, in_memory=in_memory)
         out: list[str] = []

@@ -41,15 +41,12 @@ class Prescan:
     bounds: dict[str, Range]
 
 
-def analyse(tokens: Sequence[Token], table: str, schema: Schema) -> Prescan | None:
-    """What the engine may know of a query (``tokens``) reading ``table`` once, or None when
-    the query may read it more than once or read other relations."""
-    selects = [i for i, t in enumerate(tokens) if t.is_word("SELECT")]
-    if len(selects) != 1 or selects[0] != 0 or any(t.is_word(*_NOT_SINGLE) for t in tokens):
-        return None
-    names = set(schema.names)
-    # ``*`` reads every column, except as the argument of count(*).
-    star = any(
+def analyse(tokens: Sequence[Token], table: str, schema: Schema, *, mentions: int) -> Prescan:
+    """What the engine may know of a query (``tokens``) that reads no table but ``table``,
+    named ``mentions`` times: the columns it may read, and, when it reads the table once
+    in a single SELECT, the bounds of its WHERE clause."""
+    # ``*`` reads every column (except as the argument of count(*)), as does NATURAL JOIN.
+    star = any(t.is_word("NATURAL") for t in tokens) or any(
         t.kind is Kind.SYMBOL and t.text == "*" and tokens[i - 1].text != "("
         for i, t in enumerate(tokens)
         if i > 0
@@ -59,14 +56,21 @@ def analyse(tokens: Sequence[Token], table: str, schema: Schema) -> Prescan | No
         mentioned = {_ident(t) for t in tokens}
         # A query naming no column (count(*)) still reads the rows: their timestamps.
         columns = [n for n in schema.names if n in mentioned] or [schema.timestamp_key]
-    where = _where(tokens)
+    selects = [i for i, t in enumerate(tokens) if t.is_word("SELECT")]
+    single = (
+        mentions == 1
+        and selects == [0]
+        and not any(t.is_word(*_NOT_SINGLE) for t in tokens)
+        and _from_only(tokens, table)
+    )
+    where = _where(tokens) if single else None
     aliases = _table_names(tokens, table)
+    names = set(schema.names)
     terms: list[tuple[str, Range]] = []
-    if where is not None:
-        for term in _conjuncts(where):
-            bound = _bound(term, schema, names, aliases)
-            if bound is not None:
-                terms.append(bound)
+    for term in _conjuncts(where) if where is not None else []:
+        bound = _bound(term, schema, names, aliases)
+        if bound is not None:
+            terms.append(bound)
     return Prescan(table, columns, intersect_all(terms))
 
 
@@ -90,6 +94,24 @@ def _table_names(tokens: Sequence[Token], table: str) -> set[str]:
             if alias is not None and not nxt.is_word("WHERE", *_AFTER_WHERE):
                 names.add(alias)
     return names
+
+
+def _from_only(tokens: Sequence[Token], table: str) -> bool:
+    """Whether the FROM clause names ``table`` alone (with an optional alias)."""
+    start = next((i for i, t in enumerate(tokens) if t.is_word("FROM")), None)
+    if start is None:
+        return False
+    clause: list[Token] = []
+    for t in tokens[start + 1 :]:
+        if t.kind is Kind.END or t.is_word("WHERE", *_AFTER_WHERE) or t.text == ";":
+            break
+        clause.append(t)
+    if not clause or _ident(clause[0]) != table:
+        return False
+    rest = clause[1:]
+    if rest and rest[0].is_word("AS"):
+        rest = rest[1:]
+    return len(rest) == 0 or (len(rest) == 1 and _ident(rest[0]) is not None)
 
 
 def _where(tokens: Sequence[Token]) -> list[Token] | None:

@@ -27,8 +27,8 @@ SCHEMA = Schema.build(
 )
 
 
-def _analyse(sql: str) -> Prescan | None:
-    return analyse(tokenize(sql), "cpu", SCHEMA)
+def _analyse(sql: str, mentions: int = 1) -> Prescan:
+    return analyse(tokenize(sql), "cpu", SCHEMA, mentions=mentions)
 
 
 def test_where_terms_become_bounds() -> None:
@@ -77,28 +77,35 @@ def test_literal_first_between_qualified_and_parenthesised_terms() -> None:
     ],
 )
 def test_terms_that_bound_nothing(where: str) -> None:
-    p = _analyse(f"SELECT usage FROM cpu WHERE {where}")
-    assert p is not None and p.bounds == {}
+    assert _analyse(f"SELECT usage FROM cpu WHERE {where}").bounds == {}
 
 
 @pytest.mark.parametrize(
-    "sql",
+    ("sql", "mentions", "columns"),
     [
-        "SELECT usage FROM cpu JOIN cpu AS d ON cpu.host = d.host",
-        "SELECT usage FROM cpu WHERE host IN (SELECT host FROM cpu)",
-        "SELECT usage FROM cpu UNION ALL SELECT usage FROM cpu",
-        "WITH x AS (SELECT * FROM cpu) SELECT * FROM x",
+        ("SELECT d.n FROM cpu JOIN cpu AS d ON cpu.host = d.host WHERE usage > 1", 2,
+         ["host", "usage", "n"]),
+        ("SELECT usage FROM cpu WHERE host IN (SELECT host FROM cpu WHERE n > 1)", 2,
+         ["host", "usage", "n"]),
+        ("SELECT usage FROM cpu WHERE usage > 1 UNION ALL SELECT n FROM cpu", 2,
+         ["usage", "n"]),
+        ("WITH x AS (SELECT * FROM cpu WHERE usage > 1) SELECT * FROM x", 1, None),
+        ("SELECT usage FROM cpu, other WHERE usage > 1", 1, ["usage"]),
+        ("SELECT usage FROM cpu c, cpu d WHERE c.usage > 1", 2, ["usage"]),
+        ("SELECT usage FROM cpu NATURAL JOIN other WHERE usage > 1", 1, None),
     ],
-)
-def test_queries_reading_more_than_one_relation(sql: str) -> None:
-    assert _analyse(sql) is None
+)  # fmt: skip
+def test_queries_reading_the_table_in_several_places_get_no_bounds(
+    sql: str, mentions: int, columns: list[str] | None
+) -> None:
+    p = _analyse(sql, mentions)
+    assert p.columns == columns
+    assert p.bounds == {}
 
 
 def test_columns_read() -> None:
-    star = _analyse("SELECT * FROM cpu WHERE host = 'a'")
-    assert star is not None and star.columns is None
-    count = _analyse("SELECT count(*) AS k FROM cpu")
-    assert count is not None and count.columns == ["ts"]
+    assert _analyse("SELECT * FROM cpu WHERE host = 'a'").columns is None
+    assert _analyse("SELECT count(*) AS k FROM cpu").columns == ["ts"]
 
 
 @pytest.fixture
@@ -126,6 +133,10 @@ QUERIES = [
     "WHERE host = 'h3' AND ts < to_timestamp_millis(300000) GROUP BY m ORDER BY m",
     "SELECT host FROM cpu WHERE host = 'h3' AND host = 'h4'",
     "SELECT nope FROM cpu WHERE host = 'h3'",
+    "SELECT c.host, c.ts, c.usage FROM cpu c JOIN (SELECT host, max(ts) AS last FROM cpu "
+    "GROUP BY host) l ON c.host = l.host AND c.ts = l.last ORDER BY c.host",
+    "SELECT host, usage FROM cpu WHERE usage > 995 UNION ALL SELECT host, usage FROM cpu "
+    "WHERE usage < 2 ORDER BY usage",
 ]
 
 
