@@ -332,6 +332,7 @@ class Engine:
         limit_per_series: int | None = None,
         pinned: Pinned | None = None,
         bounds: Bounds | None = None,
+        dictionary_tags: bool = False,
     ) -> Scan:
         """A scan over one consistent snapshot: ``columns`` (default all), rows with timestamp
         in ``time_range`` = [start, end) ms that match ``predicate``; with ``version`` or
@@ -344,9 +345,17 @@ class Engine:
         that order (default "desc": its latest n rows). Both stream from the merge without
         sorting the result. ``pinned`` (from :meth:`pin`) scans that snapshot instead.
         ``bounds`` are per-column conditions every wanted row meets (:mod:`node.engine.bounds`):
-        they filter too, and prune cheaper than a predicate."""
+        they filter too, and prune cheaper than a predicate. ``dictionary_tags`` returns
+        string tags dictionary encoded."""
         req = ScanRequest(
-            columns, time_range, predicate, batch_size, order, limit_per_series, bounds
+            columns,
+            time_range,
+            predicate,
+            batch_size,
+            order,
+            limit_per_series,
+            bounds,
+            dictionary_tags,
         )
         table = self.table(name)
         if pinned is None:

@@ -70,6 +70,8 @@ class ScanRequest:
     #: filter like ``predicate`` and prune files, row groups and series without judging an
     #: expression per row group.
     bounds: Bounds | None = None
+    #: Return string tag columns dictionary encoded (decoded so from Parquet where possible).
+    dictionary_tags: bool = False
 
 
 @dataclass
@@ -186,6 +188,13 @@ class Scan:
         self._read_columns = [n for n in schema.names if n in needed] + [SEQ, KIND]
         self._read_schema = pa.schema([self._storage.field(n) for n in self._read_columns])
         self._unordered_plan: _UnorderedPlan | None = None
+        #: Tag columns returned dictionary encoded; SSTs read on their own decode them so
+        #: unless range tombstones, which compare plain values, must be applied.
+        self._dictionary = (
+            [t for t in schema.dictionary_tags if t in self.columns]
+            if request.dictionary_tags
+            else []
+        )
 
     # -- planning --------------------------------------------------------------------------------
 
@@ -358,6 +367,7 @@ class Scan:
                 self.request.batch_size,
                 filter_columns=filter_columns,
                 footers=self._footers,
+                dictionary=() if self._ranges else self._dictionary,
             ):
                 yield from self._finish(pa.Table.from_batches([batch]), filtered=True)
         for group, zones in plan.split:
@@ -534,6 +544,12 @@ class Scan:
         if table.num_rows == 0:
             return
         table = table.select(self.columns)
+        for name in self._dictionary:
+            i = table.schema.get_field_index(name)
+            field = table.schema.field(i)
+            if not pa.types.is_dictionary(field.type):
+                encoded = pc.dictionary_encode(table.column(i))
+                table = table.set_column(i, field.with_type(encoded.type), encoded)
         yield from table.to_batches(max_chunksize=self.request.batch_size)
 
 

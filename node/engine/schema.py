@@ -29,6 +29,10 @@ DELETE = 1
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-\.]*$")
 
 
+#: The Arrow type of a dictionary-encoded string tag.
+DICTIONARY_TAG = pa.dictionary(pa.int32(), pa.string())
+
+
 class ColumnType(StrEnum):
     TIMESTAMP = "timestamp"
     DOUBLE = "double"
@@ -241,10 +245,23 @@ class Schema:
             return list(self.primary_key) + self.tags
         return list(self.primary_key)
 
-    def arrow(self) -> pa.Schema:
+    def arrow(self, *, dictionary_tags: bool = False) -> pa.Schema:
+        """The columns as Arrow fields; with ``dictionary_tags``, string tags dictionary
+        encoded (few distinct values: cheaper to decode, hash and sort)."""
+        encoded = set(self.dictionary_tags) if dictionary_tags else set()
         return pa.schema(
-            [pa.field(c.name, c.type.arrow(), nullable=c.nullable) for c in self.columns]
+            [
+                pa.field(
+                    c.name, DICTIONARY_TAG if c.name in encoded else c.type.arrow(), c.nullable
+                )
+                for c in self.columns
+            ]
         )
+
+    @property
+    def dictionary_tags(self) -> list[str]:
+        """The tag columns of string type (those :meth:`arrow` may dictionary encode)."""
+        return [c.name for c in self.columns if c.is_tag and c.type is ColumnType.STRING]
 
     def storage_arrow(self) -> pa.Schema:
         """The schema of memtables and SSTs: the table's columns plus the row sequence and

@@ -3,8 +3,8 @@ run on DataFusion over the engine's tables (with projection and filter pushdown)
 
 from __future__ import annotations
 
-import os
 import re
+from dataclasses import dataclass, replace
 from typing import Any
 
 import datafusion
@@ -53,19 +53,41 @@ class _LiteralFilterPushdown(Exception):
 SMALL_SCAN_VALUES = 8_000_000
 
 
-class _QueryContext:
-    """The tables one query reads, registered on a fresh DataFusion session. Without
-    ``pushdown`` each table is a view with a LIMIT over its dataset, which keeps DataFusion
-    from pushing filters into the scan (the way around :class:`_LiteralFilterPushdown`)."""
+class _StreamInstead(Exception):
+    """DataFusion failed on a table read up front, which has only the columns the query
+    names; the streamed table has all of them, and DataFusion's error then names them."""
 
-    def __init__(self, engine: Engine, *, pushdown: bool = True) -> None:
+
+class _DictionaryUnsupported(Exception):
+    """A DataFusion function has no implementation for dictionary-encoded input (such as
+    approx_distinct); the query runs again with plain string tags."""
+
+
+@dataclass(frozen=True)
+class _Mode:
+    """How a query's tables reach DataFusion. Without ``pushdown`` each table is a view with
+    a LIMIT over its dataset, which keeps DataFusion from pushing filters into the scan (the
+    way around :class:`_LiteralFilterPushdown`); ``in_memory`` lets small scans be read up
+    front; ``dictionary_tags`` hands string tags over dictionary encoded."""
+
+    pushdown: bool = True
+    in_memory: bool = True
+    dictionary_tags: bool = True
+
+
+class _QueryContext:
+    """The tables one query reads, registered on a fresh DataFusion session."""
+
+    def __init__(self, engine: Engine, mode: _Mode) -> None:
         self.engine = engine
-        self.pushdown = pushdown
+        self.mode = mode
         self.ctx = datafusion.SessionContext()
         self.scans: list[ScanRecord] = []
         self.errors: list[GnomonError] = []
         functions.register(self.ctx, self.errors)
         self._registered: set[str] = set()
+        #: Whether a table was registered as rows read up front.
+        self.in_memory = False
 
     def register(
         self,
@@ -75,14 +97,13 @@ class _QueryContext:
         version: int | None = None,
         timestamp_ms: int | None = None,
         prescan: Prescan | None = None,
-        in_memory: bool = False,
     ) -> None:
-        """Register ``table`` as ``name``: a dataset DataFusion streams from, or, with
-        ``in_memory`` and a small enough ``prescan``, the rows that scan reads."""
+        """Register ``table`` as ``name``: a dataset DataFusion streams from, or, in
+        ``in_memory`` mode and for a small enough ``prescan``, the rows that scan reads."""
         if name in self._registered:
             return
         self._registered.add(name)
-        if prescan is not None and in_memory and self._register_small(name, prescan):
+        if prescan is not None and self.mode.in_memory and self._register_small(name, prescan):
             return
         dataset = EngineDataset(
             self.engine,
@@ -92,9 +113,10 @@ class _QueryContext:
             scans=self.scans,
             errors=self.errors,
             bounds=None if prescan is None else prescan.bounds,
+            dictionary_tags=self.mode.dictionary_tags,
         )
         # DataFusion reads the name as SQL (unquoted folds to lower case): quote it.
-        if self.pushdown:
+        if self.mode.pushdown:
             self.ctx.register_dataset(_dq(name), dataset)
         else:
             raw = _dq(f"__scan_{len(self._registered)}")
@@ -103,26 +125,24 @@ class _QueryContext:
             self.ctx.register_view(_dq(name), view)
 
     def _register_small(self, name: str, prescan: Prescan) -> bool:
-        scan = self.engine.plan_scan(prescan.table, columns=prescan.columns, bounds=prescan.bounds)
+        scan = self.engine.plan_scan(
+            prescan.table,
+            columns=prescan.columns,
+            bounds=prescan.bounds,
+            dictionary_tags=self.mode.dictionary_tags,
+        )
         if scan.estimated_rows() * len(scan.columns) > SMALL_SCAN_VALUES:
             return False
-        read = set(scan.columns)
-        schema = self.engine.describe(prescan.table).schema.arrow()
+        schema = self.engine.describe(prescan.table).schema.arrow(
+            dictionary_tags=self.mode.dictionary_tags
+        )
+        # Only the columns the query names: an error naming the others (an unknown column,
+        # whose message lists the valid ones) makes the query run again streamed.
         rows = pa.Table.from_batches(
             list(scan), schema=pa.schema([schema.field(c) for c in scan.columns])
         )
-        # Columns the query never names stay null (and nullable); the table keeps its whole
-        # schema, so DataFusion's errors and `*` see every column.
-        fields = [f if f.name in read else f.with_nullable(True) for f in schema]
-        arrays = [
-            rows.column(f.name) if f.name in read else pa.nulls(rows.num_rows, f.type)
-            for f in schema
-        ]
-        table = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
-        batches = table.to_batches() or [pa.RecordBatch.from_pylist([], schema=table.schema)]
-        # One partition per core DataFusion runs on, so it scans them in parallel.
-        n = min(len(batches), os.cpu_count() or 1)
-        self.ctx.register_record_batches(_dq(name), [batches[i::n] for i in range(n)])
+        self.ctx.from_arrow(rows, name=_dq(name))
+        self.in_memory = True
         self.scans.append(
             ScanRecord(
                 prescan.table,
@@ -184,17 +204,15 @@ class SqlExecutor:
 
     # -- queries ---------------------------------------------------------------------------------
 
-    def _prepare(
-        self, sql: str, *, pushdown: bool = True, in_memory: bool = True
-    ) -> tuple[_QueryContext, str]:
+    def _prepare(self, sql: str, mode: _Mode) -> tuple[_QueryContext, str]:
         """Register the tables ``sql`` mentions and rewrite what DataFusion does not accept:
         time-travel clauses (``t VERSION AS OF n`` / ``t TIMESTAMP AS OF '...'``) become
         registered names, and integer milliseconds compared with a timestamp column (as
         HoraeDB allows: ``ts >= 1700000000000``) become timestamps. A query reading no table
         but one tells the engine the columns it may read and, reading it once, the bounds of
-        its WHERE clause (:mod:`node.sql.prescan`); with ``in_memory`` a small such scan is
-        read up front, once for all the query's uses of the table."""
-        qc = _QueryContext(self.engine, pushdown=pushdown)
+        its WHERE clause (:mod:`node.sql.prescan`); in ``in_memory`` mode a small such scan
+        is read up front, once for all the query's uses of the table."""
+        qc = _QueryContext(self.engine, mode)
         tables = set(self.engine.list_tables())
         tokens = tokenize(sql)
         mentioned = [n for n in (_ident(t) for t in tokens) if n is not None and n in tables]
@@ -245,7 +263,7 @@ class SqlExecutor:
             schema = self.engine.describe(plain[0]).schema
             prescan = analyse(tokens, plain[0], schema, mentions=len(plain))
         for name in plain:
-            qc.register(name, name, prescan=prescan, in_memory=in_memory)
+            qc.register(name, name, prescan=prescan)
         out: list[str] = []
         last = 0
         for begin, stop, text in sorted(edits):
@@ -257,26 +275,39 @@ class SqlExecutor:
 
     def _collect(self, qc: _QueryContext, sql: str) -> pa.Table:
         try:
-            return qc.ctx.sql(sql).to_arrow_table()
+            return _plain(qc.ctx.sql(sql).to_arrow_table())
         except GnomonError:
             raise
         except Exception as e:  # DataFusion reports every failure as a plain Exception
             if qc.errors:
                 raise qc.errors[0] from None
-            if qc.pushdown and "BooleanScalar" in str(e):
+            if qc.in_memory:
+                raise _StreamInstead from e
+            if qc.mode.pushdown and "BooleanScalar" in str(e):
                 raise _LiteralFilterPushdown from e
+            if qc.mode.dictionary_tags and "Dictionary(" in str(e):
+                raise _DictionaryUnsupported from e
             raise _translate(e) from None
 
     def _run(self, sql: str, prefix: str = "") -> tuple[_QueryContext, pa.Table]:
         """Runs ``prefix`` + the prepared ``sql``; when DataFusion cannot push a filter it
-        simplified to a literal, runs it again with filters evaluated above the scans. An
-        EXPLAIN (a ``prefix``) shows the streaming plan, never one over rows read up front."""
-        qc, rewritten = self._prepare(sql, in_memory=not prefix)
-        try:
-            return qc, self._collect(qc, prefix + rewritten)
-        except _LiteralFilterPushdown:
-            qc, rewritten = self._prepare(sql, pushdown=False, in_memory=not prefix)
-            return qc, self._collect(qc, prefix + rewritten)
+        simplified to a literal, runs it again with filters evaluated above the scans, when
+        it cannot take dictionary-encoded tags, with plain ones, and when it fails on tables
+        read up front, streamed. An EXPLAIN (a ``prefix``) shows the streaming plan, never
+        one over rows read up front."""
+        mode = _Mode(in_memory=not prefix)
+        for _ in range(3):  # each retry turns one of the three features off
+            qc, rewritten = self._prepare(sql, mode)
+            try:
+                return qc, self._collect(qc, prefix + rewritten)
+            except _StreamInstead:
+                mode = replace(mode, in_memory=False)
+            except _LiteralFilterPushdown:
+                mode = replace(mode, pushdown=False)
+            except _DictionaryUnsupported:
+                mode = replace(mode, dictionary_tags=False)
+        qc, rewritten = self._prepare(sql, mode)
+        return qc, self._collect(qc, prefix + rewritten)
 
     def _query(self, sql: str) -> QueryResult:
         qc, table = self._run(sql)
@@ -493,6 +524,16 @@ def _column_array(name: str, typ: ColumnType, values: list[Any]) -> pa.Array[Any
 
 def _parse_ts(text: str) -> int:
     return int(pa.scalar(text).cast(pa.timestamp("ms")).cast(pa.int64()).as_py())
+
+
+def _plain(table: pa.Table) -> pa.Table:
+    """``table`` with dictionary-encoded columns (string tags reach DataFusion so) decoded:
+    results keep the table's own column types."""
+    for i, field in enumerate(table.schema):
+        if pa.types.is_dictionary(field.type):
+            plain = field.with_type(field.type.value_type)
+            table = table.set_column(i, plain, table.column(i).cast(field.type.value_type))
+    return table
 
 
 def _like_regex(pattern: str) -> re.Pattern[str]:

@@ -54,6 +54,7 @@ class EngineFragment:
                 timestamp_ms=d.timestamp_ms,
                 batch_size=batch_size or 65_536,
                 bounds=d.bounds,
+                dictionary_tags=d.dictionary_tags,
             )
         except GnomonError as e:
             # DataFusion would flatten the error into text; keep it for the executor.
@@ -83,8 +84,9 @@ def _conformed(
 
 
 class EngineDataset(ds.InMemoryDataset):  # type: ignore[misc]
-    """One engine table (optionally at a manifest version) as a DataFusion table. ``bounds``
-    hold for every row the query needs (see :mod:`node.sql.prescan`)."""
+    """One engine table (optionally at a manifest version) as a DataFusion table, string
+    tags dictionary encoded with ``dictionary_tags``. ``bounds`` hold for every row the query
+    needs (see :mod:`node.sql.prescan`)."""
 
     def __init__(
         self,
@@ -96,15 +98,17 @@ class EngineDataset(ds.InMemoryDataset):  # type: ignore[misc]
         scans: list[ScanRecord],
         errors: list[GnomonError],
         bounds: Bounds | None = None,
+        dictionary_tags: bool = False,
     ) -> None:
         self.engine = engine
         self.bounds = bounds
+        self.dictionary_tags = dictionary_tags
         self.table = table
         self.version = version
         self.timestamp_ms = timestamp_ms
         self.scans = scans
         self.errors = errors
-        self.arrow_schema = engine.describe(table).schema.arrow()
+        self.arrow_schema = engine.describe(table).schema.arrow(dictionary_tags=dictionary_tags)
         super().__init__(pa.Table.from_batches([], schema=self.arrow_schema))  # type: ignore[call-arg]
 
     def get_fragments(self, filter: pc.Expression | None = None) -> list[EngineFragment]:

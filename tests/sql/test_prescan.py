@@ -162,3 +162,24 @@ def test_bounds_prune_the_scan_of_a_query(sql: SqlExecutor) -> None:
     assert scan.stats.row_groups_total == 20
     assert scan.stats.row_groups_read <= 2
     assert scan.filter is not None and "h3" in scan.filter
+
+
+def test_small_scans_are_read_up_front_whatever_the_table_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = Engine.open(str(tmp_path / "db"), compaction_threads=0, gc_interval_s=0)
+    ex = SqlExecutor(engine)
+    ex.execute(
+        'CREATE TABLE "Odd.Name" (host string TAG, v double, ts timestamp NOT NULL, '
+        "TIMESTAMP KEY(ts))"
+    )
+    ex.execute("INSERT INTO \"Odd.Name\" (host, v, ts) VALUES ('a', 1.0, 1), ('b', 2.0, 2)")
+
+    def streamed(*_: object, **__: object) -> None:
+        raise AssertionError("the table was streamed, not read up front")
+
+    monkeypatch.setattr(executor_module, "EngineDataset", streamed)
+    got = ex.execute('SELECT host, sum(v) AS s FROM "Odd.Name" GROUP BY host ORDER BY host')
+    assert got.table().to_pylist() == [{"host": "a", "s": 1.0}, {"host": "b", "s": 2.0}]
+    assert got.table().schema.field("host").type == "string"
+    engine.close()

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from node.engine.bounds import Bounds
 from node.engine.lru import Lru
-from node.engine.schema import repeat
+from node.engine.schema import DICTIONARY_TAG, repeat
 from node.engine.sst.writer import SERIES_KEY
 from node.engine.tombstones import RangeTombstone, read_tombstone_file
 from objectstore.api import ObjectStore
@@ -368,19 +368,27 @@ def scan_unordered(
     *,
     filter_columns: Sequence[str] = (),
     footers: Mapping[str, pq.FileMetaData] | None = None,
+    dictionary: Sequence[str] = (),
 ) -> Iterator[pa.RecordBatch]:
     """Rows of many (file, row groups) parts matching ``filter`` (which reads only
     ``filter_columns``), in no particular order, decoded on pyarrow's thread pool. ``footers``
-    (by path) spare small reads parsing footers already parsed."""
+    (by path) spare small reads parsing footers already parsed. String columns named in
+    ``dictionary`` come dictionary encoded, as Parquet stores them."""
     parts = [(path, rgs) for path, rgs in parts if rgs]
     if not parts:
         return
+    if dictionary:
+        schema = pa.schema(
+            [f.with_type(DICTIONARY_TAG) if f.name in dictionary else f for f in schema]
+        )
     if sum(len(rgs) for _, rgs in parts) <= SMALL_READ_ROW_GROUPS:
         read = [*columns, *(c for c in filter_columns if c not in columns)]
         out = pa.schema([schema.field(c) for c in columns])
         for path, rgs in parts:
             metadata = None if footers is None else footers.get(path)
-            table = pq.ParquetFile(path, metadata=metadata).read_row_groups(list(rgs), columns=read)
+            table = pq.ParquetFile(
+                path, metadata=metadata, read_dictionary=list(dictionary) or None
+            ).read_row_groups(list(rgs), columns=read)
             if filter is not None:
                 table = table.filter(filter)
             table = table.select(list(columns))
@@ -390,7 +398,9 @@ def scan_unordered(
                 if batch.num_rows:
                     yield batch
         return
-    fmt = ds.ParquetFileFormat()
+    fmt = ds.ParquetFileFormat(
+        read_options=ds.ParquetReadOptions(dictionary_columns=list(dictionary))
+    )
     fs = pafs.LocalFileSystem()
     fragments = [fmt.make_fragment(path, fs, row_groups=list(rgs)) for path, rgs in parts]
     dataset = ds.FileSystemDataset(fragments, schema, fmt, fs)
