@@ -145,6 +145,12 @@ def demo(data_dir: str, hosts: int, hours: int) -> None:
     "--max-request-bytes", type=int, default=None, help="Largest request [default: 268435456]."
 )
 @click.option(
+    "--compress-min-bytes",
+    type=int,
+    default=None,
+    help="SQL results of this many bytes or more go zstd-compressed over gRPC [default: 4194304].",
+)
+@click.option(
     "--advertise", default=None, help="host:port that gRPC Route answers name for every table."
 )
 @click.option("--demo", "with_demo", is_flag=True, help="Load the demo cpu table, then serve.")
@@ -157,6 +163,7 @@ def standalone(
     flight_port: int | None,
     wal_sync: str | None,
     max_request_bytes: int | None,
+    compress_min_bytes: int | None,
     advertise: str | None,
     with_demo: bool,
 ) -> None:
@@ -178,6 +185,7 @@ def standalone(
         "flight_port": flight_port,
         "wal_sync": wal_sync,
         "max_request_bytes": max_request_bytes,
+        "compress_min_bytes": compress_min_bytes,
     }
     try:
         cfg = load(config_file, flags=flags)

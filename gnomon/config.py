@@ -26,6 +26,9 @@ class StandaloneConfig:
     wal_sync: str = "always"
     #: Largest accepted request, in bytes.
     max_request_bytes: int = 256 * 1024**2
+    #: SQL results of this many bytes or more go zstd-compressed over gRPC (HoraeDB's
+    #: ``resp_compress_min_length``: 4 MiB).
+    compress_min_bytes: int = 4 * 1024**2
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
@@ -36,6 +39,8 @@ class StandaloneConfig:
             raise InvalidArgument(f"invalid wal_sync {self.wal_sync!r}: 'always' or 'never'")
         if self.max_request_bytes < 1024:
             raise InvalidArgument("max_request_bytes must be at least 1024")
+        if self.compress_min_bytes < 1:
+            raise InvalidArgument("compress_min_bytes must be at least 1")
 
     def with_values(self, values: Mapping[str, Any], *, source: str) -> StandaloneConfig:
         known = {f.name: f for f in fields(self)}

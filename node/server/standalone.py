@@ -78,13 +78,7 @@ class Standalone:
         self._stop_lock = threading.Lock()
 
     @classmethod
-    def from_config(
-        cls,
-        cfg: StandaloneConfig,
-        *,
-        advertise: str | None = None,
-        compress_min_bytes: int = DEFAULT_COMPRESS_MIN_BYTES,
-    ) -> Standalone:
+    def from_config(cls, cfg: StandaloneConfig, *, advertise: str | None = None) -> Standalone:
         return cls(
             cfg.data_dir,
             http_port=cfg.http_port,
@@ -94,7 +88,7 @@ class Standalone:
             wal_sync=cfg.wal_sync,
             max_request_bytes=cfg.max_request_bytes,
             advertise=advertise,
-            compress_min_bytes=compress_min_bytes,
+            compress_min_bytes=cfg.compress_min_bytes,
         )
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -286,8 +280,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--compress-min-bytes",
+        dest="compress_min_bytes",
         type=int,
-        default=DEFAULT_COMPRESS_MIN_BYTES,
         help="SQL results of this many bytes or more are sent zstd-compressed over gRPC",
     )
     args = parser.parse_args(argv)
@@ -301,15 +295,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             "flight_port",
             "wal_sync",
             "max_request_bytes",
+            "compress_min_bytes",
             "log_level",
         )
     }
     try:
         cfg = load(args.config, flags=flags)
         logfmt.configure(cfg.log_level)
-        server = Standalone.from_config(
-            cfg, advertise=args.advertise, compress_min_bytes=args.compress_min_bytes
-        )
+        server = Standalone.from_config(cfg, advertise=args.advertise)
         server.run_forever()
     except GnomonError as e:
         print(f"gnomon standalone: {e.message}", file=sys.stderr)
