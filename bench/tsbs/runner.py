@@ -5,6 +5,7 @@ answers, then time the queries (interleaved, several repetitions)."""
 from __future__ import annotations
 
 import logging
+import os
 import statistics
 import tempfile
 import time
@@ -27,14 +28,15 @@ from bench.tsbs.gnomon_server import GnomonServer
 from bench.tsbs.influx import InfluxServer, influxd_path
 from bench.tsbs.payloads import horaedb_request, line_protocol
 from bench.tsbs.queries import Query, Span, generate
-from bench.tsbs.serving import wait_until
+from bench.tsbs.serving import wait_quiet, wait_until
 
 log = logging.getLogger("gnomon.bench.tsbs")
 
 START_MS = 1_451_606_400_000  # 2016-01-01, as TSBS
 SYSTEMS = ("gnomon", "influxdb", "duckdb")
-#: Pause before each timed query: what a system does after answering (Go's garbage
-#: collector, DuckDB's workers winding down) must not land in the next system's time.
+#: Pause before each timed query, after which every system must also be idle
+#: (:func:`serving.wait_quiet`): what a system does after answering (Go's garbage collector,
+#: DuckDB's workers winding down, a compaction) must not land in the next system's time.
 PAUSE_S = 0.1
 #: How long InfluxDB may take to settle (snapshot and compact) after a load.
 SETTLE_TIMEOUT_S = 120.0
@@ -293,12 +295,15 @@ class Bench:
             self._check(q, systems, servers, res)
             progress.advance(check_task)
         time_task = progress.add_task("time queries", total=opts.reps * len(queries))
+        # Servers, and this process, where DuckDB runs.
+        pids = [os.getpid(), *(p for s in servers.values() if (p := getattr(s, "pid", None)))]
         for rep in range(opts.reps):
             for i, q in enumerate(queries):
                 # Rotate who goes first, so no system always runs right after another.
                 order = systems[(rep + i) % len(systems) :] + systems[: (rep + i) % len(systems)]
                 for s in order:
                     time.sleep(PAUSE_S)
+                    wait_quiet(pids)
                     t0 = time.perf_counter()
                     servers[s].query(_text(s, q))
                     ms = (time.perf_counter() - t0) * 1000

@@ -18,6 +18,8 @@ from tests.support.procs import Server
 
 #: How often the memory sampler looks at the server.
 SAMPLE_S = 0.1
+#: Processes count as idle while they use less than this share of one core.
+QUIET_CPU = 0.1
 
 
 class Process(Server):
@@ -104,3 +106,32 @@ def wait_until(check: Callable[[], bool], *, timeout_s: float, what: str) -> Non
             return
         time.sleep(0.1)
     raise TimeoutError(f"{what}: not ready after {timeout_s:.0f} s")
+
+
+def _cpu_seconds(pids: Sequence[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            for p in (proc, *proc.children(recursive=True)):
+                t = p.cpu_times()
+                total += t.user + t.system
+        except psutil.Error:
+            continue
+    return total
+
+
+def wait_quiet(pids: Sequence[int], *, window_s: float = 0.05, timeout_s: float = 3.0) -> float:
+    """Wait until the processes ``pids`` and their children use together less than
+    :data:`QUIET_CPU` of a core over ``window_s`` (a system's after-work, such as a garbage
+    collector or a compaction, would otherwise land in the next system's time); at most
+    ``timeout_s``. Returns the seconds waited."""
+    start = time.monotonic()
+    before = _cpu_seconds(pids)
+    while time.monotonic() - start < timeout_s:
+        time.sleep(window_s)
+        after = _cpu_seconds(pids)
+        if after - before < QUIET_CPU * window_s:
+            break
+        before = after
+    return time.monotonic() - start
