@@ -88,6 +88,19 @@ class Range:
             keep &= first < past
         return keep
 
+    def covers(self, mins: np.ndarray, maxs: np.ndarray) -> np.ndarray:
+        """For value ranges [mins[i], maxs[i]], whether every value in each lies within the
+        bounds (then a filter by the bounds keeps all of its non-null values)."""
+        keep = np.ones(len(mins), dtype=bool)
+        if self.lo is not None:
+            keep &= mins >= self.lo if self.lo_inclusive else mins > self.lo
+        if self.hi is not None:
+            keep &= maxs <= self.hi if self.hi_inclusive else maxs < self.hi
+        if self.values is not None:
+            admitted = {v for v in self.values if self.admits(v)}
+            keep &= (mins == maxs) & np.array([m in admitted for m in mins], dtype=bool)
+        return keep
+
     def expression(self, name: str, typ: pa.DataType) -> pc.Expression:
         """The bounds as a filter on column ``name`` of type ``typ``."""
         field = pc.field(name)

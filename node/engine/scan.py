@@ -337,6 +337,15 @@ class Scan:
         plan.direct = {
             d: self._pruned_all(ssts, self.schema.names) for d, ssts in direct_ssts.items()
         }
+        if self.request.predicate is None and self._bounds:
+            # The filter is the bounds alone: files whose statistics prove every row read
+            # satisfies them are read unfiltered (a time range query's inner files).
+            plan.covered = {
+                local
+                for d, ssts in direct_ssts.items()
+                for sst, (local, groups) in zip(ssts, plan.direct[d], strict=True)
+                if groups and self._sst_files.covered(sst.path, self._bounds, groups)
+            }
         return plan
 
     def _direct_columns(self) -> list[str]:
@@ -354,22 +363,23 @@ class Scan:
             # pyarrow evaluates the filter on columns it does not return, so a source that
             # needs no merge reads only the requested columns.
             filt = self.filter
+            kind = pc.field(KIND) == pa.scalar(PUT, pa.uint8())
             if deletes:
-                kind = pc.field(KIND) == pa.scalar(PUT, pa.uint8())
                 filt = kind if filt is None else filt & kind
             with_seq = [*direct_columns, SEQ] if self._ranges else direct_columns
-            filter_columns = [*self._filter_reads, *([KIND] if deletes else [])]
-            for batch in scan_unordered(
-                parts,
-                self._storage,
-                with_seq,
-                filt,
-                self.request.batch_size,
-                filter_columns=filter_columns,
-                footers=self._footers,
-                dictionary=() if self._ranges else self._dictionary,
-            ):
-                yield from self._finish(pa.Table.from_batches([batch]), filtered=True)
+            kind_only = [KIND] if deletes else []
+            for covered in (True, False):
+                for batch in scan_unordered(
+                    [p for p in parts if (p[0] in plan.covered) == covered],
+                    self._storage,
+                    with_seq,
+                    (kind if deletes else None) if covered else filt,
+                    self.request.batch_size,
+                    filter_columns=kind_only if covered else [*self._filter_reads, *kind_only],
+                    footers=self._footers,
+                    dictionary=() if self._ranges else self._dictionary,
+                ):
+                    yield from self._finish(pa.Table.from_batches([batch]), filtered=True)
         for group, zones in plan.split:
             yield from self._split(group, zones)
         for group in plan.merged:
@@ -588,6 +598,8 @@ class _UnorderedPlan:
     direct: dict[bool, list[tuple[str, list[int]]]] = field(default_factory=dict)
     split: list[tuple[list[_Source], list[tuple[int, int]]]] = field(default_factory=list)
     merged: list[list[_Source]] = field(default_factory=list)
+    #: Local paths of direct SSTs whose statistics prove every row read passes the filter.
+    covered: set[str] = field(default_factory=set)
 
 
 def _rows(s: _Source) -> int:

@@ -108,11 +108,19 @@ def decode_table_request(req: storage_pb2.WriteTableRequest) -> TableRows:
     if uniform is not None:
         ts, values_by_index, per_entry = uniform
         timestamps.extend(ts)
+        fields_made = False
         for entry, (start, count) in zip(req.entries, per_entry, strict=True):
             if count:
                 _tags(rows, entry, tag_cols, tag_names, start, count)
-        for i, values in values_by_index.items():
-            _column(rows, field_cols, field_names, i, "float64_value", is_tag=False).values = values
+                if not fields_made:
+                    # Columns come in order of first use, as the row-by-row walk below
+                    # makes them: the first series' tags, its fields, later series' tags.
+                    for i, values in values_by_index.items():
+                        column = _column(
+                            rows, field_cols, field_names, i, "float64_value", is_tag=False
+                        )
+                        column.values = values
+                    fields_made = True
         return rows
     for entry in req.entries:
         groups = entry.field_groups

@@ -122,9 +122,7 @@ class SstFiles:
         n = self.footer(key).num_row_groups
         keep = np.ones(n, dtype=bool)
         for name, r in bounds.items():
-            ranges = self._ranges.get_or_load(
-                (key, name), lambda k: column_ranges(self.footer(k[0]), k[1])
-            )
+            ranges = self._column_ranges(key, name)
             if ranges is None:
                 continue
             try:
@@ -133,6 +131,33 @@ class SstFiles:
                 continue
             keep[ranges.known] &= within
         return np.flatnonzero(keep).tolist()
+
+    def covered(self, key: str, bounds: Bounds, row_groups: Sequence[int]) -> bool:
+        """Whether every row of ``row_groups`` of the file satisfies ``bounds`` by their
+        statistics (no nulls, no floats whose NaNs statistics cannot show): a read of them
+        needs no filter by the bounds."""
+        for name, r in bounds.items():
+            ranges = self._column_ranges(key, name)
+            if ranges is None:
+                return False
+            wanted = np.zeros(len(ranges.known), dtype=bool)
+            wanted[list(row_groups)] = True
+            if not (ranges.known[wanted].all() and ranges.no_nulls[wanted].all()):
+                return False
+            position = np.cumsum(ranges.known) - 1  # row group -> index among known ones
+            chosen = position[wanted]
+            try:
+                inside = r.covers(ranges.mins[chosen], ranges.maxs[chosen])
+            except TypeError:
+                return False
+            if not inside.all():
+                return False
+        return True
+
+    def _column_ranges(self, key: str, column: str) -> ColumnRanges | None:
+        return self._ranges.get_or_load(
+            (key, column), lambda k: column_ranges(self.footer(k[0]), k[1])
+        )
 
     def forget(self, key: str) -> None:
         for cache in (self._footers, self._tombstones, self._columns):
@@ -175,6 +200,9 @@ class ColumnRanges:
     known: np.ndarray
     mins: np.ndarray
     maxs: np.ndarray
+    #: Per row group (all of them): whether its statistics say it holds no null and, for
+    #: floats, whose statistics leave NaN out, whether its values cannot be NaN (never known).
+    no_nulls: np.ndarray
 
 
 def column_ranges(meta: pq.FileMetaData, column: str) -> ColumnRanges | None:
@@ -202,18 +230,29 @@ def column_ranges(meta: pq.FileMetaData, column: str) -> ColumnRanges | None:
         else object
     )
     known: list[bool] = []
+    no_nulls: list[bool] = []
     mins: list[Any] = []
     maxs: list[Any] = []
+    floating = described.physical_type in ("FLOAT", "DOUBLE")
     for rg in range(meta.num_row_groups):
         stats = meta.row_group(rg).column(index).statistics
         ok = stats is not None and stats.has_min_max
         known.append(ok)
+        no_nulls.append(
+            stats is not None
+            and stats.has_null_count  # type: ignore[attr-defined]
+            and stats.null_count == 0
+            and not floating
+        )
         if stats is not None and ok:
             # A timestamp's statistics come as datetimes; its integer value is the raw one.
             mins.append(stats.min_raw if timestamp else stats.min)
             maxs.append(stats.max_raw if timestamp else stats.max)
     return ColumnRanges(
-        np.array(known, dtype=bool), np.array(mins, dtype=dtype), np.array(maxs, dtype=dtype)
+        np.array(known, dtype=bool),
+        np.array(mins, dtype=dtype),
+        np.array(maxs, dtype=dtype),
+        np.array(no_nulls, dtype=bool),
     )
 
 
