@@ -118,8 +118,8 @@ def _send_all(payloads: Sequence[bytes], send: Callable[[bytes], None], workers:
     return time.perf_counter() - t0
 
 
-def _settle(server: InfluxServer, quiet_s: float) -> None:
-    """Wait until InfluxDB's size on disk stops changing (cache snapshot and compaction)."""
+def _settle(server: System, quiet_s: float) -> None:
+    """Wait until a server's size on disk stops changing (cache snapshots, compaction)."""
     last = [-1, time.monotonic()]
 
     def stable() -> bool:
@@ -130,9 +130,9 @@ def _settle(server: InfluxServer, quiet_s: float) -> None:
         return time.monotonic() - float(last[1]) >= quiet_s
 
     try:
-        wait_until(stable, timeout_s=SETTLE_TIMEOUT_S, what="influxdb compaction")
+        wait_until(stable, timeout_s=SETTLE_TIMEOUT_S, what=f"{server.name} compaction")
     except TimeoutError:
-        log.warning("influxdb still compacting; its size is measured as it is")
+        log.warning("%s still compacting; its size is measured as it is", server.name)
 
 
 S = TypeVar("S", bound=System)
@@ -272,14 +272,15 @@ class Bench:
 
     def _settle(self, progress: Progress, servers: dict[str, System], res: Results) -> None:
         """Bring every system to its settled state and measure its size: gnomon restarted
-        (a graceful stop flushes every memtable to Parquet SSTs, so queries then read SSTs),
-        InfluxDB left until compaction is done."""
+        (a graceful stop flushes every memtable to Parquet SSTs, so queries then read SSTs)
+        and, like InfluxDB, left until compaction is done."""
         task = progress.add_task("settle", total=len(servers))
         for name, server in list(servers.items()):
             progress.update(task, description=f"settle {name}")
             if isinstance(server, GnomonServer):
                 server.stop()
                 servers[name] = server = self._track(GnomonServer(server.root))
+                _settle(server, self.opts.settle_quiet_s)
                 res.gnomon_parts = server.disk_bytes_by_part()
             elif isinstance(server, InfluxServer):
                 _settle(server, self.opts.settle_quiet_s)

@@ -56,6 +56,9 @@ class EngineConfig:
     flush_on_close: bool = True
     #: Background compaction workers (the concurrency limit); 0 disables background runs.
     compaction_threads: int = 1
+    #: Every table's compaction is also looked at every this many seconds (and on open), not
+    #: only after flushes: a window turns cold while nothing is written; 0 disables it.
+    compaction_check_interval_s: float = 60.0
     #: Background garbage collection every this many seconds; 0 disables it.
     gc_interval_s: float = 300.0
     #: Unreferenced files younger than this are kept: a scan or an uncommitted flush or
@@ -170,6 +173,13 @@ class Engine:
         self.revisions = Revisions(meta, table=self.table, by_id=self._table_by_id)
         self.revisions.recover()
         self._gc = _Periodic(config.gc_interval_s, self._gc_quietly, name="gnomon-gc")
+        self._compaction_check = _Periodic(
+            config.compaction_check_interval_s,
+            self._request_compactions,
+            name="gnomon-compaction-check",
+        )
+        if config.compaction_check_interval_s > 0:
+            self._request_compactions()
 
     def _table_name(self, table_id: int) -> str | None:
         table = self._table_by_id(table_id)
@@ -198,18 +208,24 @@ class Engine:
             sst_files=self._sst_files,
             staging_dir=self._staging,
             request_flush=self._flusher.request,
-            on_flushed=self._flushed,
+            on_flushed=self._request_compaction,
             max_immutables=self.config.max_immutables,
             max_write_bytes=self.config.max_write_bytes,
         )
         self._compactors[info.name] = Compactor(table)
         return table
 
-    def _flushed(self, table: Table) -> None:
+    def _request_compaction(self, table: Table) -> None:
         if table.info.options.enable_compaction:
             compactor = self._compactors.get(table.name)
             if compactor is not None and compactor.table is table:
                 self._scheduler.request(compactor)
+
+    def _request_compactions(self) -> None:
+        with self._lock:
+            tables = list(self._tables.values())
+        for table in tables:
+            self._request_compaction(table)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -501,6 +517,7 @@ class Engine:
         if self._closed:
             return
         self._gc.stop()
+        self._compaction_check.stop()
         # A compaction in progress finishes (or is discarded) before its table closes.
         self._scheduler.stop()
         try:

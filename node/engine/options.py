@@ -68,6 +68,16 @@ class UpdateMode(StrEnum):
     APPEND = "APPEND"
 
 
+def _parse_optional_duration(value: str | int | bool) -> int | None:
+    if isinstance(value, str) and value.strip().lower() in ("off", "none"):
+        return None
+    return parse_duration_ms(_str(value))
+
+
+def _format_optional_duration(ms: int | None) -> str:
+    return "off" if ms is None else format_duration(ms)
+
+
 def _parse_mode(value: str | int | bool) -> UpdateMode:
     try:
         return UpdateMode(str(value).upper())
@@ -95,6 +105,11 @@ _OPTIONS: dict[str, tuple[str, Callable[[Any], Any], Callable[[Any], str]]] = {
     "compaction_min_threshold": ("compaction_min_threshold", _parse_int, str),
     "compaction_max_threshold": ("compaction_max_threshold", _parse_int, str),
     "compaction_target_size": ("compaction_target_size", parse_size, str),
+    "compaction_full_after": (
+        "compaction_full_after_ms",
+        _parse_optional_duration,
+        _format_optional_duration,
+    ),
     "time_travel": ("time_travel_ms", parse_duration_ms, format_duration),
     "max_versions": ("max_versions", _parse_int, str),
 }
@@ -120,6 +135,12 @@ class TableOptions:
     compaction_max_threshold: int = 16
     #: Compaction output files are cut at this size; files this large are left alone.
     compaction_target_size: int = 256 * 1024**2
+    #: A segment window none of whose files was written for this long is cold: its files
+    #: below the target size merge into one even when fewer than the threshold (as InfluxDB
+    #: fully compacts cold shards). One file per window helps queries on a few series (their
+    #: rows sit together) and hurts time-range scans over all of them (the file spans the
+    #: whole window, its row groups too), so it is off unless asked for.
+    compaction_full_after_ms: int | None = None
     #: Manifest versions younger than this are kept, so time travel can reach them.
     time_travel_ms: int = 3_600_000
     #: Older versions are kept up to this many (the newest ones).
@@ -146,6 +167,8 @@ class TableOptions:
             )
         if self.compaction_target_size < 1024:
             raise InvalidArgument("compaction_target_size must be at least 1kb")
+        if self.compaction_full_after_ms is not None and self.compaction_full_after_ms < 0:
+            raise InvalidArgument("compaction_full_after must not be negative")
         if self.time_travel_ms < 0:
             raise InvalidArgument("time_travel must not be negative")
         if self.max_versions < 1:

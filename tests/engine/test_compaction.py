@@ -4,6 +4,7 @@ updates, crash leftovers, and the bound on SSTs per window after a long run of f
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -61,6 +62,32 @@ def test_picker_caps_small_files_per_window_and_leaves_full_files() -> None:
     (p,) = plan.picks
     assert p.reason == "file count" and [f.path for f in p.inputs] == [f"f{i}" for i in range(6)]
     assert pick(full, {}, OPTS, now_ms=0).empty
+
+
+def test_picker_merges_the_small_files_of_a_cold_window() -> None:
+    cold = TableOptions(
+        segment_duration_ms=H, compaction_target_size=1000 * KB, compaction_full_after_ms=H
+    )
+    now = 10 * H
+    # Window 0: two files, last written 2 h ago; window 1: two files, one written just now.
+    w0 = [
+        _meta(f"a{i}", 10 * KB * (i + 1), 10, 20, i + 1, created_ms=now - 2 * H) for i in range(2)
+    ]
+    w1 = [
+        _meta("b0", 10 * KB, H, H + 10, 5, created_ms=now - 2 * H),
+        _meta("b1", 50 * KB, H, H + 10, 6, created_ms=now - 60_000),
+    ]
+    full = _meta("full", 1000 * KB, 10, 20, 7, created_ms=now - 2 * H)
+    (p,) = pick([*w0, *w1, full], {}, cold, now_ms=now).picks
+    assert p.reason == "cold window" and {f.path for f in p.inputs} == {"a0", "a1"}
+    # One small file left (beside full ones) is a window at rest; 'off' never merges.
+    assert pick([w0[0], full], {}, cold, now_ms=now).empty
+    off = cold.updated({"compaction_full_after": "off"})
+    assert off.compaction_full_after_ms is None
+    assert pick([*w0, *w1], {}, off, now_ms=now).empty
+    # Files of unknown age (written before ages were kept) count as old.
+    unknown = [_meta(f"u{i}", 10 * KB, 10, 20, i + 1) for i in range(2)]
+    assert pick(unknown, {}, cold, now_ms=now).picks[0].reason == "cold window"
 
 
 def test_picker_skips_busy_files_and_removes_expired_ones() -> None:
@@ -256,5 +283,32 @@ def test_soak_of_many_flushes_keeps_ssts_per_window_bounded(data_dir: str) -> No
         assert len(pa.Table.from_batches(list(scan))) == 60 * 10
         assert scan.stats.ssts_read <= SOAK_BOUND
         assert len(e.read_all("cpu")) == flushes * 10
+    finally:
+        e.close()
+
+
+def test_a_window_turning_cold_while_closed_is_merged_on_open(data_dir: str) -> None:
+    opts = TableOptions(segment_duration_ms=H, compaction_full_after_ms=500)
+    e = Engine.open(data_dir, gc_interval_s=0)
+    e.create_table("cpu", CPU, opts)
+    for part in range(2):
+        e.write("cpu", cpu_batch(["a", "b"], [part * 1000, part * 1000 + 1], [1.0, 2.0]))
+        e.flush()
+    assert e.wait_for_compactions(30)
+    # Both files are younger than 500 ms: not cold yet, and under the size-tiered threshold.
+    data = [f for f in e.table("cpu").pin().version.files if f.is_data]
+    assert len(data) == 2 and all(f.created_ms is not None for f in data)
+    e.close()
+    time.sleep(0.6)
+    e = Engine.open(data_dir, gc_interval_s=0)
+    try:
+        assert e.wait_for_compactions(30)
+        (merged,) = [f for f in e.table("cpu").pin().version.files if f.is_data]
+        assert merged.rows == 4
+        got = e.read_all("cpu")
+        ms = got.column("ts").cast(pa.int64()).to_pylist()
+        assert sorted(zip(got.column("host").to_pylist(), ms, strict=True)) == [
+            ("a", 0), ("a", 1000), ("b", 1), ("b", 1001),
+        ]  # fmt: skip
     finally:
         e.close()

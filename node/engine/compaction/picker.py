@@ -10,6 +10,8 @@ tombstone files) plus its options to a plan.
   ``compaction_max_threshold`` of them. A window whose small files reach
   ``compaction_max_threshold`` without forming such a bucket merges its smallest ones anyway,
   so a window at rest keeps fewer than ``compaction_max_threshold`` small files.
+- A cold window (no file written for ``compaction_full_after``) merges its small files into
+  one however few they are: a window at rest is then read from one file.
 - A window that holds deletion markers it could purge, or rows a range tombstone may shadow
   that were not rewritten since, is compacted whole ("cleanup"), so deletes do not linger.
 - Tombstone files none of whose tombstones can shadow a live row any more are dropped.
@@ -81,7 +83,11 @@ def pick(
     picks = [
         p
         for w, members in sorted(windows.items())
-        if (p := _pick_window(w * options.segment_duration_ms, members, data, ranges, options))
+        if (
+            p := _pick_window(
+                w * options.segment_duration_ms, members, data, ranges, options, now_ms
+            )
+        )
     ]
     dead = tuple(
         f
@@ -100,6 +106,7 @@ def _pick_window(
     data: Sequence[SstMeta],
     ranges: Sequence[RangeTombstone],
     options: TableOptions,
+    now_ms: int,
 ) -> WindowPick | None:
     whole = can_purge(members, data)
     unapplied = any(_unapplied(t, f) for f in members for t in ranges)
@@ -116,9 +123,18 @@ def _pick_window(
             break
     if not chosen and len(small) >= options.compaction_max_threshold:
         chosen, reason = small[: options.compaction_max_threshold], "file count"
+    if not chosen and len(small) >= 2 and _cold(members, options, now_ms):
+        chosen, reason = small[: options.compaction_max_threshold], "cold window"
     if not chosen:
         return None
     return WindowPick(start, tuple(chosen), can_purge(chosen, data), reason)
+
+
+def _cold(members: Sequence[SstMeta], options: TableOptions, now_ms: int) -> bool:
+    """No file of the window was written within ``compaction_full_after`` (files of unknown
+    age count as old)."""
+    after = options.compaction_full_after_ms
+    return after is not None and all((f.created_ms or 0) + after <= now_ms for f in members)
 
 
 def _buckets(by_size: Sequence[SstMeta]) -> list[list[SstMeta]]:

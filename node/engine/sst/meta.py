@@ -36,6 +36,8 @@ class SstMeta:
     #: No range tombstone with a sequence <= this shadows a row of the file (None: up to
     #: ``max_seq``, which holds for every flushed file).
     applied_seq: int | None = None
+    #: When the file was written, ms since the epoch (None: written before this was kept).
+    created_ms: int | None = None
 
     @property
     def is_data(self) -> bool:

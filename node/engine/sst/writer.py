@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -179,6 +180,7 @@ class SstWriter:
             schema_version=self._schema.version,
             deletes=self._deletes,
             applied_seq=self._applied_seq,
+            created_ms=int(time.time() * 1000),
         )
 
     def _series_directory(self) -> str | None:
