@@ -10,7 +10,7 @@ Timestamp bounds are integer milliseconds since the epoch.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,10 +119,8 @@ class Range:
                 else pa.array(values, typ)
             )
             parts.append(field.isin(arr))
-        out = pc.scalar(True) if not parts else parts[0]
-        for p in parts[1:]:
-            out = out & p
-        return out
+        out = all_of(parts)
+        return pc.scalar(True) if out is None else out
 
 
 def _tighter(a: Any, a_inc: bool, b: Any, b_inc: bool, pick: Any) -> tuple[Any, bool]:
@@ -165,10 +163,12 @@ def time_window(r: Range) -> tuple[int | None, int | None]:
 
 def bounds_expression(bounds: Bounds, schema: pa.Schema) -> pc.Expression | None:
     """All ``bounds`` as one filter over ``schema``."""
-    parts = [r.expression(name, schema.field(name).type) for name, r in sorted(bounds.items())]
-    if not parts:
-        return None
-    out = parts[0]
-    for p in parts[1:]:
-        out = out & p
+    return all_of(r.expression(name, schema.field(name).type) for name, r in sorted(bounds.items()))
+
+
+def all_of(parts: Iterable[pc.Expression]) -> pc.Expression | None:
+    """The conjunction of ``parts`` (None for none)."""
+    out: pc.Expression | None = None
+    for p in parts:
+        out = p if out is None else out & p
     return out

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from gnomon.errors import InvalidArgument
-from node.engine.bounds import Bounds, Range, bounds_expression, time_window
+from node.engine.bounds import Bounds, Range, all_of, bounds_expression, time_window
 from node.engine.memtable import MemtableView
 from node.engine.merge import merge_sorted, sort_resolve
 from node.engine.options import TableOptions, UpdateMode
@@ -209,12 +209,7 @@ class Scan:
         if self._hi is not None:
             parts.append(ts < pa.scalar(self._hi, type=pa.int64()).cast(typ))
         parts.extend(p for p in (bounded, predicate) if p is not None)
-        if not parts:
-            return None
-        out = parts[0]
-        for p in parts[1:]:
-            out = out & p
-        return out
+        return all_of(parts)
 
     def _overlaps(self, min_ts: int, max_ts: int) -> bool:
         return (self._lo is None or max_ts >= self._lo) and (self._hi is None or min_ts < self._hi)

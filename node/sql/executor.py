@@ -215,7 +215,7 @@ class SqlExecutor:
         qc = _QueryContext(self.engine, mode)
         tables = set(self.engine.list_tables())
         tokens = tokenize(sql)
-        mentioned = [n for n in (_ident(t) for t in tokens) if n is not None and n in tables]
+        mentioned = [n for n in (t.identifier() for t in tokens) if n is not None and n in tables]
         ts_columns = {
             c.name
             for name in mentioned
@@ -226,7 +226,7 @@ class SqlExecutor:
         plain: list[str] = []
         n_travel = 0
         for i, t in enumerate(tokens):
-            name = _ident(t)
+            name = t.identifier()
             if name is None:
                 continue
             if (
@@ -466,14 +466,6 @@ def _timestamp_literals(tokens: list[Token], i: int) -> list[tuple[int, int, str
             start = tokens[i - 3].pos if neg else prev.pos
             spans.append((start, prev.pos + len(prev.text), ("-" if neg else "") + prev.text))
     return [(a, b, f"to_timestamp_millis({text})") for a, b, text in spans]
-
-
-def _ident(t: Token) -> str | None:
-    if t.kind is Kind.QUOTED:
-        return t.text
-    if t.kind is Kind.WORD:
-        return t.text.lower()
-    return None
 
 
 def _dq(name: str) -> str:

@@ -27,6 +27,15 @@ class Token:
     def is_word(self, *words: str) -> bool:
         return self.kind is Kind.WORD and self.text.upper() in words
 
+    def identifier(self) -> str | None:
+        """The name this token is as an identifier: quoted as written, unquoted folded to
+        lower case (as DataFusion folds it); None for any other token."""
+        if self.kind is Kind.QUOTED:
+            return self.text
+        if self.kind is Kind.WORD:
+            return self.text.lower()
+        return None
+
 
 # Longer symbols first. Besides what the dialect's own statements use, this covers the
 # operators of queries handed on to DataFusion (arithmetic, ||, ::, [], ...), whose text is
