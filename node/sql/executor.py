@@ -103,7 +103,12 @@ class _QueryContext:
         if name in self._registered:
             return
         self._registered.add(name)
-        if prescan is not None and self.mode.in_memory and self._register_small(name, prescan):
+        if (
+            prescan is not None
+            and self.mode.in_memory
+            and not prescan.stops_early
+            and self._register_small(name, prescan)
+        ):
             return
         dataset = EngineDataset(
             self.engine,

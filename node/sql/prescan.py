@@ -39,6 +39,8 @@ class Prescan:
     #: Columns of the table the query may read (None: all of them, e.g. for ``*``).
     columns: list[str] | None
     bounds: dict[str, Range]
+    #: A LIMIT without ORDER BY or GROUP BY: streamed, the scan stops after the first rows.
+    stops_early: bool = False
 
 
 def analyse(tokens: Sequence[Token], table: str, schema: Schema, *, mentions: int) -> Prescan:
@@ -71,7 +73,10 @@ def analyse(tokens: Sequence[Token], table: str, schema: Schema, *, mentions: in
         bound = _bound(term, schema, names, aliases)
         if bound is not None:
             terms.append(bound)
-    return Prescan(table, columns, intersect_all(terms))
+    stops_early = any(t.is_word("LIMIT") for t in tokens) and not any(
+        t.is_word("ORDER", "GROUP", "DISTINCT") for t in tokens
+    )
+    return Prescan(table, columns, intersect_all(terms), stops_early)
 
 
 def _table_names(tokens: Sequence[Token], table: str) -> set[str]:

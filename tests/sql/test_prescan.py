@@ -103,6 +103,13 @@ def test_queries_reading_the_table_in_several_places_get_no_bounds(
     assert p.bounds == {}
 
 
+def test_a_limit_without_order_stops_early() -> None:
+    assert _analyse("SELECT * FROM cpu LIMIT 10").stops_early
+    assert not _analyse("SELECT * FROM cpu ORDER BY ts LIMIT 10").stops_early
+    assert not _analyse("SELECT host, count(*) AS n FROM cpu GROUP BY host LIMIT 3").stops_early
+    assert not _analyse("SELECT host FROM cpu").stops_early
+
+
 def test_columns_read() -> None:
     assert _analyse("SELECT * FROM cpu WHERE host = 'a'").columns is None
     assert _analyse("SELECT count(*) AS k FROM cpu").columns == ["ts"]
@@ -135,6 +142,7 @@ QUERIES = [
     "SELECT nope FROM cpu WHERE host = 'h3'",
     "SELECT c.host, c.ts, c.usage FROM cpu c JOIN (SELECT host, max(ts) AS last FROM cpu "
     "GROUP BY host) l ON c.host = l.host AND c.ts = l.last ORDER BY c.host",
+    "SELECT host, usage FROM cpu WHERE host = 'h1' LIMIT 3",
     "SELECT host, usage FROM cpu WHERE usage > 995 UNION ALL SELECT host, usage FROM cpu "
     "WHERE usage < 2 ORDER BY usage",
 ]
