@@ -14,7 +14,7 @@ from gnomon.errors import GnomonError, InvalidArgument, NotFound
 from node.engine.engine import Engine
 from node.engine.options import UpdateMode
 from node.engine.schema import TSID, ColumnType
-from node.sql import ddl, functions
+from node.sql import ddl, direct, functions
 from node.sql.ast import (
     AlterAddColumns,
     AlterModifySetting,
@@ -88,6 +88,11 @@ class _QueryContext:
         self._registered: set[str] = set()
         #: Whether a table was registered as rows read up front.
         self.in_memory = False
+        #: The rows of the table read up front, by registered name.
+        self.rows: dict[str, pa.Table] = {}
+        #: A bucketed aggregation the query is, computed without DataFusion when its table
+        #: was read up front.
+        self.direct: direct.BucketedAggregation | None = None
 
     def register(
         self,
@@ -148,6 +153,7 @@ class _QueryContext:
         )
         self.ctx.from_arrow(rows, name=_dq(name))
         self.in_memory = True
+        self.rows[name] = rows
         self.scans.append(
             ScanRecord(
                 prescan.table,
@@ -267,6 +273,7 @@ class SqlExecutor:
         if n_travel == 0 and len(set(plain)) == 1:
             schema = self.engine.describe(plain[0]).schema
             prescan = analyse(tokens, plain[0], schema, mentions=len(plain))
+            qc.direct = direct.plan(tokens, plain[0], schema, exact_where=prescan.exact)
         for name in plain:
             qc.register(name, name, prescan=prescan)
         out: list[str] = []
@@ -303,6 +310,9 @@ class SqlExecutor:
         mode = _Mode(in_memory=not prefix)
         for _ in range(3):  # each retry turns one of the three features off
             qc, rewritten = self._prepare(sql, mode)
+            if qc.direct is not None and len(qc.rows) == 1:
+                (rows,) = qc.rows.values()
+                return qc, direct.run(qc.direct, rows)
             try:
                 return qc, self._collect(qc, prefix + rewritten)
             except _StreamInstead:

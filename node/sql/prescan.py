@@ -41,6 +41,9 @@ class Prescan:
     bounds: dict[str, Range]
     #: A LIMIT without ORDER BY or GROUP BY: streamed, the scan stops after the first rows.
     stops_early: bool = False
+    #: The bounds are the whole WHERE clause (every term became one, or there is none): the
+    #: rows the scan returns are exactly those the clause keeps.
+    exact: bool = False
 
 
 def analyse(tokens: Sequence[Token], table: str, schema: Schema, *, mentions: int) -> Prescan:
@@ -69,14 +72,16 @@ def analyse(tokens: Sequence[Token], table: str, schema: Schema, *, mentions: in
     aliases = _table_names(tokens, table)
     names = set(schema.names)
     terms: list[tuple[str, Range]] = []
-    for term in _conjuncts(where) if where is not None else []:
+    conjuncts = _conjuncts(where) if where is not None else []
+    for term in conjuncts:
         bound = _bound(term, schema, names, aliases)
         if bound is not None:
             terms.append(bound)
+    exact = single and len(terms) == len(conjuncts)
     stops_early = any(t.is_word("LIMIT") for t in tokens) and not any(
         t.is_word("ORDER", "GROUP", "DISTINCT") for t in tokens
     )
-    return Prescan(table, columns, intersect_all(terms), stops_early)
+    return Prescan(table, columns, intersect_all(terms), stops_early, exact)
 
 
 def _table_names(tokens: Sequence[Token], table: str) -> set[str]:

@@ -1,0 +1,197 @@
+"""Bucketed aggregations answered without DataFusion (node/sql/direct.py): which queries are
+taken, and the same answers as DataFusion's on random data and queries."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from node.engine.engine import Engine
+from node.sql import direct
+from node.sql.executor import SqlExecutor
+from node.sql.lexer import tokenize
+from node.sql.prescan import analyse
+
+DDL = (
+    "CREATE TABLE m (host string TAG, v double, n int64, f float, ts timestamp NOT NULL, "
+    "TIMESTAMP KEY(ts)) WITH (num_rows_per_row_group='64')"
+)
+
+
+@pytest.fixture
+def sql(tmp_path: Path) -> Iterator[SqlExecutor]:
+    engine = Engine.open(str(tmp_path / "db"), compaction_threads=0, gc_interval_s=0)
+    ex = SqlExecutor(engine)
+    ex.execute(DDL)
+    rng = random.Random(7)
+    rows = []
+    for i in range(600):
+        v = "NULL" if rng.random() < 0.1 else repr(round(rng.uniform(-50, 50), 3))
+        n = "NULL" if rng.random() < 0.1 else str(rng.randint(-1000, 1000))
+        ts = rng.randint(-3_600_000, 7_200_000)  # before and after the epoch
+        rows.append(f"('h{i % 7}', {v}, {n}, 1.5, {ts})")
+    ex.execute(f"INSERT INTO m (host, v, n, f, ts) VALUES {', '.join(rows)}")
+    engine.flush()
+    ex.execute("INSERT INTO m (host, v, n, f, ts) VALUES ('h1', 3.5, 7, 1.5, 10)")
+    yield ex
+    engine.close()
+
+
+def _plan(sql: SqlExecutor, query: str) -> direct.BucketedAggregation | None:
+    tokens = tokenize(query)
+    schema = sql.engine.describe("m").schema
+    p = analyse(tokens, "m", schema, mentions=1)
+    return direct.plan(tokens, "m", schema, exact_where=p.exact)
+
+
+def test_the_shape_taken(sql: SqlExecutor) -> None:
+    p = _plan(
+        sql,
+        "SELECT date_bin(INTERVAL '5 minutes', ts) AS b, max(v) AS hi, count(*) AS k FROM m "
+        "WHERE host IN ('h1', 'h2') AND ts >= 0 GROUP BY b ORDER BY b DESC LIMIT 3;",
+    )
+    assert p is not None
+    assert (p.stride_ms, p.bucket, p.descending, p.limit) == (300_000, "b", True, 3)
+    assert p.outputs == (
+        "__bucket",
+        direct.Aggregate("max", "v", "hi"),
+        direct.Aggregate("count", None, "k"),
+    )
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        # A WHERE term that bounds nothing, so the scan keeps more rows than the clause.
+        "SELECT date_bin(interval '1 hour', ts) AS b, max(v) AS x FROM m WHERE v > n GROUP BY b",
+        "SELECT date_bin(interval '1 hour', ts) AS b, max(v) FROM m GROUP BY b",  # no alias
+        "SELECT date_bin(interval '1 month', ts) AS b, max(v) AS x FROM m GROUP BY b",
+        "SELECT date_bin(interval '1 hour', ts) AS b, max(f) AS x FROM m GROUP BY b",  # float32
+        "SELECT date_bin(interval '1 hour', ts) AS b, max(host) AS x FROM m GROUP BY b",
+        "SELECT date_bin(interval '1 hour', ts) AS b, stddev(v) AS x FROM m GROUP BY b",
+        "SELECT date_bin(interval '1 hour', ts) AS b, host, max(v) AS x FROM m GROUP BY b, host",
+        "SELECT date_bin(interval '1 hour', ts) AS b, max(v) AS x FROM m GROUP BY b HAVING x > 1",
+        "SELECT date_bin(interval '1 hour', ts) AS v, max(n) AS x FROM m GROUP BY v",  # a column
+        "SELECT date_bin(interval '1 hour', ts) AS b, max(v) AS b FROM m GROUP BY b",
+        "SELECT max(v) AS x FROM m",
+    ],
+)
+def test_other_shapes_go_to_datafusion(sql: SqlExecutor, query: str) -> None:
+    assert _plan(sql, query) is None
+
+
+def _answer(sql: SqlExecutor, query: str) -> list[dict[str, Any]]:
+    return sql.execute(query).table().to_pylist()
+
+
+def _same(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> bool:
+    if len(got) != len(want):
+        return False
+    for g, w in zip(got, want, strict=True):
+        if g.keys() != w.keys():
+            return False
+        for k in g:
+            a, b = g[k], w[k]
+            if isinstance(a, float) and isinstance(b, float):
+                if not (math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9) or a == b):
+                    return False
+            elif a != b:
+                return False
+    return True
+
+
+def _random_query(rng: random.Random) -> str:
+    interval = rng.choice(["30 seconds", "5 minutes", "1 hour", "2 hours", "1 day", "1 week"])
+    aggs = rng.sample(
+        ["max(v)", "min(v)", "sum(v)", "avg(v)", "count(v)", "max(n)", "min(n)", "sum(n)",
+         "avg(n)", "count(n)", "count(*)"],
+        rng.randint(1, 4),
+    )  # fmt: skip
+    select = ", ".join(f"{a} AS a{i}" for i, a in enumerate(aggs))
+    where = rng.choice(
+        [
+            "",
+            " WHERE host = 'h1'",
+            " WHERE host IN ('h2', 'h5') AND ts >= -1800000",
+            " WHERE ts BETWEEN 0 AND 3600000",
+            " WHERE ts < to_timestamp_millis(100000) AND host > 'h3'",
+            " WHERE host = 'nobody'",
+        ]
+    )
+    order = rng.choice(["", " ORDER BY b", " ORDER BY b ASC", " ORDER BY b DESC"])
+    limit = f" LIMIT {rng.randint(0, 5)}" if order and rng.random() < 0.4 else ""
+    return (
+        f"SELECT date_bin(interval '{interval}', ts) AS b, {select} FROM m{where} "
+        f"GROUP BY b{order}{limit}"
+    )
+
+
+def test_answers_agree_with_datafusion(sql: SqlExecutor, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(11)
+    queries = [_random_query(rng) for _ in range(60)]
+    taken = [q for q in queries if _plan(sql, q) is not None]
+    assert len(taken) == len(queries)
+    direct_answers = [_answer(sql, q) for q in queries]
+    monkeypatch.setattr(direct, "plan", lambda *a, **k: None)
+    for q, got in zip(queries, direct_answers, strict=True):
+        want = _answer(sql, q)
+        if "ORDER BY" not in q:
+            got = sorted(got, key=lambda r: r["b"])
+            want = sorted(want, key=lambda r: r["b"])
+        assert _same(got, want), f"{q}\ndirect:     {got}\ndatafusion: {want}"
+
+
+def test_types_match_datafusions(sql: SqlExecutor, monkeypatch: pytest.MonkeyPatch) -> None:
+    q = (
+        "SELECT date_bin(interval '1 hour', ts) AS b, max(v) AS a, sum(n) AS s, avg(n) AS m, "
+        "count(*) AS k FROM m GROUP BY b ORDER BY b"
+    )
+    ours = sql.execute(q).table().schema
+    monkeypatch.setattr(direct, "plan", lambda *a, **k: None)
+    theirs = sql.execute(q).table().schema
+    assert [(f.name, f.type) for f in ours] == [(f.name, f.type) for f in theirs]
+
+
+def test_nan_under_max_and_min_as_datafusion(
+    sql: SqlExecutor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nan = float("nan")
+    sql.engine.write(
+        "m",
+        pa.table(
+            {
+                "host": ["h9"] * 4,
+                "v": [nan, 2.0, nan, nan],
+                "n": pa.array([1] * 4, pa.int64()),
+                "f": pa.array([1.5] * 4, pa.float32()),
+                "ts": pa.array([20, 30, 4_000_000, 4_000_001], pa.timestamp("ms")),
+            }
+        ),
+    )
+    q = (
+        "SELECT date_bin(interval '1 hour', ts) AS b, max(v) AS hi, min(v) AS lo FROM m "
+        "WHERE host = 'h9' GROUP BY b ORDER BY b"
+    )
+    ours = [repr(r) for r in _answer(sql, q)]
+    monkeypatch.setattr(direct, "plan", lambda *a, **k: None)
+    assert ours == [repr(r) for r in _answer(sql, q)]
+    assert "nan" in ours[1] and "2.0" in ours[0]
+
+
+def test_taken_queries_skip_datafusion(sql: SqlExecutor, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_datafusion(*_: object, **__: object) -> pa.Table:
+        raise AssertionError("DataFusion ran")
+
+    monkeypatch.setattr(SqlExecutor, "_collect", no_datafusion)
+    got = _answer(
+        sql,
+        "SELECT date_bin(interval '1 hour', ts) AS b, count(*) AS k FROM m WHERE host = 'h1' "
+        "AND ts >= 0 AND ts < 3600000 GROUP BY b",
+    )
+    assert got and all(r["k"] > 0 for r in got)
