@@ -114,10 +114,8 @@ def plan(
             break
     if not c.word("FROM") or c.name() != table:
         return None
-    # An alias may follow; columns qualified by it were not taken above.
-    if c.word("AS") and c.name() is None:
-        return None
-    if not c.tok.is_word("WHERE", "GROUP") and c.name() is None:
+    # An alias may follow (columns qualified by it were not taken above).
+    if (c.word("AS") or not c.tok.is_word("WHERE", "GROUP")) and c.name() is None:
         return None
     if c.word("WHERE"):
         while c.tok.kind is not Kind.END and not c.tok.is_word("GROUP"):

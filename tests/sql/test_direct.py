@@ -80,6 +80,9 @@ def test_the_shape_taken(sql: SqlExecutor) -> None:
         "SELECT date_bin(interval '1 hour', ts) AS v, max(n) AS x FROM m GROUP BY v",  # a column
         "SELECT date_bin(interval '1 hour', ts) AS b, max(v) AS b FROM m GROUP BY b",
         "SELECT max(v) AS x FROM m",
+        "SELECT date_bin(interval '1 hour', ts) AS b, max(v) AS x FROM m AS y z GROUP BY b",
+        "SELECT date_bin(interval '1 hour', ts) AS b, max(v) AS x FROM m GROUP BY b "
+        "LIMIT 1 OFFSET 1",
     ],
 )
 def test_other_shapes_go_to_datafusion(sql: SqlExecutor, query: str) -> None:
