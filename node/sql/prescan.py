@@ -24,7 +24,7 @@ from node.sql.lexer import Kind, Token
 _AFTER_WHERE = ("GROUP", "ORDER", "LIMIT", "HAVING", "WINDOW", "QUALIFY", "OFFSET")
 #: Words that make a query read its table more than once, or another relation.
 _NOT_SINGLE = ("JOIN", "UNION", "INTERSECT", "EXCEPT", "WITH", "VALUES", "LATERAL")
-_COMPARISONS = {"=": "=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+_COMPARISONS = frozenset(("=", "<", "<=", ">", ">="))
 _MIRRORED = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _INTEGERS = {
     ColumnType.INT8, ColumnType.INT16, ColumnType.INT32, ColumnType.INT64,

@@ -221,19 +221,13 @@ def column_ranges(meta: pq.FileMetaData, column: str) -> ColumnRanges | None:
         return None  # bounds on timestamps are milliseconds
     if described.physical_type == "BYTE_ARRAY" and described.logical_type.type != "STRING":
         return None
+    floating = described.physical_type in ("FLOAT", "DOUBLE")
     # Exact Python values for strings and integers (uint64 does not fit numpy's int64).
-    dtype = (
-        np.int64
-        if timestamp
-        else np.float64
-        if described.physical_type in ("FLOAT", "DOUBLE")
-        else object
-    )
+    dtype = np.int64 if timestamp else np.float64 if floating else object
     known: list[bool] = []
     no_nulls: list[bool] = []
     mins: list[Any] = []
     maxs: list[Any] = []
-    floating = described.physical_type in ("FLOAT", "DOUBLE")
     for rg in range(meta.num_row_groups):
         stats = meta.row_group(rg).column(index).statistics
         ok = stats is not None and stats.has_min_max
