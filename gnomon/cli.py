@@ -151,6 +151,13 @@ def demo(data_dir: str, hosts: int, hours: int) -> None:
     help="SQL results of this many bytes or more go zstd-compressed over gRPC [default: 4194304].",
 )
 @click.option(
+    "--decoded-cache-bytes",
+    type=int,
+    default=None,
+    help="Memory for decoded SST column chunks queries read again, 0 for none "
+    "[default: 536870912].",
+)
+@click.option(
     "--advertise", default=None, help="host:port that gRPC Route answers name for every table."
 )
 @click.option("--demo", "with_demo", is_flag=True, help="Load the demo cpu table, then serve.")
@@ -164,6 +171,7 @@ def standalone(
     wal_sync: str | None,
     max_request_bytes: int | None,
     compress_min_bytes: int | None,
+    decoded_cache_bytes: int | None,
     advertise: str | None,
     with_demo: bool,
 ) -> None:
@@ -186,6 +194,7 @@ def standalone(
         "wal_sync": wal_sync,
         "max_request_bytes": max_request_bytes,
         "compress_min_bytes": compress_min_bytes,
+        "decoded_cache_bytes": decoded_cache_bytes,
     }
     try:
         cfg = load(config_file, flags=flags)

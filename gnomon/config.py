@@ -29,6 +29,9 @@ class StandaloneConfig:
     #: SQL results of this many bytes or more go zstd-compressed over gRPC (HoraeDB's
     #: ``resp_compress_min_length``: 4 MiB).
     compress_min_bytes: int = 4 * 1024**2
+    #: Memory for decoded SST column chunks that queries read again without decoding;
+    #: 0 keeps none.
+    decoded_cache_bytes: int = 512 * 1024**2
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
@@ -41,6 +44,8 @@ class StandaloneConfig:
             raise InvalidArgument("max_request_bytes must be at least 1024")
         if self.compress_min_bytes < 1:
             raise InvalidArgument("compress_min_bytes must be at least 1")
+        if self.decoded_cache_bytes < 0:
+            raise InvalidArgument("decoded_cache_bytes must be at least 0")
 
     def with_values(self, values: Mapping[str, Any], *, source: str) -> StandaloneConfig:
         known = {f.name: f for f in fields(self)}

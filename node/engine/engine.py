@@ -64,6 +64,9 @@ class EngineConfig:
     #: Unreferenced files younger than this are kept: a scan or an uncommitted flush or
     #: compaction may still be using them.
     gc_grace_ms: int = 600_000
+    #: Memory for decoded column chunks of SSTs that scans read again without decoding (see
+    #: :mod:`node.engine.sst.decoded`); 0 keeps none.
+    decoded_cache_bytes: int = 512 * 1024**2
 
 
 class _Flusher:
@@ -155,7 +158,11 @@ class Engine:
         self._staging = os.path.join(config.data_dir, "tmp")
         shutil.rmtree(self._staging, ignore_errors=True)
         os.makedirs(self._staging, exist_ok=True)
-        self._sst_files = SstFiles(store, os.path.join(config.data_dir, "cache"))
+        self._sst_files = SstFiles(
+            store,
+            os.path.join(config.data_dir, "cache"),
+            decoded_bytes=config.decoded_cache_bytes,
+        )
         self.catalog = Catalog(meta)
         self.manifest = Manifest(meta, table_name=self._table_name)
         self._flusher = _Flusher(config.flush_threads)
@@ -293,7 +300,10 @@ class Engine:
         scrape racing shutdown needs no special case)."""
         with self._lock:
             tables = [] if self._closed else list(self._tables.values())
-        return EngineStats(tuple(sorted((t.stats() for t in tables), key=lambda s: s.name)))
+        return EngineStats(
+            tuple(sorted((t.stats() for t in tables), key=lambda s: s.name)),
+            self._sst_files.decoded.stats(),
+        )
 
     def list_tables(self) -> list[str]:
         self._check_open()

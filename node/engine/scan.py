@@ -37,6 +37,7 @@ from node.engine.rows import key_at, same_as_next, strip_markers
 from node.engine.schema import DELETE, KIND, PUT, SEQ, Schema
 from node.engine.sst.meta import SstMeta
 from node.engine.sst.reader import (
+    Part,
     SstFiles,
     conform_batches,
     read_sorted,
@@ -290,10 +291,10 @@ class Scan:
             return sum(_rows(s) for s in self._sources())
         plan = self._plan()
         direct = sum(
-            self._footers[path].row_group(rg).num_rows
+            self._footers[part.path].row_group(rg).num_rows
             for parts in plan.direct.values()
-            for path, groups in parts
-            for rg in groups
+            for part in parts
+            for rg in part.row_groups
         )
         mem = sum(t.num_rows for t in plan.memtables)
         grouped = sum(_rows(s) for g, _ in plan.split for s in g)
@@ -336,10 +337,11 @@ class Scan:
             # The filter is the bounds alone: files whose statistics prove every row read
             # satisfies them are read unfiltered (a time range query's inner files).
             plan.covered = {
-                local
-                for d, ssts in direct_ssts.items()
-                for sst, (local, groups) in zip(ssts, plan.direct[d], strict=True)
-                if groups and self._sst_files.covered(sst.path, self._bounds, groups)
+                part.path
+                for parts in plan.direct.values()
+                for part in parts
+                if part.row_groups
+                and self._sst_files.covered(part.file, self._bounds, part.row_groups)
             }
         return plan
 
@@ -365,11 +367,12 @@ class Scan:
             kind_only = [KIND] if deletes else []
             for covered in (True, False):
                 for batch in scan_unordered(
-                    [p for p in parts if (p[0] in plan.covered) == covered],
+                    [p for p in parts if (p.path in plan.covered) == covered],
                     self._storage,
                     with_seq,
                     (kind if deletes else None) if covered else filt,
                     self.request.batch_size,
+                    decoded=self._sst_files.decoded,
                     filter_columns=kind_only if covered else [*self._filter_reads, *kind_only],
                     footers=self._footers,
                     dictionary=() if self._ranges else self._dictionary,
@@ -391,13 +394,11 @@ class Scan:
         present = self._sst_files.columns(sst.path)
         return all(c in present for c in columns)
 
-    def _pruned(self, sst: SstMeta, stat_columns: Sequence[str]) -> tuple[str, list[int]]:
+    def _pruned(self, sst: SstMeta, stat_columns: Sequence[str]) -> Part:
         return self._pruned_all([sst], stat_columns)[0]
 
-    def _pruned_all(
-        self, ssts: Sequence[SstMeta], stat_columns: Sequence[str]
-    ) -> list[tuple[str, list[int]]]:
-        """Each SST's local path and the row groups that may hold matching rows: first by
+    def _pruned_all(self, ssts: Sequence[SstMeta], stat_columns: Sequence[str]) -> list[Part]:
+        """Each SST's key, local path and the row groups that may hold matching rows: first by
         their statistics, then, when the filter names tags, by the series they hold."""
         files = self._sst_files
         bounded = {c: r for c, r in self._bounds.items() if c in stat_columns}
@@ -427,7 +428,7 @@ class Scan:
                 self.stats.ssts_read += 1
             local = self._pins.enter_context(files.pinned(sst.path))
             self._footers[local] = files.footer(sst.path)
-            out.append((local, groups))
+            out.append(Part(sst.path, local, groups))
         return out
 
     def _by_series(
@@ -469,15 +470,16 @@ class Scan:
                 mem = [reversed_rows(b) for b in reversed(mem)]
             return self._conformed(mem)
         assert s.sst is not None
-        path, rgs = self._pruned(s.sst, self.schema.key_columns)
+        part = self._pruned(s.sst, self.schema.key_columns)
         present = self._sst_files.columns(s.sst.path)
         batches = read_sorted(
-            path,
-            rgs,
+            part.path,
+            part.row_groups,
             [c for c in self._read_columns if c in present],
             self.request.batch_size,
             descending=descending,
-            metadata=self._footers.get(path),
+            metadata=self._footers.get(part.path),
+            decoded=(self._sst_files.decoded, part.file),
         )
         return conform_batches(batches, self._read_schema, self.schema.fill_value)
 
@@ -590,7 +592,7 @@ class _UnorderedPlan:
     of overlapping sources read one by one with their overlap zones, and groups merged."""
 
     memtables: list[pa.Table] = field(default_factory=list)
-    direct: dict[bool, list[tuple[str, list[int]]]] = field(default_factory=dict)
+    direct: dict[bool, list[Part]] = field(default_factory=dict)
     split: list[tuple[list[_Source], list[tuple[int, int]]]] = field(default_factory=list)
     merged: list[list[_Source]] = field(default_factory=list)
     #: Local paths of direct SSTs whose statistics prove every row read passes the filter.

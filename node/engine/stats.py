@@ -29,8 +29,20 @@ class TableStats:
 
 
 @dataclass(frozen=True)
+class DecodedCacheStats:
+    """The decoded column chunk cache: what it holds, may hold, and how reads fared (chunks
+    found and chunks decoded, since the engine opened)."""
+
+    bytes: int
+    capacity_bytes: int
+    hits: int
+    misses: int
+
+
+@dataclass(frozen=True)
 class EngineStats:
     tables: tuple[TableStats, ...]
+    decoded_cache: DecodedCacheStats
 
     @property
     def memtable_rows(self) -> int:

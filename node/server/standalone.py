@@ -56,6 +56,7 @@ class Standalone:
         max_request_bytes: int = 256 * 1024**2,
         advertise: str | None = None,
         compress_min_bytes: int = DEFAULT_COMPRESS_MIN_BYTES,
+        decoded_cache_bytes: int = 512 * 1024**2,
         grpc_workers: int = 32,
         grace_s: float = 10.0,
     ) -> None:
@@ -68,6 +69,7 @@ class Standalone:
         self.max_request_bytes = max_request_bytes
         self.advertise = _parse_endpoint(advertise) if advertise else None
         self.compress_min_bytes = compress_min_bytes
+        self.decoded_cache_bytes = decoded_cache_bytes
         self.grpc_workers = grpc_workers
         self.grace_s = grace_s
         self.metrics = Registry()
@@ -89,12 +91,15 @@ class Standalone:
             max_request_bytes=cfg.max_request_bytes,
             advertise=advertise,
             compress_min_bytes=cfg.compress_min_bytes,
+            decoded_cache_bytes=cfg.decoded_cache_bytes,
         )
 
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self) -> None:
-        engine = Engine.open(self.data_dir, wal_sync=self.wal_sync)
+        engine = Engine.open(
+            self.data_dir, wal_sync=self.wal_sync, decoded_cache_bytes=self.decoded_cache_bytes
+        )
         self.engine = engine
         try:
             executor = SqlExecutor(engine)
@@ -228,6 +233,13 @@ class Standalone:
         def failing() -> Iterable[tuple[Labels, float]]:
             yield (), float(engine.stats().flush_failing)
 
+        def decoded() -> Iterable[tuple[Labels, float]]:
+            cache = engine.stats().decoded_cache
+            yield ("bytes",), float(cache.bytes)
+            yield ("capacity_bytes",), float(cache.capacity_bytes)
+            yield ("hits",), float(cache.hits)
+            yield ("misses",), float(cache.misses)
+
         m = self.metrics
         m.gauge("gnomon_tables", "Tables in the catalog.", [], tables)
         m.gauge(
@@ -241,6 +253,13 @@ class Standalone:
             "Live SSTs of each table at its current version.",
             ["table", "unit"],
             ssts,
+        )
+        m.gauge(
+            "gnomon_decoded_cache",
+            "Decoded SST column chunks kept for scans: held and allowed bytes, chunks found "
+            "(hits) and decoded (misses) since start.",
+            ["unit"],
+            decoded,
         )
         m.gauge("gnomon_pending_flushes", "Immutable memtables waiting to be flushed.", [], pending)
         m.gauge(
@@ -284,6 +303,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=int,
         help="SQL results of this many bytes or more are sent zstd-compressed over gRPC",
     )
+    parser.add_argument(
+        "--decoded-cache-bytes",
+        dest="decoded_cache_bytes",
+        type=int,
+        help="memory for decoded SST column chunks queries read again (0: none)",
+    )
     args = parser.parse_args(argv)
     flags = {
         k: getattr(args, k)
@@ -296,6 +321,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "wal_sync",
             "max_request_bytes",
             "compress_min_bytes",
+            "decoded_cache_bytes",
             "log_level",
         )
     }

@@ -4,6 +4,7 @@ run on DataFusion over the engine's tables (with projection and filter pushdown)
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -81,10 +82,9 @@ class _QueryContext:
     def __init__(self, engine: Engine, mode: _Mode) -> None:
         self.engine = engine
         self.mode = mode
-        self.ctx = datafusion.SessionContext()
+        self._ctx: datafusion.SessionContext | None = None
         self.scans: list[ScanRecord] = []
         self.errors: list[GnomonError] = []
-        functions.register(self.ctx, self.errors)
         self._registered: set[str] = set()
         #: Whether a table was registered as rows read up front.
         self.in_memory = False
@@ -93,6 +93,17 @@ class _QueryContext:
         #: A bucketed aggregation the query is, computed without DataFusion when its table
         #: was read up front.
         self.direct: direct.BucketedAggregation | None = None
+
+    @property
+    def ctx(self) -> datafusion.SessionContext:
+        """The query's DataFusion session, made when first needed (a query answered without
+        DataFusion never pays for one), holding the rows read up front."""
+        if self._ctx is None:
+            self._ctx = datafusion.SessionContext()
+            functions.register(self._ctx, self.errors)
+            for name, rows in self.rows.items():
+                self._ctx.from_arrow(rows, name=_dq(name))
+        return self._ctx
 
     def register(
         self,
@@ -151,7 +162,8 @@ class _QueryContext:
         rows = pa.Table.from_batches(
             list(scan), schema=pa.schema([schema.field(c) for c in scan.columns])
         )
-        self.ctx.from_arrow(rows, name=_dq(name))
+        if self._ctx is not None:
+            self._ctx.from_arrow(rows, name=_dq(name))
         self.in_memory = True
         self.rows[name] = rows
         self.scans.append(
@@ -411,7 +423,7 @@ _CLAUSE_WORDS = (
 _COMPARISONS = ("=", "<", ">", "<=", ">=", "<>", "!=")
 
 
-def _number_span(tokens: list[Token], i: int) -> tuple[int, int, str] | None:
+def _number_span(tokens: Sequence[Token], i: int) -> tuple[int, int, str] | None:
     """An integer literal (optionally negative) starting at token ``i``: (start, end, text)."""
     t = tokens[i]
     sign = ""
@@ -423,7 +435,7 @@ def _number_span(tokens: list[Token], i: int) -> tuple[int, int, str] | None:
     return None
 
 
-def _number_list(tokens: list[Token], k: int) -> list[tuple[int, int, str]]:
+def _number_list(tokens: Sequence[Token], k: int) -> list[tuple[int, int, str]]:
     """The integer literals of ``( n, n, ... )`` opening at token ``k``; a list holding
     anything else (a subquery, an expression) is left alone as a whole."""
 
@@ -448,7 +460,7 @@ def _number_list(tokens: list[Token], k: int) -> list[tuple[int, int, str]]:
     return []
 
 
-def _timestamp_literals(tokens: list[Token], i: int) -> list[tuple[int, int, str]]:
+def _timestamp_literals(tokens: Sequence[Token], i: int) -> list[tuple[int, int, str]]:
     """Edits wrapping integer literals compared with the timestamp column at token ``i``."""
     spans: list[tuple[int, int, str]] = []
     nxt = tokens[i + 1] if i + 1 < len(tokens) else None

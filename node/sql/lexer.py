@@ -3,6 +3,7 @@ DELETE, SHOW, DESCRIBE); SELECT text goes to DataFusion."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from enum import Enum
 
@@ -46,7 +47,10 @@ _SYMBOLS = (
 )  # fmt: skip
 
 
-def tokenize(sql: str) -> list[Token]:
+@functools.lru_cache(maxsize=256)
+def tokenize(sql: str) -> tuple[Token, ...]:
+    """The tokens of ``sql``, ending with an END token. Cached: a query's text is tokenized
+    by the parser and again by the executor, and dashboards send the same texts again."""
     out: list[Token] = []
     i, n = 0, len(sql)
     while i < n:
@@ -94,7 +98,7 @@ def tokenize(sql: str) -> list[Token]:
             else:
                 raise InvalidArgument(f"unexpected character {c!r} at position {i}")
     out.append(Token(Kind.END, "", n))
-    return out
+    return tuple(out)
 
 
 def _quoted(sql: str, start: int, quote: str) -> tuple[str, int]:

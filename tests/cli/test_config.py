@@ -33,6 +33,7 @@ def test_precedence_file_env_flags(tmp_path: Path) -> None:
         ("", {"GNOMON_HTTP_PORT": "abc"}, "http_port must be an integer"),
         ("[standalone]\nwal_sync = 'sometimes'\n", {}, "invalid wal_sync"),
         ("[standalone]\ngrpc_port = 70000\n", {}, "invalid port 70000"),
+        ("", {"GNOMON_DECODED_CACHE_BYTES": "-1"}, "decoded_cache_bytes must be at least 0"),
     ],
 )
 def test_bad_config_is_rejected(
@@ -47,3 +48,20 @@ def test_bad_config_is_rejected(
 def test_missing_file() -> None:
     with pytest.raises(InvalidArgument, match="does not exist"):
         load("/nonexistent/gnomon.toml", env={})
+
+
+def test_the_decoded_cache_budget_reaches_the_engine(tmp_path: Path) -> None:
+    from node.server.standalone import Standalone
+
+    cfg = load(
+        None,
+        env={"GNOMON_DECODED_CACHE_BYTES": "1048576"},
+        flags={"data_dir": str(tmp_path / "d"), "http_port": 0, "grpc_port": 0, "flight_port": 0},
+    )
+    server = Standalone.from_config(cfg)
+    server.start()
+    try:
+        assert server.engine is not None
+        assert server.engine.stats().decoded_cache.capacity_bytes == 1_048_576
+    finally:
+        server.stop()

@@ -21,6 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.acero as ac
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
@@ -29,6 +30,7 @@ import pyarrow.parquet as pq
 from node.engine.bounds import Bounds
 from node.engine.lru import Lru
 from node.engine.schema import DICTIONARY_TAG, repeat
+from node.engine.sst.decoded import DecodedChunks
 from node.engine.sst.writer import SERIES_KEY
 from node.engine.tombstones import RangeTombstone, read_tombstone_file
 from objectstore.api import ObjectStore
@@ -56,6 +58,7 @@ class SstFiles:
         *,
         footers: int = 4096,
         cache_bytes: int = 8 * 1024**3,
+        decoded_bytes: int = 0,
     ) -> None:
         self._cache = (
             None
@@ -76,6 +79,9 @@ class SstFiles:
             footers
         )
         self._ranges: Lru[tuple[str, str], ColumnRanges | None] = Lru(footers)
+        #: Decoded column chunks scans read through (compaction reads around it: it reads each
+        #: file once, and would only push out what queries read again).
+        self.decoded = DecodedChunks(decoded_bytes)
 
     def path(self, key: str) -> str:
         return self._local.local_path(key)
@@ -162,6 +168,7 @@ class SstFiles:
     def forget(self, key: str) -> None:
         for cache in (self._footers, self._tombstones, self._columns):
             cache.pop(key)
+        self.decoded.forget(key)
         if self._cache is not None:
             self._cache.discard(key)
 
@@ -347,11 +354,20 @@ def read_sorted(
     *,
     descending: bool = False,
     metadata: pq.FileMetaData | None = None,
+    decoded: tuple[DecodedChunks, str] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The chosen row groups' rows in file order (which is primary-key order), or in reverse:
     row groups last to first, each reversed in memory (one row group at a time). ``metadata``
-    is the file's footer when already parsed."""
+    is the file's footer when already parsed; with ``decoded`` (the cache and the file's key)
+    row groups are read through that cache."""
     if not row_groups:
+        return
+    if decoded is not None:
+        chunks, file = decoded
+        order = list(reversed(row_groups)) if descending else row_groups
+        for table in chunks.read(file, path, order, columns, metadata=metadata):
+            batches = table.to_batches(max_chunksize=batch_size)
+            yield from (reversed_rows(b) for b in reversed(batches)) if descending else batches
         return
     pf = pq.ParquetFile(path, metadata=metadata)
     if not descending:
@@ -387,59 +403,82 @@ def conform_batches(
         yield pa.RecordBatch.from_arrays(arrays, schema=target)
 
 
-#: Reads of at most this many row groups in all skip the dataset scanner, whose set-up (thread
-#: pool, exec plan) costs more than decoding a few row groups.
-SMALL_READ_ROW_GROUPS = 4
+#: Row groups are filtered together, in one call, until they hold this many rows: one call
+#: per row group would pay the filter's set-up each time, all at once would hold a large
+#: scan's every row in memory.
+FILTER_ROWS = 262_144
+
+
+@dataclass(frozen=True)
+class Part:
+    """Row groups of one SST: its key, its local copy and the row groups to read."""
+
+    file: str
+    path: str
+    row_groups: Sequence[int]
 
 
 def scan_unordered(
-    parts: Sequence[tuple[str, Sequence[int]]],
+    parts: Sequence[Part],
     schema: pa.Schema,
     columns: Sequence[str],
     filter: pc.Expression | None,
     batch_size: int,
     *,
+    decoded: DecodedChunks,
     filter_columns: Sequence[str] = (),
     footers: Mapping[str, pq.FileMetaData] | None = None,
     dictionary: Sequence[str] = (),
 ) -> Iterator[pa.RecordBatch]:
-    """Rows of many (file, row groups) parts matching ``filter`` (which reads only
-    ``filter_columns``), in no particular order, decoded on pyarrow's thread pool. ``footers``
-    (by path) spare small reads parsing footers already parsed. String columns named in
-    ``dictionary`` come dictionary encoded, as Parquet stores them."""
-    parts = [(path, rgs) for path, rgs in parts if rgs]
-    if not parts:
-        return
+    """Rows of many parts matching ``filter`` (which reads only ``filter_columns``), in no
+    particular order, read through the ``decoded`` chunk cache. ``footers`` (by path) spare
+    parsing footers already parsed. String columns named in ``dictionary`` come dictionary
+    encoded, as Parquet stores them."""
     if dictionary:
         schema = pa.schema(
             [f.with_type(DICTIONARY_TAG) if f.name in dictionary else f for f in schema]
         )
-    if sum(len(rgs) for _, rgs in parts) <= SMALL_READ_ROW_GROUPS:
-        read = [*columns, *(c for c in filter_columns if c not in columns)]
-        out = pa.schema([schema.field(c) for c in columns])
-        for path, rgs in parts:
-            metadata = None if footers is None else footers.get(path)
-            table = pq.ParquetFile(
-                path, metadata=metadata, read_dictionary=list(dictionary) or None
-            ).read_row_groups(list(rgs), columns=read)
-            if filter is not None:
-                table = table.filter(filter)
-            table = table.select(list(columns))
-            if table.schema != out:  # as the dataset scanner would give them
-                table = table.cast(out)
-            for batch in table.to_batches(max_chunksize=batch_size):
-                if batch.num_rows:
-                    yield batch
-        return
-    fmt = ds.ParquetFileFormat(
-        read_options=ds.ParquetReadOptions(dictionary_columns=list(dictionary))
+    # With no column asked for (count(*)), one is read all the same: tables without columns
+    # lose their row counts when concatenated.
+    read = [*columns, *(c for c in filter_columns if c not in columns)] or schema.names[:1]
+    out = pa.schema([schema.field(c) for c in columns])
+    pending: list[pa.Table] = []
+    rows = 0
+
+    def flush() -> Iterator[pa.RecordBatch]:
+        table = pa.concat_tables(pending)
+        if filter is not None:
+            table = table.filter(matching(table.select(list(filter_columns) or read), filter))
+        table = table.select(list(columns))
+        if table.schema != out:  # nullability, as the storage schema has it
+            table = table.cast(out)
+        yield from (b for b in table.to_batches(max_chunksize=batch_size) if b.num_rows)
+
+    for part in parts:
+        if not part.row_groups:
+            continue
+        metadata = None if footers is None else footers.get(part.path)
+        for table in decoded.read(
+            part.file, part.path, part.row_groups, read, dictionary=dictionary, metadata=metadata
+        ):
+            pending.append(table)
+            rows += table.num_rows
+            if rows >= FILTER_ROWS:
+                yield from flush()
+                pending, rows = [], 0
+    if pending:
+        yield from flush()
+
+
+def matching(table: pa.Table, expr: pc.Expression) -> pa.ChunkedArray[Any]:
+    """Which rows of ``table`` satisfy ``expr`` (null where it is null). Evaluated on the
+    columns the filter reads, the mask then selects every column with the plain filter
+    kernel: about 1.6x faster than filtering a wide table through Acero's filter node."""
+    plan = ac.Declaration.from_sequence(
+        [
+            ac.Declaration("table_source", ac.TableSourceNodeOptions(table)),
+            ac.Declaration("project", ac.ProjectNodeOptions([expr], ["matches"])),
+        ]
     )
-    fs = pafs.LocalFileSystem()
-    fragments = [fmt.make_fragment(path, fs, row_groups=list(rgs)) for path, rgs in parts]
-    dataset = ds.FileSystemDataset(fragments, schema, fmt, fs)
-    scanner = dataset.scanner(
-        columns=list(columns), filter=filter, batch_size=batch_size, use_threads=True
-    )
-    for batch in scanner.to_batches():
-        if batch.num_rows:
-            yield batch
+    # One thread keeps the rows in order.
+    return plan.to_table(use_threads=False).column(0)

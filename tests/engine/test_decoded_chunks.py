@@ -1,0 +1,133 @@
+"""The decoded column chunk cache (node/engine/sst/decoded.py): what it keeps, what it gives
+back, what it drops, and that scans through it answer as the files say."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from gnomon.errors import InvalidArgument
+from node.engine.engine import Engine
+from node.engine.sst.decoded import DecodedChunks
+from node.sql.executor import SqlExecutor
+
+
+@pytest.fixture
+def sst(tmp_path: Path) -> str:
+    path = str(tmp_path / "f.parquet")
+    table = pa.table(
+        {
+            "host": [f"h{i % 3}" for i in range(40)],
+            "v": [float(i) for i in range(40)],
+            "n": list(range(40)),
+        }
+    )
+    pq.write_table(table, path, row_group_size=10)
+    return path
+
+
+def _read(
+    cache: DecodedChunks, path: str, rgs: list[int], cols: list[str], **kw: object
+) -> list[pa.Table]:
+    return list(cache.read("f", path, rgs, cols, **kw))  # type: ignore[arg-type]
+
+
+def test_row_groups_come_back_in_the_order_asked_with_the_files_values(sst: str) -> None:
+    cache = DecodedChunks(1 << 20)
+    tables = _read(cache, sst, [3, 1], ["n", "v"])
+    assert [t.column_names for t in tables] == [["n", "v"], ["n", "v"]]
+    assert tables[0].column("n").to_pylist() == list(range(30, 40))
+    assert tables[1].column("v").to_pylist() == [float(i) for i in range(10, 20)]
+    assert (cache.hits, cache.misses) == (0, 4)
+
+
+def test_a_second_read_decodes_only_what_it_lacks(sst: str) -> None:
+    cache = DecodedChunks(1 << 20)
+    _read(cache, sst, [0, 1], ["n"])
+    (t0, t2) = _read(cache, sst, [0, 2], ["n", "v"])
+    assert (cache.hits, cache.misses) == (1, 5)
+    assert t0.column("n").to_pylist() == list(range(10))
+    assert t2.column("v").to_pylist() == [float(i) for i in range(20, 30)]
+
+
+def test_dictionary_and_plain_strings_are_kept_apart(sst: str) -> None:
+    cache = DecodedChunks(1 << 20)
+    (plain,) = _read(cache, sst, [0], ["host"])
+    (encoded,) = _read(cache, sst, [0], ["host"], dictionary=("host",))
+    assert plain.schema.field("host").type == pa.string()
+    assert pa.types.is_dictionary(encoded.schema.field("host").type)
+    assert encoded.column("host").cast(pa.string()).equals(plain.column("host"))
+    assert cache.hits == 0
+
+
+def test_least_recently_used_chunks_go_first_within_the_budget(sst: str) -> None:
+    one = _read(DecodedChunks(1 << 20), sst, [0], ["n"])[0].column("n").nbytes
+    cache = DecodedChunks(2 * one)
+    _read(cache, sst, [0, 1], ["n"])
+    _read(cache, sst, [0], ["n"])  # 0 is now the most recently used
+    _read(cache, sst, [2], ["n"])  # pushes out 1
+    assert cache.bytes <= 2 * one
+    hits = cache.hits
+    _read(cache, sst, [0, 2], ["n"])
+    assert cache.hits == hits + 2
+    _read(cache, sst, [1], ["n"])
+    assert cache.hits == hits + 2
+
+
+def test_forgotten_files_and_a_zero_budget_keep_nothing(sst: str) -> None:
+    cache = DecodedChunks(1 << 20)
+    _read(cache, sst, [0, 1], ["n", "v"])
+    assert cache.bytes > 0
+    cache.forget("f")
+    assert cache.bytes == 0
+    _read(cache, sst, [0], ["n"])
+    assert cache.hits == 0
+    none = DecodedChunks(0)
+    _read(none, sst, [0], ["n"])
+    _read(none, sst, [0], ["n"])
+    assert (none.hits, none.bytes) == (0, 0)
+
+
+def test_no_columns_still_count_rows(sst: str) -> None:
+    (t,) = _read(DecodedChunks(1 << 20), sst, [2], [])
+    assert (t.num_rows, t.num_columns) == (10, 0)
+
+
+def test_a_negative_budget_is_refused() -> None:
+    with pytest.raises(InvalidArgument, match="capacity"):
+        DecodedChunks(-1)
+
+
+def test_scans_read_again_from_the_cache_and_say_so_in_stats(tmp_path: Path) -> None:
+    engine = Engine.open(str(tmp_path / "db"), compaction_threads=0, gc_interval_s=0)
+    try:
+        SqlExecutor(engine).execute(
+            "CREATE TABLE m (host string TAG, v double, ts timestamp NOT NULL, TIMESTAMP KEY(ts))"
+        )
+        for k in range(2):
+            engine.write(
+                "m",
+                pa.table(
+                    {
+                        "host": ["a", "b"] * 50,
+                        "v": [float(i + 100 * k) for i in range(100)],
+                        "ts": pa.array([i + 100 * k for i in range(100)], pa.timestamp("ms")),
+                    }
+                ),
+            )
+            engine.flush()
+        first = engine.read_all("m").sort_by("ts")
+        assert first.column("v").to_pylist() == [float(i) for i in range(200)]
+        before = engine.stats().decoded_cache
+        assert before.misses > 0 and before.bytes > 0
+        again = engine.read_all("m").sort_by("ts")
+        after = engine.stats().decoded_cache
+        assert again.equals(first)
+        assert after.misses == before.misses and after.hits > before.hits
+        engine.compact("m")
+        assert engine.read_all("m").sort_by("ts").equals(first)
+    finally:
+        engine.close()
