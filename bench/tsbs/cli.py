@@ -45,6 +45,9 @@ def _systems(text: str) -> tuple[str, ...]:
 @click.option("--png", "png_path", default=None, type=click.Path(dir_okay=False))
 @click.option("--scratch", default=None, type=click.Path(file_okay=False),
               help="Where the temporary data directories go (default: the system's).")  # fmt: skip
+@click.option("--gnomon-decoded-cache-bytes", type=int, default=None,
+              help="gnomon's decoded chunk cache budget; 0 decodes every read "
+              "(default: the server's, 512 MiB).")  # fmt: skip
 def tsbs(
     hosts: int,
     span: str,
@@ -57,6 +60,7 @@ def tsbs(
     json_path: str | None,
     png_path: str | None,
     scratch: str | None,
+    gnomon_decoded_cache_bytes: int | None,
 ) -> None:
     """TSBS cpu-only: ingest, size, memory and the 15 query types on gnomon, InfluxDB 1.x
     (installed with apt-get when missing) and DuckDB over Parquet, answers cross-checked.
@@ -73,6 +77,7 @@ def tsbs(
         hosts=hosts, span_ms=parse_span(span), reps=reps, workers=workers, batch=batch,
         queries_per_type=queries_per_type, systems=_systems(systems), seed=seed,
         scratch=Path(scratch) if scratch else None,
+        gnomon_decoded_cache_bytes=gnomon_decoded_cache_bytes,
     )  # fmt: skip
     try:
         res = Bench(opts, console).run()

@@ -44,8 +44,14 @@ class GnomonServer:
 
     name = "gnomon"
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, decoded_cache_bytes: int | None = None) -> None:
         self.root = root
+        self.decoded_cache_bytes = decoded_cache_bytes
+        cache = (
+            []
+            if decoded_cache_bytes is None
+            else ["--decoded-cache-bytes", str(decoded_cache_bytes)]
+        )
         root.mkdir(parents=True, exist_ok=True)
         self.http_port = free_port()
         self.grpc_port = free_port()
@@ -74,6 +80,7 @@ class GnomonServer:
                 # loopback link it cannot speed up.
                 "--compress-min-bytes",
                 str(_MAX_MESSAGE),
+                *cache,
             ],
             log=root / "gnomon.log",
         )

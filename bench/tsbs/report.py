@@ -67,6 +67,7 @@ def to_json(res: Results) -> dict[str, Any]:
             "queries_per_type": o.queries_per_type,
             "systems": list(o.systems),
             "seed": o.seed,
+            "gnomon_decoded_cache_bytes": o.gnomon_decoded_cache_bytes,
         },
     }
 
@@ -85,6 +86,11 @@ def print_table(res: Results, console: Console) -> None:
     t = Table(
         title=f"TSBS cpu-only, {o.hosts} hosts, {res.rows:,} rows; medians of {o.reps} reps "
         f"x {o.queries_per_type} queries per type"
+        + (
+            ""
+            if o.gnomon_decoded_cache_bytes is None
+            else f"; gnomon's decoded cache {o.gnomon_decoded_cache_bytes:,} bytes"
+        )
     )
     t.add_column("")
     for s in systems:

@@ -53,6 +53,8 @@ class Options:
     systems: tuple[str, ...] = SYSTEMS
     seed: int = 1
     scratch: Path | None = None
+    #: gnomon's decoded chunk cache budget (None: the server's default; 0 decodes every read).
+    gnomon_decoded_cache_bytes: int | None = None
     #: InfluxDB counts as settled once its size has not changed for this long.
     settle_quiet_s: float = 15.0
 
@@ -264,7 +266,7 @@ class Bench:
         if loader == "influxdb":
             influx = self._track(InfluxServer(where))
             return influx, _send_all(encodings["line-protocol"], influx.write, workers)
-        gnomon = self._track(GnomonServer(where))
+        gnomon = self._track(GnomonServer(where, self.opts.gnomon_decoded_cache_bytes))
         gnomon.create_cpu_table()
         if loader == "gnomon-grpc":
             return gnomon, _send_all(encodings["gnomon-grpc"], gnomon.write_grpc, workers)
@@ -279,7 +281,9 @@ class Bench:
             progress.update(task, description=f"settle {name}")
             if isinstance(server, GnomonServer):
                 server.stop()
-                servers[name] = server = self._track(GnomonServer(server.root))
+                servers[name] = server = self._track(
+                    GnomonServer(server.root, server.decoded_cache_bytes)
+                )
                 _settle(server, self.opts.settle_quiet_s)
                 res.gnomon_parts = server.disk_bytes_by_part()
             elif isinstance(server, InfluxServer):

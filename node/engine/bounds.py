@@ -101,6 +101,45 @@ class Range:
             keep &= (mins == maxs) & np.array([m in admitted for m in mins], dtype=bool)
         return keep
 
+    def mask(self, array: pa.Array[Any]) -> np.ndarray:
+        """Per value of ``array``, whether it lies within the bounds: what :meth:`expression`
+        would select, by the same kernels, without an expression engine. A dictionary array
+        is judged on its dictionary (a few distinct tag values, not every row)."""
+        if self.lo is None and self.hi is None and self.values is None:
+            return np.ones(len(array), dtype=bool)  # no bound: nulls pass too
+        if pa.types.is_dictionary(array.type):
+            assert isinstance(array, pa.DictionaryArray)
+            within = self.mask(array.dictionary)
+            indices = array.indices
+            if len(within) == 0:
+                return np.zeros(len(array), dtype=bool)
+            out: np.ndarray = within[indices.fill_null(0).to_numpy()]
+            if indices.null_count:
+                out &= indices.is_valid().to_numpy(zero_copy_only=False)
+            return out
+        typ = array.type
+        parts: list[Any] = []
+        if self.lo is not None:
+            lo = _scalar(self.lo, typ)
+            parts.append(
+                pc.greater_equal(array, lo) if self.lo_inclusive else pc.greater(array, lo)
+            )
+        if self.hi is not None:
+            hi = _scalar(self.hi, typ)
+            parts.append(pc.less_equal(array, hi) if self.hi_inclusive else pc.less(array, hi))
+        if self.values is not None:
+            parts.append(pc.is_in(array, value_set=self._value_set(typ), skip_nulls=True))
+        selected = parts[0]
+        for p in parts[1:]:
+            selected = pc.and_(selected, p)
+        return np.asarray(selected.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+
+    def _value_set(self, typ: pa.DataType) -> pa.Array[Any]:
+        values = sorted(self.values or ())
+        if pa.types.is_timestamp(typ):
+            return pa.array(values, pa.int64()).cast(typ)
+        return pa.array(values, typ)
+
     def expression(self, name: str, typ: pa.DataType) -> pc.Expression:
         """The bounds as a filter on column ``name`` of type ``typ``."""
         field = pc.field(name)
@@ -112,13 +151,7 @@ class Range:
             hi = _scalar(self.hi, typ)
             parts.append(field <= hi if self.hi_inclusive else field < hi)
         if self.values is not None:
-            values = sorted(self.values)
-            arr = (
-                pa.array(values, pa.int64()).cast(typ)
-                if pa.types.is_timestamp(typ)
-                else pa.array(values, typ)
-            )
-            parts.append(field.isin(arr))
+            parts.append(field.isin(self._value_set(typ)))
         out = all_of(parts)
         return pc.scalar(True) if out is None else out
 

@@ -357,23 +357,22 @@ class Scan:
             if not parts:
                 continue
             # A lone source's deletion markers shadow nothing else: they are just left out.
-            # pyarrow evaluates the filter on columns it does not return, so a source that
-            # needs no merge reads only the requested columns.
-            filt = self.filter
-            kind = pc.field(KIND) == pa.scalar(PUT, pa.uint8())
-            if deletes:
-                filt = kind if filt is None else filt & kind
-            with_seq = [*direct_columns, SEQ] if self._ranges else direct_columns
+            # The filter reads columns the scan may not return, so a source that needs no
+            # merge reads only the requested columns and those.
+            kind = pc.field(KIND) == pa.scalar(PUT, pa.uint8()) if deletes else None
             kind_only = [KIND] if deletes else []
+            predicate = all_of(p for p in (self.request.predicate, kind) if p is not None)
+            with_seq = [*direct_columns, SEQ] if self._ranges else direct_columns
             for covered in (True, False):
                 for batch in scan_unordered(
                     [p for p in parts if (p.path in plan.covered) == covered],
                     self._storage,
                     with_seq,
-                    (kind if deletes else None) if covered else filt,
                     self.request.batch_size,
                     decoded=self._sst_files.decoded,
-                    filter_columns=kind_only if covered else [*self._filter_reads, *kind_only],
+                    bounds=None if covered else self._bounds,
+                    predicate=kind if covered else predicate,
+                    predicate_columns=[*self._filter_columns, *kind_only],
                     footers=self._footers,
                     dictionary=() if self._ranges else self._dictionary,
                 ):

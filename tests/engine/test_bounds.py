@@ -91,6 +91,55 @@ def test_expression_filters_like_the_bounds() -> None:
     assert bounds_expression({}, schema) is None
 
 
+def _random_column(rng: random.Random, kind: str, n: int) -> pa.Array:
+    def maybe(v: object) -> object:
+        return None if rng.random() < 0.1 else v
+
+    if kind == "string":
+        return pa.array([maybe(rng.choice("abcde")) for _ in range(n)], pa.string())
+    if kind == "dictionary":
+        return pa.array(
+            [maybe(rng.choice("abcde")) for _ in range(n)], pa.string()
+        ).dictionary_encode()
+    if kind == "double":
+        pool = [-1.5, 0.0, 2.0, 2.5, float("nan"), 7.0]
+        return pa.array([maybe(rng.choice(pool)) for _ in range(n)], pa.float64())
+    if kind == "int64":
+        return pa.array([maybe(rng.randint(-3, 3)) for _ in range(n)], pa.int64())
+    return pa.array([maybe(rng.randint(0, 9)) for _ in range(n)], pa.timestamp("ms"))
+
+
+def _random_range(rng: random.Random, kind: str) -> Range:
+    pool: list[object] = (
+        list("abcdef")
+        if kind in ("string", "dictionary")
+        else [-1.5, 0.0, 2.0, 2.5, 7.0]
+        if kind == "double"
+        else list(range(-3, 10))
+    )
+    return Range(
+        lo=rng.choice(pool) if rng.random() < 0.5 else None,
+        lo_inclusive=rng.random() < 0.5,
+        hi=rng.choice(pool) if rng.random() < 0.5 else None,
+        hi_inclusive=rng.random() < 0.5,
+        values=frozenset(rng.sample(pool, rng.randint(0, 3))) if rng.random() < 0.5 else None,
+    )
+
+
+@pytest.mark.parametrize("kind", ["string", "dictionary", "double", "int64", "timestamp"])
+def test_mask_selects_what_the_expression_selects(kind: str) -> None:
+    rng = random.Random(kind)
+    for _ in range(200):
+        column = _random_column(rng, kind, rng.randint(0, 12))
+        r = _random_range(rng, kind)
+        table = pa.table({"c": column, "i": pa.array(range(len(column)), pa.int64())})
+        # Scans build the expression from the storage schema: tags as plain strings.
+        typ = column.type.value_type if kind == "dictionary" else column.type
+        expected = table.filter(r.expression("c", typ)).column("i")
+        got = table.filter(pa.array(r.mask(column))).column("i")
+        assert got.equals(expected), (r, column)
+
+
 # -- scans with bounds ---------------------------------------------------------------------------
 
 

@@ -422,33 +422,36 @@ def scan_unordered(
     parts: Sequence[Part],
     schema: pa.Schema,
     columns: Sequence[str],
-    filter: pc.Expression | None,
     batch_size: int,
     *,
     decoded: DecodedChunks,
-    filter_columns: Sequence[str] = (),
+    bounds: Bounds | None = None,
+    predicate: pc.Expression | None = None,
+    predicate_columns: Sequence[str] = (),
     footers: Mapping[str, pq.FileMetaData] | None = None,
     dictionary: Sequence[str] = (),
 ) -> Iterator[pa.RecordBatch]:
-    """Rows of many parts matching ``filter`` (which reads only ``filter_columns``), in no
-    particular order, read through the ``decoded`` chunk cache. ``footers`` (by path) spare
-    parsing footers already parsed. String columns named in ``dictionary`` come dictionary
-    encoded, as Parquet stores them."""
+    """Rows of many parts within ``bounds`` and matching ``predicate`` (which reads only
+    ``predicate_columns``), in no particular order, read through the ``decoded`` chunk
+    cache. ``footers`` (by path) spare parsing footers already parsed. String columns named
+    in ``dictionary`` come dictionary encoded, as Parquet stores them."""
+    bounds = bounds or {}
     if dictionary:
         schema = pa.schema(
             [f.with_type(DICTIONARY_TAG) if f.name in dictionary else f for f in schema]
         )
+    judged = [*bounds, *predicate_columns]
     # With no column asked for (count(*)), one is read all the same: tables without columns
     # lose their row counts when concatenated.
-    read = [*columns, *(c for c in filter_columns if c not in columns)] or schema.names[:1]
+    read = [*columns, *(c for c in judged if c not in columns)] or schema.names[:1]
     out = pa.schema([schema.field(c) for c in columns])
     pending: list[pa.Table] = []
     rows = 0
 
     def flush() -> Iterator[pa.RecordBatch]:
         table = pa.concat_tables(pending)
-        if filter is not None:
-            table = table.filter(matching(table.select(list(filter_columns) or read), filter))
+        if bounds or predicate is not None:
+            table = table.filter(selected(table, bounds, predicate, predicate_columns))
         table = table.select(list(columns))
         if table.schema != out:  # nullability, as the storage schema has it
             table = table.cast(out)
@@ -468,6 +471,26 @@ def scan_unordered(
                 pending, rows = [], 0
     if pending:
         yield from flush()
+
+
+def selected(
+    table: pa.Table,
+    bounds: Bounds,
+    predicate: pc.Expression | None,
+    predicate_columns: Sequence[str],
+) -> pa.Array[Any]:
+    """Which rows of ``table`` lie within ``bounds`` and match ``predicate``: bounds judged
+    column by column with kernels (dictionary tags on their dictionaries), the predicate,
+    if any, by :func:`matching` on the columns it reads."""
+    keep = np.ones(table.num_rows, dtype=bool)
+    for name, r in bounds.items():
+        keep &= np.concatenate(
+            [r.mask(chunk) for chunk in table.column(name).chunks] or [np.zeros(0, bool)]
+        )
+    if predicate is not None:
+        matches = matching(table.select(list(predicate_columns) or table.column_names), predicate)
+        keep &= np.asarray(matches.to_numpy(), dtype=np.bool_)  # a null (None) is False
+    return pa.array(keep)
 
 
 def matching(table: pa.Table, expr: pc.Expression) -> pa.ChunkedArray[Any]:
