@@ -101,14 +101,17 @@ class Range:
             keep &= (mins == maxs) & np.array([m in admitted for m in mins], dtype=bool)
         return keep
 
-    def mask(self, array: pa.Array[Any]) -> np.ndarray:
+    def mask(self, array: pa.Array[Any] | pa.ChunkedArray[Any]) -> np.ndarray:
         """Per value of ``array``, whether it lies within the bounds: what :meth:`expression`
         would select, by the same kernels, without an expression engine. A dictionary array
         is judged on its dictionary (a few distinct tag values, not every row)."""
         if self.lo is None and self.hi is None and self.values is None:
             return np.ones(len(array), dtype=bool)  # no bound: nulls pass too
-        if pa.types.is_dictionary(array.type):
-            assert isinstance(array, pa.DictionaryArray)
+        if isinstance(array, pa.ChunkedArray) and pa.types.is_dictionary(array.type):
+            # Each chunk (row group) has a dictionary of its own.
+            masks = [self.mask(chunk) for chunk in array.chunks]
+            return np.concatenate(masks) if masks else np.zeros(0, dtype=bool)
+        if isinstance(array, pa.DictionaryArray):
             within = self.mask(array.dictionary)
             indices = array.indices
             if len(within) == 0:
@@ -132,7 +135,7 @@ class Range:
         selected = parts[0]
         for p in parts[1:]:
             selected = pc.and_(selected, p)
-        return np.asarray(selected.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+        return np.asarray(selected.fill_null(False), dtype=np.bool_)
 
     def _value_set(self, typ: pa.DataType) -> pa.Array[Any]:
         values = sorted(self.values or ())

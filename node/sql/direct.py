@@ -1,7 +1,7 @@
-"""Time-bucketed aggregations over one table's rows read up front, computed with Arrow
-kernels instead of a DataFusion session, plan and run (about 1.5 ms of a point query).
-
-Only this shape is taken, everything else goes to DataFusion:
+"""Queries over one table's rows read up front answered with Arrow kernels instead of a
+DataFusion session, plan and run (about 1.5 ms of a point query; DataFusion's sort of tens of
+thousands of rows takes two to three times pyarrow's). Only two shapes are taken, everything
+else goes to DataFusion. Time-bucketed aggregations:
 
     SELECT date_bin(INTERVAL '<n> <unit>', <timestamp key>) AS <b>, <agg>(<col>) AS <name>, ...
     FROM <table> [[AS] <alias>] [WHERE <terms>] GROUP BY <b> [ORDER BY <b> [ASC|DESC]]
@@ -12,7 +12,15 @@ and double columns (and count(*)), and a WHERE clause whose every term became a 
 (:mod:`node.sql.prescan`), so the rows read are exactly the rows it keeps. Answers follow
 DataFusion's: ``date_bin`` floors to multiples of the interval since the epoch, nulls are
 skipped, an all-null group gives null (count 0), and max and min pass over NaN unless a
-group holds nothing else (checked against DataFusion in tests/sql/test_direct.py).
+group holds nothing else. And sorted rows:
+
+    SELECT <col>, ... FROM <table> [[AS] <alias>] [WHERE <terms>]
+    ORDER BY <key> [ASC|DESC], ... [LIMIT <n>]
+
+with plain columns (no expressions, aliases or repeats) and keys that are string, integer or
+timestamp columns, each ASC or DESC and NULLS FIRST or LAST (by default nulls last ascending
+and first descending, as DataFusion orders them). Both are checked against DataFusion in
+tests/sql/test_direct.py.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from node.engine.schema import ColumnType, Schema
 from node.sql.lexer import Kind, Token
@@ -34,6 +43,8 @@ _UNIT_MS["week"] = 7 * _UNIT_MS["day"]
 _FUNCTIONS = {"max": "max", "min": "min", "sum": "sum", "avg": "mean", "count": "count"}
 _TYPES = {ColumnType.INT64, ColumnType.DOUBLE}
 _BUCKET = "__bucket"
+#: Words that end a FROM item or WHERE clause (never an alias).
+_CLAUSES = ("WHERE", "GROUP", "ORDER", "LIMIT")
 
 
 @dataclass(frozen=True)
@@ -52,6 +63,39 @@ class BucketedAggregation:
     outputs: tuple[str | Aggregate, ...]
     descending: bool | None  # None: no ORDER BY
     limit: int | None
+
+
+@dataclass(frozen=True)
+class SortKey:
+    column: str
+    descending: bool = False
+    #: Where nulls go (DataFusion's default: last ascending, first descending).
+    nulls_first: bool = False
+
+
+@dataclass(frozen=True)
+class SortedRows:
+    columns: tuple[str, ...]
+    keys: tuple[SortKey, ...]
+    limit: int | None
+
+
+Direct = BucketedAggregation | SortedRows
+
+#: Sort keys taken: their order is the same in pyarrow and DataFusion (floats are left out:
+#: where NaN and nulls go differs between their descending sorts).
+_SORTABLE = {
+    ColumnType.STRING,
+    ColumnType.INT8,
+    ColumnType.INT16,
+    ColumnType.INT32,
+    ColumnType.INT64,
+    ColumnType.UINT8,
+    ColumnType.UINT16,
+    ColumnType.UINT32,
+    ColumnType.UINT64,
+    ColumnType.TIMESTAMP,
+}
 
 
 class _Cursor:
@@ -96,11 +140,84 @@ class _Cursor:
 
 def plan(
     tokens: Sequence[Token], table: str, schema: Schema, *, exact_where: bool
-) -> BucketedAggregation | None:
-    """The aggregation a query asks for, or None when it is not of the shape taken here."""
+) -> Direct | None:
+    """What a query asks for, or None when it is not of a shape taken here."""
     if not exact_where:
         return None
-    c = _Cursor(tokens)
+    return _aggregation(_Cursor(tokens), table, schema) or _sorted_rows(
+        _Cursor(tokens), table, schema
+    )
+
+
+def _from_where(c: _Cursor, table: str) -> bool:
+    """``FROM <table> [[AS] <alias>] [WHERE ...]``, up to what follows the WHERE clause."""
+    if not c.word("FROM") or c.name() != table:
+        return False
+    # An alias may follow (columns qualified by it are not taken).
+    if c.word("AS"):
+        if c.name() is None:
+            return False
+    elif not c.tok.is_word(*_CLAUSES) and c.tok.kind is not Kind.END and c.name() is None:
+        return False
+    if c.word("WHERE"):
+        while c.tok.kind is not Kind.END and not c.tok.is_word(*_CLAUSES):
+            c.take()
+    return True
+
+
+def _limit(c: _Cursor) -> tuple[bool, int | None]:
+    """``[LIMIT <n>]`` and the end of the query: (whether so, n)."""
+    limit: int | None = None
+    if c.word("LIMIT"):
+        t = c.take()
+        if t.kind is not Kind.NUMBER or not t.text.isdigit():
+            return False, None
+        limit = int(t.text)
+    return c.tok.kind is Kind.END, limit
+
+
+def _sorted_rows(c: _Cursor, table: str, schema: Schema) -> SortedRows | None:
+    if not c.word("SELECT"):
+        return None
+    tables = {table}
+    columns: list[str] = []
+    while True:
+        column = c.column(tables)
+        if column is None or not schema.has_column(column):
+            return None
+        columns.append(column)
+        if not c.symbol(","):
+            break
+    if len(set(columns)) != len(columns) or not _from_where(c, table):
+        return None
+    keys: list[SortKey] = []
+    if c.word("ORDER"):
+        if not c.word("BY"):
+            return None
+        while True:
+            key = c.column(tables)
+            if key is None or not schema.has_column(key):
+                return None
+            if schema.column(key).type not in _SORTABLE:
+                return None
+            descending = c.word("DESC")
+            if not descending:
+                c.word("ASC")
+            nulls_first = descending
+            if c.word("NULLS"):
+                if not c.tok.is_word("FIRST", "LAST"):
+                    return None
+                nulls_first = c.take().is_word("FIRST")
+            keys.append(SortKey(key, descending, nulls_first))
+            if not c.symbol(","):
+                break
+    ended, limit = _limit(c)
+    if not ended:
+        return None
+    return SortedRows(tuple(columns), tuple(keys), limit)
+
+
+def _aggregation(c: _Cursor, table: str, schema: Schema) -> BucketedAggregation | None:
     if not c.word("SELECT"):
         return None
     tables = {table}
@@ -112,15 +229,7 @@ def plan(
         raw.append(item)
         if not c.symbol(","):
             break
-    if not c.word("FROM") or c.name() != table:
-        return None
-    # An alias may follow (columns qualified by it were not taken above).
-    if (c.word("AS") or not c.tok.is_word("WHERE", "GROUP")) and c.name() is None:
-        return None
-    if c.word("WHERE"):
-        while c.tok.kind is not Kind.END and not c.tok.is_word("GROUP"):
-            c.take()
-    if not (c.word("GROUP") and c.word("BY")):
+    if not _from_where(c, table) or not (c.word("GROUP") and c.word("BY")):
         return None
     group = c.name()
     descending: bool | None = None
@@ -130,13 +239,8 @@ def plan(
         descending = c.word("DESC")
         if not descending:
             c.word("ASC")
-    limit: int | None = None
-    if c.word("LIMIT"):
-        t = c.take()
-        if t.kind is not Kind.NUMBER or not t.text.isdigit():
-            return None
-        limit = int(t.text)
-    if c.tok.kind is not Kind.END:
+    ended, limit = _limit(c)
+    if not ended:
         return None
     buckets = [(col, alias) for fn, col, alias in raw if fn == "date_bin"]
     if len(buckets) != 1 or buckets[0][1] != group:
@@ -198,8 +302,43 @@ def _alias(c: _Cursor) -> str | None:
     return c.name() if c.word("AS") else None
 
 
-def run(agg: BucketedAggregation, rows: pa.Table) -> pa.Table:
-    """The answer over ``rows`` (the table's rows the WHERE clause keeps)."""
+def run(query: Direct, rows: pa.Table) -> pa.Table:
+    """The answer over ``rows`` (the table's rows the WHERE clause keeps); string tags may
+    come dictionary encoded, as they were read."""
+    if isinstance(query, SortedRows):
+        return _sort(query, rows)
+    return _aggregate(query, rows)
+
+
+def _sort(query: SortedRows, rows: pa.Table) -> pa.Table:
+    out = rows.select(list(query.columns))
+    if not query.keys:
+        return out if query.limit is None else out.slice(0, query.limit)
+    names = [f"k{i}" for i in range(len(query.keys))]  # a column may be a key twice
+    pairs = list(zip(names, query.keys, strict=True))
+    keys = pa.table({n: _decoded(rows.column(k.column)) for n, k in pairs})
+    # Per-key null placement: pyarrow 25 and later (its type stubs know only pairs).
+    sort_keys: list[Any] = [
+        (
+            n,
+            "descending" if k.descending else "ascending",
+            "at_start" if k.nulls_first else "at_end",
+        )
+        for n, k in pairs
+    ]
+    options = pc.SortOptions(sort_keys=sort_keys)
+    order = pc.sort_indices(keys, options=options)
+    if query.limit is not None:
+        order = order.slice(0, query.limit)
+    return out.take(order)
+
+
+def _decoded(values: pa.ChunkedArray[Any]) -> pa.ChunkedArray[Any]:
+    t = values.type
+    return values.cast(t.value_type) if pa.types.is_dictionary(t) else values
+
+
+def _aggregate(agg: BucketedAggregation, rows: pa.Table) -> pa.Table:
     ts = rows.column(agg.timestamp).cast(pa.int64()).to_numpy()
     buckets = np.floor_divide(ts, agg.stride_ms) * agg.stride_ms
     columns: dict[str, Any] = {_BUCKET: pa.array(buckets, pa.int64())}

@@ -90,9 +90,9 @@ class _QueryContext:
         self.in_memory = False
         #: The rows of the table read up front, by registered name.
         self.rows: dict[str, pa.Table] = {}
-        #: A bucketed aggregation the query is, computed without DataFusion when its table
-        #: was read up front.
-        self.direct: direct.BucketedAggregation | None = None
+        #: What the query is when of a shape :mod:`node.sql.direct` answers without DataFusion
+        #: (used when its table was read up front).
+        self.direct: direct.Direct | None = None
 
     @property
     def ctx(self) -> datafusion.SessionContext:
@@ -324,7 +324,7 @@ class SqlExecutor:
             qc, rewritten = self._prepare(sql, mode)
             if qc.direct is not None and len(qc.rows) == 1:
                 (rows,) = qc.rows.values()
-                return qc, direct.run(qc.direct, rows)
+                return qc, _plain(direct.run(qc.direct, rows))
             try:
                 return qc, self._collect(qc, prefix + rewritten)
             except _StreamInstead:

@@ -138,6 +138,11 @@ def test_mask_selects_what_the_expression_selects(kind: str) -> None:
         expected = table.filter(r.expression("c", typ)).column("i")
         got = table.filter(pa.array(r.mask(column))).column("i")
         assert got.equals(expected), (r, column)
+        chunked = pa.chunked_array(
+            [column.slice(0, len(column) // 2), column.slice(len(column) // 2)]
+        )
+        got = table.filter(pa.array(r.mask(chunked))).column("i")
+        assert got.equals(expected), (r, column)
 
 
 # -- scans with bounds ---------------------------------------------------------------------------

@@ -187,6 +187,70 @@ def test_nan_under_max_and_min_as_datafusion(
     assert "nan" in ours[1] and "2.0" in ours[0]
 
 
+def test_sorted_rows_shape(sql: SqlExecutor) -> None:
+    p = _plan(
+        sql, "SELECT host, ts, v FROM m WHERE host = 'h1' ORDER BY host DESC, ts DESC LIMIT 4"
+    )
+    desc = direct.SortKey("host", True, True), direct.SortKey("ts", True, True)
+    assert p == direct.SortedRows(("host", "ts", "v"), desc, 4)
+    p = _plan(sql, "SELECT n FROM m ORDER BY n NULLS FIRST, ts DESC NULLS LAST")
+    keys = direct.SortKey("n", False, True), direct.SortKey("ts", True, False)
+    assert p == direct.SortedRows(("n",), keys, None)
+    p = _plan(sql, "SELECT m.v FROM m")
+    assert p == direct.SortedRows(("v",), (), None)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT host, ts FROM m ORDER BY v",  # a float key
+        "SELECT host, ts FROM m ORDER BY host NULLS",
+        "SELECT host AS h FROM m ORDER BY host",
+        "SELECT host, host FROM m",
+        "SELECT * FROM m ORDER BY ts",
+        "SELECT host, ts + 1 FROM m ORDER BY ts",
+        "SELECT DISTINCT host FROM m ORDER BY host",
+        "SELECT host FROM m ORDER BY 1",
+        "SELECT host FROM m WHERE v > n ORDER BY host",
+        "SELECT host FROM m ORDER BY host LIMIT 2 OFFSET 1",
+    ],
+)
+def test_other_row_shapes_go_to_datafusion(sql: SqlExecutor, query: str) -> None:
+    assert _plan(sql, query) is None
+
+
+def _random_sorted_query(rng: random.Random) -> tuple[str, list[str]]:
+    columns = rng.sample(["host", "v", "n", "f", "ts"], rng.randint(1, 5))
+    keys = rng.sample(["host", "n", "ts"], rng.randint(0, 3))
+    directions = ["", " ASC", " DESC", " ASC NULLS FIRST", " DESC NULLS LAST", " NULLS LAST"]
+    where = rng.choice(
+        ["", " WHERE host = 'h1'", " WHERE host IN ('h2', 'h5') AND ts >= -1800000",
+         " WHERE ts BETWEEN 0 AND 3600000", " WHERE n > 10 AND host >= 'h3'"]
+    )  # fmt: skip
+    order = f" ORDER BY {', '.join(k + rng.choice(directions) for k in keys)}" if keys else ""
+    limit = f" LIMIT {rng.randint(0, 30)}" if keys and rng.random() < 0.4 else ""
+    return f"SELECT {', '.join(columns)} FROM m{where}{order}{limit}", keys
+
+
+def test_sorted_rows_agree_with_datafusion(
+    sql: SqlExecutor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(5)
+    queries = [_random_sorted_query(rng) for _ in range(100)]
+    assert all(_plan(sql, q) is not None for q, _ in queries)
+    ours = [sql.execute(q).table() for q, _ in queries]
+    monkeypatch.setattr(direct, "plan", lambda *a, **k: None)
+    for (q, keys), got in zip(queries, ours, strict=True):
+        want = sql.execute(q).table()
+        assert got.schema == want.schema, q
+        # Rows equal in their keys may come in any order: the keys must come in the same
+        # order, and without a LIMIT the same rows.
+        key_rows = [k for k in keys if k in got.column_names]
+        assert got.select(key_rows).to_pylist() == want.select(key_rows).to_pylist(), q
+        if "LIMIT" not in q:
+            assert sorted(map(repr, got.to_pylist())) == sorted(map(repr, want.to_pylist())), q
+
+
 def test_taken_queries_skip_datafusion(sql: SqlExecutor, monkeypatch: pytest.MonkeyPatch) -> None:
     def no_datafusion(*_: object, **__: object) -> pa.Table:
         raise AssertionError("DataFusion ran")

@@ -484,9 +484,7 @@ def selected(
     if any, by :func:`matching` on the columns it reads."""
     keep = np.ones(table.num_rows, dtype=bool)
     for name, r in bounds.items():
-        keep &= np.concatenate(
-            [r.mask(chunk) for chunk in table.column(name).chunks] or [np.zeros(0, bool)]
-        )
+        keep &= r.mask(table.column(name))
     if predicate is not None:
         matches = matching(table.select(list(predicate_columns) or table.column_names), predicate)
         keep &= np.asarray(matches.to_numpy(), dtype=np.bool_)  # a null (None) is False
