@@ -107,19 +107,20 @@ class Range:
         is judged on its dictionary (a few distinct tag values, not every row)."""
         if self.lo is None and self.hi is None and self.values is None:
             return np.ones(len(array), dtype=bool)  # no bound: nulls pass too
-        if isinstance(array, pa.ChunkedArray) and pa.types.is_dictionary(array.type):
-            # Each chunk (row group) has a dictionary of its own.
-            masks = [self.mask(chunk) for chunk in array.chunks]
-            return np.concatenate(masks) if masks else np.zeros(0, dtype=bool)
-        if isinstance(array, pa.DictionaryArray):
-            within = self.mask(array.dictionary)
-            indices = array.indices
-            if len(within) == 0:
-                return np.zeros(len(array), dtype=bool)
-            out: np.ndarray = within[indices.fill_null(0).to_numpy()]
-            if indices.null_count:
-                out &= indices.is_valid().to_numpy(zero_copy_only=False)
-            return out
+        if pa.types.is_dictionary(array.type):
+            # Each chunk (row group) has a dictionary of its own: all of them are judged in
+            # one call, then each chunk gathers its rows' answers by index.
+            chunks: list[Any] = array.chunks if isinstance(array, pa.ChunkedArray) else [array]
+            if not chunks:
+                return np.zeros(0, dtype=bool)
+            within = self.mask(pa.concat_arrays([c.dictionary for c in chunks]))
+            masks: list[np.ndarray] = []
+            start = 0
+            for chunk in chunks:
+                size = len(chunk.dictionary)
+                masks.append(_gather(within[start : start + size], chunk.indices))
+                start += size
+            return np.concatenate(masks)
         typ = array.type
         parts: list[Any] = []
         if self.lo is not None:
@@ -157,6 +158,17 @@ class Range:
             parts.append(field.isin(self._value_set(typ)))
         out = all_of(parts)
         return pc.scalar(True) if out is None else out
+
+
+def _gather(within: np.ndarray, indices: pa.Array[Any]) -> np.ndarray:
+    """Per index, the answer of the dictionary value it points at (a null index: False)."""
+    if len(within) == 0:
+        return np.zeros(len(indices), dtype=bool)
+    if not indices.null_count:
+        return within[indices.to_numpy()]  # type: ignore[no-any-return]
+    out: np.ndarray = within[indices.fill_null(0).to_numpy()]
+    out &= indices.is_valid().to_numpy(zero_copy_only=False)
+    return out
 
 
 def _tighter(a: Any, a_inc: bool, b: Any, b_inc: bool, pick: Any) -> tuple[Any, bool]:
