@@ -544,6 +544,7 @@ class Engine:
             for t in self._tables.values():
                 t.close()
             self._flusher.stop()
+            self._sst_files.decoded.close()
             self._wal.close()
             self._meta.close()
 

@@ -115,6 +115,13 @@ class DecodedChunks:
         if not keys:
             del self._by_file[key[0]]
 
+    def close(self) -> None:
+        """Drop every chunk (the engine closed)."""
+        with self._lock:
+            self._items.clear()
+            self._by_file.clear()
+            self._bytes = 0
+
     def forget(self, file: str) -> None:
         """Drop every chunk of ``file`` (it was removed)."""
         with self._lock:
