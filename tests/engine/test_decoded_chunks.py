@@ -131,3 +131,40 @@ def test_scans_read_again_from_the_cache_and_say_so_in_stats(tmp_path: Path) -> 
         assert engine.read_all("m").sort_by("ts").equals(first)
     finally:
         engine.close()
+
+
+def test_reads_not_worth_keeping_leave_the_cache_as_it_was(sst: str) -> None:
+    cache = DecodedChunks(1000)
+    assert cache.worth_keeping(250) and not cache.worth_keeping(251)
+    list(cache.read("f", sst, [0, 1], ["n"], keep=False))
+    assert (cache.bytes, cache.misses) == (0, 2)
+
+
+def test_a_scan_larger_than_a_quarter_of_the_budget_keeps_nothing(tmp_path: Path) -> None:
+    engine = Engine.open(
+        str(tmp_path / "db"), compaction_threads=0, gc_interval_s=0, decoded_cache_bytes=64_000
+    )
+    try:
+        SqlExecutor(engine).execute(
+            "CREATE TABLE m (host string TAG, v double, ts timestamp NOT NULL, TIMESTAMP KEY(ts)) "
+            "WITH (num_rows_per_row_group='100')"
+        )
+        n = 5000
+        engine.write(
+            "m",
+            pa.table(
+                {
+                    "host": ["a", "b"] * (n // 2),
+                    "v": [float(i) for i in range(n)],
+                    "ts": pa.array(range(n), pa.timestamp("ms")),
+                }
+            ),
+        )
+        engine.flush()
+        assert engine.read_all("m").num_rows == n  # about 100 kB decoded: not kept
+        assert engine.stats().decoded_cache.bytes == 0
+        few = engine.read_all("m", time_range=(0, 100))  # one row group: kept
+        assert few.num_rows == 100
+        assert engine.stats().decoded_cache.bytes > 0
+    finally:
+        engine.close()

@@ -56,11 +56,13 @@ class DecodedChunks:
         *,
         dictionary: Sequence[str] = (),
         metadata: pq.FileMetaData | None = None,
+        keep: bool = True,
     ) -> Iterator[pa.Table]:
         """Per row group of ``file`` (whose local copy is ``path``), in the order given, a
         table of ``columns``, string columns named in ``dictionary`` dictionary encoded as
         Parquet stores them. Chunks not held are decoded (a column per pyarrow thread) when
-        their row group's turn comes, and kept."""
+        their row group's turn comes, and kept unless ``keep`` is false (see
+        :meth:`worth_keeping`)."""
         encoded = set(dictionary)
         reader: pq.ParquetFile | None = None
         for rg in row_groups:
@@ -88,8 +90,15 @@ class DecodedChunks:
                     continue
                 fresh = [((file, rg, c, c in encoded), table.column(c)) for c in missing]
                 found.update(fresh)
-                self._keep(fresh)
+                if keep:
+                    self._keep(fresh)
             yield pa.table({c: found[key] for c, key in zip(columns, keys, strict=True)})
+
+    def worth_keeping(self, decoded_bytes: int) -> bool:
+        """Whether a read decoding about this many bytes should keep its chunks: one larger
+        than a quarter of the budget (a scan of a whole large table, say) would push out
+        what smaller, repeated reads need, and would not fit again anyway."""
+        return decoded_bytes <= self.capacity_bytes // 4
 
     def _keep(self, chunks: Sequence[tuple[ChunkKey, pa.ChunkedArray[Any]]]) -> None:
         if self.capacity_bytes == 0:

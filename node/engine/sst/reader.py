@@ -365,7 +365,8 @@ def read_sorted(
     if decoded is not None:
         chunks, file = decoded
         order = list(reversed(row_groups)) if descending else row_groups
-        for table in chunks.read(file, path, order, columns, metadata=metadata):
+        keep = chunks.worth_keeping(_decoded_bytes(metadata, row_groups, columns))
+        for table in chunks.read(file, path, order, columns, metadata=metadata, keep=keep):
             batches = table.to_batches(max_chunksize=batch_size)
             yield from (reversed_rows(b) for b in reversed(batches)) if descending else batches
         return
@@ -445,6 +446,11 @@ def scan_unordered(
     # lose their row counts when concatenated.
     read = [*columns, *(c for c in judged if c not in columns)] or schema.names[:1]
     out = pa.schema([schema.field(c) for c in columns])
+    keep = decoded.worth_keeping(
+        sum(_decoded_bytes(footers.get(p.path), p.row_groups, read) for p in parts)
+        if footers is not None
+        else 0
+    )
     pending: list[pa.Table] = []
     rows = 0
 
@@ -462,7 +468,13 @@ def scan_unordered(
             continue
         metadata = None if footers is None else footers.get(part.path)
         for table in decoded.read(
-            part.file, part.path, part.row_groups, read, dictionary=dictionary, metadata=metadata
+            part.file,
+            part.path,
+            part.row_groups,
+            read,
+            dictionary=dictionary,
+            metadata=metadata,
+            keep=keep,
         ):
             pending.append(table)
             rows += table.num_rows
@@ -471,6 +483,17 @@ def scan_unordered(
                 pending, rows = [], 0
     if pending:
         yield from flush()
+
+
+def _decoded_bytes(
+    metadata: pq.FileMetaData | None, row_groups: Sequence[int], columns: Sequence[str]
+) -> int:
+    """About how many bytes reading ``columns`` of ``row_groups`` decodes (the footer's
+    uncompressed sizes, in proportion of the columns read; 0 without a footer)."""
+    if metadata is None or metadata.num_columns == 0:
+        return 0
+    share = len(columns) / metadata.num_columns
+    return int(sum(metadata.row_group(rg).total_byte_size for rg in row_groups) * share)
 
 
 def selected(
