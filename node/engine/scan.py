@@ -178,7 +178,9 @@ class Scan:
         self._memtables = memtables
         self._ranges = self._range_tombstones(files, memtables)
         self.stats.range_tombstones = len(self._ranges)
+        # Bounded columns are read for the filter even where not returned.
         needed = set(self.columns) | set(schema.primary_key) | {schema.timestamp_key}
+        needed |= set(bounds)
         self._filter_columns: set[str] = set()
         if request.predicate is not None:
             check_predicate(request.predicate, schema)
@@ -322,7 +324,7 @@ class Scan:
             elif s.mem is not None:
                 plan.memtables.append(s.mem)
             elif s.sst is not None and self._has_columns(
-                s.sst, [*direct_columns, *self._filter_columns]
+                s.sst, [*direct_columns, *self._filter_columns, *self._bounds]
             ):
                 direct_ssts[s.deletes].append(s.sst)
             else:
