@@ -168,3 +168,19 @@ def test_a_scan_larger_than_a_quarter_of_the_budget_keeps_nothing(tmp_path: Path
         assert engine.stats().decoded_cache.bytes > 0
     finally:
         engine.close()
+
+
+def test_row_groups_decoded_together_are_kept_in_buffers_of_their_own(sst: str) -> None:
+    cache = DecodedChunks(1 << 20)
+    tables = _read(cache, sst, [0, 1, 2, 3], ["n", "host"])
+    assert [t.column("n").to_pylist() for t in tables] == [
+        list(range(i * 10, i * 10 + 10)) for i in range(4)
+    ]
+    for t in tables:
+        (values,) = t.column("n").chunks
+        # Ten int64 values: a slice of the 40 decoded together would hold a 320-byte buffer.
+        assert values.buffers()[1].size < 320
+    # A second read finds every chunk.
+    misses = cache.misses
+    assert _read(cache, sst, [2, 0], ["host", "n"])[1].column("n").to_pylist() == list(range(10))
+    assert cache.misses == misses
