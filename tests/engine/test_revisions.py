@@ -104,8 +104,10 @@ def test_failed_stage_leaves_nothing(eng: Engine) -> None:
 
 def test_expired_revisions_are_cancelled_and_gc_keeps_open_ones(eng: Engine) -> None:
     keys = _keys(eng)
-    dead = eng.revisions.reserve("cpu", lease_ms=1)
+    # The short lease last: every reserve sweeps first, and would cancel it already when
+    # the machine takes over a millisecond between the two.
     live = eng.revisions.reserve("cpu")
+    dead = eng.revisions.reserve("cpu", lease_ms=1)
     eng.revisions.stage("cpu", live.revision, _batch("b", 3))
     time.sleep(0.01)
     assert eng.revisions.sweep() == 1
