@@ -18,7 +18,7 @@ from types import FrameType
 
 from gnomon.config import StandaloneConfig, load
 from gnomon.errors import Closed, GnomonError, InvalidArgument
-from node.engine.engine import Engine
+from node.engine.engine import Engine, EngineConfig
 from node.ingest.writer import Ingestor
 from node.server import logfmt
 from node.server.arrow_wire import DEFAULT_COMPRESS_MIN_BYTES
@@ -56,7 +56,7 @@ class Standalone:
         max_request_bytes: int = 256 * 1024**2,
         advertise: str | None = None,
         compress_min_bytes: int = DEFAULT_COMPRESS_MIN_BYTES,
-        decoded_cache_bytes: int = 512 * 1024**2,
+        decoded_cache_bytes: int = EngineConfig.decoded_cache_bytes,
         grpc_workers: int = 32,
         grace_s: float = 10.0,
     ) -> None:

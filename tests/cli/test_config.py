@@ -65,3 +65,9 @@ def test_the_decoded_cache_budget_reaches_the_engine(tmp_path: Path) -> None:
         assert server.engine.stats().decoded_cache.capacity_bytes == 1_048_576
     finally:
         server.stop()
+
+
+def test_the_decoded_cache_default_is_the_engines() -> None:
+    from node.engine.engine import EngineConfig
+
+    assert StandaloneConfig().decoded_cache_bytes == EngineConfig.decoded_cache_bytes
