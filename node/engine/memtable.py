@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from node.engine.options import UpdateMode
 from node.engine.rows import resolve_versions, sort_by_key
-from node.engine.schema import PUT, Schema
+from node.engine.schema import KIND, PUT, Schema
 from node.engine.tombstones import RangeTombstone
 
 
@@ -31,6 +31,20 @@ class MemtableView:
     def sorted(self) -> pa.Table:
         return self.memtable.sorted(self.batches)
 
+    def windows(self, window_ms: int) -> list[MemtableWindow]:
+        return self.memtable.windows(window_ms, self.batches)
+
+
+@dataclass(frozen=True)
+class MemtableWindow:
+    """The rows of a sorted memtable view whose timestamps fall in one window of the table's
+    segment duration, still in key order, and whether any of them is a deletion marker."""
+
+    min_ts: int
+    max_ts: int
+    rows: pa.Table
+    deletes: bool
+
 
 class Memtable:
     def __init__(self, schema: Schema, mode: UpdateMode) -> None:
@@ -41,6 +55,7 @@ class Memtable:
         self._ranges: list[RangeTombstone] = []
         self._lock = threading.Lock()
         self._sorted_cache: tuple[int, pa.Table] | None = None
+        self._windows_cache: tuple[int, int, list[MemtableWindow]] | None = None
         self.nbytes = 0
         self.rows = 0
         self.deletes = 0
@@ -114,3 +129,34 @@ class Memtable:
         )
         self._sorted_cache = (len(batches), table)
         return table
+
+    def windows(self, window_ms: int, upto: int | None = None) -> list[MemtableWindow]:
+        """:meth:`sorted`, split by windows of ``window_ms``. Cached with it: every scan
+        would otherwise split the whole memtable again, however few rows it asks for."""
+        count = len(self.batches(upto))
+        cached = self._windows_cache
+        if cached is not None and cached[:2] == (count, window_ms):
+            return cached[2]
+        table = self.sorted(count)
+        if table.num_rows == 0:
+            return []
+        ts = table.column(self.schema.timestamp_key).cast(pa.int64()).to_numpy()
+        windows = np.floor_divide(ts, window_ms)
+        # A stable sort keeps each window's rows in key order.
+        order = np.argsort(windows, kind="stable")
+        ts, windows = ts[order], windows[order]
+        deleted = table.column(KIND).to_numpy()[order] != PUT
+        grouped = table.take(order).combine_chunks()
+        starts = np.flatnonzero(np.diff(windows, prepend=windows[:1] - 1))
+        ends = [*starts[1:].tolist(), len(order)]
+        out = [
+            MemtableWindow(
+                int(ts[lo:hi].min()),
+                int(ts[lo:hi].max()),
+                grouped.slice(lo, hi - lo),
+                bool(deleted[lo:hi].any()),
+            )
+            for lo, hi in zip(starts.tolist(), ends, strict=True)
+        ]
+        self._windows_cache = (count, window_ms, out)
+        return out

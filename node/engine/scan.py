@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -34,7 +34,7 @@ from node.engine.memtable import MemtableView
 from node.engine.merge import merge_sorted, sort_resolve
 from node.engine.options import TableOptions, UpdateMode
 from node.engine.rows import key_at, same_as_next, strip_markers
-from node.engine.schema import DELETE, KIND, PUT, SEQ, Schema
+from node.engine.schema import KIND, PUT, SEQ, Schema
 from node.engine.sst.meta import SstMeta
 from node.engine.sst.reader import (
     Part,
@@ -44,6 +44,7 @@ from node.engine.sst.reader import (
     reversed_rows,
     scan_unordered,
     select_row_groups,
+    selected,
     series_guarantee,
 )
 from node.engine.tombstones import RangeTombstone, columns_needed, drop_shadowed
@@ -231,23 +232,13 @@ class Scan:
     def _memtable_sources(self) -> list[_Source]:
         """Each memtable view, split by segment window so that it only has to be merged with
         the SSTs of the windows it really overlaps."""
-        seg = self.options.segment_duration_ms
-        out: list[_Source] = []
-        for view in self._memtables:
-            if view.batches == 0 or not self._overlaps(view.min_ts, view.max_ts):
-                continue
-            table = view.sorted()
-            ts = table.column(self.schema.timestamp_key).cast(pa.int64()).to_numpy()
-            windows = np.floor_divide(ts, seg)
-            kinds = table.column(KIND).to_numpy()
-            for w in np.unique(windows):
-                mask = windows == w
-                lo, hi = int(ts[mask].min()), int(ts[mask].max())
-                if self._overlaps(lo, hi):
-                    part = table.filter(pa.array(mask))
-                    deletes = bool((kinds[mask] == DELETE).any())
-                    out.append(_Source(lo, hi, mem=part, deletes=deletes))
-        return out
+        return [
+            _Source(w.min_ts, w.max_ts, mem=w.rows, deletes=w.deletes)
+            for view in self._memtables
+            if view.batches and self._overlaps(view.min_ts, view.max_ts)
+            for w in view.windows(self.options.segment_duration_ms)
+            if self._overlaps(w.min_ts, w.max_ts)
+        ]
 
     def _sources(self) -> list[_Source]:
         ssts = [_Source(f.min_ts, f.max_ts, sst=f, deletes=f.deletes > 0) for f in self._files]
@@ -545,8 +536,17 @@ class Scan:
     def _visible(self, table: pa.Table, *, filtered: bool = False) -> pa.Table:
         table = drop_shadowed(table, self._ranges, self.schema)
         if not filtered and self.filter is not None and table.num_rows:
-            table = table.filter(self.filter)
+            table = table.filter(self._matching(table, self.filter))
         return table
+
+    def _matching(self, table: pa.Table, whole: pc.Expression) -> pa.Array[Any] | pc.Expression:
+        """Which rows of ``table`` pass the filter: judged as SST row groups are (bounds by
+        kernels, the predicate on the columns it reads), about twice as fast as the whole
+        filter through Acero, unless ``table`` lacks a column the filter reads."""
+        judged = [*self._bounds, *self._filter_columns]
+        if not all(c in table.column_names for c in judged):
+            return whole
+        return selected(table, self._bounds, self.request.predicate, sorted(self._filter_columns))
 
     def _emit(self, table: pa.Table) -> Iterator[pa.RecordBatch]:
         if table.num_rows == 0:
