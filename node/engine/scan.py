@@ -40,6 +40,7 @@ from node.engine.sst.reader import (
     Part,
     SstFiles,
     conform_batches,
+    matching,
     read_sorted,
     reversed_rows,
     scan_unordered,
@@ -497,9 +498,13 @@ class Scan:
                 in_zone = (zone >= 0) & (ts < highs[np.maximum(zone, 0)])
                 if in_zone.any():
                     inside.append(batch.filter(pa.array(in_zone)))
-                    batch = batch.filter(pa.array(~in_zone))
-                if batch.num_rows:
-                    yield from self._finish(strip_markers(pa.Table.from_batches([batch])))
+                # Outside the zones the filter (and the markers' removal) is one mask.
+                table = pa.Table.from_batches([batch])
+                keep = ~in_zone & (batch.column(KIND).to_numpy() == PUT)
+                if self.filter is not None and keep.any():
+                    keep &= self._matching(table, self.filter).to_numpy(zero_copy_only=False)
+                if keep.any():
+                    yield from self._finish(table.filter(pa.array(keep)), filtered=True)
         if inside:
             dedup = self.options.update_mode is UpdateMode.OVERWRITE
             rows = sort_resolve(
@@ -539,13 +544,14 @@ class Scan:
             table = table.filter(self._matching(table, self.filter))
         return table
 
-    def _matching(self, table: pa.Table, whole: pc.Expression) -> pa.Array[Any] | pc.Expression:
-        """Which rows of ``table`` pass the filter: judged as SST row groups are (bounds by
-        kernels, the predicate on the columns it reads), about twice as fast as the whole
-        filter through Acero, unless ``table`` lacks a column the filter reads."""
+    def _matching(self, table: pa.Table, whole: pc.Expression) -> pa.Array[Any]:
+        """Which rows of ``table`` pass the filter ``whole``: judged as SST row groups are
+        (bounds by kernels, the predicate on the columns it reads), about twice as fast as
+        the whole filter through Acero, unless ``table`` lacks a column the filter reads."""
         judged = [*self._bounds, *self._filter_columns]
         if not all(c in table.column_names for c in judged):
-            return whole
+            matches = matching(table, whole).to_numpy()
+            return pa.array(np.asarray(matches, dtype=np.bool_))  # a null (None) is False
         return selected(table, self._bounds, self.request.predicate, sorted(self._filter_columns))
 
     def _emit(self, table: pa.Table) -> Iterator[pa.RecordBatch]:
