@@ -441,7 +441,8 @@ def scan_unordered(
         schema = pa.schema(
             [f.with_type(DICTIONARY_TAG) if f.name in dictionary else f for f in schema]
         )
-    judged = [*bounds, *predicate_columns]
+    predicate_columns = list(dict.fromkeys(predicate_columns))
+    judged = list(dict.fromkeys([*bounds, *predicate_columns]))
     # With no column asked for (count(*)), one is read all the same: tables without columns
     # lose their row counts when concatenated.
     read = [*columns, *(c for c in judged if c not in columns)] or schema.names[:1]
