@@ -387,11 +387,10 @@ class Scan:
         columns = self._direct_columns()
         with_seq = [*columns, SEQ] if self._ranges else columns
         for whole in (True, False):
-            for batch in scan_unordered(
+            for table in scan_unordered(
                 [p for p in parts if (p.path in covered) == whole],
                 self._storage,
                 with_seq,
-                self.request.batch_size,
                 decoded=self._sst_files.decoded,
                 bounds=None if whole else self._bounds,
                 predicate=extra if whole else predicate,
@@ -399,7 +398,7 @@ class Scan:
                 footers=self._footers,
                 dictionary=() if self._ranges else self._dictionary,
             ):
-                yield from self._finish(pa.Table.from_batches([batch]), filtered=True)
+                yield from self._finish(table, filtered=True)
 
     def _ordered(self) -> Iterator[pa.RecordBatch]:
         sources = self._sources()

@@ -423,7 +423,6 @@ def scan_unordered(
     parts: Sequence[Part],
     schema: pa.Schema,
     columns: Sequence[str],
-    batch_size: int,
     *,
     decoded: DecodedChunks,
     bounds: Bounds | None = None,
@@ -431,11 +430,13 @@ def scan_unordered(
     predicate_columns: Sequence[str] = (),
     footers: Mapping[str, pq.FileMetaData] | None = None,
     dictionary: Sequence[str] = (),
-) -> Iterator[pa.RecordBatch]:
+) -> Iterator[pa.Table]:
     """Rows of many parts within ``bounds`` and matching ``predicate`` (which reads only
     ``predicate_columns``), in no particular order, read through the ``decoded`` chunk
-    cache. ``footers`` (by path) spare parsing footers already parsed. String columns named
-    in ``dictionary`` come dictionary encoded, as Parquet stores them."""
+    cache, as tables of up to about :data:`FILTER_ROWS` rows before filtering (a chunk per
+    row group: the caller finishes each table once, not each row group). ``footers`` (by
+    path) spare parsing footers already parsed. String columns named in ``dictionary`` come
+    dictionary encoded, as Parquet stores them."""
     bounds = bounds or {}
     if dictionary:
         schema = pa.schema(
@@ -455,14 +456,14 @@ def scan_unordered(
     pending: list[pa.Table] = []
     rows = 0
 
-    def flush() -> Iterator[pa.RecordBatch]:
+    def flush() -> Iterator[pa.Table]:
         table = pa.concat_tables(pending)
         if bounds or predicate is not None:
             table = table.filter(selected(table, bounds, predicate, predicate_columns))
-        table = table.select(list(columns))
-        if table.schema != out:  # nullability, as the storage schema has it
-            table = table.cast(out)
-        yield from (b for b in table.to_batches(max_chunksize=batch_size) if b.num_rows)
+        if table.num_rows:
+            table = table.select(list(columns))
+            # Nullability, as the storage schema has it.
+            yield table if table.schema == out else table.cast(out)
 
     for part in parts:
         if not part.row_groups:
