@@ -40,6 +40,7 @@ from node.engine.sst.reader import (
     Part,
     SstFiles,
     conform_batches,
+    kept,
     matching,
     read_sorted,
     reversed_rows,
@@ -359,31 +360,17 @@ class Scan:
         *,
         deletes: bool,
         covered: Set[str] = frozenset(),
-        outside: Sequence[tuple[int, int]] = (),
     ) -> Iterator[pa.RecordBatch]:
-        """Rows of SST ``parts`` no other source has versions of (those ``outside`` the
-        given [lo, hi) time zones), read through the decoded chunk cache and filtered there;
-        parts in ``covered`` need no filter by the bounds."""
+        """Rows of SST ``parts`` no other source has versions of, read through the decoded
+        chunk cache and filtered there; parts in ``covered`` need no filter by the bounds."""
         if not parts:
             return
         # A lone source's deletion markers shadow nothing else: they are just left out.
         # The filter reads columns the scan may not return, so a source that needs no
         # merge reads only the requested columns and those.
         kind = pc.field(KIND) == pa.scalar(PUT, pa.uint8()) if deletes else None
-        ts = pc.field(self.schema.timestamp_key)
-        typ = self.schema.column(self.schema.timestamp_key).type.arrow()
-        excluded = [
-            ~(
-                (ts >= pa.scalar(lo, pa.int64()).cast(typ))
-                & (ts < pa.scalar(hi, pa.int64()).cast(typ))
-            )
-            for lo, hi in outside
-        ]
-        extra = all_of(p for p in (kind, *excluded) if p is not None)
-        extra_columns = [KIND] if deletes else []
-        if outside:
-            extra_columns.append(self.schema.timestamp_key)
-        predicate = all_of(p for p in (self.request.predicate, extra) if p is not None)
+        kind_only = [KIND] if deletes else []
+        predicate = all_of(p for p in (self.request.predicate, kind) if p is not None)
         columns = self._direct_columns()
         with_seq = [*columns, SEQ] if self._ranges else columns
         for whole in (True, False):
@@ -393,8 +380,8 @@ class Scan:
                 with_seq,
                 decoded=self._sst_files.decoded,
                 bounds=None if whole else self._bounds,
-                predicate=extra if whole else predicate,
-                predicate_columns=[*self._filter_columns, *extra_columns],
+                predicate=kind if whole else predicate,
+                predicate_columns=[*self._filter_columns, *kind_only],
                 footers=self._footers,
                 dictionary=() if self._ranges else self._dictionary,
             ):
@@ -411,20 +398,14 @@ class Scan:
         present = self._sst_files.columns(sst.path)
         return all(c in present for c in columns)
 
-    def _pruned(
-        self, sst: SstMeta, stat_columns: Sequence[str], bounds: Bounds | None = None
-    ) -> Part:
-        return self._pruned_all([sst], stat_columns, bounds)[0]
+    def _pruned(self, sst: SstMeta, stat_columns: Sequence[str]) -> Part:
+        return self._pruned_all([sst], stat_columns)[0]
 
-    def _pruned_all(
-        self, ssts: Sequence[SstMeta], stat_columns: Sequence[str], bounds: Bounds | None = None
-    ) -> list[Part]:
-        """Each SST's key, local path and the row groups that may hold matching rows (within
-        ``bounds``, by default the scan's): first by their statistics, then, when the filter
-        names tags, by the series they hold."""
+    def _pruned_all(self, ssts: Sequence[SstMeta], stat_columns: Sequence[str]) -> list[Part]:
+        """Each SST's key, local path and the row groups that may hold matching rows: first by
+        their statistics, then, when the filter names tags, by the series they hold."""
         files = self._sst_files
-        bounds = self._bounds if bounds is None else bounds
-        bounded = {c: r for c, r in bounds.items() if c in stat_columns}
+        bounded = {c: r for c, r in self._bounds.items() if c in stat_columns}
         selected = [files.row_groups_within(s.path, bounded) for s in ssts]
         if self.request.predicate is not None:
             # Only columns the filter names can rule anything out; a guarantee naming the
@@ -483,20 +464,17 @@ class Scan:
             for groups, per_file in zip(selected, series, strict=True)
         ]
 
-    def _read(
-        self, s: _Source, *, descending: bool, bounds: Bounds | None = None
-    ) -> Iterator[pa.RecordBatch]:
+    def _read(self, s: _Source, *, descending: bool) -> Iterator[pa.RecordBatch]:
         """One source's rows in key order with the key, sequence and kind columns, conformed
-        to the read schema; SST row groups are pruned (within ``bounds``, by default the
-        scan's) on key columns only, so a newer version that does not match the filter still
-        shadows an older one that does."""
+        to the read schema; SST row groups are pruned on key columns only, so a newer version
+        that does not match the filter still shadows an older one that does."""
         if s.mem is not None:
             mem = s.mem.to_batches(max_chunksize=self.request.batch_size)
             if descending:
                 mem = [reversed_rows(b) for b in reversed(mem)]
             return self._conformed(mem)
         assert s.sst is not None
-        part = self._pruned(s.sst, self.schema.key_columns, bounds)
+        part = self._pruned(s.sst, self.schema.key_columns)
         present = self._sst_files.columns(s.sst.path)
         batches = read_sorted(
             part.path,
@@ -523,39 +501,22 @@ class Scan:
         and resolved together once every source is read."""
         lows = np.array([lo for lo, _ in zones], dtype=np.int64)
         highs = np.array([hi for _, hi in zones], dtype=np.int64)
-        inside: list[pa.RecordBatch] = []
-        direct = [*self._direct_columns(), *self._filter_columns, *self._bounds]
-        ts_key = self.schema.timestamp_key
-        hull = Range(lo=int(lows.min()), hi=int(highs.max()), hi_inclusive=False)
-        in_zones = (
-            {**self._bounds, ts_key: self._bounds[ts_key].intersect(hull)}
-            if ts_key in self._bounds
-            else {**self._bounds, ts_key: hull}
-        )
+        inside: list[pa.Table] = []
         for s in group:
-            if s.sst is not None and self._has_columns(s.sst, direct):
-                # An SST's rows outside the zones are read as a lone SST's are; only its
-                # row groups reaching into the zones are read in key order.
-                parts = self._pruned_all([s.sst], self.schema.names)
-                yield from self._lone(parts, deletes=s.deletes, outside=zones)
-                read = self._read(s, descending=False, bounds=in_zones)
-                inside.extend(b.filter(pa.array(self._in_zones(b, lows, highs))) for b in read)
-                continue
-            for batch in self._read(s, descending=False):
-                in_zone = self._in_zones(batch, lows, highs)
+            for table in self._source_rows(s):
+                in_zone = self._in_zones(table, lows, highs)
                 if in_zone.any():
-                    inside.append(batch.filter(pa.array(in_zone)))
+                    inside.append(table.filter(pa.array(in_zone)))
                 # Outside the zones the filter (and the markers' removal) is one mask.
-                table = pa.Table.from_batches([batch])
-                keep = ~in_zone & (batch.column(KIND).to_numpy() == PUT)
+                keep = ~in_zone & (table.column(KIND).to_numpy() == PUT)
                 if self.filter is not None and keep.any():
                     keep &= self._matching(table, self.filter).to_numpy(zero_copy_only=False)
                 if keep.any():
-                    yield from self._finish(table.filter(pa.array(keep)), filtered=True)
+                    yield from self._finish(kept(table, keep), filtered=True)
         if inside:
             dedup = self.options.update_mode is UpdateMode.OVERWRITE
             rows = sort_resolve(
-                pa.Table.from_batches(inside),
+                pa.concat_tables(inside),
                 self.schema.primary_key,
                 dedup=dedup,
                 keep_markers=False,
@@ -563,8 +524,31 @@ class Scan:
             )
             yield from self._finish(rows)
 
+    def _source_rows(self, s: _Source) -> Iterator[pa.Table]:
+        """One source's rows within the scan's bounds on key columns (the only ones that
+        cannot drop a newer version shadowing an older one), markers included, conformed to
+        the read schema, in no particular order: an SST's through the decoded chunk cache."""
+        if s.sst is None:
+            yield from (pa.Table.from_batches([b]) for b in self._read(s, descending=False))
+            return
+        keyed = {c: r for c, r in self._bounds.items() if c in self.schema.key_columns}
+        part = self._pruned(s.sst, self.schema.key_columns)
+        present = self._sst_files.columns(s.sst.path)
+        for table in scan_unordered(
+            [part],
+            self._storage,
+            [c for c in self._read_columns if c in present],
+            decoded=self._sst_files.decoded,
+            bounds=keyed,
+            footers=self._footers,
+        ):
+            yield self._conformed_table(table)
+
     def _in_zones(
-        self, batch: pa.RecordBatch, lows: np.ndarray[Any, Any], highs: np.ndarray[Any, Any]
+        self,
+        batch: pa.RecordBatch | pa.Table,
+        lows: np.ndarray[Any, Any],
+        highs: np.ndarray[Any, Any],
     ) -> np.ndarray[Any, Any]:
         """Which rows of ``batch`` lie in one of the zones [``lows[i]``, ``highs[i]``)."""
         ts = batch.column(self.schema.timestamp_key).cast(pa.int64()).to_numpy()

@@ -319,3 +319,33 @@ def test_bounds_on_memtable_rows_older_than_a_column(data_dir: str) -> None:
             assert scan.stats.memtable_slices >= 1
     finally:
         e.close()
+
+
+@pytest.mark.parametrize("runs", [True, False], ids=["long-runs", "scattered"])
+def test_kept_rows_equal_the_filter(runs: bool) -> None:
+    """Kept rows are sliced when they come in long runs and filtered otherwise; either way
+    they are exactly the marked rows, across chunk boundaries."""
+    from node.engine.sst.reader import kept
+
+    rng = np.random.default_rng(3)
+    n = 5000
+    table = pa.concat_tables(
+        [
+            pa.table({"v": np.arange(lo, lo + 1000), "s": [str(i) for i in range(lo, lo + 1000)]})
+            for lo in range(0, n, 1000)
+        ]
+    )
+    if runs:
+        keep = np.zeros(n, dtype=bool)
+        for lo in (0, 900, 2500, 4700):
+            keep[lo : lo + 300] = True
+    else:
+        keep = rng.random(n) < 0.3
+    got = kept(table, keep)
+    assert got.to_pydict() == table.filter(pa.array(keep)).to_pydict()
+    # Slices share the source's buffers; a filter copies.
+    shared = got.column("v").chunk(0).buffers()[1].address == (
+        table.column("v").chunk(0).buffers()[1].address
+    )
+    assert shared == runs
+    assert kept(table, np.zeros(n, dtype=bool)).num_rows == 0

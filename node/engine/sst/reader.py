@@ -459,7 +459,7 @@ def scan_unordered(
     def flush() -> Iterator[pa.Table]:
         table = pa.concat_tables(pending)
         if bounds or predicate is not None:
-            table = table.filter(selected(table, bounds, predicate, predicate_columns))
+            table = kept(table, selected_mask(table, bounds, predicate, predicate_columns))
         if table.num_rows:
             table = table.select(list(columns))
             # Nullability, as the storage schema has it.
@@ -504,6 +504,17 @@ def selected(
     predicate: pc.Expression | None,
     predicate_columns: Sequence[str],
 ) -> pa.Array[Any]:
+    """:func:`selected_mask` as an Arrow array."""
+    mask: pa.Array[Any] = pa.array(selected_mask(table, bounds, predicate, predicate_columns))
+    return mask
+
+
+def selected_mask(
+    table: pa.Table,
+    bounds: Bounds,
+    predicate: pc.Expression | None,
+    predicate_columns: Sequence[str],
+) -> np.ndarray[Any, np.dtype[np.bool_]]:
     """Which rows of ``table`` lie within ``bounds`` and match ``predicate``: bounds judged
     column by column with kernels (dictionary tags on their dictionaries), the predicate,
     if any, by :func:`matching` on the columns it reads."""
@@ -513,7 +524,26 @@ def selected(
     if predicate is not None:
         matches = matching(table.select(list(predicate_columns) or table.column_names), predicate)
         keep &= np.asarray(matches.to_numpy(), dtype=np.bool_)  # a null (None) is False
-    return pa.array(keep)
+    return keep
+
+
+#: Kept rows coming in runs at least this long on average are sliced rather than filtered.
+MIN_RUN_ROWS = 256
+
+
+def kept(table: pa.Table, keep: np.ndarray[Any, np.dtype[np.bool_]]) -> pa.Table:
+    """The rows of ``table`` that ``keep`` marks. Row groups are sorted by series and time,
+    so a bound on both (a few hosts over some hours) keeps a few long runs: those are sliced,
+    which copies nothing, where a filter would copy every kept value of every column."""
+    edges = np.flatnonzero(np.diff(keep.view(np.int8), prepend=0, append=0))
+    starts, ends = edges[0::2], edges[1::2]
+    if len(starts) == 0:
+        return table.slice(0, 0)
+    if int((ends - starts).sum()) < MIN_RUN_ROWS * len(starts):
+        return table.filter(pa.array(keep))
+    return pa.concat_tables(
+        [table.slice(a, b - a) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+    )
 
 
 def matching(table: pa.Table, expr: pc.Expression) -> pa.ChunkedArray[Any]:
