@@ -535,12 +535,16 @@ def kept(table: pa.Table, keep: np.ndarray[Any, np.dtype[np.bool_]]) -> pa.Table
     """The rows of ``table`` that ``keep`` marks. Row groups are sorted by series and time,
     so a bound on both (a few hosts over some hours) keeps a few long runs: those are sliced,
     which copies nothing, where a filter would copy every kept value of every column."""
-    edges = np.flatnonzero(np.diff(keep.view(np.int8), prepend=0, append=0))
-    starts, ends = edges[0::2], edges[1::2]
-    if len(starts) == 0:
+    first = keep.copy()  # the first row of each run
+    first[1:] &= ~keep[:-1]
+    runs = int(np.count_nonzero(first))
+    if runs == 0:
         return table.slice(0, 0)
-    if int((ends - starts).sum()) < MIN_RUN_ROWS * len(starts):
+    if np.count_nonzero(keep) < MIN_RUN_ROWS * runs:
         return table.filter(pa.array(keep))
+    last = keep.copy()  # the last row of each run
+    last[:-1] &= ~keep[1:]
+    starts, ends = np.flatnonzero(first), np.flatnonzero(last) + 1
     return pa.concat_tables(
         [table.slice(a, b - a) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
     )
