@@ -360,17 +360,31 @@ class Scan:
         *,
         deletes: bool,
         covered: Set[str] = frozenset(),
+        outside: Sequence[tuple[int, int]] = (),
     ) -> Iterator[pa.RecordBatch]:
-        """Rows of SST ``parts`` no other source has versions of, read through the decoded
-        chunk cache and filtered there; parts in ``covered`` need no filter by the bounds."""
+        """Rows of SST ``parts`` no other source has versions of (those ``outside`` the
+        given [lo, hi) time zones), read through the decoded chunk cache and filtered there;
+        parts in ``covered`` need no filter by the bounds."""
         if not parts:
             return
         # A lone source's deletion markers shadow nothing else: they are just left out.
         # The filter reads columns the scan may not return, so a source that needs no
         # merge reads only the requested columns and those.
         kind = pc.field(KIND) == pa.scalar(PUT, pa.uint8()) if deletes else None
-        kind_only = [KIND] if deletes else []
-        predicate = all_of(p for p in (self.request.predicate, kind) if p is not None)
+        ts = pc.field(self.schema.timestamp_key)
+        typ = self.schema.column(self.schema.timestamp_key).type.arrow()
+        excluded = [
+            ~(
+                (ts >= pa.scalar(lo, pa.int64()).cast(typ))
+                & (ts < pa.scalar(hi, pa.int64()).cast(typ))
+            )
+            for lo, hi in outside
+        ]
+        extra = all_of(p for p in (kind, *excluded) if p is not None)
+        extra_columns = [KIND] if deletes else []
+        if outside:
+            extra_columns.append(self.schema.timestamp_key)
+        predicate = all_of(p for p in (self.request.predicate, extra) if p is not None)
         columns = self._direct_columns()
         with_seq = [*columns, SEQ] if self._ranges else columns
         for whole in (True, False):
@@ -380,8 +394,8 @@ class Scan:
                 with_seq,
                 decoded=self._sst_files.decoded,
                 bounds=None if whole else self._bounds,
-                predicate=kind if whole else predicate,
-                predicate_columns=[*self._filter_columns, *kind_only],
+                predicate=extra if whole else predicate,
+                predicate_columns=[*self._filter_columns, *extra_columns],
                 footers=self._footers,
                 dictionary=() if self._ranges else self._dictionary,
             ):
@@ -398,14 +412,20 @@ class Scan:
         present = self._sst_files.columns(sst.path)
         return all(c in present for c in columns)
 
-    def _pruned(self, sst: SstMeta, stat_columns: Sequence[str]) -> Part:
-        return self._pruned_all([sst], stat_columns)[0]
+    def _pruned(
+        self, sst: SstMeta, stat_columns: Sequence[str], bounds: Bounds | None = None
+    ) -> Part:
+        return self._pruned_all([sst], stat_columns, bounds)[0]
 
-    def _pruned_all(self, ssts: Sequence[SstMeta], stat_columns: Sequence[str]) -> list[Part]:
-        """Each SST's key, local path and the row groups that may hold matching rows: first by
-        their statistics, then, when the filter names tags, by the series they hold."""
+    def _pruned_all(
+        self, ssts: Sequence[SstMeta], stat_columns: Sequence[str], bounds: Bounds | None = None
+    ) -> list[Part]:
+        """Each SST's key, local path and the row groups that may hold matching rows (within
+        ``bounds``, by default the scan's): first by their statistics, then, when the filter
+        names tags, by the series they hold."""
         files = self._sst_files
-        bounded = {c: r for c, r in self._bounds.items() if c in stat_columns}
+        bounds = self._bounds if bounds is None else bounds
+        bounded = {c: r for c, r in bounds.items() if c in stat_columns}
         selected = [files.row_groups_within(s.path, bounded) for s in ssts]
         if self.request.predicate is not None:
             # Only columns the filter names can rule anything out; a guarantee naming the
@@ -502,7 +522,19 @@ class Scan:
         lows = np.array([lo for lo, _ in zones], dtype=np.int64)
         highs = np.array([hi for _, hi in zones], dtype=np.int64)
         inside: list[pa.Table] = []
+        hull = Range(lo=int(lows.min()), hi=int(highs.max()), hi_inclusive=False)
+        direct = [*self._direct_columns(), *self._filter_columns, *self._bounds]
         for s in group:
+            if s.sst is not None and self._values_filtered and self._has_columns(s.sst, direct):
+                # A filter on values drops most rows early: the rows outside the zones are
+                # read as a lone SST's, filtered in the read; those inside apart.
+                parts = self._pruned_all([s.sst], self.schema.names)
+                yield from self._lone(parts, deletes=s.deletes, outside=zones)
+                inside.extend(
+                    t.filter(pa.array(self._in_zones(t, lows, highs)))
+                    for t in self._source_rows(s, hull)
+                )
+                continue
             for table in self._source_rows(s):
                 in_zone = self._in_zones(table, lows, highs)
                 if in_zone.any():
@@ -524,15 +556,24 @@ class Scan:
             )
             yield from self._finish(rows)
 
-    def _source_rows(self, s: _Source) -> Iterator[pa.Table]:
+    @property
+    def _values_filtered(self) -> bool:
+        """Whether the filter reads a column the primary key does not fix."""
+        return bool(self._filter_reads - set(self.schema.key_columns))
+
+    def _source_rows(self, s: _Source, within: Range | None = None) -> Iterator[pa.Table]:
         """One source's rows within the scan's bounds on key columns (the only ones that
-        cannot drop a newer version shadowing an older one), markers included, conformed to
-        the read schema, in no particular order: an SST's through the decoded chunk cache."""
+        cannot drop a newer version shadowing an older one) and the time range ``within``,
+        markers included, conformed to the read schema, in no particular order: an SST's
+        through the decoded chunk cache."""
         if s.sst is None:
             yield from (pa.Table.from_batches([b]) for b in self._read(s, descending=False))
             return
         keyed = {c: r for c, r in self._bounds.items() if c in self.schema.key_columns}
-        part = self._pruned(s.sst, self.schema.key_columns)
+        if within is not None:
+            ts_key = self.schema.timestamp_key
+            keyed[ts_key] = keyed[ts_key].intersect(within) if ts_key in keyed else within
+        part = self._pruned(s.sst, self.schema.key_columns, keyed)
         present = self._sst_files.columns(s.sst.path)
         for table in scan_unordered(
             [part],
