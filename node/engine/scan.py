@@ -41,12 +41,11 @@ from node.engine.sst.reader import (
     SstFiles,
     conform_batches,
     kept,
-    matching,
     read_sorted,
     reversed_rows,
     scan_unordered,
     select_row_groups,
-    selected,
+    selected_mask,
     series_guarantee,
 )
 from node.engine.tombstones import RangeTombstone, columns_needed, drop_shadowed
@@ -542,7 +541,7 @@ class Scan:
                 # Outside the zones the filter (and the markers' removal) is one mask.
                 keep = ~in_zone & (table.column(KIND).to_numpy() == PUT)
                 if self.filter is not None and keep.any():
-                    keep &= self._matching(table, self.filter).to_numpy(zero_copy_only=False)
+                    keep &= self._matching(table, self.filter)
                 if keep.any():
                     yield from self._finish(kept(table, keep), filtered=True)
         if inside:
@@ -621,18 +620,19 @@ class Scan:
     def _visible(self, table: pa.Table, *, filtered: bool = False) -> pa.Table:
         table = drop_shadowed(table, self._ranges, self.schema)
         if not filtered and self.filter is not None and table.num_rows:
-            table = table.filter(self._matching(table, self.filter))
+            table = kept(table, self._matching(table, self.filter))
         return table
 
-    def _matching(self, table: pa.Table, whole: pc.Expression) -> pa.Array[Any]:
+    def _matching(self, table: pa.Table, whole: pc.Expression) -> np.ndarray[Any, Any]:
         """Which rows of ``table`` pass the filter ``whole``: judged as SST row groups are
         (bounds by kernels, the predicate on the columns it reads), about twice as fast as
         the whole filter through Acero, unless ``table`` lacks a column the filter reads."""
         judged = [*self._bounds, *self._filter_columns]
         if not all(c in table.column_names for c in judged):
-            matches = matching(table, whole).to_numpy()
-            return pa.array(np.asarray(matches, dtype=np.bool_))  # a null (None) is False
-        return selected(table, self._bounds, self.request.predicate, sorted(self._filter_columns))
+            return selected_mask(table, {}, whole, ())
+        return selected_mask(
+            table, self._bounds, self.request.predicate, sorted(self._filter_columns)
+        )
 
     def _emit(self, table: pa.Table) -> Iterator[pa.RecordBatch]:
         if table.num_rows == 0:

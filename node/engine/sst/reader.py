@@ -498,17 +498,6 @@ def _decoded_bytes(
     return int(sum(metadata.row_group(rg).total_byte_size for rg in row_groups) * share)
 
 
-def selected(
-    table: pa.Table,
-    bounds: Bounds,
-    predicate: pc.Expression | None,
-    predicate_columns: Sequence[str],
-) -> pa.Array[Any]:
-    """:func:`selected_mask` as an Arrow array."""
-    mask: pa.Array[Any] = pa.array(selected_mask(table, bounds, predicate, predicate_columns))
-    return mask
-
-
 def selected_mask(
     table: pa.Table,
     bounds: Bounds,
