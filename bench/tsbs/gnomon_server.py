@@ -15,6 +15,7 @@ import pyarrow as pa
 from bench.tsbs.cpu_only import FIELDS, TAGS
 from bench.tsbs.serving import HttpClient, Process, disk_bytes, http_ok, wait_until
 from gnomon.proto import storage_pb2
+from node.server import sql_response
 from node.server.arrow_wire import decode_payload
 from tests.support.procs import free_port
 
@@ -135,10 +136,12 @@ class GnomonServer:
         self._http.post(f"/influxdb/v1/write?db={DATABASE}&precision=ms", body)
 
     def query(self, sql: str) -> pa.Table:
+        # The response is read in place, as a native SDK would: protobuf would copy the
+        # Arrow payload twice more.
         call = self._channel().unary_unary(
             SERVICE + "SqlQuery",
             request_serializer=storage_pb2.SqlQueryRequest.SerializeToString,
-            response_deserializer=storage_pb2.SqlQueryResponse.FromString,
+            response_deserializer=sql_response.decode,
         )
         resp = call(
             storage_pb2.SqlQueryRequest(
@@ -148,9 +151,9 @@ class GnomonServer:
         )
         if resp.header.code != 200:
             raise GnomonError(f"gnomon SqlQuery: {resp.header.code} {resp.header.error}")
-        if not resp.HasField("arrow"):
+        if resp.batches is None:
             return pa.table({})  # a statement: affected_rows only
-        return _arrow(resp.arrow)
+        return decode_payload(resp.batches, resp.compressed)
 
     def disk_bytes(self) -> int:
         return disk_bytes(self.root / "data")
@@ -163,7 +166,3 @@ class GnomonServer:
     def stop(self) -> None:
         self.process.stop()
 
-
-def _arrow(payload: storage_pb2.ArrowPayload) -> pa.Table:
-    compressed = payload.compression == storage_pb2.ArrowPayload.ZSTD
-    return decode_payload(list(payload.record_batches), compressed)

@@ -21,8 +21,10 @@ from gnomon.errors import InvalidArgument
 from gnomon.proto import common_pb2, storage_pb2
 from node.ingest.horaedb import decode_table_request
 from node.ingest.writer import Ingestor
+from node.server import sql_response
 from node.server.arrow_wire import DEFAULT_COMPRESS_MIN_BYTES, encode_payload
 from node.server.metrics import Registry
+from node.server.sql_response import EncodedSqlResponse
 from node.server.status import horaedb_code, http_status, message_of
 from node.sql.result import QueryResult
 
@@ -120,56 +122,54 @@ class StorageService:
             raise InvalidArgument("sql is empty")
         return self.execute(req.sql)
 
-    def _sql_error(
-        self, req: storage_pb2.SqlQueryRequest, e: Exception
-    ) -> common_pb2.ResponseHeader:
+    def _sql_error(self, req: storage_pb2.SqlQueryRequest, e: Exception) -> EncodedSqlResponse:
         self._log_failure("SqlQuery", e, sql=req.sql)
         header = _error(e)
         header.error = f"{header.error}, sql:{req.sql}"
-        return header
+        return sql_response.encode_message(storage_pb2.SqlQueryResponse(header=header))
 
-    def sql_query(self, req: storage_pb2.SqlQueryRequest) -> storage_pb2.SqlQueryResponse:
+    def sql_query(self, req: storage_pb2.SqlQueryRequest) -> EncodedSqlResponse:
         try:
-            result = self._query(req)
-            if not result.is_query:
-                return storage_pb2.SqlQueryResponse(
+            return self._answer(self._query(req))
+        except Exception as e:
+            return self._sql_error(req, e)
+
+    def _answer(self, result: QueryResult | pa.Table) -> EncodedSqlResponse:
+        """The response carrying ``result``: its affected rows, or its rows as Arrow."""
+        if isinstance(result, QueryResult) and not result.is_query:
+            return sql_response.encode_message(
+                storage_pb2.SqlQueryResponse(
                     header=_ok(), affected_rows=min(result.affected_rows or 0, _MAX_UINT32)
                 )
-            batches, zstd = encode_payload(result.table(), self.compress_min_bytes)
-        except Exception as e:
-            return storage_pb2.SqlQueryResponse(header=self._sql_error(req, e))
-        return storage_pb2.SqlQueryResponse(header=_ok(), arrow=_payload(batches, zstd))
+            )
+        table = result.table() if isinstance(result, QueryResult) else result
+        batches, zstd = encode_payload(table, self.compress_min_bytes)
+        return sql_response.encode(_ok(), batches, zstd)
 
-    def stream_sql_query(
-        self, req: storage_pb2.SqlQueryRequest
-    ) -> Iterator[storage_pb2.SqlQueryResponse]:
+    def stream_sql_query(self, req: storage_pb2.SqlQueryRequest) -> Iterator[EncodedSqlResponse]:
         """One response per record batch of the result (each a complete IPC stream), or one
         response with the affected rows or the error."""
         try:
             result = self._query(req)
+            if not result.is_query:
+                yield self._answer(result)
+                return
         except Exception as e:
-            yield storage_pb2.SqlQueryResponse(header=self._sql_error(req, e))
-            return
-        if not result.is_query:
-            yield storage_pb2.SqlQueryResponse(
-                header=_ok(), affected_rows=min(result.affected_rows or 0, _MAX_UINT32)
-            )
+            yield self._sql_error(req, e)
             return
         sent = False
         for batch in result.batches:
             if batch.num_rows == 0:
                 continue
             try:
-                batches, zstd = encode_payload(
-                    pa.Table.from_batches([batch]), self.compress_min_bytes
-                )
+                answer = self._answer(pa.Table.from_batches([batch]))
             except Exception as e:
-                yield storage_pb2.SqlQueryResponse(header=self._sql_error(req, e))
+                yield self._sql_error(req, e)
                 return
             sent = True
-            yield storage_pb2.SqlQueryResponse(header=_ok(), arrow=_payload(batches, zstd))
+            yield answer
         if not sent:
-            yield storage_pb2.SqlQueryResponse(header=_ok(), arrow=_payload([], False))
+            yield sql_response.encode(_ok(), [], False)
 
     # -- plumbing --------------------------------------------------------------------------------
 
@@ -231,22 +231,19 @@ class StorageService:
             "SqlQuery": grpc.unary_unary_rpc_method_handler(
                 self._timed_unary("SqlQuery", self.sql_query),
                 request_deserializer=s.SqlQueryRequest.FromString,
-                response_serializer=s.SqlQueryResponse.SerializeToString,
+                response_serializer=_encoded,
             ),
             "StreamSqlQuery": grpc.unary_stream_rpc_method_handler(
                 self._timed_stream("StreamSqlQuery", self.stream_sql_query),
                 request_deserializer=s.SqlQueryRequest.FromString,
-                response_serializer=s.SqlQueryResponse.SerializeToString,
+                response_serializer=_encoded,
             ),
         }
         return grpc.method_handlers_generic_handler(SERVICE, handlers)
 
 
-def _payload(batches: list[bytes], zstd: bool) -> storage_pb2.ArrowPayload:
-    return storage_pb2.ArrowPayload(
-        record_batches=batches,
-        compression=storage_pb2.ArrowPayload.ZSTD if zstd else storage_pb2.ArrowPayload.NONE,
-    )
+def _encoded(response: EncodedSqlResponse) -> bytes:
+    return response.data
 
 
 def _address(bind: str, port: int) -> str:

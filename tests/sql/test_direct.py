@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from node.engine.engine import Engine
@@ -262,3 +263,23 @@ def test_taken_queries_skip_datafusion(sql: SqlExecutor, monkeypatch: pytest.Mon
         "AND ts >= 0 AND ts < 3600000 GROUP BY b",
     )
     assert got and all(r["k"] > 0 for r in got)
+
+
+def test_dictionary_sort_keys_sort_as_their_values() -> None:
+    # Chunks with dictionaries of their own, null rows, a null dictionary value, ties.
+    chunks = [
+        pa.DictionaryArray.from_arrays(pa.array([0, 1, None, 2, 1], pa.int32()), ["b", "a", None]),
+        pa.DictionaryArray.from_arrays(pa.array([1, 0, 0], pa.int32()), ["c", "a"]),
+    ]
+    values = pa.chunked_array(chunks)
+    decoded = values.cast(pa.string())
+    for order in ("ascending", "descending"):
+        for nulls in ("at_start", "at_end"):
+            keys: Any = [("k", order, nulls)]
+            want = pc.sort_indices(pa.table({"k": decoded}), options=pc.SortOptions(keys))
+            got = pc.sort_indices(
+                pa.table({"k": direct.sort_key(values)}), options=pc.SortOptions(keys)
+            )
+            assert decoded.take(got).to_pylist() == decoded.take(want).to_pylist()
+    empty = pa.chunked_array([], pa.dictionary(pa.int32(), pa.string()))
+    assert direct.sort_key(empty).type == pa.string()
