@@ -180,9 +180,8 @@ def _tighter(a: Any, a_inc: bool, b: Any, b_inc: bool, pick: Any) -> tuple[Any, 
 
 
 def _scalar(value: Any, typ: pa.DataType) -> pa.Scalar[Any]:
-    if pa.types.is_timestamp(typ):
-        return pa.scalar(int(value), pa.int64()).cast(typ)
-    return pa.scalar(value, typ)
+    # Timestamps are bounded in integer milliseconds (or the column's unit).
+    return pa.scalar(int(value) if pa.types.is_timestamp(typ) else value, typ)
 
 
 Bounds = Mapping[str, Range]

@@ -210,9 +210,9 @@ class Scan:
         typ = self.schema.column(self.schema.timestamp_key).type.arrow()
         parts: list[pc.Expression] = []
         if self._lo is not None:
-            parts.append(ts >= pa.scalar(self._lo, type=pa.int64()).cast(typ))
+            parts.append(ts >= pa.scalar(self._lo, typ))
         if self._hi is not None:
-            parts.append(ts < pa.scalar(self._hi, type=pa.int64()).cast(typ))
+            parts.append(ts < pa.scalar(self._hi, typ))
         parts.extend(p for p in (bounded, predicate) if p is not None)
         return all_of(parts)
 
@@ -372,13 +372,7 @@ class Scan:
         kind = pc.field(KIND) == pa.scalar(PUT, pa.uint8()) if deletes else None
         ts = pc.field(self.schema.timestamp_key)
         typ = self.schema.column(self.schema.timestamp_key).type.arrow()
-        excluded = [
-            ~(
-                (ts >= pa.scalar(lo, pa.int64()).cast(typ))
-                & (ts < pa.scalar(hi, pa.int64()).cast(typ))
-            )
-            for lo, hi in outside
-        ]
+        excluded = [~((ts >= pa.scalar(lo, typ)) & (ts < pa.scalar(hi, typ))) for lo, hi in outside]
         extra = all_of(p for p in (kind, *excluded) if p is not None)
         extra_columns = [KIND] if deletes else []
         if outside:
@@ -460,28 +454,22 @@ class Scan:
         """Of the ``selected`` row groups of each SST, those holding a series the filter may
         match (a row group without a series directory is kept). Each distinct series is
         judged once, however many row groups hold it."""
-        series = [
-            self._sst_files.series(s.path, tags) if groups else []
+        indexes = [
+            self._sst_files.series(s.path, tags) if groups else None
             for s, groups in zip(ssts, selected, strict=True)
         ]
-        distinct = sorted(
-            {c for per_file in series for combos in per_file if combos for c in combos}
-        )
+        distinct = set().union(*(i.row_groups for i in indexes if i is not None))
         bounded = [(i, self._bounds[t]) for i, t in enumerate(tags) if t in self._bounds]
         admitted = [c for c in distinct if all(r.admits(c[i]) for i, r in bounded)]
         if admitted and self.request.predicate is not None:
             guarantees = [[series_guarantee(self._storage, tags, c)] for c in admitted]
             (matching,) = select_row_groups([guarantees], self._storage, self.filter)
             admitted = [admitted[i] for i in matching]
-        possible = set(admitted)
-        return [
-            [
-                rg
-                for rg in groups
-                if per_file[rg] is None or any(c in possible for c in per_file[rg] or ())
-            ]
-            for groups, per_file in zip(selected, series, strict=True)
-        ]
+        out = []
+        for groups, index in zip(selected, indexes, strict=True):
+            held = index.holding(admitted) if index is not None else set()
+            out.append([rg for rg in groups if rg in held])
+        return out
 
     def _read(self, s: _Source, *, descending: bool) -> Iterator[pa.RecordBatch]:
         """One source's rows in key order with the key, sequence and kind columns, conformed

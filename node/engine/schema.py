@@ -9,6 +9,7 @@ versions of its key); neither is part of the user-visible schema.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -248,15 +249,22 @@ class Schema:
     def arrow(self, *, dictionary_tags: bool = False) -> pa.Schema:
         """The columns as Arrow fields; with ``dictionary_tags``, string tags dictionary
         encoded (few distinct values: cheaper to decode, hash and sort)."""
-        encoded = set(self.dictionary_tags) if dictionary_tags else set()
-        return pa.schema(
-            [
-                pa.field(
-                    c.name, DICTIONARY_TAG if c.name in encoded else c.type.arrow(), c.nullable
-                )
-                for c in self.columns
-            ]
-        )
+        return self._arrow_schemas[dictionary_tags]
+
+    @functools.cached_property
+    def _arrow_schemas(self) -> dict[bool, pa.Schema]:
+        # Built once: every scan asks for them, and a schema never changes.
+        def fields(encoded: set[str]) -> pa.Schema:
+            return pa.schema(
+                [
+                    pa.field(
+                        c.name, DICTIONARY_TAG if c.name in encoded else c.type.arrow(), c.nullable
+                    )
+                    for c in self.columns
+                ]
+            )
+
+        return {False: fields(set()), True: fields(set(self.dictionary_tags))}
 
     @property
     def dictionary_tags(self) -> list[str]:
@@ -266,6 +274,10 @@ class Schema:
     def storage_arrow(self) -> pa.Schema:
         """The schema of memtables and SSTs: the table's columns plus the row sequence and
         kind."""
+        return self._storage_schema
+
+    @functools.cached_property
+    def _storage_schema(self) -> pa.Schema:
         return (
             self.arrow()
             .append(pa.field(SEQ, pa.uint64(), nullable=False))

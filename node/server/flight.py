@@ -84,7 +84,7 @@ def _guarded(what: str, fn: Callable[[], T]) -> T:
 def _literal(column: Column, value: Any) -> pa.Scalar[Any]:
     try:
         if column.type is ColumnType.TIMESTAMP:
-            lit: pa.Scalar[Any] = pa.scalar(int(value), pa.int64()).cast(pa.timestamp("ms"))
+            lit: pa.Scalar[Any] = pa.scalar(int(value), pa.timestamp("ms"))
         else:
             lit = pa.scalar(value).cast(column.type.arrow())
         return lit

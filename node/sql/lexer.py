@@ -4,7 +4,7 @@ DELETE, SHOW, DESCRIBE); SELECT text goes to DataFusion."""
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from gnomon.errors import InvalidArgument
@@ -24,9 +24,15 @@ class Token:
     kind: Kind
     text: str
     pos: int
+    #: The text in upper case, for keyword tests (a query's tokens are tested hundreds of
+    #: times while it is planned).
+    upper: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "upper", self.text.upper())
 
     def is_word(self, *words: str) -> bool:
-        return self.kind is Kind.WORD and self.text.upper() in words
+        return self.kind is Kind.WORD and self.upper in words
 
     def identifier(self) -> str | None:
         """The name this token is as an identifier: quoted as written, unquoted folded to

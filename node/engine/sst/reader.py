@@ -75,9 +75,7 @@ class SstFiles:
         self._guarantees: Lru[tuple[str, tuple[tuple[str, str], ...]], list[pc.Expression]] = Lru(
             footers
         )
-        self._series: Lru[tuple[str, tuple[str, ...]], list[list[tuple[Any, ...]] | None]] = Lru(
-            footers
-        )
+        self._series: Lru[tuple[str, tuple[str, ...]], SeriesIndex] = Lru(footers)
         self._ranges: Lru[tuple[str, str], ColumnRanges | None] = Lru(footers)
         #: Decoded column chunks scans read through (compaction reads around it: it reads each
         #: file once, and would only push out what queries read again).
@@ -116,7 +114,7 @@ class SstFiles:
             lambda _: row_group_guarantees(self.footer(key), schema, [n for n, _ in usable]),
         )
 
-    def series(self, key: str, tags: Sequence[str]) -> list[list[tuple[Any, ...]] | None]:
+    def series(self, key: str, tags: Sequence[str]) -> SeriesIndex:
         """:func:`row_group_series` of the file, cached."""
         return self._series.get_or_load(
             (key, tuple(tags)), lambda _: row_group_series(self.footer(key), tags)
@@ -257,20 +255,40 @@ def column_ranges(meta: pq.FileMetaData, column: str) -> ColumnRanges | None:
     )
 
 
-def row_group_series(
-    meta: pq.FileMetaData, tags: Sequence[str]
-) -> list[list[tuple[Any, ...]] | None]:
-    """Per row group, the distinct combinations of the values of ``tags`` that the file's
-    series directory lists for it (None where it lists nothing, or the file has none)."""
+@dataclass(frozen=True)
+class SeriesIndex:
+    """Which row groups of a file hold each series (combination of tag values) that its
+    series directory lists; the directory lists nothing for the ``unlisted`` ones, which
+    may hold any."""
+
+    row_groups: dict[tuple[Any, ...], list[int]]
+    unlisted: list[int]
+
+    def holding(self, series: Iterable[tuple[Any, ...]]) -> set[int]:
+        """The row groups that may hold one of ``series``."""
+        out = set(self.unlisted)
+        for combo in series:
+            out.update(self.row_groups.get(combo, ()))
+        return out
+
+
+def row_group_series(meta: pq.FileMetaData, tags: Sequence[str]) -> SeriesIndex:
+    """The file's row groups by the combinations of the values of ``tags`` they hold, as
+    its series directory lists them (every row group unlisted when it has none)."""
     directory = _series_directory(meta)
-    positions = [directory["tags"].index(t) for t in tags] if directory is not None else []
-    if directory is None or not positions or len(positions) < len(tags):
-        return [None] * meta.num_row_groups
+    if directory is None or not tags or not set(tags) <= set(directory["tags"]):
+        return SeriesIndex({}, list(range(meta.num_row_groups)))
+    positions = [directory["tags"].index(t) for t in tags]
     combos = [tuple(v[i] for i in positions) for v in directory["series"]]
-    return [
-        None if indexes is None else sorted({combos[i] for i in indexes})
-        for indexes in directory["row_groups"]
-    ]
+    by_series: dict[tuple[Any, ...], list[int]] = {}
+    unlisted: list[int] = []
+    for rg, indexes in enumerate(directory["row_groups"]):
+        if indexes is None:
+            unlisted.append(rg)
+            continue
+        for combo in {combos[i] for i in indexes}:
+            by_series.setdefault(combo, []).append(rg)
+    return SeriesIndex(by_series, unlisted)
 
 
 def series_guarantee(
