@@ -460,7 +460,12 @@ class Scan:
         ]
         distinct = set().union(*(i.row_groups for i in indexes if i is not None))
         bounded = [(i, self._bounds[t]) for i, t in enumerate(tags) if t in self._bounds]
-        admitted = [c for c in distinct if all(r.admits(c[i]) for i, r in bounded)]
+        if len(tags) == 1 and bounded and bounded[0][1].values is not None:
+            # One tag IN a few values: look those up rather than judge every series.
+            r = bounded[0][1]
+            admitted = [(v,) for v in r.values or () if (v,) in distinct and r.admits(v)]
+        else:
+            admitted = [c for c in distinct if all(r.admits(c[i]) for i, r in bounded)]
         if admitted and self.request.predicate is not None:
             guarantees = [[series_guarantee(self._storage, tags, c)] for c in admitted]
             (matching,) = select_row_groups([guarantees], self._storage, self.filter)

@@ -40,7 +40,7 @@ from node.sql.lexer import Kind, Token
 _INTERVAL = re.compile(r"^\s*(\d+)\s*(second|minute|hour|day|week)s?\s*$", re.IGNORECASE)
 _UNIT_MS = {"second": 1000, "minute": 60_000, "hour": 3_600_000, "day": 86_400_000}
 _UNIT_MS["week"] = 7 * _UNIT_MS["day"]
-_FUNCTIONS = {"max": "max", "min": "min", "sum": "sum", "avg": "mean", "count": "count"}
+_FUNCTIONS = frozenset({"max", "min", "sum", "avg", "count"})
 _TYPES = {ColumnType.INT64, ColumnType.DOUBLE}
 _BUCKET = "__bucket"
 #: Words that end a FROM item or WHERE clause (never an alias).
@@ -49,7 +49,7 @@ _CLAUSES = ("WHERE", "GROUP", "ORDER", "LIMIT")
 
 @dataclass(frozen=True)
 class Aggregate:
-    function: str  # a key of _FUNCTIONS
+    function: str  # one of _FUNCTIONS
     column: str | None  # None: count(*)
     name: str
 
@@ -349,35 +349,63 @@ def sort_key(values: pa.ChunkedArray[Any]) -> pa.ChunkedArray[Any]:
 
 
 def _aggregate(agg: BucketedAggregation, rows: pa.Table) -> pa.Table:
+    # Grouped with numpy over the rows sorted by bucket: Acero's hash aggregation took a
+    # point query's few hundred rows 0.4 ms, this 0.1.
     ts = rows.column(agg.timestamp).cast(pa.int64()).to_numpy()
     buckets = np.floor_divide(ts, agg.stride_ms) * agg.stride_ms
-    columns: dict[str, Any] = {_BUCKET: pa.array(buckets, pa.int64())}
-    specs: list[Any] = []
-    for o in agg.outputs:
-        if isinstance(o, Aggregate):
-            source = _BUCKET if o.column is None else o.column
-            if source not in columns:
-                columns[source] = rows.column(source)
-            specs.append((source, _FUNCTIONS[o.function]))
-    grouped = pa.table(columns).group_by(_BUCKET, use_threads=False).aggregate(specs)
-    if agg.descending is not None:
-        grouped = grouped.sort_by([(_BUCKET, "descending" if agg.descending else "ascending")])
-    if agg.limit is not None:
-        grouped = grouped.slice(0, agg.limit)
+    order = np.argsort(buckets, kind="stable")  # rows of a bucket keep their order
+    ordered = buckets[order]
+    starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
+    if not len(ordered):
+        starts = starts[:0]
     fields: list[pa.Field[Any]] = []
-    arrays: list[pa.ChunkedArray[Any]] = []
-    # The aggregates come in the order asked, around the key (pyarrow has moved it).
-    key = grouped.column_names.index(_BUCKET)
-    results = iter(i for i in range(grouped.num_columns) if i != key)
+    arrays: list[pa.Array[Any]] = []
     for o in agg.outputs:
         if isinstance(o, Aggregate):
-            values = grouped.column(next(results))
-            count = o.function == "count"
-            if count:
-                values = values.cast(pa.int64())
-            fields.append(pa.field(o.name, values.type, nullable=not count))
+            column = None if o.column is None else rows.column(o.column)
+            values = _reduced(o.function, column, order, starts)
+            fields.append(pa.field(o.name, values.type, nullable=o.function != "count"))
             arrays.append(values)
         else:
             fields.append(pa.field(agg.bucket, pa.timestamp("ms")))
-            arrays.append(grouped.column(_BUCKET).cast(pa.timestamp("ms")))
-    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+            arrays.append(pa.array(ordered[starts], pa.timestamp("ms")))
+    grouped = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+    if agg.descending:
+        grouped = grouped.take(np.arange(grouped.num_rows - 1, -1, -1))
+    return grouped if agg.limit is None else grouped.slice(0, agg.limit)
+
+
+def _reduced(
+    function: str,
+    column: pa.ChunkedArray[Any] | None,
+    order: np.ndarray[Any, Any],
+    starts: np.ndarray[Any, Any],
+) -> pa.Array[Any]:
+    """``function`` over the groups of ``column`` (count(*) when None) whose rows, taken in
+    ``order``, begin at ``starts``, with Arrow's semantics: nulls skipped, an all-null group
+    null (count 0), NaN passed over by max and min unless a group holds nothing else and
+    carried through sums."""
+    if column is None:
+        return pa.array(np.diff(np.append(starts, len(order))), pa.int64())
+    valid = column.is_valid().to_numpy(zero_copy_only=False)[order]
+    counts = np.add.reduceat(valid.astype(np.int64), starts) if len(starts) else starts
+    if function == "count":
+        return pa.array(counts, pa.int64())
+    typ = column.type
+    floating = pa.types.is_floating(typ)
+    extreme = {"max": np.iinfo(np.int64).min, "min": np.iinfo(np.int64).max}
+    # A null must change nothing: NaN under fmax/fmin (which pass over it), 0 in a sum.
+    neutral = np.nan if floating and function in extreme else extreme.get(function, 0)
+    values = column.fill_null(pa.scalar(neutral, typ)).to_numpy()[order]
+    if not len(starts):
+        reduced = values[:0].astype(np.float64 if function == "avg" else values.dtype)
+    elif function == "avg":
+        reduced = np.add.reduceat(values.astype(np.float64), starts) / np.maximum(counts, 1)
+    else:
+        ufunc = {
+            "max": np.fmax if floating else np.maximum,
+            "min": np.fmin if floating else np.minimum,
+            "sum": np.add,
+        }[function]
+        reduced = ufunc.reduceat(values, starts)
+    return pa.array(reduced, pa.float64() if function == "avg" else typ, mask=counts == 0)

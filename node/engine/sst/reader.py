@@ -455,6 +455,8 @@ def scan_unordered(
     row group: the caller finishes each table once, not each row group). ``footers`` (by
     path) spare parsing footers already parsed. String columns named in ``dictionary`` come
     dictionary encoded, as Parquet stores them."""
+    if not any(p.row_groups for p in parts):
+        return
     bounds = bounds or {}
     if dictionary:
         schema = pa.schema(
