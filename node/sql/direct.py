@@ -125,7 +125,7 @@ class _Cursor:
         return False
 
     def name(self) -> str | None:
-        n = self.tok.identifier()
+        n = self.tok.identifier
         if n is not None:
             self.i += 1
         return n

@@ -238,7 +238,7 @@ class SqlExecutor:
         qc = _QueryContext(self.engine, mode)
         tables = set(self.engine.list_tables())
         tokens = tokenize(sql)
-        mentioned = [n for n in (t.identifier() for t in tokens) if n is not None and n in tables]
+        mentioned = [n for n in (t.identifier for t in tokens) if n is not None and n in tables]
         ts_columns = {
             c.name
             for name in mentioned
@@ -249,7 +249,7 @@ class SqlExecutor:
         plain: list[str] = []
         n_travel = 0
         for i, t in enumerate(tokens):
-            name = t.identifier()
+            name = t.identifier
             if name is None:
                 continue
             if (

@@ -24,24 +24,20 @@ class Token:
     kind: Kind
     text: str
     pos: int
-    #: The text in upper case, for keyword tests (a query's tokens are tested hundreds of
-    #: times while it is planned).
+    # Both derived once: a query's tokens are tested hundreds of times while it is planned.
+    #: The text in upper case, for keyword tests.
     upper: str = field(init=False, repr=False, compare=False)
+    #: The name this token is as an identifier: quoted as written, unquoted folded to lower
+    #: case (as DataFusion folds it); None for any other token.
+    identifier: str | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "upper", self.text.upper())
+        name = {Kind.QUOTED: self.text, Kind.WORD: self.text.lower()}.get(self.kind)
+        object.__setattr__(self, "identifier", name)
 
     def is_word(self, *words: str) -> bool:
         return self.kind is Kind.WORD and self.upper in words
-
-    def identifier(self) -> str | None:
-        """The name this token is as an identifier: quoted as written, unquoted folded to
-        lower case (as DataFusion folds it); None for any other token."""
-        if self.kind is Kind.QUOTED:
-            return self.text
-        if self.kind is Kind.WORD:
-            return self.text.lower()
-        return None
 
 
 # Longer symbols first. Besides what the dialect's own statements use, this covers the

@@ -58,7 +58,7 @@ def analyse(tokens: Sequence[Token], table: str, schema: Schema, *, mentions: in
     )
     columns: list[str] | None = None
     if not star:
-        mentioned = {t.identifier() for t in tokens}
+        mentioned = {t.identifier for t in tokens}
         # A query naming no column (count(*)) still reads the rows: their timestamps.
         columns = [n for n in schema.names if n in mentioned] or [schema.timestamp_key]
     selects = [i for i, t in enumerate(tokens) if t.is_word("SELECT")]
@@ -88,11 +88,11 @@ def _table_names(tokens: Sequence[Token], table: str) -> set[str]:
     """Names that qualify the table's columns: its own, and an alias after it."""
     names = {table}
     for i, t in enumerate(tokens[:-1]):
-        if t.identifier() == table:
+        if t.identifier == table:
             nxt = tokens[i + 1]
             if nxt.is_word("AS") and i + 2 < len(tokens):
                 nxt = tokens[i + 2]
-            alias = nxt.identifier()
+            alias = nxt.identifier
             if alias is not None and not nxt.is_word("WHERE", *_AFTER_WHERE):
                 names.add(alias)
     return names
@@ -108,12 +108,12 @@ def _from_only(tokens: Sequence[Token], table: str) -> bool:
         if t.kind is Kind.END or t.is_word("WHERE", *_AFTER_WHERE) or t.text == ";":
             break
         clause.append(t)
-    if not clause or clause[0].identifier() != table:
+    if not clause or clause[0].identifier != table:
         return False
     rest = clause[1:]
     if rest and rest[0].is_word("AS"):
         rest = rest[1:]
-    return len(rest) == 0 or (len(rest) == 1 and rest[0].identifier() is not None)
+    return len(rest) == 0 or (len(rest) == 1 and rest[0].identifier is not None)
 
 
 def _where(tokens: Sequence[Token]) -> list[Token] | None:
@@ -198,11 +198,11 @@ def _bound(
 def _column(term: list[Token], names: set[str], tables: set[str]) -> tuple[str | None, list[Token]]:
     """The column a term starts with (``col`` or ``table.col``) and the tokens after it."""
     if len(term) >= 3 and term[1].kind is Kind.SYMBOL and term[1].text == ".":
-        if term[0].identifier() not in tables:
+        if term[0].identifier not in tables:
             return None, term
-        name, rest = term[2].identifier(), term[3:]
+        name, rest = term[2].identifier, term[3:]
     elif term:
-        name, rest = term[0].identifier(), term[1:]
+        name, rest = term[0].identifier, term[1:]
     else:
         return None, term
     if name is None or name not in names or term[0].is_word("NOT"):
