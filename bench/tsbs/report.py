@@ -48,6 +48,9 @@ def to_json(res: Results) -> dict[str, Any]:
     return {
         "ingest_rows_per_s": res.ingest_rows_per_s(),
         "queries": res.query_ms(),
+        # Every timed latency, in the order run (instances within a repetition): the spread
+        # behind each median on a noisy machine.
+        "query_latencies_ms": res.latencies,
         "ingest_rows_per_s_by_loader": {
             k: sorted(v)[len(v) // 2] if v else None for k, v in res.ingest.items()
         },

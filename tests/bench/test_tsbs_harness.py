@@ -128,6 +128,10 @@ def _run(tmp_path: Path, systems: tuple[str, ...]) -> dict[str, Any]:
     for q, per in doc["queries"].items():
         assert set(per) == set(systems), q
         assert sorted(doc["checked"][q]) == sorted(systems), q
+        latencies = doc["query_latencies_ms"][q]
+        for s in systems:
+            assert len(latencies[s]) == opts.reps * opts.queries_per_type, (q, s)
+            assert min(latencies[s]) <= per[s] <= max(latencies[s]), (q, s)
     assert set(doc["bytes_per_row"]) == set(systems)
     assert all(v > 0 for v in doc["bytes_per_row"].values())
     return doc
