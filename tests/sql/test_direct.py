@@ -283,3 +283,26 @@ def test_dictionary_sort_keys_sort_as_their_values() -> None:
             assert decoded.take(got).to_pylist() == decoded.take(want).to_pylist()
     empty = pa.chunked_array([], pa.dictionary(pa.int32(), pa.string()))
     assert direct.sort_key(empty).type == pa.string()
+
+
+def test_rows_in_bucket_order_or_not_give_one_answer(sql: SqlExecutor) -> None:
+    p = _plan(
+        sql,
+        "SELECT date_bin(interval '1 hour', ts) AS b, max(v) AS hi, sum(n) AS s, avg(v) AS m, "
+        "count(n) AS c, count(*) AS k FROM m GROUP BY b ORDER BY b",
+    )
+    assert isinstance(p, direct.BucketedAggregation)
+    ts = pa.array([0, 10, 3_600_000, 3_600_001, 7_200_000, 7_200_005], pa.timestamp("ms"))
+    rows = pa.table(
+        {
+            "ts": ts,
+            "v": [1.0, None, float("nan"), 4.0, None, None],
+            "n": pa.array([1, 2, None, 4, 5, None], pa.int64()),
+        }
+    )
+    in_order = direct.run(p, rows)
+    shuffled = direct.run(p, rows.take([5, 2, 0, 4, 3, 1]))
+    assert repr(in_order.to_pylist()) == repr(shuffled.to_pylist())
+    assert in_order.column("k").to_pylist() == [2, 2, 2]
+    assert in_order.column("hi").to_pylist()[::2] == [1.0, None]
+    assert in_order.column("c").to_pylist() == [2, 1, 1]
