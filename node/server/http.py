@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, urlsplit
 from gnomon.errors import InvalidArgument, TooLarge, Unavailable
 from node.ingest import line_protocol
 from node.ingest.writer import Ingestor
-from node.server.arrow_wire import json_rows
+from node.server.arrow_wire import ipc_stream, json_rows, to_wire
 from node.server.metrics import Registry
 from node.server.openapi import SPEC
 from node.server.status import http_status, message_of
@@ -34,6 +34,8 @@ log = logging.getLogger("gnomon.http")
 
 #: The one database gnomon has (HoraeDB's default schema).
 DATABASE = "public"
+#: The media type of an Arrow IPC stream (what ``/sql?format=arrow`` answers).
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
 #: Idle keep-alive connections are closed after this many seconds.
 IDLE_TIMEOUT_S = 60.0
 #: After refusing a body as too large, at most this much of it is read and dropped (for at
@@ -55,7 +57,7 @@ class _Response:
     def __init__(
         self,
         status: int,
-        body: bytes = b"",
+        body: bytes | memoryview = b"",
         content_type: str = "",
         headers: dict[str, str] | None = None,
     ) -> None:
@@ -72,6 +74,15 @@ def _json(status: int, obj: Any) -> _Response:
 
 def _error(status: int, message: str) -> _Response:
     return _json(status, {"code": status, "message": message})
+
+
+def _wants_arrow(params: dict[str, list[str]], accept: str) -> bool:
+    """Whether a /sql client asks for Arrow: ``?format=arrow`` (or ``json``), else an Accept
+    header naming the Arrow stream type."""
+    fmt = params.get("format", [""])[-1].lower()
+    if fmt not in ("", "json", "arrow"):
+        raise InvalidArgument(f"unknown format {fmt!r}: use json or arrow")
+    return fmt == "arrow" or (not fmt and ARROW_STREAM in accept)
 
 
 class HttpApp:
@@ -113,7 +124,9 @@ class HttpApp:
 
     # -- endpoints -------------------------------------------------------------------------------
 
-    def sql(self, body: bytes) -> _Response:
+    def sql(self, body: bytes, *, arrow: bool = False) -> _Response:
+        """Run the statement in ``body``; a query answers JSON rows, or with ``arrow`` one
+        Arrow IPC stream (types as the gRPC API sends them)."""
         try:
             doc = json.loads(body or b"null")
         except (ValueError, UnicodeDecodeError) as e:
@@ -124,6 +137,8 @@ class HttpApp:
         if not query.strip():
             raise InvalidArgument("query is empty")
         result = self.execute(query)
+        if result.is_query and arrow:
+            return _Response(200, ipc_stream(to_wire(result.table())), ARROW_STREAM)
         if result.is_query:
             return _json(200, {"rows": json_rows(result.table())})
         return _json(200, {"affected_rows": result.affected_rows or 0})
@@ -176,6 +191,9 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes: with Nagle's algorithm the body would wait for
+    # the client's delayed ACK of the headers (40 ms per request on a keep-alive connection).
+    disable_nagle_algorithm = True
     server_version = "gnomon"
     timeout = IDLE_TIMEOUT_S
     server: _Server
@@ -246,7 +264,8 @@ class _Handler(BaseHTTPRequestHandler):
             resp.headers["Allow"] = ", ".join(allowed)
             return resp
         if path == "/sql":
-            return app.sql(self._body(app.max_body_bytes))
+            body = self._body(app.max_body_bytes)  # read first: an error must not leave it
+            return app.sql(body, arrow=_wants_arrow(params, self.headers.get("Accept", "")))
         if path == "/influxdb/v1/write":
             body = self._body(app.max_body_bytes)
             app.metrics.request_bytes.inc("influxdb", amount=len(body))

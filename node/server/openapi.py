@@ -32,10 +32,21 @@ SPEC: dict[str, Any] = {
                 "description": (
                     "Queries (SELECT, SHOW, DESCRIBE, EXPLAIN) answer `rows`, one object per "
                     "row keyed by column name; timestamps are integer milliseconds since the "
-                    "epoch and binary values arrays of byte values. Other statements answer "
-                    "`affected_rows`."
+                    "epoch and binary values arrays of byte values. With `format=arrow` (or "
+                    "`Accept: application/vnd.apache.arrow.stream`) a query answers one Arrow "
+                    "IPC stream instead, typed as the gRPC API types it. Other statements "
+                    "answer `affected_rows`."
                 ),
                 "operationId": "sql",
+                "parameters": [
+                    {
+                        "name": "format",
+                        "in": "query",
+                        "required": False,
+                        "description": "`json` (the default) or `arrow`.",
+                        "schema": {"type": "string", "enum": ["json", "arrow"]},
+                    }
+                ],
                 "requestBody": {
                     "required": True,
                     "content": {
@@ -56,7 +67,10 @@ SPEC: dict[str, Any] = {
                                         {"$ref": "#/components/schemas/SqlAffectedRows"},
                                     ]
                                 }
-                            }
+                            },
+                            "application/vnd.apache.arrow.stream": {
+                                "schema": {"type": "string", "format": "binary"}
+                            },
                         },
                     },
                     "400": _error_response("The statement or the request body is invalid."),

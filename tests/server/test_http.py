@@ -7,7 +7,16 @@ import gzip
 import http.client
 import json
 import socket
+from datetime import datetime
+from pathlib import Path
 
+import pyarrow as pa
+
+from node.engine.engine import Engine
+from node.ingest.writer import Ingestor
+from node.server.http import HttpApp, HttpServer
+from node.server.metrics import Registry
+from node.sql.result import QueryResult
 from tests.server.conftest import MAX_REQUEST_BYTES, Running
 
 LP_HEADERS = {"Content-Type": "text/plain"}
@@ -195,3 +204,73 @@ def test_garbage_request_line_does_not_kill_the_server(gnomon: Running) -> None:
     assert json.loads(body)["code"] == 501
     status, _, _ = gnomon.request("GET", "/health")
     assert status == 200
+
+
+def test_sql_answers_arrow_when_asked(gnomon: Running) -> None:
+    status, _ = gnomon.sql(
+        "CREATE TABLE h_arrow (host string TAG, v double, t timestamp NOT NULL, TIMESTAMP KEY(t))"
+    )
+    assert status == 200
+    status, _ = gnomon.sql(
+        "INSERT INTO h_arrow (t, host, v) VALUES (1000, 'a', 1.5), (2000, 'b', 2.5)"
+    )
+    assert status == 200
+    query = json.dumps({"query": "SELECT host, v, t FROM h_arrow ORDER BY t"}).encode()
+    conn = http.client.HTTPConnection("127.0.0.1", gnomon.http_port, timeout=30)
+    asks = [("/sql?format=arrow", {}), ("/sql", {"Accept": "application/vnd.apache.arrow.stream"})]
+    for target, headers in asks:
+        conn.request("POST", target, body=query, headers=headers)
+        resp = conn.getresponse()
+        assert resp.status == 200
+        assert resp.getheader("Content-Type") == "application/vnd.apache.arrow.stream"
+        table = pa.ipc.open_stream(resp.read()).read_all()
+        assert table.to_pylist() == [
+            {"host": "a", "v": 1.5, "t": datetime(1970, 1, 1, 0, 0, 1)},
+            {"host": "b", "v": 2.5, "t": datetime(1970, 1, 1, 0, 0, 2)},
+        ]
+        assert table.schema.field("t").type == pa.timestamp("ms")
+    # No rows: the stream still carries the schema.
+    empty = json.dumps({"query": "SELECT v FROM h_arrow WHERE host = 'nobody'"}).encode()
+    conn.request("POST", "/sql?format=arrow", body=empty)
+    resp = conn.getresponse()
+    table = pa.ipc.open_stream(resp.read()).read_all()
+    assert (table.num_rows, table.column_names) == (0, ["v"])
+    # Statements still answer JSON; an unknown format is refused without losing the
+    # connection (the body was read).
+    insert = json.dumps({"query": "INSERT INTO h_arrow (t, host, v) VALUES (3000, 'c', 1)"})
+    conn.request("POST", "/sql?format=arrow", body=insert.encode())
+    resp = conn.getresponse()
+    assert json.loads(resp.read()) == {"affected_rows": 1}
+    conn.request("POST", "/sql?format=csv", body=query)
+    resp = conn.getresponse()
+    assert resp.status == 400 and "unknown format 'csv'" in json.loads(resp.read())["message"]
+    conn.request("POST", "/sql?format=json", body=query, headers={"Accept": "*/*"})
+    resp = conn.getresponse()
+    assert [r["host"] for r in json.loads(resp.read())["rows"]] == ["a", "b", "c"]
+    conn.close()
+
+
+def test_responses_are_not_held_back_by_nagle(tmp_path: Path) -> None:
+    """Headers and body go out in two writes; without TCP_NODELAY the body of each answer on
+    a keep-alive connection would wait for the client's delayed ACK."""
+    with Engine.open(str(tmp_path / "data"), wal_sync="never") as engine:
+        app = HttpApp(
+            ingestor=Ingestor(engine),
+            execute=lambda sql: QueryResult.rows(pa.table({"x": [1]})),
+            metrics=Registry(),
+            max_body_bytes=1024,
+            healthy=lambda: True,
+        )
+        server = HttpServer(app, port=0)
+        port = server.start()
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request("POST", "/sql", body=b'{"query": "SELECT 1"}')
+            assert json.loads(conn.getresponse().read()) == {"rows": [{"x": 1}]}
+            assert server._server is not None
+            with server._server.connections_lock:
+                (accepted,) = server._server.connections
+            assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+            conn.close()
+        finally:
+            server.stop(grace_s=1.0)
