@@ -84,6 +84,8 @@ def normalise_sql(table: pa.Table) -> Normal:
 
 def normalise_influx(table: pa.Table, like: Normal) -> Normal:
     """An InfluxDB answer, its columns matched to those of the SQL answer ``like``."""
+    if table.num_rows == 0:
+        return Normal(like.keys, like.values, [])  # InfluxDB names no columns of no rows
     names = table.column_names
     keys = [k for k in like.keys if k == "time" or k in names]
     if "time" in keys and table.num_rows and all(t == 0 for t in table.column("time").to_pylist()):

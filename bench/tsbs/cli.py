@@ -31,6 +31,14 @@ def _systems(text: str) -> tuple[str, ...]:
     return names
 
 
+def _query_api(text: str) -> str:
+    from bench.tsbs.gnomon_server import QUERY_APIS
+
+    if text not in QUERY_APIS:
+        raise click.BadParameter(f"{text!r}: choose among {', '.join(QUERY_APIS)}")
+    return text
+
+
 @click.command()
 @click.option("--hosts", default=100, show_default=True, help="Number of hosts (series).")
 @click.option("--span", "span", default="24h", show_default=True, help="Time span of data.")
@@ -48,6 +56,10 @@ def _systems(text: str) -> tuple[str, ...]:
 @click.option("--gnomon-decoded-cache-bytes", type=int, default=None,
               help="gnomon's decoded chunk cache budget; 0 decodes every read "
               "(default: the server's, 512 MiB).")  # fmt: skip
+@click.option("--gnomon-query-api", default="http", show_default=True,
+              callback=lambda _ctx, _param, text: _query_api(text),
+              help="How queries reach gnomon: http (/sql answering Arrow; InfluxDB is queried "
+              "over HTTP too) or grpc (the HoraeDB SqlQuery).")  # fmt: skip
 def tsbs(
     hosts: int,
     span: str,
@@ -61,6 +73,7 @@ def tsbs(
     png_path: str | None,
     scratch: str | None,
     gnomon_decoded_cache_bytes: int | None,
+    gnomon_query_api: str,
 ) -> None:
     """TSBS cpu-only: ingest, size, memory and the 15 query types on gnomon, InfluxDB 1.x
     (installed with apt-get when missing) and DuckDB over Parquet, answers cross-checked.
@@ -77,7 +90,7 @@ def tsbs(
         hosts=hosts, span_ms=parse_span(span), reps=reps, workers=workers, batch=batch,
         queries_per_type=queries_per_type, systems=_systems(systems), seed=seed,
         scratch=Path(scratch) if scratch else None,
-        gnomon_decoded_cache_bytes=gnomon_decoded_cache_bytes,
+        gnomon_decoded_cache_bytes=gnomon_decoded_cache_bytes, gnomon_query_api=gnomon_query_api,
     )  # fmt: skip
     try:
         res = Bench(opts, console).run()

@@ -1,10 +1,12 @@
 """A standalone gnomon server for the benchmark, started as a subprocess on free loopback ports
 with its data in a scratch directory, and its clients: HoraeDB ``Write`` over gRPC (requests
 pre-serialised, sent through a raw channel, so the client does no per-point work), InfluxDB
-line protocol over HTTP, and ``SqlQuery`` over gRPC (Arrow IPC answers)."""
+line protocol over HTTP, and SQL queries over HTTP or gRPC ``SqlQuery`` (Arrow IPC answers
+either way)."""
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 from pathlib import Path
@@ -17,6 +19,7 @@ from bench.tsbs.serving import HttpClient, Process, disk_bytes, http_ok, wait_un
 from gnomon.proto import storage_pb2
 from node.server import sql_response
 from node.server.arrow_wire import decode_payload
+from node.server.http import ARROW_STREAM
 from tests.support.procs import free_port
 
 SERVICE = "/storage.StorageService/"
@@ -33,6 +36,11 @@ SERVICE = "/storage.StorageService/"
 TABLE_OPTIONS = {"num_rows_per_row_group": "8192", "segment_duration": "12h"}
 DATABASE = "public"
 _MAX_MESSAGE = 512 * 1024**2
+#: How the benchmark's queries reach gnomon: its HTTP SQL API answering Arrow (as InfluxDB is
+#: queried over its HTTP API), or the HoraeDB gRPC SqlQuery. On this benchmark's machines a
+#: Python gRPC round trip costs about 1 ms more than an HTTP one, and a 6.5 MB answer
+#: (high-cpu-all) about twice as long.
+QUERY_APIS = ("http", "grpc")
 
 
 class GnomonError(RuntimeError):
@@ -45,9 +53,14 @@ class GnomonServer:
 
     name = "gnomon"
 
-    def __init__(self, root: Path, decoded_cache_bytes: int | None = None) -> None:
+    def __init__(
+        self, root: Path, decoded_cache_bytes: int | None = None, query_api: str = "http"
+    ) -> None:
+        if query_api not in QUERY_APIS:
+            raise ValueError(f"query_api {query_api!r}: choose among {', '.join(QUERY_APIS)}")
         self.root = root
         self.decoded_cache_bytes = decoded_cache_bytes
+        self.query_api = query_api
         cache = (
             []
             if decoded_cache_bytes is None
@@ -136,8 +149,21 @@ class GnomonServer:
         self._http.post(f"/influxdb/v1/write?db={DATABASE}&precision=ms", body)
 
     def query(self, sql: str) -> pa.Table:
-        # The response is read in place, as a native SDK would: protobuf would copy the
-        # Arrow payload twice more.
+        """The answer to ``sql`` through the :attr:`query_api`."""
+        return self.query_http(sql) if self.query_api == "http" else self.query_grpc(sql)
+
+    def query_http(self, sql: str) -> pa.Table:
+        """``POST /sql?format=arrow``: one Arrow IPC stream."""
+        body, content_type = self._http.post_typed(
+            "/sql?format=arrow", json.dumps({"query": sql}).encode()
+        )
+        if not content_type.startswith(ARROW_STREAM):
+            return pa.table({})  # a statement: affected_rows only
+        return pa.ipc.open_stream(body).read_all()
+
+    def query_grpc(self, sql: str) -> pa.Table:
+        """HoraeDB ``SqlQuery``. The response is read in place, as a native SDK would:
+        protobuf would copy the Arrow payload twice more."""
         call = self._channel().unary_unary(
             SERVICE + "SqlQuery",
             request_serializer=storage_pb2.SqlQueryRequest.SerializeToString,
@@ -165,4 +191,3 @@ class GnomonServer:
 
     def stop(self) -> None:
         self.process.stop()
-

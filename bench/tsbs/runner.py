@@ -55,6 +55,8 @@ class Options:
     scratch: Path | None = None
     #: gnomon's decoded chunk cache budget (None: the server's default; 0 decodes every read).
     gnomon_decoded_cache_bytes: int | None = None
+    #: How queries reach gnomon (:data:`gnomon_server.QUERY_APIS`).
+    gnomon_query_api: str = "http"
     #: InfluxDB counts as settled once its size has not changed for this long.
     settle_quiet_s: float = 15.0
 
@@ -266,7 +268,9 @@ class Bench:
         if loader == "influxdb":
             influx = self._track(InfluxServer(where))
             return influx, _send_all(encodings["line-protocol"], influx.write, workers)
-        gnomon = self._track(GnomonServer(where, self.opts.gnomon_decoded_cache_bytes))
+        gnomon = self._track(
+            GnomonServer(where, self.opts.gnomon_decoded_cache_bytes, self.opts.gnomon_query_api)
+        )
         gnomon.create_cpu_table()
         if loader == "gnomon-grpc":
             return gnomon, _send_all(encodings["gnomon-grpc"], gnomon.write_grpc, workers)
@@ -282,7 +286,7 @@ class Bench:
             if isinstance(server, GnomonServer):
                 server.stop()
                 servers[name] = server = self._track(
-                    GnomonServer(server.root, server.decoded_cache_bytes)
+                    GnomonServer(server.root, server.decoded_cache_bytes, server.query_api)
                 )
                 _settle(server, self.opts.settle_quiet_s)
                 res.gnomon_parts = server.disk_bytes_by_part()

@@ -61,6 +61,10 @@ class HttpClient:
         self._local = threading.local()
 
     def post(self, target: str, body: bytes = b"") -> bytes:
+        return self.post_typed(target, body)[0]
+
+    def post_typed(self, target: str, body: bytes = b"") -> tuple[bytes, str]:
+        """The answer's body and Content-Type."""
         conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout_s)
@@ -75,7 +79,7 @@ class HttpClient:
             raise
         if resp.status >= 300:
             raise RuntimeError(f"POST {target[:200]} -> {resp.status}: {data[:2000]!r}")
-        return data
+        return data, resp.getheader("Content-Type", "")
 
 
 def disk_bytes(path: Path) -> int:

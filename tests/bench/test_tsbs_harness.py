@@ -107,10 +107,22 @@ def test_multi_field_last_compares_without_time() -> None:
     assert check.diff(("gnomon", sql), ("influxdb", check.normalise_influx(influx, sql))) is None
 
 
-def _run(tmp_path: Path, systems: tuple[str, ...]) -> dict[str, Any]:
+def test_an_empty_influx_answer_matches_an_empty_sql_one() -> None:
+    # InfluxDB answers no rows with no columns; the SQL systems keep theirs.
+    influx = pa.table({"time": pa.array([], pa.int64())})
+    empty = check.normalise_sql(pa.table({"hostname": pa.array([], pa.string()), "v": []}))
+    assert (
+        check.diff(("gnomon", empty), ("influxdb", check.normalise_influx(influx, empty))) is None
+    )
+    full = check.normalise_sql(pa.table({"hostname": ["a"], "v": [1.0]}))
+    problem = check.diff(("gnomon", full), ("influxdb", check.normalise_influx(influx, full)))
+    assert problem is not None
+
+
+def _run(tmp_path: Path, systems: tuple[str, ...], query_api: str = "http") -> dict[str, Any]:
     opts = Options(
         hosts=8, span_ms=3_600_000, reps=1, workers=2, batch=1_000, queries_per_type=1,
-        systems=systems, scratch=tmp_path, settle_quiet_s=1.0,
+        systems=systems, scratch=tmp_path, settle_quiet_s=1.0, gnomon_query_api=query_api,
     )  # fmt: skip
     console = Console(width=160, record=True)
     res = Bench(opts, console).run()
@@ -137,8 +149,10 @@ def _run(tmp_path: Path, systems: tuple[str, ...]) -> dict[str, Any]:
     return doc
 
 
-def test_whole_run_gnomon_and_duckdb(tmp_path: Path) -> None:
-    doc = _run(tmp_path, ("gnomon", "duckdb"))
+@pytest.mark.parametrize("query_api", ["http", "grpc"])
+def test_whole_run_gnomon_and_duckdb(tmp_path: Path, query_api: str) -> None:
+    # Every query type's answers through either API agree with DuckDB's.
+    doc = _run(tmp_path, ("gnomon", "duckdb"), query_api)
     assert doc["peak_rss_bytes"]["gnomon"] > 0
     assert doc["ingest_rows_per_s_by_loader"]["gnomon-line-protocol"] > 0
 
