@@ -50,8 +50,10 @@ def analyse(tokens: Sequence[Token], table: str, schema: Schema, *, mentions: in
     """What the engine may know of a query (``tokens``) that reads no table but ``table``,
     named ``mentions`` times: the columns it may read, and, when it reads the table once
     in a single SELECT, the bounds of its WHERE clause."""
+    # The keywords present, gathered once (each test below would otherwise scan the tokens).
+    words = {t.upper for t in tokens if t.kind is Kind.WORD}
     # ``*`` reads every column (except as the argument of count(*)), as does NATURAL JOIN.
-    star = any(t.is_word("NATURAL") for t in tokens) or any(
+    star = "NATURAL" in words or any(
         t.kind is Kind.SYMBOL and t.text == "*" and tokens[i - 1].text != "("
         for i, t in enumerate(tokens)
         if i > 0
@@ -65,7 +67,7 @@ def analyse(tokens: Sequence[Token], table: str, schema: Schema, *, mentions: in
     single = (
         mentions == 1
         and selects == [0]
-        and not any(t.is_word(*_NOT_SINGLE) for t in tokens)
+        and words.isdisjoint(_NOT_SINGLE)
         and _from_only(tokens, table)
     )
     where = _where(tokens) if single else None
@@ -78,9 +80,7 @@ def analyse(tokens: Sequence[Token], table: str, schema: Schema, *, mentions: in
         if bound is not None:
             terms.append(bound)
     exact = single and len(terms) == len(conjuncts)
-    stops_early = any(t.is_word("LIMIT") for t in tokens) and not any(
-        t.is_word("ORDER", "GROUP", "DISTINCT") for t in tokens
-    )
+    stops_early = "LIMIT" in words and words.isdisjoint(("ORDER", "GROUP", "DISTINCT"))
     return Prescan(table, columns, intersect_all(terms), stops_early, exact)
 
 
