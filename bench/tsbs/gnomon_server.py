@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
+import urllib.request
 from pathlib import Path
 
 import grpc
@@ -180,6 +182,39 @@ class GnomonServer:
         if resp.batches is None:
             return pa.table({})  # a statement: affected_rows only
         return decode_payload(resp.batches, resp.compressed)
+
+    def metrics(self) -> dict[str, float]:
+        """The server's Prometheus samples, by series (``name{labels}``)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/metrics", timeout=30) as r:
+            text = r.read().decode()
+        samples: dict[str, float] = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                series, _, value = line.rpartition(" ")
+                samples[series] = float(value)
+        return samples
+
+    def query_time(self) -> tuple[int, float]:
+        """Queries answered through :attr:`query_api` and the seconds the server spent on
+        them, as it measures them (from the request read to the answer written)."""
+        endpoint = 'endpoint="/sql"' if self.query_api == "http" else 'endpoint="SqlQuery"'
+        count, seconds = 0, 0.0
+        for k, v in self.metrics().items():
+            if endpoint in k and k.startswith("gnomon_request_duration_seconds_count{"):
+                count += int(v)
+            elif endpoint in k and k.startswith("gnomon_request_duration_seconds_sum{"):
+                seconds += v
+        return count, seconds
+
+    def seconds_since(self, before: tuple[int, float], *, timeout_s: float = 5.0) -> float:
+        """Seconds spent on the one query answered since :meth:`query_time` gave ``before``
+        (waiting for the server to record it: over HTTP it does so after answering)."""
+        deadline = time.monotonic() + timeout_s
+        count, seconds = self.query_time()
+        while count <= before[0] and time.monotonic() < deadline:
+            time.sleep(0.005)
+            count, seconds = self.query_time()
+        return seconds - before[1]
 
     def disk_bytes(self) -> int:
         return disk_bytes(self.root / "data")

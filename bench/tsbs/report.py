@@ -51,6 +51,9 @@ def to_json(res: Results) -> dict[str, Any]:
         # Every timed latency, in the order run (instances within a repetition): the spread
         # behind each median on a noisy machine.
         "query_latencies_ms": res.latencies,
+        # gnomon's own time per timed query (its request metrics), and its state after them.
+        "gnomon_server_ms": res.gnomon_server_ms,
+        "gnomon_metrics": res.gnomon_metrics,
         "ingest_rows_per_s_by_loader": {
             k: sorted(v)[len(v) // 2] if v else None for k, v in res.ingest.items()
         },

@@ -77,6 +77,11 @@ class Results:
     checked: dict[str, list[str]] = field(default_factory=dict)
     #: query type -> mismatch reports
     mismatches: dict[str, list[str]] = field(default_factory=dict)
+    #: query type -> gnomon's own time (ms) answering each timed query, as its metrics show
+    #: it: the rest of the latency is the client, the network stack and waking up
+    gnomon_server_ms: dict[str, list[float]] = field(default_factory=dict)
+    #: gnomon's metrics after the timed queries (SSTs, decoded chunk cache hits and misses)
+    gnomon_metrics: dict[str, float] = field(default_factory=dict)
 
     def ingest_rows_per_s(self) -> dict[str, float]:
         """Median per system; gnomon's is its native (HoraeDB gRPC) write path."""
@@ -311,13 +316,25 @@ class Bench:
                 # Rotate who goes first, so no system always runs right after another.
                 order = systems[(rep + i) % len(systems) :] + systems[: (rep + i) % len(systems)]
                 for s in order:
+                    server = servers[s]
+                    before = server.query_time() if isinstance(server, GnomonServer) else None
                     time.sleep(PAUSE_S)
                     wait_quiet(pids)
                     t0 = time.perf_counter()
-                    servers[s].query(_text(s, q))
+                    server.query(_text(s, q))
                     ms = (time.perf_counter() - t0) * 1000
                     res.latencies.setdefault(q.name, {}).setdefault(s, []).append(ms)
+                    if isinstance(server, GnomonServer) and before is not None:
+                        own = server.seconds_since(before) * 1000
+                        res.gnomon_server_ms.setdefault(q.name, []).append(own)
                 progress.advance(time_task)
+        gnomon = servers.get("gnomon")
+        if isinstance(gnomon, GnomonServer):
+            res.gnomon_metrics = {
+                k: v
+                for k, v in gnomon.metrics().items()
+                if k.startswith(("gnomon_table_ssts", "gnomon_decoded_cache", "gnomon_memtable"))
+            }
 
     def _check(
         self, q: Query, systems: list[str], servers: dict[str, System], res: Results
