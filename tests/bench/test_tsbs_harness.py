@@ -144,12 +144,11 @@ def _run(tmp_path: Path, systems: tuple[str, ...], query_api: str = "http") -> d
         for s in systems:
             assert len(latencies[s]) == opts.reps * opts.queries_per_type, (q, s)
             assert min(latencies[s]) <= per[s] <= max(latencies[s]), (q, s)
-        # gnomon's own share of each latency, as its metrics measured it (over HTTP the server
-        # stops its clock after writing the answer, so it may end a little after the client's).
+        # gnomon's own time for each timed query, as its metrics measured it (not compared
+        # with the client's: over HTTP the server stops its clock after writing the answer,
+        # which a busy machine may delay past the client's end).
         own = doc["gnomon_server_ms"][q]
-        assert len(own) == len(latencies["gnomon"]), q
-        pairs = zip(own, latencies["gnomon"], strict=True)
-        assert all(0 < o <= t + 1.0 for o, t in pairs), (q, own, latencies["gnomon"])
+        assert len(own) == len(latencies["gnomon"]) and all(o > 0 for o in own), (q, own)
     assert (
         doc["gnomon_metrics"]['gnomon_table_ssts{table="cpu",unit="rows"}'] == doc["config"]["rows"]
     )
