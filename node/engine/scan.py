@@ -458,13 +458,14 @@ class Scan:
             self._sst_files.series(s.path, tags) if groups else None
             for s, groups in zip(ssts, selected, strict=True)
         ]
-        distinct = set().union(*(i.row_groups for i in indexes if i is not None))
         bounded = [(i, self._bounds[t]) for i, t in enumerate(tags) if t in self._bounds]
         if len(tags) == 1 and bounded and bounded[0][1].values is not None:
-            # One tag IN a few values: look those up rather than judge every series.
+            # One tag IN a few values: those are the candidates (a value no file holds
+            # selects no row group), not every series of every file.
             r = bounded[0][1]
-            admitted = [(v,) for v in r.values or () if (v,) in distinct and r.admits(v)]
+            admitted = [(v,) for v in r.values or () if r.admits(v)]
         else:
+            distinct = set().union(*(i.row_groups for i in indexes if i is not None))
             admitted = [c for c in distinct if all(r.admits(c[i]) for i, r in bounded)]
         if admitted and self.request.predicate is not None:
             guarantees = [[series_guarantee(self._storage, tags, c)] for c in admitted]

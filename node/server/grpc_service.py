@@ -134,15 +134,17 @@ class StorageService:
         except Exception as e:
             return self._sql_error(req, e)
 
-    def _answer(self, result: QueryResult | pa.Table) -> EncodedSqlResponse:
+    def _answer(self, result: QueryResult) -> EncodedSqlResponse:
         """The response carrying ``result``: its affected rows, or its rows as Arrow."""
-        if isinstance(result, QueryResult) and not result.is_query:
-            return sql_response.encode_message(
-                storage_pb2.SqlQueryResponse(
-                    header=_ok(), affected_rows=min(result.affected_rows or 0, _MAX_UINT32)
-                )
+        if result.is_query:
+            return self._rows(result.table())
+        return sql_response.encode_message(
+            storage_pb2.SqlQueryResponse(
+                header=_ok(), affected_rows=min(result.affected_rows or 0, _MAX_UINT32)
             )
-        table = result.table() if isinstance(result, QueryResult) else result
+        )
+
+    def _rows(self, table: pa.Table) -> EncodedSqlResponse:
         batches, zstd = encode_payload(table, self.compress_min_bytes)
         return sql_response.encode(_ok(), batches, zstd)
 
@@ -162,7 +164,7 @@ class StorageService:
             if batch.num_rows == 0:
                 continue
             try:
-                answer = self._answer(pa.Table.from_batches([batch]))
+                answer = self._rows(pa.Table.from_batches([batch]))
             except Exception as e:
                 yield self._sql_error(req, e)
                 return

@@ -358,9 +358,9 @@ def _aggregate(agg: BucketedAggregation, rows: pa.Table) -> pa.Table:
     if (buckets[1:] < buckets[:-1]).any():
         order = np.argsort(buckets, kind="stable")  # rows of a bucket keep their order
         ordered = buckets[order]
-    starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
-    if not len(ordered):
-        starts = starts[:0]
+    first = np.ones(len(ordered), dtype=bool)  # the first row of each bucket
+    first[1:] = ordered[1:] != ordered[:-1]
+    starts = np.flatnonzero(first)
     sizes = np.diff(np.append(starts, len(ordered)))
     fields: list[pa.Field[Any]] = []
     arrays: list[pa.Array[Any]] = []
