@@ -40,8 +40,8 @@ DATABASE = "public"
 _MAX_MESSAGE = 512 * 1024**2
 #: How the benchmark's queries reach gnomon: its HTTP SQL API answering Arrow (as InfluxDB is
 #: queried over its HTTP API), or the HoraeDB gRPC SqlQuery. On this benchmark's machines a
-#: Python gRPC round trip costs about 1 ms more than an HTTP one, and a 6.5 MB answer
-#: (high-cpu-all) about twice as long.
+#: Python gRPC call costs about 1 ms more than an HTTP one (a gRPC server hands each call
+#: from its completion queue to a worker pool).
 QUERY_APIS = ("http", "grpc")
 
 
