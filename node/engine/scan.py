@@ -416,6 +416,8 @@ class Scan:
         """Each SST's key, local path and the row groups that may hold matching rows (within
         ``bounds``, by default the scan's): first by their statistics, then, when the filter
         names tags, by the series they hold."""
+        if not ssts:
+            return []
         files = self._sst_files
         bounds = self._bounds if bounds is None else bounds
         bounded = {c: r for c, r in bounds.items() if c in stat_columns}
