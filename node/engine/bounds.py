@@ -112,10 +112,10 @@ class Range:
         is judged on its dictionary (a few distinct tag values, not every row)."""
         if self.lo is None and self.hi is None and self.values is None:
             return np.ones(len(array), dtype=bool)  # no bound: nulls pass too
+        chunks: list[Any] = array.chunks if isinstance(array, pa.ChunkedArray) else [array]
         if pa.types.is_dictionary(array.type):
             # Each chunk (row group) has a dictionary of its own: all of them are judged in
             # one call, then each chunk gathers its rows' answers by index.
-            chunks: list[Any] = array.chunks if isinstance(array, pa.ChunkedArray) else [array]
             if not chunks:
                 return np.zeros(0, dtype=bool)
             dictionaries = [c.dictionary for c in chunks]
@@ -140,10 +140,12 @@ class Range:
                 start += size
             return np.concatenate(masks)
         typ = array.type
-        if self.values is None and _compares_in_numpy(typ, self.lo, self.hi):
-            chunks = array.chunks if isinstance(array, pa.ChunkedArray) else [array]
-            if not any(c.null_count for c in chunks):
-                return self._numpy_mask(chunks)
+        if (
+            self.values is None
+            and _compares_in_numpy(typ, self.lo, self.hi)
+            and not any(c.null_count for c in chunks)
+        ):
+            return self._numpy_mask(chunks)
         parts: list[Any] = []
         if self.lo is not None:
             lo = _scalar(self.lo, typ)
@@ -175,12 +177,7 @@ class Range:
             values = chunk.to_numpy()
             if values.dtype.kind == "M":
                 values = values.view(np.int64)  # bounds are integers in the column's unit
-            keep = np.ones(len(values), dtype=bool)
-            if self.lo is not None:
-                keep &= values >= self.lo if self.lo_inclusive else values > self.lo
-            if self.hi is not None:
-                keep &= values <= self.hi if self.hi_inclusive else values < self.hi
-            masks.append(keep)
+            masks.append(self.overlaps(values, values))  # a value is the range [v, v]
         return np.concatenate(masks) if masks else np.zeros(0, dtype=bool)
 
     def _value_set(self, typ: pa.DataType) -> pa.Array[Any]:
