@@ -93,18 +93,13 @@ class Range:
             keep &= first < past
         return keep
 
-    def covers(self, mins: np.ndarray, maxs: np.ndarray) -> np.ndarray:
-        """For value ranges [mins[i], maxs[i]], whether every value in each lies within the
-        bounds (then a filter by the bounds keeps all of its non-null values)."""
-        keep = np.ones(len(mins), dtype=bool)
-        if self.lo is not None:
-            keep &= mins >= self.lo if self.lo_inclusive else mins > self.lo
-        if self.hi is not None:
-            keep &= maxs <= self.hi if self.hi_inclusive else maxs < self.hi
-        if self.values is not None:
-            admitted = {v for v in self.values if self.admits(v)}
-            keep &= (mins == maxs) & np.array([m in admitted for m in mins], dtype=bool)
-        return keep
+    def covers(self, lo: Any, hi: Any) -> bool:
+        """Whether every value in [lo, hi] lies within the bounds (then a filter by the
+        bounds keeps all of them): both ends do, since a range is convex, and a value set
+        admits a range only of one value."""
+        if self.values is not None and lo != hi:
+            return False
+        return self.admits(lo) and self.admits(hi)
 
     def mask(self, array: pa.Array[Any] | pa.ChunkedArray[Any]) -> np.ndarray:
         """Per value of ``array``, whether it lies within the bounds: what :meth:`expression`

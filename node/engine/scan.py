@@ -17,6 +17,7 @@ applied to every batch; row deletions are resolved by the merge. Columns a sourc
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Sequence, Set
 from contextlib import ExitStack
@@ -167,9 +168,7 @@ class Scan:
             window = Range(lo=lo, hi=hi, hi_inclusive=False)
             bounds[ts_key] = bounds[ts_key].intersect(window) if ts_key in bounds else window
         self._bounds = bounds
-        self.filter = self._build_filter(
-            request.predicate, bounds_expression(filtered, schema.arrow())
-        )
+        self._filtered_bounds = filtered
         #: Columns the whole filter (predicate, time range, TTL, bounds) may read.
         self._filter_reads = set(bounds)
         if request.predicate is not None:
@@ -203,9 +202,11 @@ class Scan:
 
     # -- planning --------------------------------------------------------------------------------
 
-    def _build_filter(
-        self, predicate: pc.Expression | None, bounded: pc.Expression | None
-    ) -> pc.Expression | None:
+    @functools.cached_property
+    def filter(self) -> pc.Expression | None:
+        """The whole filter as one expression: the time range (with the TTL), the bounds and
+        the predicate. Built when first asked for: a scan within bounds alone judges them
+        without it, and building it costs as much as a point query's whole read."""
         ts = pc.field(self.schema.timestamp_key)
         typ = self.schema.column(self.schema.timestamp_key).type.arrow()
         parts: list[pc.Expression] = []
@@ -213,7 +214,8 @@ class Scan:
             parts.append(ts >= pa.scalar(self._lo, typ))
         if self._hi is not None:
             parts.append(ts < pa.scalar(self._hi, typ))
-        parts.extend(p for p in (bounded, predicate) if p is not None)
+        bounded = bounds_expression(self._filtered_bounds, self.schema.arrow())
+        parts.extend(p for p in (bounded, self.request.predicate) if p is not None)
         return all_of(parts)
 
     def _overlaps(self, min_ts: int, max_ts: int) -> bool:

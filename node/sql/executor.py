@@ -170,7 +170,7 @@ class _QueryContext:
             ScanRecord(
                 prescan.table,
                 scan.columns,
-                None if scan.filter is None else str(scan.filter),
+                lambda: scan.filter,
                 scan.stats,
             )
         )

@@ -8,7 +8,7 @@ answer stays right while the engine reads only what it must.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,8 +28,15 @@ class ScanRecord:
 
     table: str
     columns: list[str] | None
-    filter: str | None
+    #: The scan's filter, rendered only when asked for: rendering it costs about what a
+    #: point query's whole read does.
+    expression: Callable[[], pc.Expression | None]
     stats: ScanStats = field(default_factory=ScanStats)
+
+    @property
+    def filter(self) -> str | None:
+        expr = self.expression()
+        return None if expr is None else str(expr)
 
 
 class EngineFragment:
@@ -60,7 +67,7 @@ class EngineFragment:
             # DataFusion would flatten the error into text; keep it for the executor.
             d.errors.append(e)
             raise
-        record = ScanRecord(d.table, columns, None if filter is None else str(filter), scan.stats)
+        record = ScanRecord(d.table, columns, lambda: filter, scan.stats)
         d.scans.append(record)
         out_schema = (
             d.arrow_schema

@@ -256,13 +256,14 @@ def test_bounds_on_a_column_older_files_lack(data_dir: str) -> None:
 
 
 def test_covers() -> None:
-    mins = np.array([0, 10, 20])
-    maxs = np.array([9, 19, 29])
-    assert Range(lo=0, hi=20, hi_inclusive=False).covers(mins, maxs).tolist() == [
-        True, True, False,
+    below_20 = Range(lo=0, hi=20, hi_inclusive=False)
+    assert [below_20.covers(lo, hi) for lo, hi in [(0, 9), (10, 19), (20, 29), (-1, 5)]] == [
+        True, True, False, False,
     ]  # fmt: skip
     ten = Range(values=frozenset([10]))
-    assert ten.covers(np.array([10, 10]), np.array([10, 11])).tolist() == [True, False]
+    assert ten.covers(10, 10)
+    assert not ten.covers(10, 11)
+    assert not Range(values=frozenset([10, 11])).covers(10, 11)  # 10.5 may lie between
 
 
 def test_files_covered_by_bounds_are_read_unfiltered(data_dir: str) -> None:

@@ -66,6 +66,9 @@ class SstFiles:
             else SstCache(store, cache_dir, capacity_bytes=cache_bytes)
         )
         self._local: LocalPathStore = store if self._cache is None else self._cache  # type: ignore[assignment]
+        # A local store's paths are looked up (a stat) once per file: its objects are
+        # immutable and leave only through forget().
+        self._paths: Lru[str, str] = Lru(footers)
         self._footers: Lru[str, pq.FileMetaData] = Lru(footers)
         self._tombstones: Lru[str, list[RangeTombstone]] = Lru(footers)
         self._columns: Lru[str, frozenset[str]] = Lru(footers)
@@ -82,13 +85,15 @@ class SstFiles:
         self.decoded = DecodedChunks(decoded_bytes)
 
     def path(self, key: str) -> str:
-        return self._local.local_path(key)
+        if self._cache is not None:
+            return self._cache.local_path(key)
+        return self._paths.get_or_load(key, self._local.local_path)
 
     def pinned(self, key: str) -> AbstractContextManager[str]:
         """The local path of ``key``, kept from eviction until the context exits (a scan holds
         its files this way, since it opens them lazily)."""
         if self._cache is None:
-            return nullcontext(self._local.local_path(key))
+            return nullcontext(self.path(key))
         return self._cache.pinned(key)
 
     def footer(self, key: str) -> pq.FileMetaData:
@@ -139,23 +144,19 @@ class SstFiles:
     def covered(self, key: str, bounds: Bounds, row_groups: Sequence[int]) -> bool:
         """Whether every row of ``row_groups`` of the file satisfies ``bounds`` by their
         statistics (no nulls, no floats whose NaNs statistics cannot show): a read of them
-        needs no filter by the bounds."""
+        needs no filter by the bounds. Judged row group by row group: a point query's few
+        row groups fail at the first, which costs less than one numpy call."""
         for name, r in bounds.items():
             ranges = self._column_ranges(key, name)
             if ranges is None:
                 return False
-            wanted = np.zeros(len(ranges.known), dtype=bool)
-            wanted[list(row_groups)] = True
-            if not (ranges.known[wanted].all() and ranges.no_nulls[wanted].all()):
-                return False
-            position = np.cumsum(ranges.known) - 1  # row group -> index among known ones
-            chosen = position[wanted]
-            try:
-                inside = r.covers(ranges.mins[chosen], ranges.maxs[chosen])
-            except TypeError:
-                return False
-            if not inside.all():
-                return False
+            for rg in row_groups:
+                span = ranges.spans[rg]
+                try:
+                    if span is None or not r.covers(*span):
+                        return False
+                except TypeError:  # a bound of another kind than the statistics
+                    return False
         return True
 
     def _column_ranges(self, key: str, column: str) -> ColumnRanges | None:
@@ -164,7 +165,7 @@ class SstFiles:
         )
 
     def forget(self, key: str) -> None:
-        for cache in (self._footers, self._tombstones, self._columns):
+        for cache in (self._paths, self._footers, self._tombstones, self._columns):
             cache.pop(key)
         self.decoded.forget(key)
         if self._cache is not None:
@@ -205,9 +206,10 @@ class ColumnRanges:
     known: np.ndarray
     mins: np.ndarray
     maxs: np.ndarray
-    #: Per row group (all of them): whether its statistics say it holds no null and, for
-    #: floats, whose statistics leave NaN out, whether its values cannot be NaN (never known).
-    no_nulls: np.ndarray
+    #: Per row group (all of them): its (min, max) when its statistics say it holds no null
+    #: and, for floats, whose statistics leave NaN out, cannot hold NaN (never known); else
+    #: None. Every value of such a row group lies in its span.
+    spans: tuple[tuple[Any, Any] | None, ...]
 
 
 def column_ranges(meta: pq.FileMetaData, column: str) -> ColumnRanges | None:
@@ -230,28 +232,31 @@ def column_ranges(meta: pq.FileMetaData, column: str) -> ColumnRanges | None:
     # Exact Python values for strings and integers (uint64 does not fit numpy's int64).
     dtype = np.int64 if timestamp else np.float64 if floating else object
     known: list[bool] = []
-    no_nulls: list[bool] = []
+    spans: list[tuple[Any, Any] | None] = []
     mins: list[Any] = []
     maxs: list[Any] = []
     for rg in range(meta.num_row_groups):
         stats = meta.row_group(rg).column(index).statistics
         ok = stats is not None and stats.has_min_max
         known.append(ok)
-        no_nulls.append(
+        span = None
+        if stats is not None and ok:
+            # A timestamp's statistics come as datetimes; its integer value is the raw one.
+            span = (stats.min_raw, stats.max_raw) if timestamp else (stats.min, stats.max)
+            mins.append(span[0])
+            maxs.append(span[1])
+        complete = (
             stats is not None
             and stats.has_null_count  # type: ignore[attr-defined]
             and stats.null_count == 0
             and not floating
         )
-        if stats is not None and ok:
-            # A timestamp's statistics come as datetimes; its integer value is the raw one.
-            mins.append(stats.min_raw if timestamp else stats.min)
-            maxs.append(stats.max_raw if timestamp else stats.max)
+        spans.append(span if complete else None)
     return ColumnRanges(
         np.array(known, dtype=bool),
         np.array(mins, dtype=dtype),
         np.array(maxs, dtype=dtype),
-        np.array(no_nulls, dtype=bool),
+        tuple(spans),
     )
 
 
