@@ -463,16 +463,18 @@ def scan_unordered(
     if not any(p.row_groups for p in parts):
         return
     bounds = bounds or {}
-    if dictionary:
-        schema = pa.schema(
-            [f.with_type(DICTIONARY_TAG) if f.name in dictionary else f for f in schema]
-        )
     predicate_columns = list(dict.fromkeys(predicate_columns))
     judged = list(dict.fromkeys([*bounds, *predicate_columns]))
     # With no column asked for (count(*)), one is read all the same: tables without columns
     # lose their row counts when concatenated.
     read = [*columns, *(c for c in judged if c not in columns)] or schema.names[:1]
-    out = pa.schema([schema.field(c) for c in columns])
+    out = pa.schema(
+        [
+            f.with_type(DICTIONARY_TAG) if c in dictionary else f
+            for c in columns
+            for f in (schema.field(c),)
+        ]
+    )
     keep = decoded.worth_keeping(
         sum(_decoded_bytes(footers.get(p.path), p.row_groups, read) for p in parts)
         if footers is not None
@@ -482,13 +484,11 @@ def scan_unordered(
     rows = 0
 
     def flush() -> Iterator[pa.Table]:
-        table = pa.concat_tables(pending)
+        table = pending[0] if len(pending) == 1 else pa.concat_tables(pending)
         if bounds or predicate is not None:
             table = kept(table, selected_mask(table, bounds, predicate, predicate_columns))
         if table.num_rows:
-            table = table.select(list(columns))
-            # Nullability, as the storage schema has it.
-            yield table if table.schema == out else table.cast(out)
+            yield _conformed(table, out)
 
     for part in parts:
         if not part.row_groups:
@@ -510,6 +510,17 @@ def scan_unordered(
                 pending, rows = [], 0
     if pending:
         yield from flush()
+
+
+def _conformed(table: pa.Table, out: pa.Schema) -> pa.Table:
+    """``table``'s columns named in ``out``, with its nullability: the columns as they are
+    when only that differs (a cast would dispatch a kernel per column)."""
+    columns = [table.column(f.name) for f in out]
+    if not columns:
+        return table.select([])  # keeps the row count, which a table of no arrays lacks
+    if all(c.type == f.type for c, f in zip(columns, out, strict=True)):
+        return pa.Table.from_arrays(columns, schema=out)
+    return pa.Table.from_arrays(columns, names=out.names).cast(out)
 
 
 def _decoded_bytes(
