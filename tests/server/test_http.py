@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from node.engine.engine import Engine
 from node.ingest.writer import Ingestor
-from node.server.http import HttpApp, HttpServer
+from node.server.http import ONE_WRITE_BYTES, HttpApp, HttpServer
 from node.server.metrics import Registry
 from node.sql.result import QueryResult
 from tests.server.conftest import MAX_REQUEST_BYTES, Running
@@ -206,6 +206,55 @@ def test_garbage_request_line_does_not_kill_the_server(gnomon: Running) -> None:
     assert status == 200
 
 
+def _exchange(port: int, request: bytes) -> list[tuple[bytes, bytes]]:
+    """Sends raw ``request`` bytes and reads until the server closes: each answer's head and
+    body (bodies split by Content-Length)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(request)
+        s.shutdown(socket.SHUT_WR)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    answers = []
+    while data:
+        head, _, rest = data.partition(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        answers.append((head, rest[:length]))
+        data = rest[length:]
+    return answers
+
+
+def test_request_headers_are_parsed_strictly_and_answered_in_json(gnomon: Running) -> None:
+    query = b'{"query": "SELECT 2 AS two"}'
+    # A folded header line continues the one before; two requests on one connection.
+    folded = (
+        b"POST /sql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"X-Note: first\r\n  second\r\nContent-Length: %d\r\n\r\n%s" % (len(query), query)
+    )
+    closing = b"GET /health HTTP/1.1\r\nConnection: close\r\n\r\n"
+    (first, second) = _exchange(gnomon.http_port, folded + closing)
+    assert first[0].startswith(b"HTTP/1.1 200") and json.loads(first[1]) == {"rows": [{"two": 2}]}
+    assert second[0].startswith(b"HTTP/1.1 200") and b"Connection: close" in second[0]
+    for request, status, words in [
+        (b"GET /health HTTP/1.1\r\nno colon here\r\n\r\n", b"400", "Malformed header"),
+        (b"GET /health HTTP/1.1\r\n" + b"X-A: 1\r\n" * 101 + b"\r\n", b"431", "100 headers"),
+        (b"GET /health HTTP/1.1\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n", b"431", "too long"),
+        (b"GET /health HTTP/2.0\r\n\r\n", b"505", "HTTP version"),
+        (b"GET /health\r\n\r\n", b"400", "Bad request syntax"),
+    ]:
+        ((head, body),) = _exchange(gnomon.http_port, request)
+        assert head.startswith(b"HTTP/1.1 " + status), head
+        assert json.loads(body)["code"] == int(status) and words in json.loads(body)["message"]
+    # HTTP/1.0 closes after the answer unless asked to keep the connection.
+    ((head, body),) = _exchange(gnomon.http_port, b"GET /health HTTP/1.0\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200") and b"Connection: close" in head
+    assert gnomon.request("GET", "/health")[0] == 200
+
+
 def test_sql_answers_arrow_when_asked(gnomon: Running) -> None:
     status, _ = gnomon.sql(
         "CREATE TABLE h_arrow (host string TAG, v double, t timestamp NOT NULL, TIMESTAMP KEY(t))"
@@ -251,12 +300,17 @@ def test_sql_answers_arrow_when_asked(gnomon: Running) -> None:
 
 
 def test_responses_are_not_held_back_by_nagle(tmp_path: Path) -> None:
-    """Headers and body go out in two writes; without TCP_NODELAY the body of each answer on
-    a keep-alive connection would wait for the client's delayed ACK."""
+    """Large answers go out as headers then body; without TCP_NODELAY the body of each answer
+    on a keep-alive connection would wait for the client's delayed ACK."""
+    rows = 100_000  # about 1 MB of JSON: written in two parts
+
+    def execute(sql: str) -> QueryResult:
+        return QueryResult.rows(pa.table({"x": [1] if sql == "SELECT 1" else range(rows)}))
+
     with Engine.open(str(tmp_path / "data"), wal_sync="never") as engine:
         app = HttpApp(
             ingestor=Ingestor(engine),
-            execute=lambda sql: QueryResult.rows(pa.table({"x": [1]})),
+            execute=execute,
             metrics=Registry(),
             max_body_bytes=1024,
             healthy=lambda: True,
@@ -267,6 +321,10 @@ def test_responses_are_not_held_back_by_nagle(tmp_path: Path) -> None:
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
             conn.request("POST", "/sql", body=b'{"query": "SELECT 1"}')
             assert json.loads(conn.getresponse().read()) == {"rows": [{"x": 1}]}
+            conn.request("POST", "/sql", body=b'{"query": "SELECT x"}')
+            answer = conn.getresponse().read()
+            assert len(answer) > ONE_WRITE_BYTES
+            assert [r["x"] for r in json.loads(answer)["rows"]] == list(range(rows))
             assert server._server is not None
             with server._server.connections_lock:
                 (accepted,) = server._server.connections
