@@ -102,10 +102,18 @@ class _Cursor:
     def __init__(self, tokens: Sequence[Token]) -> None:
         self.tokens = [t for t in tokens if not (t.kind is Kind.SYMBOL and t.text == ";")]
         self.i = 0
+        self._last = len(self.tokens) - 1  # the END token, where the cursor stays
 
     @property
     def tok(self) -> Token:
-        return self.tokens[min(self.i, len(self.tokens) - 1)]
+        return self.tokens[self.i if self.i < self._last else self._last]
+
+    def skip_to(self, words: tuple[str, ...]) -> None:
+        """Moves to the next of ``words`` (or the end)."""
+        i, tokens = self.i, self.tokens
+        while i < self._last and not (tokens[i].kind is Kind.WORD and tokens[i].upper in words):
+            i += 1
+        self.i = i
 
     def take(self) -> Token:
         t = self.tok
@@ -160,8 +168,7 @@ def _from_where(c: _Cursor, table: str) -> bool:
     elif not c.tok.is_word(*_CLAUSES) and c.tok.kind is not Kind.END and c.name() is None:
         return False
     if c.word("WHERE"):
-        while c.tok.kind is not Kind.END and not c.tok.is_word(*_CLAUSES):
-            c.take()
+        c.skip_to(_CLAUSES)
     return True
 
 

@@ -50,20 +50,28 @@ def analyse(tokens: Sequence[Token], table: str, schema: Schema, *, mentions: in
     """What the engine may know of a query (``tokens``) that reads no table but ``table``,
     named ``mentions`` times: the columns it may read, and, when it reads the table once
     in a single SELECT, the bounds of its WHERE clause."""
-    # The keywords present, gathered once (each test below would otherwise scan the tokens).
-    words = {t.upper for t in tokens if t.kind is Kind.WORD}
-    # ``*`` reads every column (except as the argument of count(*)), as does NATURAL JOIN.
-    star = "NATURAL" in words or any(
-        t.kind is Kind.SYMBOL and t.text == "*" and tokens[i - 1].text != "("
-        for i, t in enumerate(tokens)
-        if i > 0
-    )
+    # What the tests below ask of every token, gathered in one pass: the keywords present,
+    # the names mentioned, where SELECTs are, and whether a ``*`` reads every column (except
+    # as the argument of count(*)), as NATURAL JOIN does.
+    words: set[str] = set()
+    mentioned: set[str | None] = set()
+    selects: list[int] = []
+    star = False
+    previous = ""
+    for i, t in enumerate(tokens):
+        if t.kind is Kind.WORD:
+            words.add(t.upper)
+            if t.upper == "SELECT":
+                selects.append(i)
+        elif t.kind is Kind.SYMBOL and t.text == "*" and i > 0 and previous != "(":
+            star = True
+        mentioned.add(t.identifier)
+        previous = t.text
+    star = star or "NATURAL" in words
     columns: list[str] | None = None
     if not star:
-        mentioned = {t.identifier for t in tokens}
         # A query naming no column (count(*)) still reads the rows: their timestamps.
         columns = [n for n in schema.names if n in mentioned] or [schema.timestamp_key]
-    selects = [i for i, t in enumerate(tokens) if t.is_word("SELECT")]
     single = (
         mentions == 1
         and selects == [0]
@@ -121,13 +129,19 @@ def _where(tokens: Sequence[Token]) -> list[Token] | None:
     depth = 0
     start: int | None = None
     for i, t in enumerate(tokens):
-        if t.kind is Kind.SYMBOL and t.text == "(":
-            depth += 1
-        elif t.kind is Kind.SYMBOL and t.text == ")":
-            depth -= 1
-        elif depth == 0 and t.is_word("WHERE"):
+        kind = t.kind
+        if kind is Kind.SYMBOL:
+            if t.text == "(":
+                depth += 1
+            elif t.text == ")":
+                depth -= 1
+        elif depth:
+            continue
+        elif kind is Kind.WORD and t.upper == "WHERE":
             start = i + 1
-        elif depth == 0 and start is not None and (t.is_word(*_AFTER_WHERE) or t.kind is Kind.END):
+        elif start is not None and (
+            kind is Kind.END or (kind is Kind.WORD and t.upper in _AFTER_WHERE)
+        ):
             return list(tokens[start:i])
     return None
 
@@ -141,21 +155,23 @@ def _conjuncts(tokens: list[Token]) -> list[list[Token]]:
     current: list[Token] = []
     between = False
     for t in tokens:
-        if t.kind is Kind.SYMBOL and t.text == "(":
-            depth += 1
-        elif t.kind is Kind.SYMBOL and t.text == ")":
-            depth -= 1
-        elif depth == 0 and t.is_word("OR"):
-            return [tokens]  # a disjunction bounds nothing here
-        elif depth == 0 and t.is_word("BETWEEN"):
-            between = True
-        elif depth == 0 and t.is_word("AND"):
-            if between:
-                between = False
-            else:
-                terms.append(current)
-                current = []
-                continue
+        if t.kind is Kind.SYMBOL:
+            if t.text == "(":
+                depth += 1
+            elif t.text == ")":
+                depth -= 1
+        elif depth == 0 and t.kind is Kind.WORD:
+            if t.upper == "OR":
+                return [tokens]  # a disjunction bounds nothing here
+            if t.upper == "BETWEEN":
+                between = True
+            elif t.upper == "AND":
+                if between:
+                    between = False
+                else:
+                    terms.append(current)
+                    current = []
+                    continue
         current.append(t)
     terms.append(current)
     return [c for term in terms for c in (_conjuncts(term) if _wrapped(term) else [term])]
