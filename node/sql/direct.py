@@ -358,7 +358,8 @@ def sort_key(values: pa.ChunkedArray[Any]) -> pa.ChunkedArray[Any]:
 def _aggregate(agg: BucketedAggregation, rows: pa.Table) -> pa.Table:
     # Grouped with numpy over the rows sorted by bucket: Acero's hash aggregation took a
     # point query's few hundred rows 0.4 ms, this 0.1.
-    ts = rows.column(agg.timestamp).cast(pa.int64()).to_numpy()
+    # The timestamp key is never null; its datetime64 values viewed as integers spare a cast.
+    ts = rows.column(agg.timestamp).to_numpy().view(np.int64)
     buckets = np.floor_divide(ts, agg.stride_ms) * agg.stride_ms
     order: np.ndarray[Any, Any] | None = None  # None: the rows come in bucket order
     ordered = buckets
@@ -407,9 +408,8 @@ def _reduced(
         return pa.array(counts, pa.int64())
     typ = column.type
     floating = pa.types.is_floating(typ)
-    extreme = {"max": np.iinfo(np.int64).min, "min": np.iinfo(np.int64).max}
     # A null must change nothing: NaN under fmax/fmin (which pass over it), 0 in a sum.
-    neutral = np.nan if floating and function in extreme else extreme.get(function, 0)
+    neutral = np.nan if floating and function in _EXTREME else _EXTREME.get(function, 0)
     filled = column.fill_null(pa.scalar(neutral, typ)) if column.null_count else column
     values = _ordered(filled.to_numpy(), order)
     if not len(starts):
@@ -424,6 +424,10 @@ def _reduced(
         }[function]
         reduced = ufunc.reduceat(values, starts)
     return pa.array(reduced, pa.float64() if function == "avg" else typ, mask=counts == 0)
+
+
+#: What a null becomes in an integer max or min: a value every other one beats.
+_EXTREME = {"max": int(np.iinfo(np.int64).min), "min": int(np.iinfo(np.int64).max)}
 
 
 def _ordered(
