@@ -78,11 +78,11 @@ class Range:
     def overlaps(self, mins: np.ndarray, maxs: np.ndarray) -> np.ndarray:
         """For value ranges [mins[i], maxs[i]] (numpy arrays of one comparable kind), whether
         each may hold a value within the bounds."""
-        keep = np.ones(len(mins), dtype=bool)
+        tests: list[np.ndarray] = []
         if self.lo is not None:
-            keep &= maxs >= self.lo if self.lo_inclusive else maxs > self.lo
+            tests.append(maxs >= self.lo if self.lo_inclusive else maxs > self.lo)
         if self.hi is not None:
-            keep &= mins <= self.hi if self.hi_inclusive else mins < self.hi
+            tests.append(mins <= self.hi if self.hi_inclusive else mins < self.hi)
         if self.values is not None:
             admitted = sorted(v for v in self.values if self.admits(v))
             if not admitted:
@@ -90,7 +90,12 @@ class Range:
             ordered = np.array(admitted, dtype=object if mins.dtype == object else None)
             first = np.searchsorted(ordered, mins, side="left")
             past = np.searchsorted(ordered, maxs, side="right")
-            keep &= first < past
+            tests.append(first < past)
+        if not tests:
+            return np.ones(len(mins), dtype=bool)
+        keep = tests[0]
+        for t in tests[1:]:
+            keep &= t
         return keep
 
     def covers(self, lo: Any, hi: Any) -> bool:
@@ -167,13 +172,14 @@ class Range:
         """The range alone over null-free numeric chunks, compared in place: a timestamp
         range over a few row groups costs several kernel calls per bound through pyarrow,
         about a tenth of that in numpy. (NaN compares false either way.)"""
-        masks: list[np.ndarray] = []
-        for chunk in chunks:
-            values = chunk.to_numpy()
-            if values.dtype.kind == "M":
-                values = values.view(np.int64)  # bounds are integers in the column's unit
-            masks.append(self.overlaps(values, values))  # a value is the range [v, v]
-        return np.concatenate(masks) if masks else np.zeros(0, dtype=bool)
+        if not chunks:
+            return np.zeros(0, dtype=bool)
+        # One comparison over all chunks: each costs its set-up, copying them costs less.
+        parts = [c.to_numpy() for c in chunks]
+        values = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        if values.dtype.kind == "M":
+            values = values.view(np.int64)  # bounds are integers in the column's unit
+        return self.overlaps(values, values)  # a value is the range [v, v]
 
     def _value_set(self, typ: pa.DataType) -> pa.Array[Any]:
         return _value_set(self.values or frozenset(), typ)
