@@ -190,7 +190,6 @@ class Scan:
         self._extra = columns_needed(self._ranges, schema) - {SEQ} if self._ranges else set[str]()
         needed |= self._extra
         self._read_columns = [n for n in schema.names if n in needed] + [SEQ, KIND]
-        self._read_schema = pa.schema([self._storage.field(n) for n in self._read_columns])
         self._unordered_plan: _UnorderedPlan | None = None
         #: Tag columns returned dictionary encoded; SSTs read on their own decode them so
         #: unless range tombstones, which compare plain values, must be applied.
@@ -201,6 +200,12 @@ class Scan:
         )
 
     # -- planning --------------------------------------------------------------------------------
+
+    @functools.cached_property
+    def _read_schema(self) -> pa.Schema:
+        """What merged and memtable sources are conformed to (SSTs read on their own are
+        not)."""
+        return pa.schema([self._storage.field(n) for n in self._read_columns])
 
     @functools.cached_property
     def filter(self) -> pc.Expression | None:
@@ -372,9 +377,7 @@ class Scan:
         # The filter reads columns the scan may not return, so a source that needs no
         # merge reads only the requested columns and those.
         kind = pc.field(KIND) == pa.scalar(PUT, pa.uint8()) if deletes else None
-        ts = pc.field(self.schema.timestamp_key)
-        typ = self.schema.column(self.schema.timestamp_key).type.arrow()
-        excluded = [~((ts >= pa.scalar(lo, typ)) & (ts < pa.scalar(hi, typ))) for lo, hi in outside]
+        excluded = [self._outside(lo, hi) for lo, hi in outside]
         extra = all_of(p for p in (kind, *excluded) if p is not None)
         extra_columns = [KIND] if deletes else []
         if outside:
@@ -395,6 +398,12 @@ class Scan:
                 dictionary=() if self._ranges else self._dictionary,
             ):
                 yield from self._finish(table, filtered=True)
+
+    def _outside(self, lo: int, hi: int) -> pc.Expression:
+        """Rows whose timestamp lies outside [lo, hi)."""
+        ts = pc.field(self.schema.timestamp_key)
+        typ = self.schema.column(self.schema.timestamp_key).type.arrow()
+        return ~((ts >= pa.scalar(lo, typ)) & (ts < pa.scalar(hi, typ)))
 
     def _ordered(self) -> Iterator[pa.RecordBatch]:
         sources = self._sources()

@@ -423,7 +423,9 @@ def _reduced(
             "sum": np.add,
         }[function]
         reduced = ufunc.reduceat(values, starts)
-    return pa.array(reduced, pa.float64() if function == "avg" else typ, mask=counts == 0)
+    # Only a group of nulls alone (count 0) answers null.
+    mask = counts == 0 if column.null_count else None
+    return pa.array(reduced, pa.float64() if function == "avg" else typ, mask=mask)
 
 
 #: What a null becomes in an integer max or min: a value every other one beats.
