@@ -19,6 +19,7 @@ from gnomon.errors import Closed, Unavailable
 from node.engine.batch import conform, conform_keys, deletion_markers
 from node.engine.catalog import TableInfo
 from node.engine.flush import flush_memtable
+from node.engine.ipc import ipc_stream
 from node.engine.manifest import CommitOp, Manifest, Version
 from node.engine.memtable import Memtable, MemtableView
 from node.engine.scan import Scan, ScanRequest
@@ -54,10 +55,7 @@ def encode_batch(batch: pa.RecordBatch, op: RecordOp = RecordOp.PUT) -> bytes:
     if op is not RecordOp.PUT:
         meta = {**(batch.schema.metadata or {}), _OP: op.value.encode()}
         batch = batch.replace_schema_metadata(meta)
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batch.schema) as w:
-        w.write_batch(batch)
-    return sink.getvalue().to_pybytes()
+    return ipc_stream(batch.schema, [batch]).to_pybytes()
 
 
 def decode_record(payload: bytes) -> tuple[RecordOp, pa.RecordBatch]:

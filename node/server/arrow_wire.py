@@ -16,6 +16,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from node.engine import ipc as engine_ipc
+
 #: HoraeDB's default ``resp_compress_min_length``: payloads from this size on are zstd frames.
 DEFAULT_COMPRESS_MIN_BYTES = 4 * 1024**2
 #: Query results are mostly floats, which zstd shrinks little at any level: the fastest
@@ -29,8 +31,22 @@ def _json_text(values: list[Any]) -> list[str | None]:
     return [None if v is None else json.dumps(v, default=str) for v in values]
 
 
+#: Types the SDK reads as they are: most columns, passed without testing every other kind.
+_AS_IS = frozenset(
+    [
+        *(pa.int8(), pa.int16(), pa.int32(), pa.int64()),
+        *(pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64()),
+        *(pa.float32(), pa.float64(), pa.bool_(), pa.string(), pa.binary()),
+        pa.timestamp("ms"),
+        pa.dictionary(pa.int32(), pa.string()),
+    ]
+)
+
+
 def _wire_array(arr: pa.ChunkedArray[Any]) -> pa.ChunkedArray[Any]:
     t = arr.type
+    if t in _AS_IS:
+        return arr
     if pa.types.is_timestamp(t):
         if t.unit == "ms":
             return arr
@@ -75,12 +91,8 @@ def to_wire(table: pa.Table) -> pa.Table:
 def ipc_stream(table: pa.Table) -> memoryview:
     """One complete Arrow IPC stream (schema, batches, end marker) of ``table``, in the
     buffer it was written to (a copy to ``bytes`` would cost a page fault per 4 KiB)."""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        for batch in table.to_batches():
-            if batch.num_rows:
-                writer.write_batch(batch)
-    return memoryview(sink.getvalue())
+    batches = (b for b in table.to_batches() if b.num_rows)
+    return memoryview(engine_ipc.ipc_stream(table.schema, batches))
 
 
 def encode_payload(
