@@ -138,7 +138,7 @@ class Range:
                 size = len(chunk.dictionary)
                 masks.append(_gather(within[start : start + size], chunk.indices))
                 start += size
-            return np.concatenate(masks)
+            return masks[0] if len(masks) == 1 else np.concatenate(masks)
         typ = array.type
         if (
             self.values is None

@@ -543,12 +543,15 @@ def selected_mask(
     """Which rows of ``table`` lie within ``bounds`` and match ``predicate``: bounds judged
     column by column with kernels (dictionary tags on their dictionaries), the predicate,
     if any, by :func:`matching` on the columns it reads."""
-    keep = np.ones(table.num_rows, dtype=bool)
-    for name, r in bounds.items():
-        keep &= r.mask(table.column(name))
+    masks = [r.mask(table.column(name)) for name, r in bounds.items()]
     if predicate is not None:
         matches = matching(table.select(list(predicate_columns) or table.column_names), predicate)
-        keep &= np.asarray(matches.to_numpy(), dtype=np.bool_)  # a null (None) is False
+        masks.append(np.asarray(matches.to_numpy(), dtype=np.bool_))  # a null (None) is False
+    if not masks:
+        return np.ones(table.num_rows, dtype=bool)
+    keep = masks[0]
+    for m in masks[1:]:
+        keep = keep & m
     return keep
 
 
@@ -560,19 +563,16 @@ def kept(table: pa.Table, keep: np.ndarray[Any, np.dtype[np.bool_]]) -> pa.Table
     """The rows of ``table`` that ``keep`` marks. Row groups are sorted by series and time,
     so a bound on both (a few hosts over some hours) keeps a few long runs: those are sliced,
     which copies nothing, where a filter would copy every kept value of every column."""
-    first = keep.copy()  # the first row of each run
-    first[1:] &= ~keep[:-1]
-    runs = int(np.count_nonzero(first))
-    if runs == 0:
+    # Where runs of kept rows begin and end: alternately, the rows where ``keep`` flips.
+    edges = np.flatnonzero(np.diff(keep, prepend=False, append=False))
+    starts, ends = edges[0::2].tolist(), edges[1::2].tolist()
+    if not starts:
         return table.slice(0, 0)
-    if np.count_nonzero(keep) < MIN_RUN_ROWS * runs:
+    if len(starts) == 1:
+        return table.slice(starts[0], ends[0] - starts[0])
+    if sum(ends) - sum(starts) < MIN_RUN_ROWS * len(starts):
         return table.filter(pa.array(keep))
-    last = keep.copy()  # the last row of each run
-    last[:-1] &= ~keep[1:]
-    starts, ends = np.flatnonzero(first), np.flatnonzero(last) + 1
-    return pa.concat_tables(
-        [table.slice(a, b - a) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
-    )
+    return pa.concat_tables([table.slice(a, b - a) for a, b in zip(starts, ends, strict=True)])
 
 
 def matching(table: pa.Table, expr: pc.Expression) -> pa.ChunkedArray[Any]:
