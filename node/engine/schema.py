@@ -225,13 +225,24 @@ class Schema:
     def has_column(self, name: str) -> bool:
         return name in self._by_name
 
+    # Names are listed once per schema (it never changes), and handed out as fresh lists:
+    # planning a query asks for them dozens of times.
     @property
     def names(self) -> list[str]:
-        return [c.name for c in self.columns]
+        return list(self._listed[0])
 
     @property
     def tags(self) -> list[str]:
-        return [c.name for c in self.columns if c.is_tag]
+        return list(self._listed[1])
+
+    @functools.cached_property
+    def _listed(self) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+        """The column names, the tags', and the string tags'."""
+        return (
+            tuple(c.name for c in self.columns),
+            tuple(c.name for c in self.columns if c.is_tag),
+            tuple(c.name for c in self.columns if c.is_tag and c.type is ColumnType.STRING),
+        )
 
     @property
     def has_tsid(self) -> bool:
@@ -269,7 +280,7 @@ class Schema:
     @property
     def dictionary_tags(self) -> list[str]:
         """The tag columns of string type (those :meth:`arrow` may dictionary encode)."""
-        return [c.name for c in self.columns if c.is_tag and c.type is ColumnType.STRING]
+        return list(self._listed[2])
 
     def storage_arrow(self) -> pa.Schema:
         """The schema of memtables and SSTs: the table's columns plus the row sequence and

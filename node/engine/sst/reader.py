@@ -129,7 +129,7 @@ class SstFiles:
         """The row groups of the file whose min/max statistics may hold rows within
         ``bounds`` (a column the file lacks, or without statistics, rules nothing out)."""
         n = self.footer(key).num_row_groups
-        keep = np.ones(n, dtype=bool)
+        keep: np.ndarray | None = None
         for name, r in bounds.items():
             ranges = self._column_ranges(key, name)
             if ranges is None:
@@ -138,8 +138,12 @@ class SstFiles:
                 within = r.overlaps(ranges.mins, ranges.maxs)
             except TypeError:  # a bound of another kind than the statistics: judge nothing
                 continue
-            keep[ranges.known] &= within
-        return np.flatnonzero(keep).tolist()
+            if len(within) < n:  # row groups without statistics may hold anything
+                every = np.ones(n, dtype=bool)
+                every[ranges.known] = within
+                within = every
+            keep = within if keep is None else keep & within
+        return list(range(n)) if keep is None else np.flatnonzero(keep).tolist()
 
     def covered(self, key: str, bounds: Bounds, row_groups: Sequence[int]) -> bool:
         """Whether every row of ``row_groups`` of the file satisfies ``bounds`` by their
