@@ -205,8 +205,8 @@ def _gather(within: np.ndarray, indices: pa.Array[Any]) -> np.ndarray:
     if len(within) == 0:
         return np.zeros(len(indices), dtype=bool)
     if not indices.null_count:
-        return np.take(within, indices.to_numpy())
-    out: np.ndarray = np.take(within, indices.fill_null(0).to_numpy())
+        return within.take(indices.to_numpy())
+    out: np.ndarray = within.take(indices.fill_null(0).to_numpy())
     out &= indices.is_valid().to_numpy(zero_copy_only=False)
     return out
 

@@ -368,8 +368,9 @@ def _aggregate(agg: BucketedAggregation, rows: pa.Table) -> pa.Table:
         ordered = buckets[order]
     first = np.ones(len(ordered), dtype=bool)  # the first row of each bucket
     first[1:] = ordered[1:] != ordered[:-1]
-    starts = np.flatnonzero(first)
-    sizes = np.diff(np.append(starts, len(ordered)))
+    starts = first.nonzero()[0]
+    ends = np.concatenate((starts[1:], [len(ordered)]))
+    sizes = ends - starts
     fields: list[pa.Field[Any]] = []
     arrays: list[pa.Array[Any]] = []
     for o in agg.outputs:

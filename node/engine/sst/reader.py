@@ -143,7 +143,7 @@ class SstFiles:
                 every[ranges.known] = within
                 within = every
             keep = within if keep is None else keep & within
-        return list(range(n)) if keep is None else np.flatnonzero(keep).tolist()
+        return list(range(n)) if keep is None else keep.nonzero()[0].tolist()
 
     def covered(self, key: str, bounds: Bounds, row_groups: Sequence[int]) -> bool:
         """Whether every row of ``row_groups`` of the file satisfies ``bounds`` by their
@@ -567,8 +567,10 @@ def kept(table: pa.Table, keep: np.ndarray[Any, np.dtype[np.bool_]]) -> pa.Table
     """The rows of ``table`` that ``keep`` marks. Row groups are sorted by series and time,
     so a bound on both (a few hosts over some hours) keeps a few long runs: those are sliced,
     which copies nothing, where a filter would copy every kept value of every column."""
-    # Where runs of kept rows begin and end: alternately, the rows where ``keep`` flips.
-    edges = np.flatnonzero(np.diff(keep, prepend=False, append=False))
+    # Where runs of kept rows begin and end: alternately, the rows where ``keep`` flips
+    # (np.diff's padding would cost more than the comparison).
+    padded = np.concatenate(([False], keep, [False]))
+    edges = (padded[1:] != padded[:-1]).nonzero()[0]
     starts, ends = edges[0::2].tolist(), edges[1::2].tolist()
     if not starts:
         return table.slice(0, 0)
