@@ -453,25 +453,24 @@ MAX_HEADER_LINE = 65536
 
 def _read_headers(rfile: Any) -> http.client.HTTPMessage | tuple[HTTPStatus, str]:
     """The headers up to the blank line, or the status and message refusing them."""
-    headers = http.client.HTTPMessage()
-    last: str | None = None
+    fields: list[list[str]] = []
     for _ in range(MAX_HEADERS + 1):
         line = rfile.readline(MAX_HEADER_LINE + 1)
         if len(line) > MAX_HEADER_LINE:
             return HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "Header line too long"
         if line in (b"\r\n", b"\n", b""):
+            headers = http.client.HTTPMessage()
+            for name, value in fields:
+                headers[name] = value
             return headers
         text = line.decode("iso-8859-1").rstrip("\r\n")
-        if text[:1] in (" ", "\t") and last is not None:  # an obsolete folded continuation
-            value = f"{headers[last]} {text.strip()}"
-            del headers[last]
-            headers[last] = value
+        if text[:1] in (" ", "\t") and fields:  # an obsolete folded continuation
+            fields[-1][1] += " " + text.strip()
             continue
         name, colon, value = text.partition(":")
         if not colon or not name or name != name.strip():
             return HTTPStatus.BAD_REQUEST, f"Malformed header line {text[:100]!r}"
-        headers[name] = value.strip()
-        last = name
+        fields.append([name, value.strip()])
     return HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, f"More than {MAX_HEADERS} headers"
 
 
