@@ -472,13 +472,8 @@ def scan_unordered(
     # With no column asked for (count(*)), one is read all the same: tables without columns
     # lose their row counts when concatenated.
     read = [*columns, *(c for c in judged if c not in columns)] or schema.names[:1]
-    out = pa.schema(
-        [
-            f.with_type(DICTIONARY_TAG) if c in dictionary else f
-            for c in columns
-            for f in (schema.field(c),)
-        ]
-    )
+    fields = [schema.field(c) for c in columns]
+    out = pa.schema([f.with_type(DICTIONARY_TAG) if f.name in dictionary else f for f in fields])
     keep = decoded.worth_keeping(
         sum(_decoded_bytes(footers.get(p.path), p.row_groups, read) for p in parts)
         if footers is not None
