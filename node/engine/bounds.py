@@ -91,12 +91,7 @@ class Range:
             first = np.searchsorted(ordered, mins, side="left")
             past = np.searchsorted(ordered, maxs, side="right")
             tests.append(first < past)
-        if not tests:
-            return np.ones(len(mins), dtype=bool)
-        keep = tests[0]
-        for t in tests[1:]:
-            keep &= t
-        return keep
+        return conjunction(tests, len(mins))
 
     def covers(self, lo: Any, hi: Any) -> bool:
         """Whether every value in [lo, hi] lies within the bounds (then a filter by the
@@ -285,6 +280,17 @@ def time_window(r: Range) -> tuple[int | None, int | None]:
 def bounds_expression(bounds: Bounds, schema: pa.Schema) -> pc.Expression | None:
     """All ``bounds`` as one filter over ``schema``."""
     return all_of(r.expression(name, schema.field(name).type) for name, r in sorted(bounds.items()))
+
+
+def conjunction(masks: Sequence[np.ndarray], size: int) -> np.ndarray:
+    """Where every one of ``masks`` holds (all ``size`` places for none), combined from the
+    first mask rather than an all-true start: each numpy call costs its set-up."""
+    if not masks:
+        return np.ones(size, dtype=bool)
+    keep = masks[0]
+    for m in masks[1:]:
+        keep = keep & m
+    return keep
 
 
 def all_of(parts: Iterable[pc.Expression]) -> pc.Expression | None:

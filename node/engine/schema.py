@@ -229,20 +229,23 @@ class Schema:
     # planning a query asks for them dozens of times.
     @property
     def names(self) -> list[str]:
-        return list(self._listed[0])
+        return list(self._names)
 
     @property
     def tags(self) -> list[str]:
-        return list(self._listed[1])
+        return list(self._tags)
 
     @functools.cached_property
-    def _listed(self) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-        """The column names, the tags', and the string tags'."""
-        return (
-            tuple(c.name for c in self.columns),
-            tuple(c.name for c in self.columns if c.is_tag),
-            tuple(c.name for c in self.columns if c.is_tag and c.type is ColumnType.STRING),
-        )
+    def _names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    @functools.cached_property
+    def _tags(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns if c.is_tag)
+
+    @functools.cached_property
+    def _string_tags(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns if c.is_tag and c.type is ColumnType.STRING)
 
     @property
     def has_tsid(self) -> bool:
@@ -280,7 +283,7 @@ class Schema:
     @property
     def dictionary_tags(self) -> list[str]:
         """The tag columns of string type (those :meth:`arrow` may dictionary encode)."""
-        return list(self._listed[2])
+        return list(self._string_tags)
 
     def storage_arrow(self) -> pa.Schema:
         """The schema of memtables and SSTs: the table's columns plus the row sequence and

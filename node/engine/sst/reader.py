@@ -27,7 +27,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from node.engine.bounds import Bounds
+from node.engine.bounds import Bounds, conjunction
 from node.engine.lru import Lru
 from node.engine.schema import DICTIONARY_TAG, repeat
 from node.engine.sst.decoded import DecodedChunks
@@ -129,7 +129,7 @@ class SstFiles:
         """The row groups of the file whose min/max statistics may hold rows within
         ``bounds`` (a column the file lacks, or without statistics, rules nothing out)."""
         n = self.footer(key).num_row_groups
-        keep: np.ndarray | None = None
+        judged: list[np.ndarray] = []
         for name, r in bounds.items():
             ranges = self._column_ranges(key, name)
             if ranges is None:
@@ -142,8 +142,8 @@ class SstFiles:
                 every = np.ones(n, dtype=bool)
                 every[ranges.known] = within
                 within = every
-            keep = within if keep is None else keep & within
-        return list(range(n)) if keep is None else keep.nonzero()[0].tolist()
+            judged.append(within)
+        return conjunction(judged, n).nonzero()[0].tolist()
 
     def covered(self, key: str, bounds: Bounds, row_groups: Sequence[int]) -> bool:
         """Whether every row of ``row_groups`` of the file satisfies ``bounds`` by their
@@ -546,12 +546,7 @@ def selected_mask(
     if predicate is not None:
         matches = matching(table.select(list(predicate_columns) or table.column_names), predicate)
         masks.append(np.asarray(matches.to_numpy(), dtype=np.bool_))  # a null (None) is False
-    if not masks:
-        return np.ones(table.num_rows, dtype=bool)
-    keep = masks[0]
-    for m in masks[1:]:
-        keep = keep & m
-    return keep
+    return conjunction(masks, table.num_rows)
 
 
 #: Kept rows coming in runs at least this long on average are sliced rather than filtered.
