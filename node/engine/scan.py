@@ -35,10 +35,12 @@ from node.engine.memtable import MemtableView
 from node.engine.merge import merge_sorted, sort_resolve
 from node.engine.options import TableOptions, UpdateMode
 from node.engine.rows import key_at, same_as_next, strip_markers
-from node.engine.schema import KIND, PUT, SEQ, Schema
+from node.engine.schema import KIND, PUT, SEQ, TSID, Schema
 from node.engine.sst.meta import SstMeta
 from node.engine.sst.reader import (
     Part,
+    SeriesIndex,
+    Spans,
     SstFiles,
     conform_batches,
     kept,
@@ -86,6 +88,9 @@ class ScanStats:
     ssts_read: int = 0
     row_groups_total: int = 0
     row_groups_read: int = 0
+    #: Row groups read only at the rows of the series wanted, which the series directory
+    #: locates.
+    row_groups_located: int = 0
     memtable_slices: int = 0
     merged_components: int = 0
     #: Groups of overlapping sources read source by source, only their overlap zones resolved.
@@ -425,20 +430,37 @@ class Scan:
         self, ssts: Sequence[SstMeta], stat_columns: Sequence[str], bounds: Bounds | None = None
     ) -> list[Part]:
         """Each SST's key, local path and the row groups that may hold matching rows (within
-        ``bounds``, by default the scan's): first by their statistics, then, when the filter
-        names tags, by the series they hold."""
+        ``bounds``, by default the scan's): when the filter names tags, first by the series
+        they hold (which also locates those series' rows), then by their statistics."""
         if not ssts:
             return []
         files = self._sst_files
         bounds = self._bounds if bounds is None else bounds
         bounded = {c: r for c, r in bounds.items() if c in stat_columns}
-        selected = [files.row_groups_within(s.path, bounded) for s in ssts]
+        tags = [t for t in self.schema.tags if t in self._filter_reads and t in stat_columns]
+        held = self._by_series(ssts, tags, bounds) if tags else [None] * len(ssts)
+        selected: list[list[int]] = []
+        for sst, series in zip(ssts, held, strict=True):
+            if series is None:
+                selected.append(files.row_groups_within(sst.path, bounded))
+            elif series.row_groups:
+                # A directory listing every row group decides the tag bounds: their
+                # statistics cannot rule out a row group holding an admitted series.
+                judged = (
+                    bounded
+                    if series.index.unlisted
+                    else {c: r for c, r in bounded.items() if c not in tags}
+                )
+                within = files.row_groups_within(sst.path, judged)
+                selected.append([rg for rg in within if rg in series.row_groups])
+            else:
+                selected.append([])  # none of the series wanted: no statistics to judge
         if self.request.predicate is not None:
             # Only columns the filter names can rule anything out; a guarantee naming the
             # others too would only make pyarrow's simplification slower (it grows with the
             # guarantee).
-            judged = [c for c in stat_columns if c in self._filter_reads]
-            stats = [files.guarantees(s.path, self._storage, judged) for s in ssts]
+            judged_columns = [c for c in stat_columns if c in self._filter_reads]
+            stats = [files.guarantees(s.path, self._storage, judged_columns) for s in ssts]
             picked = select_row_groups(
                 [[[g[rg]] for rg in groups] for g, groups in zip(stats, selected, strict=True)],
                 self._storage,
@@ -447,48 +469,54 @@ class Scan:
             selected = [
                 [groups[i] for i in kept] for groups, kept in zip(selected, picked, strict=True)
             ]
-        tags = [t for t in self.schema.tags if t in self._filter_reads and t in stat_columns]
-        if tags:
-            selected = self._by_series(ssts, selected, tags)
         out = []
-        for sst, groups in zip(ssts, selected, strict=True):
+        for sst, groups, series in zip(ssts, selected, held, strict=True):
             self.stats.row_groups_total += files.footer(sst.path).num_row_groups
             self.stats.row_groups_read += len(groups)
             if groups:
                 self.stats.ssts_read += 1
             local = self._pins.enter_context(files.pinned(sst.path))
             self._footers[local] = files.footer(sst.path)
-            out.append(Part(sst.path, local, groups))
+            if series is None:
+                out.append(Part(sst.path, local, groups))
+            else:
+                # Rows sliced out by series satisfy the bounds on their tags.
+                spans = series.spans(groups)
+                self.stats.row_groups_located += len(spans)
+                out.append(Part(sst.path, local, groups, spans, frozenset(tags), self._run_order))
         return out
 
+    @functools.cached_property
+    def _run_order(self) -> str | None:
+        """What the rows of one series in an SST are sorted by: the timestamp, when the
+        primary key is the series (its tags, or their tsid) then the timestamp."""
+        *series, last = self.schema.primary_key
+        tags = set(self.schema.tags)
+        if last == self.schema.timestamp_key and all(c == TSID or c in tags for c in series):
+            return last
+        return None
+
     def _by_series(
-        self, ssts: Sequence[SstMeta], selected: list[list[int]], tags: list[str]
-    ) -> list[list[int]]:
-        """Of the ``selected`` row groups of each SST, those holding a series the filter may
-        match (a row group without a series directory is kept). Each distinct series is
-        judged once, however many row groups hold it."""
-        indexes = [
-            self._sst_files.series(s.path, tags) if groups else None
-            for s, groups in zip(ssts, selected, strict=True)
-        ]
-        bounded = [(i, self._bounds[t]) for i, t in enumerate(tags) if t in self._bounds]
+        self, ssts: Sequence[SstMeta], tags: list[str], bounds: Bounds
+    ) -> list[_Held | None]:
+        """Of each SST whose series directory lists ``tags``, the row groups holding a
+        series the filter may match (None for one listing none). Each distinct
+        series is judged once, however many row groups hold it."""
+        indexes = [self._sst_files.series(s.path, tags) for s in ssts]
+        bounded = [(i, bounds[t]) for i, t in enumerate(tags) if t in bounds]
         if len(tags) == 1 and bounded and bounded[0][1].values is not None:
             # One tag IN a few values: those are the candidates (a value no file holds
             # selects no row group), not every series of every file.
             r = bounded[0][1]
             admitted = [(v,) for v in r.values or () if r.admits(v)]
         else:
-            distinct = set().union(*(i.row_groups for i in indexes if i is not None))
+            distinct = set().union(*(i.row_groups for i in indexes))
             admitted = [c for c in distinct if all(r.admits(c[i]) for i, r in bounded)]
         if admitted and self.request.predicate is not None:
             guarantees = [[series_guarantee(self._storage, tags, c)] for c in admitted]
             (matching,) = select_row_groups([guarantees], self._storage, self.filter)
             admitted = [admitted[i] for i in matching]
-        out = []
-        for groups, index in zip(selected, indexes, strict=True):
-            held = index.holding(admitted) if index is not None else set()
-            out.append([rg for rg in groups if rg in held])
-        return out
+        return [_Held(i, admitted, i.holding(admitted)) if i.row_groups else None for i in indexes]
 
     def _read(self, s: _Source, *, descending: bool) -> Iterator[pa.RecordBatch]:
         """One source's rows in key order with the key, sequence and kind columns, conformed
@@ -691,6 +719,24 @@ class _UnorderedPlan:
     merged: list[list[_Source]] = field(default_factory=list)
     #: Local paths of direct SSTs whose statistics prove every row read passes the filter.
     covered: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class _Held:
+    """Of one SST, the series a scan admits and the row groups that may hold them."""
+
+    index: SeriesIndex
+    admitted: Sequence[tuple[Any, ...]]
+    row_groups: Set[int]
+
+    def spans(self, groups: Sequence[int]) -> dict[int, Spans]:
+        """Of ``groups``, those whose admitted series the directory locates, with their rows."""
+        out: dict[int, Spans] = {}
+        for rg in groups:
+            rows = self.index.rows(self.admitted, rg)
+            if rows is not None:
+                out[rg] = rows
+        return out
 
 
 def _rows(s: _Source) -> int:

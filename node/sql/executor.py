@@ -352,6 +352,7 @@ class SqlExecutor:
                 f"table={scan.table} projection={scan.columns} filter={scan.filter} "
                 f"ssts_read={s.ssts_read}/{s.ssts_total} "
                 f"row_groups_read={s.row_groups_read}/{s.row_groups_total} "
+                f"row_groups_located={s.row_groups_located} "
                 f"memtable_slices={s.memtable_slices} merged_components={s.merged_components}"
             )
         if not analyze:

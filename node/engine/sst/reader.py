@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -264,14 +264,22 @@ def column_ranges(meta: pq.FileMetaData, column: str) -> ColumnRanges | None:
     )
 
 
+#: Row spans [start, end) within one row group.
+Spans = list[tuple[int, int]]
+
+
 @dataclass(frozen=True)
 class SeriesIndex:
     """Which row groups of a file hold each series (combination of tag values) that its
     series directory lists; the directory lists nothing for the ``unlisted`` ones, which
-    may hold any."""
+    may hold any. In the ``located`` row groups the directory says where each series lies:
+    ``spans`` has, per combination, per row group, the runs of rows holding it (one per
+    series of every tag)."""
 
     row_groups: dict[tuple[Any, ...], list[int]]
     unlisted: list[int]
+    spans: dict[tuple[Any, ...], dict[int, Spans]]
+    located: frozenset[int]
 
     def holding(self, series: Iterable[tuple[Any, ...]]) -> set[int]:
         """The row groups that may hold one of ``series``."""
@@ -280,24 +288,41 @@ class SeriesIndex:
             out.update(self.row_groups.get(combo, ()))
         return out
 
+    def rows(self, series: Sequence[tuple[Any, ...]], rg: int) -> Spans | None:
+        """The runs of rows of row group ``rg`` holding one of ``series`` (one run per series
+        of every tag), in order, or None where the directory does not say where they lie."""
+        if rg not in self.located:
+            return None
+        return sorted(run for c in series for run in self.spans.get(c, {}).get(rg, ()))
+
 
 def row_group_series(meta: pq.FileMetaData, tags: Sequence[str]) -> SeriesIndex:
     """The file's row groups by the combinations of the values of ``tags`` they hold, as
     its series directory lists them (every row group unlisted when it has none)."""
     directory = _series_directory(meta)
     if directory is None or not tags or not set(tags) <= set(directory["tags"]):
-        return SeriesIndex({}, list(range(meta.num_row_groups)))
+        return SeriesIndex({}, list(range(meta.num_row_groups)), {}, frozenset())
     positions = [directory["tags"].index(t) for t in tags]
     combos = [tuple(v[i] for i in positions) for v in directory["series"]]
     by_series: dict[tuple[Any, ...], list[int]] = {}
+    spans: dict[tuple[Any, ...], dict[int, Spans]] = {}
     unlisted: list[int] = []
+    located: set[int] = set()
+    all_starts = directory.get("starts") or [None] * meta.num_row_groups
     for rg, indexes in enumerate(directory["row_groups"]):
         if indexes is None:
             unlisted.append(rg)
             continue
         for combo in {combos[i] for i in indexes}:
             by_series.setdefault(combo, []).append(rg)
-    return SeriesIndex(by_series, unlisted)
+        starts = all_starts[rg]
+        if starts is None:
+            continue
+        located.add(rg)
+        ends = [*starts[1:], meta.row_group(rg).num_rows]
+        for i, start, end in zip(indexes, starts, ends, strict=True):
+            spans.setdefault(combos[i], {}).setdefault(rg, []).append((start, end))
+    return SeriesIndex(by_series, unlisted, spans, frozenset(located))
 
 
 def series_guarantee(
@@ -328,8 +353,18 @@ def _series_directory(meta: pq.FileMetaData) -> dict[str, Any] | None:
     # Pruning is only an optimisation: a directory of an unexpected shape is ignored.
     if not {"tags", "series", "row_groups"} <= directory.keys():
         return None
-    if len(directory["row_groups"]) != meta.num_row_groups:
+    groups = directory["row_groups"]
+    if len(groups) != meta.num_row_groups:
         return None
+    starts = directory.get("starts")
+    if starts is not None and (
+        len(starts) != len(groups)
+        or any(
+            s is not None and (g is None or len(s) != len(g))
+            for s, g in zip(starts, groups, strict=True)
+        )
+    ):
+        directory.pop("starts")  # row offsets that do not fit: read whole row groups
     return directory
 
 
@@ -439,11 +474,17 @@ FILTER_ROWS = 262_144
 
 @dataclass(frozen=True)
 class Part:
-    """Row groups of one SST: its key, its local copy and the row groups to read."""
+    """Row groups of one SST: its key, its local copy and the row groups to read; of those
+    in ``spans``, only the given runs of rows (each one series, as the series directory
+    locates them), whose rows satisfy the bounds on the ``decided`` columns and are sorted
+    by the ``run_order`` column, if any."""
 
     file: str
     path: str
     row_groups: Sequence[int]
+    spans: Mapping[int, Spans] = field(default_factory=dict)
+    decided: frozenset[str] = frozenset()
+    run_order: str | None = None
 
 
 def scan_unordered(
@@ -480,12 +521,16 @@ def scan_unordered(
         else 0
     )
     pending: list[pa.Table] = []
+    # Per pending table, the bounded columns all its rows are known to satisfy.
+    satisfied: list[Set[str]] = []
     rows = 0
 
     def flush() -> Iterator[pa.Table]:
         table = pending[0] if len(pending) == 1 else pa.concat_tables(pending)
-        if bounds or predicate is not None:
-            table = kept(table, selected_mask(table, bounds, predicate, predicate_columns))
+        known = set.intersection(*map(set, satisfied))
+        judged = {c: r for c, r in bounds.items() if c not in known}
+        if judged or predicate is not None:
+            table = kept(table, selected_mask(table, judged, predicate, predicate_columns))
         if table.num_rows:
             yield _conformed(table, out)
 
@@ -493,7 +538,7 @@ def scan_unordered(
         if not part.row_groups:
             continue
         metadata = None if footers is None else footers.get(part.path)
-        for table in decoded.read(
+        tables = decoded.read(
             part.file,
             part.path,
             part.row_groups,
@@ -501,14 +546,61 @@ def scan_unordered(
             dictionary=dictionary,
             metadata=metadata,
             keep=keep,
-        ):
+        )
+        for rg, table in zip(part.row_groups, tables, strict=True):
+            runs = part.spans.get(rg)
+            known: Set[str] = frozenset()
+            if runs is not None:
+                table, known = _runs_within(table, runs, part, bounds)
             pending.append(table)
+            satisfied.append(known)
             rows += table.num_rows
             if rows >= FILTER_ROWS:
                 yield from flush()
-                pending, rows = [], 0
+                pending, satisfied, rows = [], [], 0
     if pending:
         yield from flush()
+
+
+#: Runs of one series narrowed by binary search at most: each costs a numpy call, more
+#: than comparing the column of a few row groups at once.
+NARROWED_RUNS = 8
+
+
+def _runs_within(
+    table: pa.Table, runs: Spans, part: Part, bounds: Bounds
+) -> tuple[pa.Table, Set[str]]:
+    """The rows of ``table`` (a row group of ``part``) in ``runs``, sliced, which copies
+    nothing, and the bounded columns they satisfy: the part's ``decided`` ones and, when
+    the runs are few and sorted by a bounded column, that one too, each run narrowed to its
+    range by binary search."""
+    known = set(part.decided)
+    order = part.run_order
+    if order is not None and len(runs) <= NARROWED_RUNS and order in bounds:
+        r = bounds[order]
+        values = r.numeric(table.column(order).chunks, table.schema.field(order).type)
+        if values is not None:
+            narrowed = []
+            for a, b in runs:
+                start, stop = r.sorted_positions(values[a:b])
+                narrowed.append((a + start, a + stop))
+            runs = narrowed
+            known.add(order)
+    slices = [table.slice(a, b - a) for a, b in _joined([(a, b) for a, b in runs if b > a])]
+    if len(slices) == 1:
+        return slices[0], known
+    return (pa.concat_tables(slices) if slices else table.slice(0, 0)), known
+
+
+def _joined(runs: Spans) -> Spans:
+    """``runs`` (in order) with adjacent ones joined: one slice each."""
+    out: Spans = []
+    for start, end in runs:
+        if out and out[-1][1] == start:
+            out[-1] = (out[-1][0], end)
+        else:
+            out.append((start, end))
+    return out
 
 
 def _conformed(table: pa.Table, out: pa.Schema) -> pa.Table:

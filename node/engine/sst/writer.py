@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -26,10 +27,15 @@ _FLOATS = {ColumnType.DOUBLE, ColumnType.FLOAT}
 #: long would make pruning by it cost more than it saves.
 MAX_SERIES_PER_ROW_GROUP = 64
 #: File metadata key of the series directory: ``{"tags": [names], "series": [[values]...],
-#: "row_groups": [[series indexes] or null ...]}``, the distinct tag values of the series each
-#: row group holds, so reads can skip row groups of other series even where a tag's min/max
-#: spans them all (rows are sorted by tsid, a hash, not by tag value). Each series is listed
-#: once per file: the directory stays small next to the data.
+#: "row_groups": [[series indexes] or null ...], "starts": [[row offsets] or null ...]}``, the
+#: distinct tag values of the series each row group holds, so reads can skip row groups of
+#: other series even where a tag's min/max spans them all (rows are sorted by tsid, a hash, not
+#: by tag value). Each series is listed once per file: the directory stays small next to the
+#: data. Where each series of a row group is one run of rows (every tag listed, the primary
+#: key led by the series), its ``row_groups`` entry lists them in row order and ``starts``
+#: gives the first row of each (a run ends where the next begins), so a read of a few series
+#: slices their rows out instead of comparing tags; files written before ``starts`` existed
+#: lack it.
 SERIES_KEY = "gnomon.series"
 _DELTA = {ColumnType.TIMESTAMP, ColumnType.INT64, ColumnType.INT32}
 _JSON_TAGS = {
@@ -63,16 +69,41 @@ def _writer_options(schema: Schema, options: TableOptions) -> dict[str, object]:
     }
 
 
-def _series_of(rows: pa.Table, tags: list[str]) -> list[list[object]] | None:
-    """The distinct tag values of ``rows`` (one row group), or None when there are too many
-    or a tag is null (an equality guarantee cannot say "null")."""
+@dataclass(frozen=True)
+class RowGroupSeries:
+    """The distinct tag values of one row group's series and, when each series is one run of
+    rows, the first row of each (``series`` then in row order)."""
+
+    series: list[tuple[object, ...]]
+    starts: list[int] | None
+
+
+def _series_of(rows: pa.Table, tags: list[str]) -> RowGroupSeries | None:
+    """The series of ``rows`` (one row group), or None when there are too many or a tag is
+    null (an equality guarantee cannot say "null")."""
     if any(rows.column(t).null_count for t in tags):
         return None
+    # Rows are sorted by the primary key: with the series id first, each series is one run,
+    # and the runs are found where some tag changes from one row to the next.
+    n = rows.num_rows
+    changes = np.zeros(n, dtype=bool)
+    changes[:1] = True
+    for t in tags:
+        column = rows.column(t)
+        changes[1:] |= pc.not_equal(column.slice(1), column.slice(0, n - 1)).to_numpy()
+    starts = changes.nonzero()[0]
+    if len(starts) <= MAX_SERIES_PER_ROW_GROUP:
+        firsts = rows.select(tags).take(starts)
+        runs = list(zip(*(firsts.column(t).to_pylist() for t in tags), strict=True))
+        if len(set(runs)) == len(runs):
+            return RowGroupSeries(runs, starts.tolist())
+        # A series in several runs (an explicit primary key not led by the tags).
+        return RowGroupSeries(list(dict.fromkeys(runs)), None)
     distinct = rows.select(tags).group_by(tags, use_threads=False).aggregate([])
     if distinct.num_rows > MAX_SERIES_PER_ROW_GROUP:
         return None
     columns = [distinct.column(t).to_pylist() for t in tags]
-    return [list(values) for values in zip(*columns, strict=True)]
+    return RowGroupSeries(list(zip(*columns, strict=True)), None)
 
 
 class SstWriter:
@@ -109,7 +140,7 @@ class SstWriter:
         self._seq: list[int] = []
         # Tags whose values JSON holds exactly (not binaries, timestamps or dates).
         self._tags = [c.name for c in schema.columns if c.is_tag and c.type in _JSON_TAGS]
-        self._series: list[list[list[object]] | None] = []
+        self._series: list[RowGroupSeries | None] = []
 
     def write(self, rows: pa.Table) -> None:
         """Append ``rows`` (storage schema, sorted after everything written before)."""
@@ -189,15 +220,21 @@ class SstWriter:
         it would only make the footer larger."""
         index: dict[tuple[object, ...], int] = {}
         groups = [
-            None if series is None else [index.setdefault(tuple(v), len(index)) for v in series]
-            for series in self._series
+            None if held is None else [index.setdefault(v, len(index)) for v in held.series]
+            for held in self._series
         ]
         if not index or any(g is None or len(g) * 4 > len(index) for g in groups):
             return None
-        return json.dumps(
-            {"tags": self._tags, "series": [list(k) for k in index], "row_groups": groups},
-            separators=(",", ":"),
-        )
+        directory: dict[str, object] = {
+            "tags": self._tags,
+            "series": [list(k) for k in index],
+            "row_groups": groups,
+        }
+        starts = [None if held is None else held.starts for held in self._series]
+        # A run is one series only where the directory names every tag.
+        if len(self._tags) == len(self._schema.tags) and any(s is not None for s in starts):
+            directory["starts"] = starts
+        return json.dumps(directory, separators=(",", ":"))
 
     def abort(self) -> None:
         self._writer.close()

@@ -1,0 +1,284 @@
+"""The series directory's row offsets: each SST row group lists its series in row order with
+the first row of each, and a scan bounded on tags reads only those runs of rows, narrowed to
+its time range by binary search, with exactly the rows a full filter keeps."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from node.engine.bounds import Bounds, Range
+from node.engine.engine import Engine
+from node.engine.options import TableOptions
+from node.engine.schema import TSID, Column, ColumnType, Schema
+from node.engine.sst import reader
+from node.engine.sst.writer import SERIES_KEY
+
+from .conftest import CPU, rows
+
+HOSTS = [f"h{i:02d}" for i in range(12)]
+COLUMNS = [c for c in CPU.columns if c.name != TSID]
+STEPS = 60  # one reading per host a minute, for an hour
+T0 = 1_700_000_000_000 // 3_600_000 * 3_600_000  # on an hour: one segment window
+
+
+def _data(schema_hosts: list[str] = HOSTS) -> pa.Table:
+    hosts = [h for h in schema_hosts for _ in range(STEPS)]
+    ts = [T0 + i * 60_000 for _ in schema_hosts for i in range(STEPS)]
+    return pa.table(
+        {
+            "host": hosts,
+            "region": ["eu" if int(h[1:]) % 2 else "us" for h in hosts],
+            "usage": pa.array([float(i % 97) for i in range(len(hosts))], pa.float64()),
+            "ts": pa.array(ts, pa.timestamp("ms")),
+        }
+    )
+
+
+def _engine(data_dir: str, schema: Schema = CPU) -> Engine:
+    e = Engine.open(data_dir, compaction_threads=0, gc_interval_s=0)
+    # Row groups of 100 rows: a host's hour (60 rows) is cut by row group ends.
+    e.create_table("cpu", schema, TableOptions(num_rows_per_row_group=100))
+    return e
+
+
+@pytest.fixture
+def loaded(data_dir: str) -> Iterator[tuple[Engine, pa.Table]]:
+    e = _engine(data_dir)
+    data = _data()
+    e.write("cpu", data)
+    e.flush()
+    yield e, data
+    e.close()
+
+
+def _sst_paths(data_dir: str) -> list[Path]:
+    return sorted(Path(data_dir).rglob("*.parquet"))
+
+
+def _directory(path: Path) -> dict[str, object]:
+    raw = (pq.read_metadata(path).metadata or {})[SERIES_KEY.encode()]
+    directory: dict[str, object] = json.loads(raw)
+    return directory
+
+
+def _scan(
+    e: Engine, bounds: Bounds, predicate: pc.Expression | None = None
+) -> tuple[pa.Table, int, int]:
+    scan = e.plan_scan("cpu", columns=["host", "ts", "usage"], bounds=bounds, predicate=predicate)
+    got = pa.Table.from_batches(list(scan), schema=scan_schema(e))
+    return got, scan.stats.row_groups_read, scan.stats.row_groups_located
+
+
+def scan_schema(e: Engine) -> pa.Schema:
+    schema = e.describe("cpu").schema.arrow()
+    return pa.schema([schema.field(c) for c in ("host", "ts", "usage")])
+
+
+def _expected(data: pa.Table, bounds: Bounds, predicate: pc.Expression | None) -> pa.Table:
+    keep = pc.scalar(True)
+    for column, r in bounds.items():
+        keep = keep & r.expression(column, data.schema.field(column).type)
+    if predicate is not None:
+        keep = keep & predicate
+    return data.filter(keep).select(["host", "ts", "usage"])
+
+
+def test_row_groups_list_their_series_in_row_order_with_first_rows(
+    loaded: tuple[Engine, pa.Table], data_dir: str
+) -> None:
+    (path,) = _sst_paths(data_dir)
+    directory = _directory(path)
+    assert directory["tags"] == ["host", "region"]
+    series = directory["series"]
+    assert isinstance(series, list)
+    groups, starts = directory["row_groups"], directory["starts"]
+    assert isinstance(groups, list) and isinstance(starts, list)
+    table = pq.read_table(path)
+    assert len(starts) == len(groups) == pq.ParquetFile(path).num_row_groups > 1
+    offset = 0
+    for indexes, firsts in zip(groups, starts, strict=True):
+        size = min(100, table.num_rows - offset)
+        assert firsts[0] == 0
+        ends = [*firsts[1:], size]
+        for i, start, end in zip(indexes, firsts, ends, strict=True):
+            run = table.slice(offset + start, end - start)
+            assert start < end
+            # Every row of the run is the listed series, and it is that series' only run.
+            assert set(run.column("host").to_pylist()) == {series[i][0]}
+            assert set(run.column("region").to_pylist()) == {series[i][1]}
+        offset += size
+    assert offset == table.num_rows == len(HOSTS) * STEPS
+
+
+WINDOWS = [
+    Range(lo=T0, hi=T0 + 3_600_000, hi_inclusive=False),  # the whole hour
+    Range(lo=T0 + 10 * 60_000, hi=T0 + 25 * 60_000, hi_inclusive=False),
+    Range(lo=T0 + 10 * 60_000, lo_inclusive=False, hi=T0 + 25 * 60_000),  # ends flipped
+    Range(lo=T0 + 59 * 60_000),  # the last reading only
+    Range(hi=T0),  # the first reading only
+    Range(lo=T0 + 90 * 60_000),  # none
+]
+
+
+@pytest.mark.parametrize("window", WINDOWS, ids=range(len(WINDOWS)))
+@pytest.mark.parametrize(
+    "hosts",
+    [["h03"], ["h00", "h07", "h11"], [f"h{i:02d}" for i in range(12)]],
+    ids=["one", "three", "all"],
+)
+def test_tag_and_time_bounds_read_located_runs_with_the_filtered_rows(
+    loaded: tuple[Engine, pa.Table], window: Range, hosts: list[str]
+) -> None:
+    e, data = loaded
+    bounds: Bounds = {"host": Range(values=frozenset(hosts)), "ts": window}
+    got, read, located = _scan(e, bounds)
+    want = _expected(data, bounds, None)
+    assert rows(got) == rows(want)
+    assert located == read  # every row group read was read at its series' rows only
+    if len(hosts) == 1:
+        assert read <= 2  # one host's hour spans at most two row groups of 100
+
+
+@pytest.mark.parametrize("window", WINDOWS[1:4], ids=range(1, 4))
+def test_many_runs_are_filtered_by_time_rather_than_narrowed(
+    loaded: tuple[Engine, pa.Table], window: Range, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reader, "NARROWED_RUNS", 0)
+    e, data = loaded
+    bounds: Bounds = {"host": Range(values=frozenset({"h00", "h05"})), "ts": window}
+    got, read, located = _scan(e, bounds)
+    assert rows(got) == rows(_expected(data, bounds, None))
+    assert 0 < located == read
+
+
+def test_a_predicate_is_still_judged_on_located_rows(loaded: tuple[Engine, pa.Table]) -> None:
+    e, data = loaded
+    bounds: Bounds = {"host": Range(values=frozenset({"h01", "h02"}))}
+    predicate = pc.field("usage") > 40.0
+    got, read, located = _scan(e, bounds, predicate)
+    assert rows(got) == rows(_expected(data, bounds, predicate))
+    assert 0 < located == read
+
+
+def test_a_tag_range_and_another_tag_locate_runs_too(loaded: tuple[Engine, pa.Table]) -> None:
+    e, data = loaded
+    for bounds in (
+        {"host": Range(lo="h02", hi="h05")},
+        {"region": Range(values=frozenset({"eu"})), "host": Range(lo="h06")},
+    ):
+        got, read, located = _scan(e, bounds)
+        assert rows(got) == rows(_expected(data, bounds, None)), bounds
+        assert 0 < located == read
+
+
+def _rewrite_directory(path: Path, change: dict[str, object]) -> None:
+    """The SST at ``path`` written again with its series directory changed (as a file of an
+    older writer, or a damaged one, would have it)."""
+    meta = pq.read_metadata(path)
+    kv = dict(meta.metadata or {})
+    directory = json.loads(kv[SERIES_KEY.encode()])
+    directory.update(change)
+    directory = {k: v for k, v in directory.items() if v is not None}
+    kv[SERIES_KEY.encode()] = json.dumps(directory).encode()
+    kv.pop(b"ARROW:schema", None)
+    table = pq.read_table(path)
+    pq.write_table(table.replace_schema_metadata(kv), path, row_group_size=100)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"starts": None}, {"starts": [[0]]}, {"starts": "damaged"}],
+    ids=["written-before-offsets", "wrong-length", "not-a-list"],
+)
+def test_a_file_without_usable_offsets_is_read_whole_and_filtered(
+    data_dir: str, change: dict[str, object]
+) -> None:
+    data = _data()
+    with _engine(data_dir) as e:
+        e.write("cpu", data)
+        e.flush()
+    (path,) = _sst_paths(data_dir)
+    _rewrite_directory(path, change)
+    with Engine.open(data_dir, compaction_threads=0, gc_interval_s=0) as e:
+        bounds: Bounds = {
+            "host": Range(values=frozenset({"h04"})),
+            "ts": Range(lo=T0 + 5 * 60_000, hi=T0 + 50 * 60_000, hi_inclusive=False),
+        }
+        got, read, located = _scan(e, bounds)
+        assert rows(got) == rows(_expected(data, bounds, None))
+        assert located == 0
+        assert 0 < read <= 2  # still pruned by the series each row group holds
+
+
+@pytest.mark.parametrize("row_group", [50, 100], ids=["few-runs", "many-runs"])
+def test_no_offsets_where_a_series_is_not_one_run(data_dir: str, row_group: int) -> None:
+    """With the timestamp before the host in the primary key, the hosts of a region
+    interleave: each row group lists its series, but none is one run of rows."""
+    schema = Schema.build(COLUMNS, timestamp_key="ts", primary_key=["region", "ts", "host"])
+    hosts = [f"h{i:02d}" for i in range(48)]
+    regions = [f"r{i % 8}" for i in range(len(hosts)) for _ in range(STEPS)]
+    data = _data(hosts).set_column(1, "region", pa.array(regions))
+    with Engine.open(data_dir, compaction_threads=0, gc_interval_s=0) as e:
+        e.create_table("cpu", schema, TableOptions(num_rows_per_row_group=row_group))
+        e.write("cpu", data)
+        e.flush()
+        (path,) = _sst_paths(data_dir)
+        directory = _directory(path)
+        assert "starts" not in directory
+        bounds: Bounds = {"host": Range(values=frozenset({"h09"}))}
+        got, read, located = _scan(e, bounds)
+        assert rows(got) == rows(_expected(data, bounds, None))
+        assert located == 0
+        assert read < pq.ParquetFile(path).num_row_groups  # still pruned by series
+
+
+def test_runs_not_sorted_by_time_are_filtered_by_time(data_dir: str) -> None:
+    """A field before the timestamp in the primary key: each series is one run, located,
+    but not in time order, so its time range is judged row by row."""
+    schema = Schema.build(
+        [*COLUMNS, Column("n", ColumnType.INT64)],
+        timestamp_key="ts",
+        primary_key=["host", "n", "ts"],
+    )
+    data = _data()
+    data = data.append_column("n", pa.array([i * 37 % STEPS for i in range(data.num_rows)]))
+    with _engine(data_dir, schema) as e:
+        e.write("cpu", data)
+        e.flush()
+        (path,) = _sst_paths(data_dir)
+        assert "starts" in _directory(path)
+        bounds: Bounds = {
+            "host": Range(values=frozenset({"h05"})),
+            "ts": Range(lo=T0 + 7 * 60_000, hi=T0 + 31 * 60_000, hi_inclusive=False),
+        }
+        got, read, located = _scan(e, bounds)
+        assert rows(got) == rows(_expected(data, bounds, None))
+        assert 0 < located == read
+
+
+def test_no_offsets_where_the_directory_cannot_name_every_tag(data_dir: str) -> None:
+    """A binary tag is not listed: a run of the listed tags may then be several series."""
+    schema = Schema.build(
+        [*COLUMNS, Column("blob", ColumnType.VARBINARY, is_tag=True)], timestamp_key="ts"
+    )
+    data = _data([f"h{i:02d}" for i in range(24)])
+    data = data.append_column("blob", pa.array([b"x" if i % 2 else b"y" for i in range(len(data))]))
+    with _engine(data_dir, schema) as e:
+        e.write("cpu", data)
+        e.flush()
+        (path,) = _sst_paths(data_dir)
+        assert "starts" not in _directory(path)
+        bounds: Bounds = {
+            "host": Range(values=frozenset({"h01"})),
+            "ts": Range(lo=T0 + 5 * 60_000, hi=T0 + 9 * 60_000),
+        }
+        got, _, located = _scan(e, bounds)
+        assert rows(got) == rows(_expected(data, bounds, None))
+        assert located == 0
