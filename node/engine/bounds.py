@@ -93,6 +93,15 @@ class Range:
             tests.append(first < past)
         return conjunction(tests, len(mins))
 
+    def meets(self, lo: Any, hi: Any) -> bool:
+        """Whether some value in [lo, hi] may lie within the bounds: :meth:`overlaps` of one
+        range, in Python."""
+        if self.lo is not None and (hi < self.lo or (hi == self.lo and not self.lo_inclusive)):
+            return False
+        if self.hi is not None and (lo > self.hi or (lo == self.hi and not self.hi_inclusive)):
+            return False
+        return self.values is None or any(lo <= v <= hi and self.admits(v) for v in self.values)
+
     def covers(self, lo: Any, hi: Any) -> bool:
         """Whether every value in [lo, hi] lies within the bounds (then a filter by the
         bounds keeps all of them): both ends do, since a range is convex, and a value set

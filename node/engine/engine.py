@@ -414,14 +414,9 @@ class Engine:
         )
 
     def read_all(self, name: str, **kwargs: object) -> pa.Table:
-        """The whole scan result as one table (convenience for small results)."""
-        info = self.describe(name)
-        batches = list(self.scan(name, **kwargs))  # type: ignore[arg-type]
-        columns = kwargs.get("columns")
-        schema = info.schema.arrow()
-        if columns is not None:
-            schema = pa.schema([schema.field(c) for c in columns])  # type: ignore[attr-defined]
-        return pa.Table.from_batches(batches, schema=schema)
+        """The whole scan result as one table (convenience for small results); see
+        :meth:`plan_scan`."""
+        return self.plan_scan(name, **kwargs).to_table()  # type: ignore[arg-type]
 
     def delete_rows(self, name: str, keys: pa.Table) -> int:
         """Delete rows by full primary key; for tables with the implicit tsid key, ``keys``

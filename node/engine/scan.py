@@ -281,14 +281,25 @@ class Scan:
     # -- execution -------------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
-        return self._holding_files(
-            self._ordered() if self._order is not None else self._unordered()
-        )
+        for table in self._tables():
+            yield from table.to_batches(max_chunksize=self.request.batch_size)
 
-    def _holding_files(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        """Keep every SST the scan opens pinned in the local cache until the scan ends."""
+    def to_table(self) -> pa.Table:
+        """Every row the scan returns, as one table (for small results: a table per
+        source would be cut into batches only to be put together again)."""
+        tables = list(self._tables())
+        if len(tables) == 1:
+            return tables[0]
+        if not tables:
+            schema = self.schema.arrow(dictionary_tags=self.request.dictionary_tags)
+            return pa.schema([schema.field(c) for c in self.columns]).empty_table()
+        return pa.concat_tables(tables)
+
+    def _tables(self) -> Iterator[pa.Table]:
+        """The rows, a table per source or group of sources read together, keeping every
+        SST the scan opens pinned in the local cache until the scan ends."""
         with self._pins:
-            yield from batches
+            yield from self._ordered() if self._order is not None else self._unordered()
 
     def estimated_rows(self) -> int:
         """Rows the scan reads at most (before filtering): those of the row groups pruning
@@ -354,7 +365,7 @@ class Scan:
     def _direct_columns(self) -> list[str]:
         return [*self.columns, *sorted(self._extra - set(self.columns))]
 
-    def _unordered(self) -> Iterator[pa.RecordBatch]:
+    def _unordered(self) -> Iterator[pa.Table]:
         plan = self._plan()
         for table in plan.memtables:
             yield from self._finish(self._conformed_table(strip_markers(table)))
@@ -372,7 +383,7 @@ class Scan:
         deletes: bool,
         covered: Set[str] = frozenset(),
         outside: Sequence[tuple[int, int]] = (),
-    ) -> Iterator[pa.RecordBatch]:
+    ) -> Iterator[pa.Table]:
         """Rows of SST ``parts`` no other source has versions of (those ``outside`` the
         given [lo, hi) time zones), read through the decoded chunk cache and filtered there;
         parts in ``covered`` need no filter by the bounds."""
@@ -410,7 +421,7 @@ class Scan:
         typ = self.schema.column(self.schema.timestamp_key).type.arrow()
         return ~((ts >= pa.scalar(lo, typ)) & (ts < pa.scalar(hi, typ)))
 
-    def _ordered(self) -> Iterator[pa.RecordBatch]:
+    def _ordered(self) -> Iterator[pa.Table]:
         sources = self._sources()
         self.stats.memtable_slices = sum(1 for s in sources if s.mem is not None)
         self.stats.merged_components = 1 if len(sources) > 1 else 0
@@ -451,8 +462,7 @@ class Scan:
                     if series.index.unlisted
                     else {c: r for c, r in bounded.items() if c not in tags}
                 )
-                within = files.row_groups_within(sst.path, judged)
-                selected.append([rg for rg in within if rg in series.row_groups])
+                selected.append(files.row_groups_within(sst.path, judged, series.row_groups))
             else:
                 selected.append([])  # none of the series wanted: no statistics to judge
         if self.request.predicate is not None:
@@ -548,7 +558,7 @@ class Scan:
 
     def _split(
         self, group: Sequence[_Source], zones: Sequence[tuple[int, int]]
-    ) -> Iterator[pa.RecordBatch]:
+    ) -> Iterator[pa.Table]:
         """Rows of ``group`` (sources each resolved on their own) outside the overlap
         ``zones`` [lo, hi) have no version in another source: they stream as they are read,
         without their deletion markers, which shadow nothing else. Rows inside are collected
@@ -642,14 +652,14 @@ class Scan:
 
     def _finish_all(
         self, tables: Iterator[pa.Table], *, limit: int | None = None
-    ) -> Iterator[pa.RecordBatch]:
+    ) -> Iterator[pa.Table]:
         visible: Iterator[pa.Table] = (self._visible(t) for t in tables)
         if limit is not None:
             visible = _limit_per_series(visible, self.schema.series_key, limit)
         for table in visible:
             yield from self._emit(table)
 
-    def _finish(self, table: pa.Table, *, filtered: bool = False) -> Iterator[pa.RecordBatch]:
+    def _finish(self, table: pa.Table, *, filtered: bool = False) -> Iterator[pa.Table]:
         yield from self._emit(self._visible(table, filtered=filtered))
 
     def _visible(self, table: pa.Table, *, filtered: bool = False) -> pa.Table:
@@ -669,7 +679,7 @@ class Scan:
             table, self._bounds, self.request.predicate, sorted(self._filter_columns)
         )
 
-    def _emit(self, table: pa.Table) -> Iterator[pa.RecordBatch]:
+    def _emit(self, table: pa.Table) -> Iterator[pa.Table]:
         if table.num_rows == 0:
             return
         table = table.select(self.columns)
@@ -679,7 +689,7 @@ class Scan:
             if not pa.types.is_dictionary(field.type):
                 encoded = pc.dictionary_encode(table.column(i))
                 table = table.set_column(i, field.with_type(encoded.type), encoded)
-        yield from table.to_batches(max_chunksize=self.request.batch_size)
+        yield table
 
 
 def _limit_per_series(

@@ -154,14 +154,9 @@ class _QueryContext:
         )
         if scan.estimated_rows() * len(scan.columns) > SMALL_SCAN_VALUES:
             return False
-        schema = self.engine.describe(prescan.table).schema.arrow(
-            dictionary_tags=self.mode.dictionary_tags
-        )
         # Only the columns the query names: an error naming the others (an unknown column,
         # whose message lists the valid ones) makes the query run again streamed.
-        rows = pa.Table.from_batches(
-            list(scan), schema=pa.schema([schema.field(c) for c in scan.columns])
-        )
+        rows = scan.to_table()
         if self._ctx is not None:
             self._ctx.from_arrow(rows, name=_dq(name))
         self.in_memory = True

@@ -64,6 +64,21 @@ def test_overlaps_judges_value_ranges_vectorised() -> None:
     assert not Range(hi=4, values=frozenset([35])).overlaps(mins, maxs).any()
 
 
+def test_meets_judges_one_value_range_as_overlaps_does() -> None:
+    rng = random.Random(7)
+    for _ in range(300):
+        lo, hi = sorted(rng.sample(range(20), 2))
+        r = Range(
+            lo=rng.choice([None, lo]),
+            lo_inclusive=rng.random() < 0.5,
+            hi=rng.choice([None, hi]),
+            hi_inclusive=rng.random() < 0.5,
+            values=rng.choice([None, frozenset(rng.sample(range(20), 3))]),
+        )
+        a, b = sorted(rng.choices(range(22), k=2))
+        assert r.meets(a, b) == bool(r.overlaps(np.array([a]), np.array([b]))[0]), (r, a, b)
+
+
 def test_time_window_in_half_open_milliseconds() -> None:
     assert time_window(Range(lo=10, lo_inclusive=False, hi=20)) == (11, 21)
     assert time_window(Range(values=frozenset([5, 9]))) == (5, 10)

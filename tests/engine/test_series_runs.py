@@ -5,6 +5,7 @@ its time range by binary search, with exactly the rows a full filter keeps."""
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -156,6 +157,29 @@ def test_many_runs_are_filtered_by_time_rather_than_narrowed(
     got, read, located = _scan(e, bounds)
     assert rows(got) == rows(_expected(data, bounds, None))
     assert 0 < located == read
+
+
+def test_few_row_groups_are_judged_on_statistics_as_many_are(
+    loaded: tuple[Engine, pa.Table],
+) -> None:
+    e, _ = loaded
+    table = e.table("cpu")
+    version, _ = table.snapshot()
+    (sst,) = [f for f in version.files if f.is_data]
+    files = table.sst_files
+    n = files.footer(sst.path).num_row_groups
+    rng = random.Random(3)
+    for _ in range(200):
+        lo = T0 + rng.randrange(0, 70) * 60_000
+        bounds: Bounds = {
+            "ts": Range(lo=lo, hi=lo + rng.randrange(0, 20) * 60_000, hi_inclusive=False),
+            "host": Range(lo=rng.choice(HOSTS), values=rng.choice([None, frozenset(HOSTS[3:6])])),
+        }
+        among = set(rng.sample(range(n), rng.randrange(0, reader.SCALAR_ROW_GROUPS + 1)))
+        every = files.row_groups_within(sst.path, bounds)
+        assert files.row_groups_within(sst.path, bounds, among) == [
+            rg for rg in every if rg in among
+        ]
 
 
 def test_a_predicate_is_still_judged_on_located_rows(loaded: tuple[Engine, pa.Table]) -> None:

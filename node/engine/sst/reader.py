@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence, Set
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -125,11 +125,18 @@ class SstFiles:
             (key, tuple(tags)), lambda _: row_group_series(self.footer(key), tags)
         )
 
-    def row_groups_within(self, key: str, bounds: Bounds) -> list[int]:
-        """The row groups of the file whose min/max statistics may hold rows within
-        ``bounds`` (a column the file lacks, or without statistics, rules nothing out)."""
+    def row_groups_within(
+        self, key: str, bounds: Bounds, among: Collection[int] | None = None
+    ) -> list[int]:
+        """Of the file's row groups (or those ``among``), in order, those whose min/max
+        statistics may hold rows within ``bounds`` (a column the file lacks, or without
+        statistics, rules nothing out)."""
         n = self.footer(key).num_row_groups
-        judged: list[np.ndarray] = []
+        if among is not None and len(among) <= SCALAR_ROW_GROUPS:
+            judged = self._judged_one_by_one(key, bounds, sorted(among))
+            if judged is not None:
+                return judged
+        judged_all: list[np.ndarray] = []
         for name, r in bounds.items():
             ranges = self._column_ranges(key, name)
             if ranges is None:
@@ -142,8 +149,31 @@ class SstFiles:
                 every = np.ones(n, dtype=bool)
                 every[ranges.known] = within
                 within = every
-            judged.append(within)
-        return conjunction(judged, n).nonzero()[0].tolist()
+            judged_all.append(within)
+        kept = conjunction(judged_all, n).nonzero()[0].tolist()
+        return kept if among is None else [rg for rg in kept if rg in among]
+
+    def _judged_one_by_one(
+        self, key: str, bounds: Bounds, row_groups: Sequence[int]
+    ) -> list[int] | None:
+        """:meth:`row_groups_within` of a few row groups, judged on their spans in Python
+        (cheaper than numpy's set-up per call); None where a span is unknown."""
+        kept = list(row_groups)
+        for name, r in bounds.items():
+            ranges = self._column_ranges(key, name)
+            if ranges is None:
+                continue
+            spans: list[tuple[Any, Any]] = []
+            for rg in kept:
+                span = ranges.spans[rg]
+                if span is None:
+                    return None
+                spans.append(span)
+            try:
+                kept = [rg for rg, (lo, hi) in zip(kept, spans, strict=True) if r.meets(lo, hi)]
+            except TypeError:  # a bound of another kind than the statistics: judge nothing
+                continue
+        return kept
 
     def covered(self, key: str, bounds: Bounds, row_groups: Sequence[int]) -> bool:
         """Whether every row of ``row_groups`` of the file satisfies ``bounds`` by their
@@ -263,6 +293,9 @@ def column_ranges(meta: pq.FileMetaData, column: str) -> ColumnRanges | None:
         tuple(spans),
     )
 
+
+#: Up to this many row groups are judged on their statistics one by one, in Python.
+SCALAR_ROW_GROUPS = 4
 
 #: Row spans [start, end) within one row group.
 Spans = list[tuple[int, int]]
