@@ -55,7 +55,7 @@ def encode_batch(batch: pa.RecordBatch, op: RecordOp = RecordOp.PUT) -> bytes:
     if op is not RecordOp.PUT:
         meta = {**(batch.schema.metadata or {}), _OP: op.value.encode()}
         batch = batch.replace_schema_metadata(meta)
-    return ipc_stream(batch.schema, [batch]).to_pybytes()
+    return bytes(ipc_stream(batch.schema, [batch]))
 
 
 def decode_record(payload: bytes) -> tuple[RecordOp, pa.RecordBatch]:

@@ -90,7 +90,7 @@ def to_wire(table: pa.Table) -> pa.Table:
 
 def ipc_stream(table: pa.Table) -> memoryview:
     """One complete Arrow IPC stream (schema, batches, end marker) of ``table``, in the
-    buffer it was written to (a copy to ``bytes`` would cost a page fault per 4 KiB)."""
+    buffer it was written to."""
     batches = (b for b in table.to_batches() if b.num_rows)
     return memoryview(engine_ipc.ipc_stream(table.schema, batches))
 
