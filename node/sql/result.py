@@ -14,27 +14,35 @@ class QueryResult:
     """Either rows (a query: SELECT, SHOW, DESCRIBE, EXPLAIN) or an affected-row count
     (INSERT, DELETE, DDL)."""
 
-    schema: pa.Schema | None = None
-    batches: list[pa.RecordBatch] = field(default_factory=list)
+    #: The rows, kept as the table they were answered in (cut into batches only when asked).
+    answer: pa.Table | None = None
     affected_rows: int | None = None
     #: The engine scans a query ran (pruning figures), for EXPLAIN and tests.
     scans: list[Any] = field(default_factory=list)
 
     @property
     def is_query(self) -> bool:
-        return self.schema is not None
+        return self.answer is not None
+
+    @property
+    def schema(self) -> pa.Schema | None:
+        return None if self.answer is None else self.answer.schema
+
+    @property
+    def batches(self) -> list[pa.RecordBatch]:
+        return [] if self.answer is None else self.answer.to_batches()
 
     @classmethod
     def rows(cls, table: pa.Table) -> QueryResult:
-        return cls(schema=table.schema, batches=table.to_batches())
+        return cls(answer=table)
 
     @classmethod
     def affected(cls, n: int) -> QueryResult:
         return cls(affected_rows=n)
 
     def table(self) -> pa.Table:
-        assert self.schema is not None, "not a query result"
-        return pa.Table.from_batches(self.batches, schema=self.schema)
+        assert self.answer is not None, "not a query result"
+        return self.answer
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         return iter(self.batches)
