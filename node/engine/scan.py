@@ -526,7 +526,8 @@ class Scan:
             guarantees = [[series_guarantee(self._storage, tags, c)] for c in admitted]
             (matching,) = select_row_groups([guarantees], self._storage, self.filter)
             admitted = [admitted[i] for i in matching]
-        return [_Held(i, admitted, i.holding(admitted)) if i.row_groups else None for i in indexes]
+        wanted = frozenset(admitted)
+        return [_Held(i, wanted, i.holding(admitted)) if i.row_groups else None for i in indexes]
 
     def _read(self, s: _Source, *, descending: bool) -> Iterator[pa.RecordBatch]:
         """One source's rows in key order with the key, sequence and kind columns, conformed
@@ -736,7 +737,7 @@ class _Held:
     """Of one SST, the series a scan admits and the row groups that may hold them."""
 
     index: SeriesIndex
-    admitted: Sequence[tuple[Any, ...]]
+    admitted: Set[tuple[Any, ...]]
     row_groups: Set[int]
 
     def spans(self, groups: Sequence[int]) -> dict[int, Spans]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -202,34 +202,56 @@ def test_a_tag_range_and_another_tag_locate_runs_too(loaded: tuple[Engine, pa.Ta
         assert 0 < located == read
 
 
-def _rewrite_directory(path: Path, change: dict[str, object]) -> None:
-    """The SST at ``path`` written again with its series directory changed (as a file of an
-    older writer, or a damaged one, would have it)."""
+def _rewrite_starts(path: Path, change: Callable[[list[list[int]]], object]) -> None:
+    """The SST at ``path`` written again with its series directory's row offsets changed
+    (as a file of an older writer, or a damaged one, would have them; None drops them)."""
     meta = pq.read_metadata(path)
     kv = dict(meta.metadata or {})
     directory = json.loads(kv[SERIES_KEY.encode()])
-    directory.update(change)
-    directory = {k: v for k, v in directory.items() if v is not None}
+    starts = change(directory.pop("starts"))
+    if starts is not None:
+        directory["starts"] = starts
     kv[SERIES_KEY.encode()] = json.dumps(directory).encode()
     kv.pop(b"ARROW:schema", None)
     table = pq.read_table(path)
     pq.write_table(table.replace_schema_metadata(kv), path, row_group_size=100)
 
 
+def _each(damage: Callable[[list[int]], list[int]]) -> Callable[[list[list[int]]], object]:
+    """``damage`` applied to the offsets of every row group of more than one series."""
+    return lambda starts: [damage(s) if len(s) > 1 else s for s in starts]
+
+
 @pytest.mark.parametrize(
     "change",
-    [{"starts": None}, {"starts": [[0]]}, {"starts": "damaged"}],
-    ids=["written-before-offsets", "wrong-length", "not-a-list"],
+    [
+        lambda starts: None,
+        lambda starts: starts[:1],
+        lambda starts: "damaged",
+        _each(lambda s: [0] * len(s)),
+        _each(lambda s: [1, *s[1:]]),
+        _each(lambda s: [*s[:-1], 1000]),
+        lambda starts: [[float(v) for v in s] for s in starts],
+    ],
+    ids=[
+        "written-before-offsets",
+        "wrong-length",
+        "not-a-list",
+        "not-increasing",
+        "not-from-0",
+        "past-the-end",
+        "not-integers",
+    ],
 )
 def test_a_file_without_usable_offsets_is_read_whole_and_filtered(
-    data_dir: str, change: dict[str, object]
+    data_dir: str, change: Callable[[list[list[int]]], object]
 ) -> None:
     data = _data()
     with _engine(data_dir) as e:
         e.write("cpu", data)
         e.flush()
     (path,) = _sst_paths(data_dir)
-    _rewrite_directory(path, change)
+    _rewrite_starts(path, change)
     with Engine.open(data_dir, compaction_threads=0, gc_interval_s=0) as e:
         bounds: Bounds = {
             "host": Range(values=frozenset({"h04"})),

@@ -13,6 +13,7 @@ change the others).
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence, Set
 from contextlib import AbstractContextManager, nullcontext
@@ -305,14 +306,12 @@ Spans = list[tuple[int, int]]
 class SeriesIndex:
     """Which row groups of a file hold each series (combination of tag values) that its
     series directory lists; the directory lists nothing for the ``unlisted`` ones, which
-    may hold any. In the ``located`` row groups the directory says where each series lies:
-    ``spans`` has, per combination, per row group, the runs of rows holding it (one per
-    series of every tag)."""
+    may hold any. Of the row groups it locates, ``runs`` has the runs of rows each holds, in
+    row order, one per series of every tag: (start, end, the combination it holds)."""
 
     row_groups: dict[tuple[Any, ...], list[int]]
     unlisted: list[int]
-    spans: dict[tuple[Any, ...], dict[int, Spans]]
-    located: frozenset[int]
+    runs: dict[int, list[tuple[int, int, tuple[Any, ...]]]]
 
     def holding(self, series: Iterable[tuple[Any, ...]]) -> set[int]:
         """The row groups that may hold one of ``series``."""
@@ -321,12 +320,13 @@ class SeriesIndex:
             out.update(self.row_groups.get(combo, ()))
         return out
 
-    def rows(self, series: Sequence[tuple[Any, ...]], rg: int) -> Spans | None:
-        """The runs of rows of row group ``rg`` holding one of ``series`` (one run per series
-        of every tag), in order, or None where the directory does not say where they lie."""
-        if rg not in self.located:
+    def rows(self, series: Set[tuple[Any, ...]], rg: int) -> Spans | None:
+        """The runs of rows of row group ``rg`` holding one of ``series``, in order, or None
+        where the directory does not say where they lie."""
+        runs = self.runs.get(rg)
+        if runs is None:
             return None
-        return sorted(run for c in series for run in self.spans.get(c, {}).get(rg, ()))
+        return [(start, end) for start, end, combo in runs if combo in series]
 
 
 def row_group_series(meta: pq.FileMetaData, tags: Sequence[str]) -> SeriesIndex:
@@ -334,13 +334,12 @@ def row_group_series(meta: pq.FileMetaData, tags: Sequence[str]) -> SeriesIndex:
     its series directory lists them (every row group unlisted when it has none)."""
     directory = _series_directory(meta)
     if directory is None or not tags or not set(tags) <= set(directory["tags"]):
-        return SeriesIndex({}, list(range(meta.num_row_groups)), {}, frozenset())
+        return SeriesIndex({}, list(range(meta.num_row_groups)), {})
     positions = [directory["tags"].index(t) for t in tags]
     combos = [tuple(v[i] for i in positions) for v in directory["series"]]
     by_series: dict[tuple[Any, ...], list[int]] = {}
-    spans: dict[tuple[Any, ...], dict[int, Spans]] = {}
+    runs: dict[int, list[tuple[int, int, tuple[Any, ...]]]] = {}
     unlisted: list[int] = []
-    located: set[int] = set()
     all_starts = directory.get("starts") or [None] * meta.num_row_groups
     for rg, indexes in enumerate(directory["row_groups"]):
         if indexes is None:
@@ -348,14 +347,25 @@ def row_group_series(meta: pq.FileMetaData, tags: Sequence[str]) -> SeriesIndex:
             continue
         for combo in {combos[i] for i in indexes}:
             by_series.setdefault(combo, []).append(rg)
-        starts = all_starts[rg]
-        if starts is None:
-            continue
-        located.add(rg)
-        ends = [*starts[1:], meta.row_group(rg).num_rows]
-        for i, start, end in zip(indexes, starts, ends, strict=True):
-            spans.setdefault(combos[i], {}).setdefault(rg, []).append((start, end))
-    return SeriesIndex(by_series, unlisted, spans, frozenset(located))
+        starts, size = all_starts[rg], meta.row_group(rg).num_rows
+        if not _runs_fit(starts, len(indexes), size):
+            continue  # no offsets, or offsets that do not fit: the row group is read whole
+        ends = [*starts[1:], size]
+        runs[rg] = [(a, b, combos[i]) for i, a, b in zip(indexes, starts, ends, strict=True)]
+    return SeriesIndex(by_series, unlisted, runs)
+
+
+def _runs_fit(starts: Any, series: int, rows: int) -> bool:
+    """Whether ``starts`` can be the first rows of ``series`` runs that cover a row group of
+    ``rows`` rows in order."""
+    return (
+        isinstance(starts, list)
+        and len(starts) == series
+        and all(type(s) is int for s in starts)
+        and starts[:1] == [0]
+        and all(a < b for a, b in itertools.pairwise(starts))
+        and starts[-1] < rows
+    )
 
 
 def series_guarantee(
@@ -390,13 +400,7 @@ def _series_directory(meta: pq.FileMetaData) -> dict[str, Any] | None:
     if len(groups) != meta.num_row_groups:
         return None
     starts = directory.get("starts")
-    if starts is not None and (
-        len(starts) != len(groups)
-        or any(
-            s is not None and (g is None or len(s) != len(g))
-            for s, g in zip(starts, groups, strict=True)
-        )
-    ):
+    if starts is not None and (not isinstance(starts, list) or len(starts) != len(groups)):
         directory.pop("starts")  # row offsets that do not fit: read whole row groups
     return directory
 
