@@ -39,8 +39,8 @@ from node.engine.schema import KIND, PUT, SEQ, TSID, Schema
 from node.engine.sst.meta import SstMeta
 from node.engine.sst.reader import (
     Part,
+    Runs,
     SeriesIndex,
-    Spans,
     SstFiles,
     conform_batches,
     kept,
@@ -491,9 +491,9 @@ class Scan:
                 out.append(Part(sst.path, local, groups))
             else:
                 # Rows sliced out by series satisfy the bounds on their tags.
-                spans = series.spans(groups)
-                self.stats.row_groups_located += len(spans)
-                out.append(Part(sst.path, local, groups, spans, frozenset(tags), self._run_order))
+                runs = series.runs(groups)
+                self.stats.row_groups_located += len(runs)
+                out.append(Part(sst.path, local, groups, runs, frozenset(tags), self._run_order))
         return out
 
     @functools.cached_property
@@ -740,9 +740,9 @@ class _Held:
     admitted: Set[tuple[Any, ...]]
     row_groups: Set[int]
 
-    def spans(self, groups: Sequence[int]) -> dict[int, Spans]:
+    def runs(self, groups: Sequence[int]) -> dict[int, Runs]:
         """Of ``groups``, those whose admitted series the directory locates, with their rows."""
-        out: dict[int, Spans] = {}
+        out: dict[int, Runs] = {}
         for rg in groups:
             rows = self.index.rows(self.admitted, rg)
             if rows is not None:

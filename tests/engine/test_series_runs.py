@@ -73,13 +73,8 @@ def _scan(
     e: Engine, bounds: Bounds, predicate: pc.Expression | None = None
 ) -> tuple[pa.Table, int, int]:
     scan = e.plan_scan("cpu", columns=["host", "ts", "usage"], bounds=bounds, predicate=predicate)
-    got = pa.Table.from_batches(list(scan), schema=scan_schema(e))
+    got = scan.to_table()
     return got, scan.stats.row_groups_read, scan.stats.row_groups_located
-
-
-def scan_schema(e: Engine) -> pa.Schema:
-    schema = e.describe("cpu").schema.arrow()
-    return pa.schema([schema.field(c) for c in ("host", "ts", "usage")])
 
 
 def _expected(data: pa.Table, bounds: Bounds, predicate: pc.Expression | None) -> pa.Table:

@@ -298,8 +298,8 @@ def column_ranges(meta: pq.FileMetaData, column: str) -> ColumnRanges | None:
 #: Up to this many row groups are judged on their statistics one by one, in Python.
 SCALAR_ROW_GROUPS = 4
 
-#: Row spans [start, end) within one row group.
-Spans = list[tuple[int, int]]
+#: Runs of rows [start, end) within one row group.
+Runs = list[tuple[int, int]]
 
 
 @dataclass(frozen=True)
@@ -320,7 +320,7 @@ class SeriesIndex:
             out.update(self.row_groups.get(combo, ()))
         return out
 
-    def rows(self, series: Set[tuple[Any, ...]], rg: int) -> Spans | None:
+    def rows(self, series: Set[tuple[Any, ...]], rg: int) -> Runs | None:
         """The runs of rows of row group ``rg`` holding one of ``series``, in order, or None
         where the directory does not say where they lie."""
         runs = self.runs.get(rg)
@@ -512,14 +512,14 @@ FILTER_ROWS = 262_144
 @dataclass(frozen=True)
 class Part:
     """Row groups of one SST: its key, its local copy and the row groups to read; of those
-    in ``spans``, only the given runs of rows (each one series, as the series directory
+    in ``runs``, only the given runs of rows (each one series, as the series directory
     locates them), whose rows satisfy the bounds on the ``decided`` columns and are sorted
     by the ``run_order`` column, if any."""
 
     file: str
     path: str
     row_groups: Sequence[int]
-    spans: Mapping[int, Spans] = field(default_factory=dict)
+    runs: Mapping[int, Runs] = field(default_factory=dict)
     decided: frozenset[str] = frozenset()
     run_order: str | None = None
 
@@ -585,7 +585,7 @@ def scan_unordered(
             keep=keep,
         )
         for rg, table in zip(part.row_groups, tables, strict=True):
-            runs = part.spans.get(rg)
+            runs = part.runs.get(rg)
             known: Set[str] = frozenset()
             if runs is not None:
                 table, known = _runs_within(table, runs, part, bounds)
@@ -605,7 +605,7 @@ NARROWED_RUNS = 8
 
 
 def _runs_within(
-    table: pa.Table, runs: Spans, part: Part, bounds: Bounds
+    table: pa.Table, runs: Runs, part: Part, bounds: Bounds
 ) -> tuple[pa.Table, Set[str]]:
     """The rows of ``table`` (a row group of ``part``) in ``runs``, sliced, which copies
     nothing, and the bounded columns they satisfy: the part's ``decided`` ones and, when
@@ -629,9 +629,9 @@ def _runs_within(
     return (pa.concat_tables(slices) if slices else table.slice(0, 0)), known
 
 
-def _joined(runs: Spans) -> Spans:
+def _joined(runs: Runs) -> Runs:
     """``runs`` (in order) with adjacent ones joined: one slice each."""
-    out: Spans = []
+    out: Runs = []
     for start, end in runs:
         if out and out[-1][1] == start:
             out[-1] = (out[-1][0], end)
