@@ -380,8 +380,9 @@ def _aggregate(agg: BucketedAggregation, rows: pa.Table) -> pa.Table:
             fields.append(pa.field(o.name, values.type, nullable=o.function != "count"))
             arrays.append(values)
         else:
-            fields.append(pa.field(agg.bucket, pa.timestamp("ms")))
-            arrays.append(pa.array(ordered[starts], pa.timestamp("ms")))
+            fields.append(pa.field(agg.bucket, _MS))
+            # Viewed as timestamps: pa.array(..., timestamp) casts through a kernel.
+            arrays.append(pa.array(ordered[starts]).view(_MS))
     grouped = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
     if agg.descending:
         grouped = grouped.take(np.arange(grouped.num_rows - 1, -1, -1))
@@ -428,6 +429,8 @@ def _reduced(
     mask = counts == 0 if column.null_count else None
     return pa.array(reduced, pa.float64() if function == "avg" else typ, mask=mask)
 
+
+_MS = pa.timestamp("ms")
 
 #: What a null becomes in an integer max or min: a value every other one beats.
 _EXTREME = {"max": int(np.iinfo(np.int64).min), "min": int(np.iinfo(np.int64).max)}

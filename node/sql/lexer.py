@@ -4,7 +4,7 @@ DELETE, SHOW, DESCRIBE); SELECT text goes to DataFusion."""
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+import re
 from typing import Final
 
 from gnomon.errors import InvalidArgument
@@ -23,22 +23,27 @@ class Kind:
     END: Final = "end"
 
 
-@dataclass(frozen=True)
 class Token:
-    kind: str  # a Kind
-    text: str
-    pos: int
-    # Both derived once: a query's tokens are tested hundreds of times while it is planned.
-    #: The text in upper case, for keyword tests.
-    upper: str = field(init=False, repr=False, compare=False)
-    #: The name this token is as an identifier: quoted as written, unquoted folded to lower
-    #: case (as DataFusion folds it); None for any other token.
-    identifier: str | None = field(init=False, repr=False, compare=False)
+    """One token: its kind, its text (a string literal's or quoted identifier's unquoted),
+    and where it starts in the statement."""
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "upper", self.text.upper())
-        name = {Kind.QUOTED: self.text, Kind.WORD: self.text.lower()}.get(self.kind)
-        object.__setattr__(self, "identifier", name)
+    __slots__ = ("identifier", "kind", "pos", "text", "upper")
+
+    def __init__(self, kind: str, text: str, pos: int) -> None:
+        self.kind = kind  # a Kind
+        self.text = text
+        self.pos = pos
+        # Both derived once: a query's tokens are tested hundreds of times while it is planned.
+        #: The text in upper case, for keyword tests.
+        self.upper = text.upper()
+        #: The name this token is as an identifier: quoted as written, unquoted folded to
+        #: lower case (as DataFusion folds it); None for any other token.
+        self.identifier: str | None = (
+            text.lower() if kind is Kind.WORD else text if kind is Kind.QUOTED else None
+        )
+
+    def __repr__(self) -> str:
+        return f"Token({self.kind}, {self.text!r}, {self.pos})"
 
     def is_word(self, *words: str) -> bool:
         return self.kind is Kind.WORD and self.upper in words
@@ -52,72 +57,60 @@ _SYMBOLS = (
     "/", "%", "[", "]", "{", "}", ":", "|", "&", "^", "~", "!", "?", "@", "#", "$",
 )  # fmt: skip
 
+# One pattern for every token, tried at each position: a regular expression walks the text
+# in C, where a loop over characters cost about 5 us per token. Space and comments before a
+# token are skipped (possessively: a comment never comes back as symbols). Groups, most
+# frequent first: a word; a number (digits, a decimal point, an exponent with its sign); a
+# symbol (longer ones first, "." not before a digit, "/" not opening a comment); a string
+# literal; a quoted identifier (either quote); and the errors: a comment left open, then any
+# other character (an unterminated quote, a stray character). Nothing matches at the end.
+_PATTERN = re.compile(
+    r"""(?:\s+|--[^\n]*+\n?|/\*.*?\*/)*+"""
+    r"""(?:([^\W\d][\w$]*)"""
+    r"""|((?:\d|\.(?=\d))(?:[\d.eE]|(?<=[eE])[+-])*)"""
+    r"""|(<=|>=|<>|!=|\|\||::|\.(?!\d)|/(?!\*)|[(),;=<>*\-+%\[\]{}:|&^~!?@#$])"""
+    r"""|'((?:[^']|'')*+)'"""
+    r"""|"((?:[^"]|"")*+)"|`((?:[^`]|``)*+)`"""
+    r"""|(/\*)|(.)|\Z)""",
+    re.DOTALL,
+)
+_WORD, _NUMBER, _SYMBOL, _STRING, _DOUBLE, _BACK = range(1, 7)
+
 
 @functools.lru_cache(maxsize=256)
 def tokenize(sql: str) -> tuple[Token, ...]:
     """The tokens of ``sql``, ending with an END token. Cached: a query's text is tokenized
-    by the parser and again by the executor, and dashboards send the same texts again."""
+    by the parser and again by the executor."""
     out: list[Token] = []
-    i, n = 0, len(sql)
-    while i < n:
-        c = sql[i]
-        if c.isspace():
-            i += 1
-        elif sql.startswith("--", i):
-            j = sql.find("\n", i)
-            i = n if j < 0 else j + 1
-        elif sql.startswith("/*", i):
-            j = sql.find("*/", i + 2)
-            if j < 0:
-                raise InvalidArgument(f"unterminated comment at position {i}")
-            i = j + 2
-        elif c == "'":
-            text, i2 = _quoted(sql, i, "'")
-            out.append(Token(Kind.STRING, text, i))
-            i = i2
-        elif c in '`"':
-            text, i2 = _quoted(sql, i, c)
+    for m in _PATTERN.finditer(sql):
+        group = m.lastindex
+        if group is None:
+            break  # the end, after any space and comments
+        text, pos = m.group(group), m.start(group)
+        if group == _WORD:
+            out.append(Token(Kind.WORD, text, pos))
+        elif group == _SYMBOL:
+            out.append(Token(Kind.SYMBOL, text, pos))
+        elif group == _NUMBER:
+            out.append(Token(Kind.NUMBER, text, pos))
+        elif group == _STRING:
+            out.append(Token(Kind.STRING, text.replace("''", "'"), pos - 1))
+        elif group in (_DOUBLE, _BACK):
+            quote = sql[pos - 1]
             if not text:
-                raise InvalidArgument(f"empty quoted identifier at position {i}")
-            out.append(Token(Kind.QUOTED, text, i))
-            i = i2
-        elif c.isdigit() or (c == "." and i + 1 < n and sql[i + 1].isdigit()):
-            j = i
-            while j < n and (
-                sql[j].isdigit() or sql[j] in ".eE" or (sql[j] in "+-" and sql[j - 1] in "eE")
-            ):
-                j += 1
-            out.append(Token(Kind.NUMBER, sql[i:j], i))
-            i = j
-        elif c.isalpha() or c == "_":
-            j = i
-            while j < n and (sql[j].isalnum() or sql[j] in "_$"):
-                j += 1
-            out.append(Token(Kind.WORD, sql[i:j], i))
-            i = j
+                raise InvalidArgument(f"empty quoted identifier at position {pos - 1}")
+            out.append(Token(Kind.QUOTED, text.replace(quote * 2, quote), pos - 1))
         else:
-            for s in _SYMBOLS:
-                if sql.startswith(s, i):
-                    out.append(Token(Kind.SYMBOL, s, i))
-                    i += len(s)
-                    break
-            else:
-                raise InvalidArgument(f"unexpected character {c!r} at position {i}")
-    out.append(Token(Kind.END, "", n))
+            raise _error(sql, pos)
+    out.append(Token(Kind.END, "", len(sql)))
     return tuple(out)
 
 
-def _quoted(sql: str, start: int, quote: str) -> tuple[str, int]:
-    """The text between quotes (a doubled quote is one literal quote) and the index after."""
-    parts: list[str] = []
-    i = start + 1
-    while True:
-        j = sql.find(quote, i)
-        if j < 0:
-            raise InvalidArgument(f"unterminated {quote} quote starting at position {start}")
-        parts.append(sql[i:j])
-        if sql.startswith(quote * 2, j):
-            parts.append(quote)
-            i = j + 2
-        else:
-            return "".join(parts), j + 1
+def _error(sql: str, pos: int) -> InvalidArgument:
+    """Why the text at ``pos`` is no token."""
+    c = sql[pos]
+    if sql.startswith("/*", pos):
+        return InvalidArgument(f"unterminated comment at position {pos}")
+    if c in "'\"`":
+        return InvalidArgument(f"unterminated {c} quote starting at position {pos}")
+    return InvalidArgument(f"unexpected character {c!r} at position {pos}")

@@ -1,0 +1,120 @@
+"""The SQL lexer: every kind of token with its position, what is skipped, and the errors."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from gnomon.errors import InvalidArgument
+from node.sql.lexer import Kind, tokenize
+
+
+def kinds(sql: str) -> list[tuple[str, str, int]]:
+    return [(t.kind, t.text, t.pos) for t in tokenize(sql)]
+
+
+def test_words_numbers_symbols_with_positions() -> None:
+    assert kinds("SELECT a_1, $x FROM t") == [
+        (Kind.WORD, "SELECT", 0),
+        (Kind.WORD, "a_1", 7),
+        (Kind.SYMBOL, ",", 10),
+        (Kind.SYMBOL, "$", 12),
+        (Kind.WORD, "x", 13),
+        (Kind.WORD, "FROM", 15),
+        (Kind.WORD, "t", 20),
+        (Kind.END, "", 21),
+    ]
+
+
+@pytest.mark.parametrize("number", ["1", "42", "1.5", ".5", "1e5", "1E-5", "1.2e+3", "7."])
+def test_numbers(number: str) -> None:
+    assert kinds(f"x={number}")[2] == (Kind.NUMBER, number, 2)
+
+
+def test_a_dot_before_a_digit_starts_a_number_elsewhere_it_is_a_symbol() -> None:
+    assert kinds("t.c .5") == [
+        (Kind.WORD, "t", 0),
+        (Kind.SYMBOL, ".", 1),
+        (Kind.WORD, "c", 2),
+        (Kind.NUMBER, ".5", 4),
+        (Kind.END, "", 6),
+    ]
+
+
+def test_longest_symbols_first() -> None:
+    texts = [t.text for t in tokenize("a<=b>=c<>d!=e||f::g<h")][:-1]
+    assert " ".join(texts) == "a <= b >= c <> d != e || f :: g < h"
+
+
+def test_strings_and_quoted_identifiers_unquote_doubled_quotes() -> None:
+    assert kinds("'it''s' \"a\"\"b\" `c``d` ''") == [
+        (Kind.STRING, "it's", 0),
+        (Kind.QUOTED, 'a"b', 8),
+        (Kind.QUOTED, "c`d", 15),
+        (Kind.STRING, "", 22),
+        (Kind.END, "", 24),
+    ]
+
+
+def test_identifiers_fold_unquoted_case_and_keep_quoted() -> None:
+    word, quoted, string, _ = tokenize("Host \"Host\" 'Host'")
+    assert (word.identifier, word.upper) == ("host", "HOST")
+    assert quoted.identifier == "Host"
+    assert string.identifier is None
+    assert word.is_word("HOST") and not quoted.is_word("HOST")
+
+
+def test_comments_and_space_are_skipped() -> None:
+    sql = "a -- to the end\n/* a\nblock */ b/c -- last"
+    assert kinds(sql) == [
+        (Kind.WORD, "a", 0),
+        (Kind.WORD, "b", 30),
+        (Kind.SYMBOL, "/", 31),
+        (Kind.WORD, "c", 32),
+        (Kind.END, "", len(sql)),
+    ]
+    assert kinds("1-2--3") == [(Kind.NUMBER, "1", 0), (Kind.SYMBOL, "-", 1),
+                               (Kind.NUMBER, "2", 2), (Kind.END, "", 6)]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        ("a /* open", "unterminated comment at position 2"),
+        ("x = 'open", "unterminated ' quote starting at position 4"),
+        ('x "open', 'unterminated " quote starting at position 2'),
+        ("x `open", "unterminated ` quote starting at position 2"),
+        ('"""open', 'unterminated " quote starting at position 0'),  # "" inside, then open
+        ('x ""', "empty quoted identifier at position 2"),
+        ("a \\ b", "unexpected character '\\\\' at position 2"),
+    ],
+)
+def test_errors_name_the_problem_and_where(sql: str, message: str) -> None:
+    with pytest.raises(InvalidArgument, match="^" + re.escape(message) + "$"):
+        tokenize(sql)
+
+
+def test_tokens_are_where_their_text_is() -> None:
+    """Random statements of every token kind: each word, number and symbol is its text at
+    its position, each string and quoted identifier starts with its quote there, and what
+    lies between tokens is space or comments."""
+    pieces = ["SELECT", "host", "_x1", "42", "1.5e-3", ".7", "<=", "::", "(", ")", ",", "-",
+              "/", "*", "'a''b'", '"Q"', "`b`", " ", "\n", "-- c\n", "/* c */"]  # fmt: skip
+    rnd = random.Random(7)
+    for _ in range(300):
+        sql = " ".join(rnd.choice(pieces) for _ in range(rnd.randint(1, 12)))
+        tokens = tokenize(sql)
+        assert tokens[-1].kind is Kind.END and tokens[-1].pos == len(sql)
+        covered = 0
+        for t in tokens[:-1]:
+            gap = sql[covered : t.pos]
+            assert gap.strip() == "" or "--" in gap or "/*" in gap, (sql, t)
+            if t.kind in (Kind.WORD, Kind.NUMBER, Kind.SYMBOL):
+                assert sql.startswith(t.text, t.pos)
+                covered = t.pos + len(t.text)
+            else:
+                quote = sql[t.pos]
+                assert quote in "'\"`"
+                covered = sql.index(quote, t.pos + 1 + len(t.text)) + 1
