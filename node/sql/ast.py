@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from node.engine.schema import ColumnType
+from node.sql.lexer import Token
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,8 @@ class Query:
     """A SELECT (or WITH ... SELECT), executed by DataFusion."""
 
     sql: str
+    #: The tokens of ``sql``, as the parser found them (empty: not tokenized yet).
+    tokens: tuple[Token, ...] = field(default=(), repr=False, compare=False)
 
 
 Statement = (

@@ -182,8 +182,8 @@ class SqlExecutor:
 
     def run(self, stmt: Statement) -> QueryResult:
         match stmt:
-            case Query(sql):
-                return self._query(sql)
+            case Query(sql, tokens):
+                return self._query(sql, tokens)
             case Explain(query, analyze):
                 return self._explain(query, analyze)
             case Insert():
@@ -222,7 +222,9 @@ class SqlExecutor:
 
     # -- queries ---------------------------------------------------------------------------------
 
-    def _prepare(self, sql: str, mode: _Mode) -> tuple[_QueryContext, str]:
+    def _prepare(
+        self, sql: str, mode: _Mode, tokens: Sequence[Token] = ()
+    ) -> tuple[_QueryContext, str]:
         """Register the tables ``sql`` mentions and rewrite what DataFusion does not accept:
         time-travel clauses (``t VERSION AS OF n`` / ``t TIMESTAMP AS OF '...'``) become
         registered names, and integer milliseconds compared with a timestamp column (as
@@ -232,7 +234,7 @@ class SqlExecutor:
         is read up front, once for all the query's uses of the table."""
         qc = _QueryContext(self.engine, mode)
         tables = set(self.engine.list_tables())
-        tokens = tokenize(sql)
+        tokens = tokens or tokenize(sql)
         mentioned = [n for n in (t.identifier for t in tokens) if n is not None and n in tables]
         ts_columns = {
             c.name
@@ -308,7 +310,9 @@ class SqlExecutor:
                 raise _DictionaryUnsupported from e
             raise _translate(e) from None
 
-    def _run(self, sql: str, prefix: str = "") -> tuple[_QueryContext, pa.Table]:
+    def _run(
+        self, sql: str, prefix: str = "", tokens: Sequence[Token] = ()
+    ) -> tuple[_QueryContext, pa.Table]:
         """Runs ``prefix`` + the prepared ``sql``; when DataFusion cannot push a filter it
         simplified to a literal, runs it again with filters evaluated above the scans, when
         it cannot take dictionary-encoded tags, with plain ones, and when it fails on tables
@@ -316,7 +320,7 @@ class SqlExecutor:
         one over rows read up front."""
         mode = _Mode(in_memory=not prefix)
         for _ in range(3):  # each retry turns one of the three features off
-            qc, rewritten = self._prepare(sql, mode)
+            qc, rewritten = self._prepare(sql, mode, tokens)
             if qc.direct is not None and len(qc.rows) == 1:
                 (rows,) = qc.rows.values()
                 return qc, _plain(direct.run(qc.direct, rows))
@@ -328,11 +332,11 @@ class SqlExecutor:
                 mode = replace(mode, pushdown=False)
             except _DictionaryUnsupported:
                 mode = replace(mode, dictionary_tags=False)
-        qc, rewritten = self._prepare(sql, mode)
+        qc, rewritten = self._prepare(sql, mode, tokens)
         return qc, self._collect(qc, prefix + rewritten)
 
-    def _query(self, sql: str) -> QueryResult:
-        qc, table = self._run(sql)
+    def _query(self, sql: str, tokens: Sequence[Token] = ()) -> QueryResult:
+        qc, table = self._run(sql, tokens=tokens)
         result = QueryResult.rows(table)
         result.scans = qc.scans
         return result

@@ -3,7 +3,6 @@ DELETE, SHOW, DESCRIBE); SELECT text goes to DataFusion."""
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Final
 
@@ -77,10 +76,8 @@ _PATTERN = re.compile(
 _WORD, _NUMBER, _SYMBOL, _STRING, _DOUBLE, _BACK = range(1, 7)
 
 
-@functools.lru_cache(maxsize=256)
 def tokenize(sql: str) -> tuple[Token, ...]:
-    """The tokens of ``sql``, ending with an END token. Cached: a query's text is tokenized
-    by the parser and again by the executor."""
+    """The tokens of ``sql``, ending with an END token."""
     out: list[Token] = []
     for m in _PATTERN.finditer(sql):
         group = m.lastindex

@@ -151,7 +151,7 @@ class _Parser:
     def statement(self) -> Statement:
         t = self.tok
         if t.is_word("SELECT", "WITH", "VALUES") or (t.kind is Kind.SYMBOL and t.text == "("):
-            return Query(self.sql)
+            return Query(self.sql, self.tokens)
         if self.accept("CREATE"):
             return self.create_table()
         if self.accept("ALTER"):
