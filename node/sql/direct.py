@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -63,6 +63,9 @@ class BucketedAggregation:
     outputs: tuple[str | Aggregate, ...]
     descending: bool | None  # None: no ORDER BY
     limit: int | None
+    #: Where the interval's and the limit's literals are among the query's tokens.
+    interval_at: int = field(default=0, compare=False)
+    limit_at: int | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,8 @@ class SortedRows:
     columns: tuple[str, ...]
     keys: tuple[SortKey, ...]
     limit: int | None
+    #: Where the limit's literal is among the query's tokens.
+    limit_at: int | None = field(default=None, compare=False)
 
 
 Direct = BucketedAggregation | SortedRows
@@ -100,9 +105,18 @@ _SORTABLE = {
 
 class _Cursor:
     def __init__(self, tokens: Sequence[Token]) -> None:
-        self.tokens = [t for t in tokens if not (t.kind is Kind.SYMBOL and t.text == ";")]
+        #: The query's tokens, where a plan's literals are found.
+        self.all = tokens
+        kept = [i for i, t in enumerate(tokens) if not (t.kind is Kind.SYMBOL and t.text == ";")]
+        self.tokens = [tokens[i] for i in kept]
+        self._index = kept
         self.i = 0
         self._last = len(self.tokens) - 1  # the END token, where the cursor stays
+
+    @property
+    def at(self) -> int:
+        """Where the current token is among :attr:`all`."""
+        return self._index[min(self.i, self._last)]
 
     @property
     def tok(self) -> Token:
@@ -173,14 +187,14 @@ def _from_where(c: _Cursor, table: str) -> bool:
 
 
 def _limit(c: _Cursor) -> tuple[bool, int | None]:
-    """``[LIMIT <n>]`` and the end of the query: (whether so, n)."""
-    limit: int | None = None
+    """``[LIMIT <n>]`` and the end of the query: (whether so, where n is among the tokens)."""
+    limit_at: int | None = None
     if c.word("LIMIT"):
+        limit_at = c.at
         t = c.take()
         if t.kind is not Kind.NUMBER or not t.text.isdigit():
             return False, None
-        limit = int(t.text)
-    return c.tok.kind is Kind.END, limit
+    return c.tok.kind is Kind.END, limit_at
 
 
 def _sorted_rows(c: _Cursor, table: str, schema: Schema) -> SortedRows | None:
@@ -218,22 +232,22 @@ def _sorted_rows(c: _Cursor, table: str, schema: Schema) -> SortedRows | None:
             keys.append(SortKey(key, descending, nulls_first))
             if not c.symbol(","):
                 break
-    ended, limit = _limit(c)
+    ended, limit_at = _limit(c)
     if not ended:
         return None
-    return SortedRows(tuple(columns), tuple(keys), limit)
+    return SortedRows(tuple(columns), tuple(keys), _count(c.all, limit_at), limit_at)
 
 
 def _aggregation(c: _Cursor, table: str, schema: Schema) -> BucketedAggregation | None:
     if not c.word("SELECT"):
         return None
     tables = {table}
-    raw: list[tuple[str, str | None, str | None]] = []  # (function, column, alias)
+    items: list[_Item] = []
     while True:
         item = _item(c, schema, tables)
         if item is None:
             return None
-        raw.append(item)
+        items.append(item)
         if not c.symbol(","):
             break
     if not _from_where(c, table) or not (c.word("GROUP") and c.word("BY")):
@@ -246,50 +260,64 @@ def _aggregation(c: _Cursor, table: str, schema: Schema) -> BucketedAggregation 
         descending = c.word("DESC")
         if not descending:
             c.word("ASC")
-    ended, limit = _limit(c)
+    ended, limit_at = _limit(c)
     if not ended:
         return None
-    buckets = [(col, alias) for fn, col, alias in raw if fn == "date_bin"]
-    if len(buckets) != 1 or buckets[0][1] != group:
+    buckets = [(item.interval_at, item.alias) for item in items if item.interval_at is not None]
+    if len(buckets) != 1 or buckets[0][1] != group or group is None:
         return None
+    interval_at = buckets[0][0]
+    stride = _stride(c.all[interval_at])
     outputs: list[str | Aggregate] = []
-    stride = 0
-    for fn, col, alias in raw:
-        if fn == "date_bin":
-            stride = int(col or 0)
+    for item in items:
+        if item.interval_at is not None:
             outputs.append(_BUCKET)
-        elif alias is None:
+        elif item.alias is None:
             return None  # DataFusion names unaliased aggregates its own way
         else:
-            outputs.append(Aggregate(fn, col, alias))
+            outputs.append(Aggregate(item.function, item.column, item.alias))
     names = [group, *(o.name for o in outputs if isinstance(o, Aggregate))]
-    if len(set(names)) != len(names) or stride <= 0 or group is None:
+    if len(set(names)) != len(names) or stride <= 0:
         return None
     if schema.has_column(group):
         return None  # DataFusion would group by that column, not by the bucket
+    limit = _count(c.all, limit_at)
     return BucketedAggregation(
-        schema.timestamp_key, stride, group, tuple(outputs), descending, limit
+        schema.timestamp_key,
+        stride,
+        group,
+        tuple(outputs),
+        descending,
+        limit,
+        interval_at,
+        limit_at,
     )
 
 
-def _item(
-    c: _Cursor, schema: Schema, tables: set[str]
-) -> tuple[str, str | None, str | None] | None:
-    """One SELECT item: ("date_bin", stride ms, alias) or (function, column, alias)."""
+class _Item(NamedTuple):
+    """One SELECT item: an aggregate of a column (None: count(*)), or the time bucket
+    (``date_bin``, whose interval is the token at ``interval_at``)."""
+
+    function: str
+    column: str | None
+    alias: str | None
+    interval_at: int | None = None
+
+
+def _item(c: _Cursor, schema: Schema, tables: set[str]) -> _Item | None:
     fn = c.name()
     if fn is None or not c.symbol("("):
         return None
     if fn == "date_bin":
-        if not c.word("INTERVAL"):
+        if not c.word("INTERVAL") or c.tok.kind is not Kind.STRING:
             return None
-        text = c.take()
-        m = _INTERVAL.match(text.text) if text.kind is Kind.STRING else None
-        if m is None or not c.symbol(","):
+        at = c.at
+        c.take()
+        if not c.symbol(","):
             return None
         if c.column(tables) != schema.timestamp_key or not c.symbol(")"):
             return None
-        stride = int(m.group(1)) * _UNIT_MS[m.group(2).lower()]
-        return ("date_bin", str(stride), _alias(c))
+        return _Item(fn, None, _alias(c), at)
     if fn not in _FUNCTIONS:
         return None
     if fn == "count" and c.symbol("*"):
@@ -302,11 +330,33 @@ def _item(
             return None
     if not c.symbol(")"):
         return None
-    return (fn, column, _alias(c))
+    return _Item(fn, column, _alias(c))
 
 
 def _alias(c: _Cursor) -> str | None:
     return c.name() if c.word("AS") else None
+
+
+def bind(query: Direct, tokens: Sequence[Token]) -> Direct | None:
+    """``query``, planned for a query of the same shape (the same tokens but for their
+    literals' values), with the values of ``tokens``: None when they make a query not taken
+    here (an interval of no unit taken)."""
+    limit = _count(tokens, query.limit_at)
+    if isinstance(query, SortedRows):
+        return replace(query, limit=limit)
+    stride = _stride(tokens[query.interval_at])
+    return None if stride <= 0 else replace(query, stride_ms=stride, limit=limit)
+
+
+def _stride(interval: Token) -> int:
+    """The milliseconds of an ``INTERVAL '<n> <unit>'`` literal, 0 for one not taken."""
+    m = _INTERVAL.match(interval.text)
+    return 0 if m is None else int(m.group(1)) * _UNIT_MS[m.group(2).lower()]
+
+
+def _count(tokens: Sequence[Token], at: int | None) -> int | None:
+    """The whole number at token ``at`` (a LIMIT), None if there is none."""
+    return None if at is None else int(tokens[at].text)
 
 
 def run(query: Direct, rows: pa.Table) -> pa.Table:

@@ -16,6 +16,7 @@ from node.engine.engine import Engine
 from node.engine.options import UpdateMode
 from node.engine.schema import TSID, ColumnType
 from node.sql import ddl, direct, functions
+from node.sql.analysis import Analyses, Analysis, parse_timestamp, timestamp_ms
 from node.sql.ast import (
     AlterAddColumns,
     AlterModifySetting,
@@ -30,9 +31,9 @@ from node.sql.ast import (
     ShowTables,
     Statement,
 )
-from node.sql.lexer import Kind, Token, tokenize
+from node.sql.lexer import Token, tokenize
 from node.sql.parser import parse
-from node.sql.prescan import Prescan, analyse
+from node.sql.prescan import Prescan
 from node.sql.provider import EngineDataset, ScanRecord
 from node.sql.result import QueryResult
 
@@ -175,6 +176,7 @@ class _QueryContext:
 class SqlExecutor:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._analyses = Analyses()
 
     def execute(self, sql: str) -> QueryResult:
         stmt = parse(sql)
@@ -222,77 +224,27 @@ class SqlExecutor:
 
     # -- queries ---------------------------------------------------------------------------------
 
-    def _prepare(
-        self, sql: str, mode: _Mode, tokens: Sequence[Token] = ()
-    ) -> tuple[_QueryContext, str]:
-        """Register the tables ``sql`` mentions and rewrite what DataFusion does not accept:
-        time-travel clauses (``t VERSION AS OF n`` / ``t TIMESTAMP AS OF '...'``) become
-        registered names, and integer milliseconds compared with a timestamp column (as
-        HoraeDB allows: ``ts >= 1700000000000``) become timestamps. A query reading no table
-        but one tells the engine the columns it may read and, reading it once, the bounds of
-        its WHERE clause (:mod:`node.sql.prescan`); in ``in_memory`` mode a small such scan
-        is read up front, once for all the query's uses of the table."""
+    def _prepare(self, analysis: Analysis, tokens: Sequence[Token], mode: _Mode) -> _QueryContext:
+        """Register the tables of a query (``tokens``, of ``analysis``' shape): the tables it
+        travels to under their registered names, and the others as they are. A query
+        reading no table but one tells the engine the columns it may read and the bounds
+        of its WHERE clause (:mod:`node.sql.prescan`); in ``in_memory`` mode a small such
+        scan is read up front, once for all the query's uses of the table."""
         qc = _QueryContext(self.engine, mode)
-        tables = set(self.engine.list_tables())
-        tokens = tokens or tokenize(sql)
-        mentioned = [n for n in (t.identifier for t in tokens) if n is not None and n in tables]
-        ts_columns = {
-            c.name
-            for name in mentioned
-            for c in self.engine.describe(name).schema.columns
-            if c.type is ColumnType.TIMESTAMP
-        }
-        edits: list[tuple[int, int, str]] = []
-        plain: list[str] = []
-        n_travel = 0
-        for i, t in enumerate(tokens):
-            name = t.identifier
-            if name is None:
-                continue
-            if (
-                i + 4 < len(tokens)
-                and tokens[i + 1].is_word("VERSION", "TIMESTAMP")
-                and tokens[i + 2].is_word("AS")
-                and tokens[i + 3].is_word("OF")
-            ):
-                if name not in tables:
-                    raise NotFound(f"table {name!r} does not exist")
-                lit = tokens[i + 4]
-                n_travel += 1
-                alias = f"__travel_{n_travel}"
-                if tokens[i + 1].is_word("VERSION"):
-                    if lit.kind is not Kind.NUMBER or not lit.text.isdigit():
-                        raise InvalidArgument("VERSION AS OF takes a version number")
-                    qc.register(alias, name, version=int(lit.text))
-                else:
-                    qc.register(alias, name, timestamp_ms=_timestamp_ms(lit))
-                following = tokens[i + 5]
-                has_alias = (
-                    following.is_word("AS")
-                    or following.kind is Kind.QUOTED
-                    or (following.kind is Kind.WORD and not following.is_word(*_CLAUSE_WORDS))
-                )
-                text = _dq(alias) if has_alias else f"{_dq(alias)} AS {_dq(name)}"
-                edits.append((t.pos, following.pos, text + " "))
-            elif name in tables:
-                plain.append(name)
-            elif name in ts_columns:
-                edits.extend(_timestamp_literals(tokens, i))
-        prescan = None
-        if n_travel == 0 and len(set(plain)) == 1:
-            schema = self.engine.describe(plain[0]).schema
-            prescan = analyse(tokens, plain[0], schema, mentions=len(plain))
-            qc.direct = direct.plan(tokens, plain[0], schema, exact_where=prescan.exact)
-        for name in plain:
-            qc.register(name, name, prescan=prescan)
-        out: list[str] = []
-        last = 0
-        for begin, stop, text in sorted(edits):
-            out.append(sql[last:begin])
-            out.append(text)
-            last = stop
-        out.append(sql[last:])
-        return qc, "".join(out)
+        for t in analysis.travel:
+            literal = tokens[t.literal_at]
+            if t.version:
+                qc.register(t.alias, t.table, version=int(literal.text))
+            else:
+                qc.register(t.alias, t.table, timestamp_ms=timestamp_ms(literal))
+        bounds = None
+        if analysis.prescan is not None:
+            bounds = analysis.prescan.bind(tokens)
+            if bounds.exact and analysis.direct is not None:
+                qc.direct = direct.bind(analysis.direct, tokens)
+        for name in analysis.plain:
+            qc.register(name, name, prescan=bounds)
+        return qc
 
     def _collect(self, qc: _QueryContext, sql: str) -> pa.Table:
         try:
@@ -313,27 +265,29 @@ class SqlExecutor:
     def _run(
         self, sql: str, prefix: str = "", tokens: Sequence[Token] = ()
     ) -> tuple[_QueryContext, pa.Table]:
-        """Runs ``prefix`` + the prepared ``sql``; when DataFusion cannot push a filter it
-        simplified to a literal, runs it again with filters evaluated above the scans, when
-        it cannot take dictionary-encoded tags, with plain ones, and when it fails on tables
-        read up front, streamed. An EXPLAIN (a ``prefix``) shows the streaming plan, never
-        one over rows read up front."""
+        """Runs ``prefix`` + ``sql`` as DataFusion takes it (:meth:`Analysis.rewrite`); when
+        DataFusion cannot push a filter it simplified to a literal, runs it again with
+        filters evaluated above the scans, when it cannot take dictionary-encoded tags, with
+        plain ones, and when it fails on tables read up front, streamed. An EXPLAIN (a
+        ``prefix``) shows the streaming plan, never one over rows read up front."""
+        tokens = tokens or tokenize(sql)
+        analysis = self._analyses.of(tokens, self.engine)
         mode = _Mode(in_memory=not prefix)
         for _ in range(3):  # each retry turns one of the three features off
-            qc, rewritten = self._prepare(sql, mode, tokens)
+            qc = self._prepare(analysis, tokens, mode)
             if qc.direct is not None and len(qc.rows) == 1:
                 (rows,) = qc.rows.values()
                 return qc, _plain(direct.run(qc.direct, rows))
             try:
-                return qc, self._collect(qc, prefix + rewritten)
+                return qc, self._collect(qc, prefix + analysis.rewrite(sql, tokens))
             except _StreamInstead:
                 mode = replace(mode, in_memory=False)
             except _LiteralFilterPushdown:
                 mode = replace(mode, pushdown=False)
             except _DictionaryUnsupported:
                 mode = replace(mode, dictionary_tags=False)
-        qc, rewritten = self._prepare(sql, mode, tokens)
-        return qc, self._collect(qc, prefix + rewritten)
+        qc = self._prepare(analysis, tokens, mode)
+        return qc, self._collect(qc, prefix + analysis.rewrite(sql, tokens))
 
     def _query(self, sql: str, tokens: Sequence[Token] = ()) -> QueryResult:
         qc, table = self._run(sql, tokens=tokens)
@@ -416,101 +370,8 @@ class SqlExecutor:
             )
 
 
-_CLAUSE_WORDS = (
-    "WHERE", "GROUP", "ORDER", "LIMIT", "JOIN", "INNER", "LEFT", "RIGHT", "FULL", "CROSS", "ON",
-    "UNION", "HAVING", "WINDOW", "EXCEPT", "INTERSECT", "OFFSET", "NATURAL", "QUALIFY",
-)  # fmt: skip
-_COMPARISONS = ("=", "<", ">", "<=", ">=", "<>", "!=")
-
-
-def _number_span(tokens: Sequence[Token], i: int) -> tuple[int, int, str] | None:
-    """An integer literal (optionally negative) starting at token ``i``: (start, end, text)."""
-    t = tokens[i]
-    sign = ""
-    if t.kind is Kind.SYMBOL and t.text == "-" and i + 1 < len(tokens):
-        sign, i = "-", i + 1
-    n = tokens[i]
-    if n.kind is Kind.NUMBER and n.text.isdigit():
-        return t.pos, n.pos + len(n.text), sign + n.text
-    return None
-
-
-def _number_list(tokens: Sequence[Token], k: int) -> list[tuple[int, int, str]]:
-    """The integer literals of ``( n, n, ... )`` opening at token ``k``; a list holding
-    anything else (a subquery, an expression) is left alone as a whole."""
-
-    def symbol(j: int, text: str) -> bool:
-        return j < len(tokens) and tokens[j].kind is Kind.SYMBOL and tokens[j].text == text
-
-    if not symbol(k, "("):
-        return []
-    spans: list[tuple[int, int, str]] = []
-    j = k + 1
-    while j < len(tokens):
-        span = _number_span(tokens, j)
-        if span is None:
-            return []
-        spans.append(span)
-        j += 2 if span[2].startswith("-") else 1
-        if symbol(j, ")"):
-            return spans
-        if not symbol(j, ","):
-            return []
-        j += 1
-    return []
-
-
-def _timestamp_literals(tokens: Sequence[Token], i: int) -> list[tuple[int, int, str]]:
-    """Edits wrapping integer literals compared with the timestamp column at token ``i``."""
-    spans: list[tuple[int, int, str]] = []
-    nxt = tokens[i + 1] if i + 1 < len(tokens) else None
-    if nxt is not None and nxt.kind is Kind.SYMBOL and nxt.text in _COMPARISONS:
-        span = _number_span(tokens, i + 2)
-        if span:
-            spans.append(span)
-    elif nxt is not None and (
-        nxt.is_word("BETWEEN")
-        or (nxt.is_word("NOT") and i + 2 < len(tokens) and tokens[i + 2].is_word("BETWEEN"))
-    ):
-        k = i + 2 if nxt.is_word("BETWEEN") else i + 3  # the first bound
-        first = _number_span(tokens, k)
-        if first:
-            spans.append(first)
-            j = k + (2 if first[2].startswith("-") else 1)
-            if j < len(tokens) and tokens[j].is_word("AND"):
-                second = _number_span(tokens, j + 1)
-                if second:
-                    spans.append(second)
-    elif nxt is not None and (
-        nxt.is_word("IN")
-        or (nxt.is_word("NOT") and i + 2 < len(tokens) and tokens[i + 2].is_word("IN"))
-    ):
-        spans.extend(_number_list(tokens, i + 2 if nxt.is_word("IN") else i + 3))
-    if i >= 2 and tokens[i - 1].kind is Kind.SYMBOL and tokens[i - 1].text in _COMPARISONS:
-        prev = tokens[i - 2]
-        if prev.kind is Kind.NUMBER and prev.text.isdigit():
-            neg = i >= 3 and tokens[i - 3].kind is Kind.SYMBOL and tokens[i - 3].text == "-"
-            start = tokens[i - 3].pos if neg else prev.pos
-            spans.append((start, prev.pos + len(prev.text), ("-" if neg else "") + prev.text))
-    return [(a, b, f"to_timestamp_millis({text})") for a, b, text in spans]
-
-
 def _dq(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
-
-
-def _timestamp_ms(t: Token) -> int:
-    if t.kind is Kind.NUMBER and t.text.isdigit():
-        return int(t.text)
-    if t.kind is Kind.STRING:
-        try:
-            return _parse_ts(t.text)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            pass
-    raise InvalidArgument(
-        f"TIMESTAMP AS OF takes milliseconds or a timestamp string like '2024-01-01 00:00:00', "
-        f"not {t.text!r}"
-    )
 
 
 def _column_array(name: str, typ: ColumnType, values: list[Any]) -> pa.Array[Any]:
@@ -524,7 +385,7 @@ def _column_array(name: str, typ: ColumnType, values: list[Any]) -> pa.Array[Any
     try:
         if typ is ColumnType.TIMESTAMP:
             # Literal rows of one statement: a per-value conversion is fine here.
-            ms = [_parse_ts(v) if isinstance(v, str) else v for v in values]
+            ms = [parse_timestamp(v) if isinstance(v, str) else v for v in values]
             return pa.array(ms, pa.int64()).cast(target)
         if typ is ColumnType.DATE and any(isinstance(v, str) for v in values):
             return pa.array(values, pa.string()).cast(target)
@@ -539,10 +400,6 @@ def _column_array(name: str, typ: ColumnType, values: list[Any]) -> pa.Array[Any
         raise InvalidArgument(
             f"column {name!r} ({typ.value}): invalid value in INSERT: {e}"
         ) from None
-
-
-def _parse_ts(text: str) -> int:
-    return int(pa.scalar(text).cast(pa.timestamp("ms")).cast(pa.int64()).as_py())
 
 
 def _plain(table: pa.Table) -> pa.Table:

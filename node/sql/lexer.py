@@ -26,7 +26,7 @@ class Token:
     """One token: its kind, its text (a string literal's or quoted identifier's unquoted),
     and where it starts in the statement."""
 
-    __slots__ = ("identifier", "kind", "pos", "text", "upper")
+    __slots__ = ("identifier", "kind", "pos", "shape", "text", "upper")
 
     def __init__(self, kind: str, text: str, pos: int) -> None:
         self.kind = kind  # a Kind
@@ -39,6 +39,16 @@ class Token:
         #: lower case (as DataFusion folds it); None for any other token.
         self.identifier: str | None = (
             text.lower() if kind is Kind.WORD else text if kind is Kind.QUOTED else None
+        )
+        #: What the token is to the shape of its query (:mod:`node.sql.analysis`): its kind
+        #: and text, but of a literal only its kind (and whether a number is whole, which
+        #: decides what it can be).
+        self.shape: tuple[str, str | bool] | tuple[str] = (
+            (kind, text.isdigit())
+            if kind is Kind.NUMBER
+            else (kind,)
+            if kind is Kind.STRING
+            else (kind, text)
         )
 
     def __repr__(self) -> str:

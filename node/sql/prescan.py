@@ -46,10 +46,65 @@ class Prescan:
     exact: bool = False
 
 
+@dataclass(frozen=True)
+class Bound:
+    """A WHERE term that bounds ``column`` by literals: ``column <op> literal`` (op one of
+    the comparisons), ``column IN (literal, ...)`` or ``column BETWEEN literal AND literal``
+    (op ``IN``, ``BETWEEN``), the literals being the tokens in the index ranges of
+    ``literals``. Any query of the same shape (its tokens apart from the literals) has the
+    same terms; only their values differ."""
+
+    column: str
+    op: str
+    literals: tuple[tuple[int, int], ...]
+    type: ColumnType
+
+    def range(self, tokens: Sequence[Token]) -> Range | None:
+        """The bound with the literals of ``tokens``, or None if one is no value of the
+        column's type (an integer out of its range, say), which bounds nothing."""
+        values = []
+        for start, stop in self.literals:
+            value = _literal(tokens[start:stop], self.type)
+            if value is _NONE:
+                return None
+            values.append(value)
+        if self.op == "IN":
+            return Range(values=frozenset(values))
+        if self.op == "BETWEEN":
+            return Range(lo=values[0], hi=values[1])
+        return Range.of(self.op, values[0])
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What :func:`analyse` finds in a query apart from its literals' values: the same for
+    every query of the same shape, bound to one query's literals by :meth:`bind`."""
+
+    table: str
+    columns: list[str] | None
+    bounds: tuple[Bound, ...]
+    #: The WHERE clause's terms (0 without one): the bounds are exact when they are as many.
+    terms: int
+    #: Whether the query reads the table once in a single SELECT.
+    single: bool
+    stops_early: bool
+
+    def bind(self, tokens: Sequence[Token]) -> Prescan:
+        """The analysis of ``tokens``, a query of this shape."""
+        ranges = [(b.column, r) for b in self.bounds if (r := b.range(tokens)) is not None]
+        exact = self.single and len(ranges) == self.terms
+        return Prescan(self.table, self.columns, intersect_all(ranges), self.stops_early, exact)
+
+
 def analyse(tokens: Sequence[Token], table: str, schema: Schema, *, mentions: int) -> Prescan:
     """What the engine may know of a query (``tokens``) that reads no table but ``table``,
     named ``mentions`` times: the columns it may read, and, when it reads the table once
     in a single SELECT, the bounds of its WHERE clause."""
+    return shape(tokens, table, schema, mentions=mentions).bind(tokens)
+
+
+def shape(tokens: Sequence[Token], table: str, schema: Schema, *, mentions: int) -> Shape:
+    """:func:`analyse`'s findings, before the literals' values are read."""
     # What the tests below ask of every token, gathered in one pass: the keywords present,
     # the names mentioned, where SELECTs are, and whether a ``*`` reads every column (except
     # as the argument of count(*)), as NATURAL JOIN does.
@@ -81,15 +136,14 @@ def analyse(tokens: Sequence[Token], table: str, schema: Schema, *, mentions: in
     where = _where(tokens) if single else None
     aliases = _table_names(tokens, table)
     names = set(schema.names)
-    terms: list[tuple[str, Range]] = []
-    conjuncts = _conjuncts(where) if where is not None else []
-    for term in conjuncts:
-        bound = _bound(term, schema, names, aliases)
-        if bound is not None:
-            terms.append(bound)
-    exact = single and len(terms) == len(conjuncts)
+    conjuncts = _conjuncts(tokens, *where) if where is not None else []
+    bounds = tuple(
+        bound
+        for start, stop in conjuncts
+        if (bound := _bound(tokens, start, stop, schema, names, aliases)) is not None
+    )
     stops_early = "LIMIT" in words and words.isdisjoint(("ORDER", "GROUP", "DISTINCT"))
-    return Prescan(table, columns, intersect_all(terms), stops_early, exact)
+    return Shape(table, columns, bounds, len(conjuncts), single, stops_early)
 
 
 def _table_names(tokens: Sequence[Token], table: str) -> set[str]:
@@ -124,8 +178,8 @@ def _from_only(tokens: Sequence[Token], table: str) -> bool:
     return len(rest) == 0 or (len(rest) == 1 and rest[0].identifier is not None)
 
 
-def _where(tokens: Sequence[Token]) -> list[Token] | None:
-    """The tokens of the top-level WHERE clause."""
+def _where(tokens: Sequence[Token]) -> tuple[int, int] | None:
+    """Where the top-level WHERE clause's tokens are: [start, stop)."""
     depth = 0
     start: int | None = None
     for i, t in enumerate(tokens):
@@ -142,19 +196,21 @@ def _where(tokens: Sequence[Token]) -> list[Token] | None:
         elif start is not None and (
             kind is Kind.END or (kind is Kind.WORD and t.upper in _AFTER_WHERE)
         ):
-            return list(tokens[start:i])
+            return start, i
     return None
 
 
-def _conjuncts(tokens: list[Token]) -> list[list[Token]]:
-    """The terms joined by AND at depth 0 (a term wrapped in parentheses is split again)."""
-    if _wrapped(tokens):
-        return _conjuncts(tokens[1:-1])
-    terms: list[list[Token]] = []
+def _conjuncts(tokens: Sequence[Token], start: int, stop: int) -> list[tuple[int, int]]:
+    """Where the terms joined by AND at depth 0 are among ``tokens[start:stop]`` (a term
+    wrapped in parentheses is split again)."""
+    if _wrapped(tokens, start, stop):
+        return _conjuncts(tokens, start + 1, stop - 1)
+    terms: list[tuple[int, int]] = []
     depth = 0
-    current: list[Token] = []
+    first = start
     between = False
-    for t in tokens:
+    for i in range(start, stop):
+        t = tokens[i]
         if t.kind is Kind.SYMBOL:
             if t.text == "(":
                 depth += 1
@@ -162,93 +218,112 @@ def _conjuncts(tokens: list[Token]) -> list[list[Token]]:
                 depth -= 1
         elif depth == 0 and t.kind is Kind.WORD:
             if t.upper == "OR":
-                return [tokens]  # a disjunction bounds nothing here
+                return [(start, stop)]  # a disjunction bounds nothing here
             if t.upper == "BETWEEN":
                 between = True
             elif t.upper == "AND":
                 if between:
                     between = False
                 else:
-                    terms.append(current)
-                    current = []
-                    continue
-        current.append(t)
-    terms.append(current)
-    return [c for term in terms for c in (_conjuncts(term) if _wrapped(term) else [term])]
+                    terms.append((first, i))
+                    first = i + 1
+    terms.append((first, stop))
+    return [
+        c
+        for a, b in terms
+        for c in (_conjuncts(tokens, a, b) if _wrapped(tokens, a, b) else [(a, b)])
+    ]
 
 
-def _wrapped(tokens: list[Token]) -> bool:
-    """Whether one pair of parentheses encloses all of ``tokens``."""
-    if len(tokens) < 2 or tokens[0].text != "(" or tokens[-1].text != ")":
+def _wrapped(tokens: Sequence[Token], start: int, stop: int) -> bool:
+    """Whether one pair of parentheses encloses all of ``tokens[start:stop]``."""
+    if stop - start < 2 or tokens[start].text != "(" or tokens[stop - 1].text != ")":
         return False
     depth = 0
-    for i, t in enumerate(tokens):
+    for i in range(start, stop):
+        t = tokens[i]
         if t.kind is Kind.SYMBOL and t.text == "(":
             depth += 1
         elif t.kind is Kind.SYMBOL and t.text == ")":
             depth -= 1
-            if depth == 0 and i < len(tokens) - 1:
+            if depth == 0 and i < stop - 1:
                 return False
     return True
 
 
 def _bound(
-    term: list[Token], schema: Schema, names: set[str], tables: set[str]
-) -> tuple[str, Range] | None:
-    column, rest = _column(term, names, tables)
+    tokens: Sequence[Token],
+    start: int,
+    stop: int,
+    schema: Schema,
+    names: set[str],
+    tables: set[str],
+) -> Bound | None:
+    column, after = _column(tokens, start, stop, names, tables)
     if column is not None:
-        return _bound_on(column, rest, schema)
+        return _bound_on(column, tokens, after, stop, schema)
     # literal <op> column
-    for k, t in enumerate(term):
+    for k in range(start, stop):
+        t = tokens[k]
         if t.kind is Kind.SYMBOL and t.text in _COMPARISONS:
-            column, after = _column(term[k + 1 :], names, tables)
-            if column is None or after:
+            column, after = _column(tokens, k + 1, stop, names, tables)
+            if column is None or after != stop:
                 return None
-            value = _literal(term[:k], schema.column(column).type)
-            if value is _NONE:
-                return None
-            return column, Range.of(_MIRRORED[t.text], value)
+            return _bound_by(column, _MIRRORED[t.text], ((start, k),), schema)
     return None
 
 
-def _column(term: list[Token], names: set[str], tables: set[str]) -> tuple[str | None, list[Token]]:
-    """The column a term starts with (``col`` or ``table.col``) and the tokens after it."""
-    if len(term) >= 3 and term[1].kind is Kind.SYMBOL and term[1].text == ".":
-        if term[0].identifier not in tables:
-            return None, term
-        name, rest = term[2].identifier, term[3:]
-    elif term:
-        name, rest = term[0].identifier, term[1:]
+def _column(
+    tokens: Sequence[Token], start: int, stop: int, names: set[str], tables: set[str]
+) -> tuple[str | None, int]:
+    """The column ``tokens[start:stop]`` starts with (``col`` or ``table.col``) and where
+    the tokens after it start."""
+    if (
+        stop - start >= 3
+        and tokens[start + 1].kind is Kind.SYMBOL
+        and tokens[start + 1].text == "."
+    ):
+        if tokens[start].identifier not in tables:
+            return None, start
+        name, after = tokens[start + 2].identifier, start + 3
+    elif stop > start:
+        name, after = tokens[start].identifier, start + 1
     else:
-        return None, term
-    if name is None or name not in names or term[0].is_word("NOT"):
-        return None, term
-    return name, rest
+        return None, start
+    if name is None or name not in names or tokens[start].is_word("NOT"):
+        return None, start
+    return name, after
 
 
-def _bound_on(column: str, rest: list[Token], schema: Schema) -> tuple[str, Range] | None:
-    typ = schema.column(column).type
-    if rest and rest[0].kind is Kind.SYMBOL and rest[0].text in _COMPARISONS:
-        value = _literal(rest[1:], typ)
-        return None if value is _NONE else (column, Range.of(rest[0].text, value))
-    if rest and rest[0].is_word("IN"):
-        values = _literal_list(rest[1:], typ)
-        return None if values is None else (column, Range(values=frozenset(values)))
-    if rest and rest[0].is_word("BETWEEN"):
-        ands = [k for k, t in enumerate(rest) if t.is_word("AND")]
+def _bound_on(
+    column: str, tokens: Sequence[Token], start: int, stop: int, schema: Schema
+) -> Bound | None:
+    """The bound of ``column`` followed by ``tokens[start:stop]``."""
+    if start == stop:
+        return None
+    first = tokens[start]
+    if first.kind is Kind.SYMBOL and first.text in _COMPARISONS:
+        return _bound_by(column, first.text, ((start + 1, stop),), schema)
+    if first.is_word("IN"):
+        items = _list_items(tokens, start + 1, stop)
+        return None if items is None else _bound_by(column, "IN", items, schema)
+    if first.is_word("BETWEEN"):
+        ands = [k for k in range(start + 1, stop) if tokens[k].is_word("AND")]
         if len(ands) != 1:
             return None
-        lo, hi = _literal(rest[1 : ands[0]], typ), _literal(rest[ands[0] + 1 :], typ)
-        if lo is _NONE or hi is _NONE:
-            return None
-        return column, Range(lo=lo, hi=hi)
+        literals = ((start + 1, ands[0]), (ands[0] + 1, stop))
+        return _bound_by(column, "BETWEEN", literals, schema)
     return None
+
+
+def _bound_by(column: str, op: str, literals: tuple[tuple[int, int], ...], schema: Schema) -> Bound:
+    return Bound(column, op, literals, schema.column(column).type)
 
 
 _NONE: Any = object()
 
 
-def _literal(tokens: list[Token], typ: ColumnType) -> Any:
+def _literal(tokens: Sequence[Token], typ: ColumnType) -> Any:
     """The value of a literal of the column's kind, or _NONE: strings for string columns,
     numbers for numeric ones, integer milliseconds (bare, as gnomon's dialect allows, or in
     ``to_timestamp_millis(n)``) for timestamps."""
@@ -294,19 +369,18 @@ def _fits(value: int, typ: ColumnType) -> bool:
     return bool(lo <= value < hi)
 
 
-def _literal_list(tokens: list[Token], typ: ColumnType) -> list[Any] | None:
-    """The values of ``( literal, ... )``."""
-    if not _wrapped(tokens):
+def _list_items(
+    tokens: Sequence[Token], start: int, stop: int
+) -> tuple[tuple[int, int], ...] | None:
+    """Where the items of ``( item, ... )`` in ``tokens[start:stop]`` are."""
+    if not _wrapped(tokens, start, stop):
         return None
-    values: list[Any] = []
-    item: list[Token] = []
-    for t in [*tokens[1:-1], Token(Kind.SYMBOL, ",", -1)]:
+    items: list[tuple[int, int]] = []
+    first = start + 1
+    for i in range(start + 1, stop - 1):
+        t = tokens[i]
         if t.kind is Kind.SYMBOL and t.text == ",":
-            value = _literal(item, typ)
-            if value is _NONE:
-                return None
-            values.append(value)
-            item = []
-        else:
-            item.append(t)
-    return values
+            items.append((first, i))
+            first = i + 1
+    items.append((first, stop - 1))
+    return tuple(items)

@@ -1,0 +1,265 @@
+"""What the executor learns from a query's tokens before it runs: the tables it reads, its
+time-travel clauses, the integer literals it compares with timestamps (to rewrite for
+DataFusion), and, for a query reading one table, its prescan (:mod:`node.sql.prescan`) and
+a plan of its own (:mod:`node.sql.direct`).
+
+All of that holds for every query of the same *shape* (the same tokens, but for the values
+of its literals) over the same tables: dashboards and benchmarks send one shape again and
+again with new times and hosts. :class:`Analyses` keeps an analysis per shape, and each
+query binds it to its own literals, which costs a few literal conversions instead of the
+passes over every token that finding it takes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from gnomon.errors import InvalidArgument, NotFound
+from node.engine.engine import Engine
+from node.engine.lru import Lru
+from node.engine.schema import ColumnType, Schema
+from node.sql import direct, prescan
+from node.sql.lexer import Kind, Token
+
+_CLAUSE_WORDS = (
+    "WHERE", "GROUP", "ORDER", "LIMIT", "JOIN", "INNER", "LEFT", "RIGHT", "FULL", "CROSS", "ON",
+    "UNION", "HAVING", "WINDOW", "EXCEPT", "INTERSECT", "OFFSET", "NATURAL", "QUALIFY",
+)  # fmt: skip
+_COMPARISONS = ("=", "<", ">", "<=", ">=", "<>", "!=")
+
+#: Shapes whose analysis is kept.
+SHAPES = 256
+
+
+@dataclass(frozen=True)
+class Travel:
+    """A time-travel clause, ``<table> VERSION AS OF <n>`` or ``<table> TIMESTAMP AS OF
+    <t>``, read under the registered name ``alias``."""
+
+    table: str
+    alias: str
+    version: bool  # VERSION AS OF (else TIMESTAMP AS OF)
+    #: Where the table's name, the literal and the token after it are among the tokens.
+    name_at: int
+    literal_at: int
+    following_at: int
+    #: Whether an alias of the table follows the clause (else the table's name becomes one).
+    aliased: bool
+
+
+@dataclass(frozen=True)
+class Analysis:
+    #: The engine's tables, and the schemas of those the query names, it was found with.
+    tables: list[str]
+    schemas: tuple[tuple[str, Schema], ...]
+    travel: tuple[Travel, ...]
+    #: The integer literals compared with a timestamp column (as HoraeDB allows:
+    #: ``ts >= 1700000000000``): the tokens from the first to the last of each (a sign and
+    #: the number).
+    timestamps: tuple[tuple[int, int], ...]
+    #: The tables read as they are (not travelling), once per mention.
+    plain: tuple[str, ...]
+    #: For a query reading no table but one: its prescan, and its own plan when it has one
+    #: (for an exact prescan).
+    prescan: prescan.Shape | None
+    direct: direct.Direct | None
+
+    def holds_for(self, engine: Engine) -> bool:
+        """Whether the engine's tables are still those the analysis was found with."""
+        if engine.list_tables() != self.tables:
+            return False
+        for name, schema in self.schemas:
+            now = engine.describe(name).schema
+            if now is not schema and now != schema:
+                return False
+        return True
+
+    def rewrite(self, sql: str, tokens: Sequence[Token]) -> str:
+        """``sql`` (of ``tokens``) as DataFusion takes it: time-travel clauses become their
+        registered names, integer milliseconds compared with a timestamp become
+        timestamps."""
+        edits: list[tuple[int, int, str]] = []
+        for t in self.travel:
+            text = _dq(t.alias) if t.aliased else f"{_dq(t.alias)} AS {_dq(t.table)}"
+            edits.append((tokens[t.name_at].pos, tokens[t.following_at].pos, text + " "))
+        for first, last in self.timestamps:
+            number = tokens[last]
+            sign = "-" if first != last else ""
+            text = f"to_timestamp_millis({sign}{number.text})"
+            edits.append((tokens[first].pos, number.pos + len(number.text), text))
+        out: list[str] = []
+        done = 0
+        for begin, stop, text in sorted(edits):
+            out.append(sql[done:begin])
+            out.append(text)
+            done = stop
+        out.append(sql[done:])
+        return "".join(out)
+
+
+class Analyses:
+    """The analyses of the shapes last queried."""
+
+    def __init__(self, capacity: int = SHAPES) -> None:
+        self._kept: Lru[tuple[object, ...], Analysis] = Lru(capacity)
+
+    def of(self, tokens: Sequence[Token], engine: Engine) -> Analysis:
+        """The analysis of a query of ``tokens``' shape over the engine's tables."""
+        key = tuple(t.shape for t in tokens)
+        found = self._kept.get(key)
+        if found is not None and found.holds_for(engine):
+            return found
+        found = analyse(tokens, engine)
+        self._kept.put(key, found)
+        return found
+
+
+def analyse(tokens: Sequence[Token], engine: Engine) -> Analysis:
+    """The analysis of ``tokens``; raises on a time-travel clause that cannot be one."""
+    tables = engine.list_tables()
+    known = set(tables)
+    mentioned = list(dict.fromkeys(n for t in tokens if (n := t.identifier) in known))
+    schemas = tuple((name, engine.describe(name).schema) for name in mentioned)
+    ts_columns = {
+        c.name for _, schema in schemas for c in schema.columns if c.type is ColumnType.TIMESTAMP
+    }
+    travel: list[Travel] = []
+    timestamps: list[tuple[int, int]] = []
+    plain: list[str] = []
+    for i, t in enumerate(tokens):
+        name = t.identifier
+        if name is None:
+            continue
+        if (
+            i + 4 < len(tokens)
+            and tokens[i + 1].is_word("VERSION", "TIMESTAMP")
+            and tokens[i + 2].is_word("AS")
+            and tokens[i + 3].is_word("OF")
+        ):
+            if name not in known:
+                raise NotFound(f"table {name!r} does not exist")
+            version = tokens[i + 1].is_word("VERSION")
+            lit = tokens[i + 4]
+            if version and (lit.kind is not Kind.NUMBER or not lit.text.isdigit()):
+                raise InvalidArgument("VERSION AS OF takes a version number")
+            if not version:
+                timestamp_ms(lit)  # a literal of no timestamp fails here, not at binding
+            following = tokens[i + 5]
+            aliased = (
+                following.is_word("AS")
+                or following.kind is Kind.QUOTED
+                or (following.kind is Kind.WORD and not following.is_word(*_CLAUSE_WORDS))
+            )
+            alias = f"__travel_{len(travel) + 1}"
+            travel.append(Travel(name, alias, version, i, i + 4, i + 5, aliased))
+        elif name in known:
+            plain.append(name)
+        elif name in ts_columns:
+            timestamps.extend(_timestamp_literals(tokens, i))
+    shape = None
+    planned = None
+    if not travel and len(set(plain)) == 1:
+        schema = engine.describe(plain[0]).schema
+        shape = prescan.shape(tokens, plain[0], schema, mentions=len(plain))
+        exact = shape.single and len(shape.bounds) == shape.terms
+        planned = direct.plan(tokens, plain[0], schema, exact_where=exact)
+    return Analysis(tables, schemas, tuple(travel), tuple(timestamps), tuple(plain), shape, planned)
+
+
+def timestamp_ms(t: Token) -> int:
+    """The milliseconds a TIMESTAMP AS OF literal names: a whole number, or a string."""
+    if t.kind is Kind.NUMBER and t.text.isdigit():
+        return int(t.text)
+    if t.kind is Kind.STRING:
+        try:
+            return parse_timestamp(t.text)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+    raise InvalidArgument(
+        f"TIMESTAMP AS OF takes milliseconds or a timestamp string like '2024-01-01 00:00:00', "
+        f"not {t.text!r}"
+    )
+
+
+def parse_timestamp(text: str) -> int:
+    """Milliseconds since the epoch of a timestamp string such as '2024-01-01 00:00:00'."""
+    return int(pa.scalar(text).cast(pa.timestamp("ms")).cast(pa.int64()).as_py())
+
+
+def _dq(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _number(tokens: Sequence[Token], i: int) -> tuple[int, int] | None:
+    """An integer literal (optionally negative) starting at token ``i``: its first and last
+    token."""
+    t = tokens[i]
+    first = i
+    if t.kind is Kind.SYMBOL and t.text == "-" and i + 1 < len(tokens):
+        i += 1
+    n = tokens[i]
+    if n.kind is Kind.NUMBER and n.text.isdigit():
+        return first, i
+    return None
+
+
+def _numbers(tokens: Sequence[Token], k: int) -> list[tuple[int, int]]:
+    """The integer literals of ``( n, n, ... )`` opening at token ``k``; a list holding
+    anything else (a subquery, an expression) is left alone as a whole."""
+
+    def symbol(j: int, text: str) -> bool:
+        return j < len(tokens) and tokens[j].kind is Kind.SYMBOL and tokens[j].text == text
+
+    if not symbol(k, "("):
+        return []
+    found: list[tuple[int, int]] = []
+    j = k + 1
+    while j < len(tokens):
+        number = _number(tokens, j)
+        if number is None:
+            return []
+        found.append(number)
+        j = number[1] + 1
+        if symbol(j, ")"):
+            return found
+        if not symbol(j, ","):
+            return []
+        j += 1
+    return []
+
+
+def _timestamp_literals(tokens: Sequence[Token], i: int) -> list[tuple[int, int]]:
+    """The integer literals compared with the timestamp column at token ``i``."""
+    found: list[tuple[int, int]] = []
+    nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+    if nxt is not None and nxt.kind is Kind.SYMBOL and nxt.text in _COMPARISONS:
+        number = _number(tokens, i + 2)
+        if number:
+            found.append(number)
+    elif nxt is not None and (
+        nxt.is_word("BETWEEN")
+        or (nxt.is_word("NOT") and i + 2 < len(tokens) and tokens[i + 2].is_word("BETWEEN"))
+    ):
+        k = i + 2 if nxt.is_word("BETWEEN") else i + 3  # the first bound
+        first = _number(tokens, k)
+        if first:
+            found.append(first)
+            j = first[1] + 1
+            if j < len(tokens) and tokens[j].is_word("AND"):
+                second = _number(tokens, j + 1)
+                if second:
+                    found.append(second)
+    elif nxt is not None and (
+        nxt.is_word("IN")
+        or (nxt.is_word("NOT") and i + 2 < len(tokens) and tokens[i + 2].is_word("IN"))
+    ):
+        found.extend(_numbers(tokens, i + 2 if nxt.is_word("IN") else i + 3))
+    if i >= 2 and tokens[i - 1].kind is Kind.SYMBOL and tokens[i - 1].text in _COMPARISONS:
+        prev = tokens[i - 2]
+        if prev.kind is Kind.NUMBER and prev.text.isdigit():
+            neg = i >= 3 and tokens[i - 3].kind is Kind.SYMBOL and tokens[i - 3].text == "-"
+            found.append((i - 3 if neg else i - 2, i - 2))
+    return found
