@@ -22,13 +22,15 @@ from node.engine.engine import Engine
 from node.engine.lru import Lru
 from node.engine.schema import ColumnType, Schema
 from node.sql import direct, prescan
-from node.sql.lexer import Kind, Token
+from node.sql.lexer import Kind, Token, shaped
 
 _CLAUSE_WORDS = (
     "WHERE", "GROUP", "ORDER", "LIMIT", "JOIN", "INNER", "LEFT", "RIGHT", "FULL", "CROSS", "ON",
     "UNION", "HAVING", "WINDOW", "EXCEPT", "INTERSECT", "OFFSET", "NATURAL", "QUALIFY",
 )  # fmt: skip
 _COMPARISONS = ("=", "<", ">", "<=", ">=", "<>", "!=")
+
+_LITERAL_KINDS = (Kind.STRING, Kind.NUMBER)
 
 #: Shapes whose analysis is kept.
 SHAPES = 256
@@ -52,6 +54,9 @@ class Travel:
 
 @dataclass(frozen=True)
 class Analysis:
+    #: The tokens it was found in, and where their literals are.
+    tokens: tuple[Token, ...]
+    literals_at: tuple[int, ...]
     #: The engine's tables, and the schemas of those the query names, it was found with.
     tables: list[str]
     schemas: tuple[tuple[str, Schema], ...]
@@ -101,19 +106,37 @@ class Analysis:
 
 
 class Analyses:
-    """The analyses of the shapes last queried."""
+    """The analyses of the shapes last queried (:func:`node.sql.lexer.shaped`)."""
 
     def __init__(self, capacity: int = SHAPES) -> None:
-        self._kept: Lru[tuple[object, ...], Analysis] = Lru(capacity)
+        self._kept: Lru[str, Analysis] = Lru(capacity)
 
-    def of(self, tokens: Sequence[Token], engine: Engine) -> Analysis:
-        """The analysis of a query of ``tokens``' shape over the engine's tables."""
-        key = tuple(t.shape for t in tokens)
-        found = self._kept.get(key)
-        if found is not None and found.holds_for(engine):
-            return found
+    def bound(self, sql: str, engine: Engine) -> tuple[Analysis, list[Token]] | None:
+        """The kept analysis of ``sql``'s shape, if the engine's tables are still those it
+        was found with, and the tokens of ``sql``, made from those it was found in with
+        the literals of ``sql``: without tokenizing the statement. Only the literals'
+        positions are its own (see :meth:`Analysis.rewrite`)."""
+        shaped_ = shaped(sql)
+        found = None if shaped_ is None else self._kept.get(shaped_.shape)
+        if found is None or shaped_ is None or not found.holds_for(engine):
+            return None
+        tokens = list(found.tokens)
+        for at, literal in zip(found.literals_at, shaped_.literals, strict=True):
+            tokens[at] = literal
+        return found, tokens
+
+    def of(self, sql: str, tokens: Sequence[Token], engine: Engine) -> Analysis:
+        """The analysis of ``sql`` (of ``tokens``), kept for its shape."""
+        shaped_ = shaped(sql)
+        if shaped_ is not None:
+            found = self._kept.get(shaped_.shape)
+            if found is not None and found.holds_for(engine):
+                return found
         found = analyse(tokens, engine)
-        self._kept.put(key, found)
+        # Kept only where both lexers find the same literals, which :meth:`bound` swaps.
+        literals = [(t.kind, t.text, t.pos) for t in tokens if t.kind in _LITERAL_KINDS]
+        if shaped_ is not None and literals == [(t.kind, t.text, t.pos) for t in shaped_.literals]:
+            self._kept.put(shaped_.shape, found)
         return found
 
 
@@ -166,7 +189,18 @@ def analyse(tokens: Sequence[Token], engine: Engine) -> Analysis:
         shape = prescan.shape(tokens, plain[0], schema, mentions=len(plain))
         exact = shape.single and len(shape.bounds) == shape.terms
         planned = direct.plan(tokens, plain[0], schema, exact_where=exact)
-    return Analysis(tables, schemas, tuple(travel), tuple(timestamps), tuple(plain), shape, planned)
+    literals_at = tuple(i for i, t in enumerate(tokens) if t.kind in _LITERAL_KINDS)
+    return Analysis(
+        tuple(tokens),
+        literals_at,
+        tables,
+        schemas,
+        tuple(travel),
+        tuple(timestamps),
+        tuple(plain),
+        shape,
+        planned,
+    )
 
 
 def timestamp_ms(t: Token) -> int:

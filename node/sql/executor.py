@@ -32,7 +32,7 @@ from node.sql.ast import (
     Statement,
 )
 from node.sql.lexer import Token, tokenize
-from node.sql.parser import parse
+from node.sql.parser import parse, statement_text
 from node.sql.prescan import Prescan
 from node.sql.provider import EngineDataset, ScanRecord
 from node.sql.result import QueryResult
@@ -179,8 +179,13 @@ class SqlExecutor:
         self._analyses = Analyses()
 
     def execute(self, sql: str) -> QueryResult:
-        stmt = parse(sql)
-        return self.run(stmt)
+        # A query of a shape seen before runs on the analysis kept for it, untokenized.
+        text = statement_text(sql)
+        kept = self._analyses.bound(text, self.engine)
+        if kept is not None:
+            analysis, tokens = kept
+            return self._query(text, tokens, analysis)
+        return self.run(parse(sql))
 
     def run(self, stmt: Statement) -> QueryResult:
         match stmt:
@@ -263,15 +268,28 @@ class SqlExecutor:
             raise _translate(e) from None
 
     def _run(
-        self, sql: str, prefix: str = "", tokens: Sequence[Token] = ()
+        self,
+        sql: str,
+        prefix: str = "",
+        tokens: Sequence[Token] = (),
+        analysis: Analysis | None = None,
     ) -> tuple[_QueryContext, pa.Table]:
         """Runs ``prefix`` + ``sql`` as DataFusion takes it (:meth:`Analysis.rewrite`); when
         DataFusion cannot push a filter it simplified to a literal, runs it again with
         filters evaluated above the scans, when it cannot take dictionary-encoded tags, with
         plain ones, and when it fails on tables read up front, streamed. An EXPLAIN (a
-        ``prefix``) shows the streaming plan, never one over rows read up front."""
-        tokens = tokens or tokenize(sql)
-        analysis = self._analyses.of(tokens, self.engine)
+        ``prefix``) shows the streaming plan, never one over rows read up front. With an
+        ``analysis``, ``tokens`` are those :meth:`Analyses.bound` made."""
+        if analysis is None:
+            tokens = tokens or tokenize(sql)
+            analysis = self._analyses.of(sql, tokens, self.engine)
+            positioned = tokens
+        else:
+            positioned = ()  # the bound tokens' positions are the kept analysis's
+
+        def rewritten() -> str:
+            return prefix + analysis.rewrite(sql, positioned or tokenize(sql))
+
         mode = _Mode(in_memory=not prefix)
         for _ in range(3):  # each retry turns one of the three features off
             qc = self._prepare(analysis, tokens, mode)
@@ -279,7 +297,7 @@ class SqlExecutor:
                 (rows,) = qc.rows.values()
                 return qc, _plain(direct.run(qc.direct, rows))
             try:
-                return qc, self._collect(qc, prefix + analysis.rewrite(sql, tokens))
+                return qc, self._collect(qc, rewritten())
             except _StreamInstead:
                 mode = replace(mode, in_memory=False)
             except _LiteralFilterPushdown:
@@ -287,10 +305,12 @@ class SqlExecutor:
             except _DictionaryUnsupported:
                 mode = replace(mode, dictionary_tags=False)
         qc = self._prepare(analysis, tokens, mode)
-        return qc, self._collect(qc, prefix + analysis.rewrite(sql, tokens))
+        return qc, self._collect(qc, rewritten())
 
-    def _query(self, sql: str, tokens: Sequence[Token] = ()) -> QueryResult:
-        qc, table = self._run(sql, tokens=tokens)
+    def _query(
+        self, sql: str, tokens: Sequence[Token] = (), analysis: Analysis | None = None
+    ) -> QueryResult:
+        qc, table = self._run(sql, tokens=tokens, analysis=analysis)
         result = QueryResult.rows(table)
         result.scans = qc.scans
         return result

@@ -4,6 +4,7 @@ DELETE, SHOW, DESCRIBE); SELECT text goes to DataFusion."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Final
 
 from gnomon.errors import InvalidArgument
@@ -26,7 +27,7 @@ class Token:
     """One token: its kind, its text (a string literal's or quoted identifier's unquoted),
     and where it starts in the statement."""
 
-    __slots__ = ("identifier", "kind", "pos", "shape", "text", "upper")
+    __slots__ = ("identifier", "kind", "pos", "text", "upper")
 
     def __init__(self, kind: str, text: str, pos: int) -> None:
         self.kind = kind  # a Kind
@@ -39,16 +40,6 @@ class Token:
         #: lower case (as DataFusion folds it); None for any other token.
         self.identifier: str | None = (
             text.lower() if kind is Kind.WORD else text if kind is Kind.QUOTED else None
-        )
-        #: What the token is to the shape of its query (:mod:`node.sql.analysis`): its kind
-        #: and text, but of a literal only its kind (and whether a number is whole, which
-        #: decides what it can be).
-        self.shape: tuple[str, str | bool] | tuple[str] = (
-            (kind, text.isdigit())
-            if kind is Kind.NUMBER
-            else (kind,)
-            if kind is Kind.STRING
-            else (kind, text)
         )
 
     def __repr__(self) -> str:
@@ -121,3 +112,58 @@ def _error(sql: str, pos: int) -> InvalidArgument:
     if c in "'\"`":
         return InvalidArgument(f"unterminated {c} quote starting at position {pos}")
     return InvalidArgument(f"unexpected character {c!r} at position {pos}")
+
+
+@dataclass(frozen=True)
+class Shaped:
+    """A statement's shape and literals (:func:`shaped`)."""
+
+    #: The statement's text with each literal replaced by a mark of its kind.
+    shape: str
+    #: Its literal tokens, in order, as :func:`tokenize` makes them.
+    literals: tuple[Token, ...]
+
+
+# Marks of the literals in a shape. No statement holding the character they start with has
+# a shape (the marks could not be told from its text).
+_MARK = "\x00"
+_STRING_MARK, _WHOLE_MARK, _NUMBER_MARK = _MARK + "s", _MARK + "i", _MARK + "n"
+
+# Everything :data:`_PATTERN` reads, but whatever is no literal matched as one run (words
+# with the digits they hold, space and symbols, comments, quoted identifiers, a minus sign,
+# slash or dot starting no comment or number), so a statement costs a match per literal
+# instead of one per token.
+_LITERALS = re.compile(
+    r"""((?:[^\W\d][\w$]*+|[^\w'"`.\-/]++|--[^\n]*+\n?|/\*.*?\*/"""
+    r"""|"(?:[^"]|"")*+"|`(?:[^`]|``)*+`|-(?!-)|/(?!\*)|\.(?!\d))++)"""
+    r"""|'((?:[^']|'')*+)'"""
+    r"""|((?:\d|\.(?=\d))(?:[\d.eE]|(?<=[eE])[+-])*)"""
+    r"""|(.)""",
+    re.DOTALL,
+)
+
+
+def shaped(sql: str) -> Shaped | None:
+    """The shape and literals of ``sql``: two statements of the same shape have the same
+    tokens but for their literals' values (a number's only in whether it is whole), and
+    the literals are those :func:`tokenize` finds. None for a statement holding the marks'
+    character, or an unterminated quote or comment; other statements :func:`tokenize`
+    refuses (a stray character) get a shape, but no analysis is ever kept for one."""
+    if _MARK in sql:
+        return None
+    parts: list[str] = []
+    literals: list[Token] = []
+    for m in _LITERALS.finditer(sql):
+        group = m.lastindex
+        if group == 1:
+            parts.append(m.group(1))
+        elif group == 2:
+            parts.append(_STRING_MARK)
+            literals.append(Token(Kind.STRING, m.group(2).replace("''", "'"), m.start()))
+        elif group == 3:
+            text = m.group(3)
+            parts.append(_WHOLE_MARK if text.isdigit() else _NUMBER_MARK)
+            literals.append(Token(Kind.NUMBER, text, m.start()))
+        else:
+            return None
+    return Shaped("".join(parts), tuple(literals))

@@ -30,12 +30,19 @@ from node.sql.lexer import Kind, Token, tokenize
 
 def parse(sql: str) -> Statement:
     """Parse exactly one statement (a trailing ';' is allowed)."""
-    text = sql.strip()
-    while text.endswith(";"):
-        text = text[:-1].rstrip()
+    text = statement_text(sql)
     if not text:
         raise InvalidArgument("empty SQL statement")
     return _Parser(text).statement()
+
+
+def statement_text(sql: str) -> str:
+    """The text of the statement :func:`parse` reads: ``sql`` without the space around it
+    and trailing semicolons."""
+    text = sql.strip()
+    while text.endswith(";"):
+        text = text[:-1].rstrip()
+    return text
 
 
 class _Parser:

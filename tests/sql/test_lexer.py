@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Sequence
 
 import pytest
 
 from gnomon.errors import InvalidArgument
-from node.sql.lexer import Kind, tokenize
+from node.sql.lexer import Kind, Token, shaped, tokenize
 
 
 def kinds(sql: str) -> list[tuple[str, str, int]]:
@@ -118,3 +119,69 @@ def test_tokens_are_where_their_text_is() -> None:
                 quote = sql[t.pos]
                 assert quote in "'\"`"
                 covered = sql.index(quote, t.pos + 1 + len(t.text)) + 1
+
+
+def _literals(tokens: Sequence[Token]) -> list[tuple[str, str, int]]:
+    return [(t.kind, t.text, t.pos) for t in tokens if t.kind in (Kind.STRING, Kind.NUMBER)]
+
+
+PIECES = ["SELECT", "x1", "_y", "<=", "(", ")", ",", "-", "/", ".", "*", '"Q""1"', "`b`",
+          "-- c '1'\n", "/* '2' 3 */", "\n", "$"]  # fmt: skip
+LITERALS = ["42", "7", "1.5e-3", ".7", "1e5", "'a''b'", "''", "'x -- y'"]
+
+
+def _statement(rnd: random.Random) -> list[str]:
+    return [rnd.choice(PIECES + LITERALS) for _ in range(rnd.randint(1, 12))]
+
+
+def test_shaped_finds_the_literals_tokenize_finds() -> None:
+    rnd = random.Random(11)
+    for _ in range(500):
+        sql = " ".join(_statement(rnd))
+        shape = shaped(sql)
+        assert shape is not None, sql
+        assert _literals(shape.literals) == _literals(tokenize(sql)), sql
+
+
+def test_statements_of_one_shape_differ_in_literal_values_alone() -> None:
+    """Swapping literals for others of their kind (a whole number for a whole number)
+    keeps the shape; the tokens are then the same but for those literals."""
+    rnd = random.Random(12)
+    kind = {lit: (lit[0] == "'", lit.isdigit()) for lit in LITERALS}
+    for _ in range(300):
+        pieces = _statement(rnd)
+        other = [
+            rnd.choice([o for o in LITERALS if kind[o] == kind[p]]) if p in kind else p
+            for p in pieces
+        ]
+        a, b = " ".join(pieces), " ".join(other)
+        shape_a, shape_b = shaped(a), shaped(b)
+        assert shape_a is not None and shape_b is not None
+        assert shape_a.shape == shape_b.shape
+        plain = [
+            [(t.kind, t.text) for t in tokenize(s) if t.kind not in (Kind.STRING, Kind.NUMBER)]
+            for s in (a, b)
+        ]
+        assert plain[0] == plain[1]
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("x = 1", "x = 1.0"),  # a whole number and another
+        ("x = 1", "x = '1'"),
+        ("x = 1", "x = -1"),
+        ("x = 'a'", 'x = "a"'),  # a string and a quoted identifier
+        ("x IN (1, 2)", "x IN (1)"),
+        ("x = 1 -- 'c'", "x = 1 -- 'd'"),  # comments are kept as they are
+    ],
+)
+def test_statements_of_other_shapes(a: str, b: str) -> None:
+    shape_a, shape_b = shaped(a), shaped(b)
+    assert shape_a is not None and shape_b is not None
+    assert shape_a.shape != shape_b.shape
+
+
+@pytest.mark.parametrize("sql", ["x = 'open", "a /* open", 'x = "open', "a \x00 b"])
+def test_statements_without_a_shape(sql: str) -> None:
+    assert shaped(sql) is None
