@@ -116,27 +116,27 @@ class Analyses:
         was found with, and the tokens of ``sql``, made from those it was found in with
         the literals of ``sql``: without tokenizing the statement. Only the literals'
         positions are its own (see :meth:`Analysis.rewrite`)."""
-        shaped_ = shaped(sql)
-        found = None if shaped_ is None else self._kept.get(shaped_.shape)
-        if found is None or shaped_ is None or not found.holds_for(engine):
+        shape = shaped(sql)
+        found = None if shape is None else self._kept.get(shape.text)
+        if found is None or shape is None or not found.holds_for(engine):
             return None
         tokens = list(found.tokens)
-        for at, literal in zip(found.literals_at, shaped_.literals, strict=True):
+        for at, literal in zip(found.literals_at, shape.literals, strict=True):
             tokens[at] = literal
         return found, tokens
 
     def of(self, sql: str, tokens: Sequence[Token], engine: Engine) -> Analysis:
         """The analysis of ``sql`` (of ``tokens``), kept for its shape."""
-        shaped_ = shaped(sql)
-        if shaped_ is not None:
-            found = self._kept.get(shaped_.shape)
+        shape = shaped(sql)
+        if shape is not None:
+            found = self._kept.get(shape.text)
             if found is not None and found.holds_for(engine):
                 return found
         found = analyse(tokens, engine)
         # Kept only where both lexers find the same literals, which :meth:`bound` swaps.
         literals = [(t.kind, t.text, t.pos) for t in tokens if t.kind in _LITERAL_KINDS]
-        if shaped_ is not None and literals == [(t.kind, t.text, t.pos) for t in shaped_.literals]:
-            self._kept.put(shaped_.shape, found)
+        if shape is not None and literals == [(t.kind, t.text, t.pos) for t in shape.literals]:
+            self._kept.put(shape.text, found)
         return found
 
 

@@ -119,7 +119,7 @@ class Shaped:
     """A statement's shape and literals (:func:`shaped`)."""
 
     #: The statement's text with each literal replaced by a mark of its kind.
-    shape: str
+    text: str
     #: Its literal tokens, in order, as :func:`tokenize` makes them.
     literals: tuple[Token, ...]
 

@@ -157,7 +157,7 @@ def test_statements_of_one_shape_differ_in_literal_values_alone() -> None:
         a, b = " ".join(pieces), " ".join(other)
         shape_a, shape_b = shaped(a), shaped(b)
         assert shape_a is not None and shape_b is not None
-        assert shape_a.shape == shape_b.shape
+        assert shape_a.text == shape_b.text
         plain = [
             [(t.kind, t.text) for t in tokenize(s) if t.kind not in (Kind.STRING, Kind.NUMBER)]
             for s in (a, b)
@@ -179,7 +179,7 @@ def test_statements_of_one_shape_differ_in_literal_values_alone() -> None:
 def test_statements_of_other_shapes(a: str, b: str) -> None:
     shape_a, shape_b = shaped(a), shaped(b)
     assert shape_a is not None and shape_b is not None
-    assert shape_a.shape != shape_b.shape
+    assert shape_a.text != shape_b.text
 
 
 @pytest.mark.parametrize("sql", ["x = 'open", "a /* open", 'x = "open', "a \x00 b"])
