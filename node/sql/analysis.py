@@ -268,16 +268,12 @@ def _numbers(tokens: Sequence[Token], k: int) -> list[tuple[int, int]]:
 def _timestamp_literals(tokens: Sequence[Token], i: int) -> list[tuple[int, int]]:
     """The integer literals compared with the timestamp column at token ``i``."""
     found: list[tuple[int, int]] = []
-    nxt = tokens[i + 1] if i + 1 < len(tokens) else None
-    if nxt is not None and nxt.kind is Kind.SYMBOL and nxt.text in _COMPARISONS:
+    nxt = tokens[i + 1]  # the END token comes after every name
+    if nxt.kind is Kind.SYMBOL and nxt.text in _COMPARISONS:
         number = _number(tokens, i + 2)
         if number:
             found.append(number)
-    elif nxt is not None and (
-        nxt.is_word("BETWEEN")
-        or (nxt.is_word("NOT") and i + 2 < len(tokens) and tokens[i + 2].is_word("BETWEEN"))
-    ):
-        k = i + 2 if nxt.is_word("BETWEEN") else i + 3  # the first bound
+    elif (k := _after(tokens, i + 1, "BETWEEN")) is not None:
         first = _number(tokens, k)
         if first:
             found.append(first)
@@ -286,14 +282,21 @@ def _timestamp_literals(tokens: Sequence[Token], i: int) -> list[tuple[int, int]
                 second = _number(tokens, j + 1)
                 if second:
                     found.append(second)
-    elif nxt is not None and (
-        nxt.is_word("IN")
-        or (nxt.is_word("NOT") and i + 2 < len(tokens) and tokens[i + 2].is_word("IN"))
-    ):
-        found.extend(_numbers(tokens, i + 2 if nxt.is_word("IN") else i + 3))
+    elif (k := _after(tokens, i + 1, "IN")) is not None:
+        found.extend(_numbers(tokens, k))
     if i >= 2 and tokens[i - 1].kind is Kind.SYMBOL and tokens[i - 1].text in _COMPARISONS:
         prev = tokens[i - 2]
         if prev.kind is Kind.NUMBER and prev.text.isdigit():
             neg = i >= 3 and tokens[i - 3].kind is Kind.SYMBOL and tokens[i - 3].text == "-"
             found.append((i - 3 if neg else i - 2, i - 2))
     return found
+
+
+def _after(tokens: Sequence[Token], i: int, word: str) -> int | None:
+    """Where what follows ``word`` or ``NOT word`` at token ``i`` starts, if either is
+    there."""
+    if tokens[i].is_word(word):
+        return i + 1
+    if tokens[i].is_word("NOT") and i + 1 < len(tokens) and tokens[i + 1].is_word(word):
+        return i + 2
+    return None

@@ -16,6 +16,7 @@ from node.sql import direct, prescan
 from node.sql.analysis import Analyses, Analysis, analyse
 from node.sql.executor import SqlExecutor
 from node.sql.lexer import tokenize
+from tests.support.sql import executor_over
 
 DDL = (
     "CREATE TABLE m (host string TAG, v double, n int8, ts timestamp NOT NULL, "
@@ -25,19 +26,14 @@ DDL = (
 
 @pytest.fixture
 def sql(tmp_path: Path) -> Iterator[SqlExecutor]:
-    engine = Engine.open(str(tmp_path / "db"), compaction_threads=0, gc_interval_s=0)
-    ex = SqlExecutor(engine)
-    ex.execute(DDL)
     rng = random.Random(3)
     rows = [
         f"('h{i % 5}', {rng.uniform(-10, 10):.3f}, {rng.randint(-100, 100)}, {i * 7_000})"
         for i in range(500)
     ]
-    ex.execute(f"INSERT INTO m (host, v, n, ts) VALUES {', '.join(rows)}")
-    engine.flush()
-    ex.execute("INSERT INTO m (host, v, n, ts) VALUES ('h1', 0.5, 3, 3500000)")
-    yield ex
-    engine.close()
+    insert = "INSERT INTO m (host, v, n, ts) VALUES"
+    with executor_over(tmp_path / "db", DDL, insert, rows, "('h1', 0.5, 3, 3500000)") as ex:
+        yield ex
 
 
 def _of(kept: Analyses, query: str, engine: Engine) -> Analysis:

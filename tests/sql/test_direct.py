@@ -13,11 +13,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from node.engine.engine import Engine
 from node.sql import direct
 from node.sql.executor import SqlExecutor
 from node.sql.lexer import tokenize
 from node.sql.prescan import analyse
+from tests.support.sql import executor_over
 
 DDL = (
     "CREATE TABLE m (host string TAG, v double, n int64, f float, ts timestamp NOT NULL, "
@@ -27,9 +27,6 @@ DDL = (
 
 @pytest.fixture
 def sql(tmp_path: Path) -> Iterator[SqlExecutor]:
-    engine = Engine.open(str(tmp_path / "db"), compaction_threads=0, gc_interval_s=0)
-    ex = SqlExecutor(engine)
-    ex.execute(DDL)
     rng = random.Random(7)
     rows = []
     for i in range(600):
@@ -37,14 +34,13 @@ def sql(tmp_path: Path) -> Iterator[SqlExecutor]:
         n = "NULL" if rng.random() < 0.1 else str(rng.randint(-1000, 1000))
         ts = rng.randint(-3_600_000, 7_200_000)  # before and after the epoch
         rows.append(f"('h{i % 7}', {v}, {n}, 1.5, {ts})")
-    ex.execute(f"INSERT INTO m (host, v, n, f, ts) VALUES {', '.join(rows)}")
-    engine.flush()
-    ex.execute("INSERT INTO m (host, v, n, f, ts) VALUES ('h1', 3.5, 7, 1.5, 10)")
-    yield ex
-    engine.close()
+    insert = "INSERT INTO m (host, v, n, f, ts) VALUES"
+    fresh = "('h1', 3.5, 7, 1.5, 10)"
+    with executor_over(tmp_path / "db", DDL, insert, rows, fresh) as ex:
+        yield ex
 
 
-def _plan(sql: SqlExecutor, query: str) -> direct.BucketedAggregation | None:
+def _plan(sql: SqlExecutor, query: str) -> direct.Direct | None:
     tokens = tokenize(query)
     schema = sql.engine.describe("m").schema
     p = analyse(tokens, "m", schema, mentions=1)
@@ -57,7 +53,7 @@ def test_the_shape_taken(sql: SqlExecutor) -> None:
         "SELECT date_bin(INTERVAL '5 minutes', ts) AS b, max(v) AS hi, count(*) AS k FROM m "
         "WHERE host IN ('h1', 'h2') AND ts >= 0 GROUP BY b ORDER BY b DESC LIMIT 3;",
     )
-    assert p is not None
+    assert isinstance(p, direct.BucketedAggregation)
     assert (p.stride_ms, p.bucket, p.descending, p.limit) == (300_000, "b", True, 3)
     assert p.outputs == (
         "__bucket",
