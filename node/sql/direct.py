@@ -343,9 +343,13 @@ def bind(query: Direct, tokens: Sequence[Token]) -> Direct | None:
     here (an interval of no unit taken)."""
     limit = _count(tokens, query.limit_at)
     if isinstance(query, SortedRows):
-        return replace(query, limit=limit)
+        return query if limit == query.limit else replace(query, limit=limit)
     stride = _stride(tokens[query.interval_at])
-    return None if stride <= 0 else replace(query, stride_ms=stride, limit=limit)
+    if stride <= 0:
+        return None
+    if (stride, limit) == (query.stride_ms, query.limit):
+        return query
+    return replace(query, stride_ms=stride, limit=limit)
 
 
 def _stride(interval: Token) -> int:
