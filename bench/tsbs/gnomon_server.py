@@ -43,6 +43,8 @@ _MAX_MESSAGE = 512 * 1024**2
 #: Python gRPC call costs about 1 ms more than an HTTP one (a gRPC server hands each call
 #: from its completion queue to a worker pool).
 QUERY_APIS = ("http", "grpc")
+#: How long after an answer the server's record of it is first looked for.
+RECORD_WAIT_S = 0.02
 
 
 class GnomonError(RuntimeError):
@@ -208,7 +210,11 @@ class GnomonServer:
 
     def seconds_since(self, before: tuple[int, float], *, timeout_s: float = 5.0) -> float:
         """Seconds spent on the one query answered since :meth:`query_time` gave ``before``
-        (waiting for the server to record it: over HTTP it does so after answering)."""
+        (waiting for the server to record it: over HTTP it does so after answering).
+        The first look waits :data:`RECORD_WAIT_S`: a /metrics request arriving while the
+        answering thread still records its time would take the interpreter lock from it
+        and lengthen the very time it reads."""
+        time.sleep(RECORD_WAIT_S)
         deadline = time.monotonic() + timeout_s
         count, seconds = self.query_time()
         while count <= before[0] and time.monotonic() < deadline:

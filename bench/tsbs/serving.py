@@ -1,5 +1,5 @@
-"""What every served system of the benchmark needs: a server subprocess whose peak memory
-(RSS of its process tree) is sampled while it runs, its size on disk, and bounded waits."""
+"""What every served system of the benchmark needs: a server subprocess and its peak memory
+(the peak RSS of its process tree), its size on disk, and bounded waits."""
 
 from __future__ import annotations
 
@@ -16,38 +16,46 @@ import psutil
 
 from tests.support.procs import Server
 
-#: How often the memory sampler looks at the server.
-SAMPLE_S = 0.1
 #: Processes count as idle while they use less than this share of one core.
 QUIET_CPU = 0.1
 
 
 class Process(Server):
-    """A server subprocess plus a thread recording the peak RSS of it and its children."""
+    """A server subprocess whose peak memory is the kernel's record of it: the peak RSS
+    (``VmHWM``) of it and its children, read when it stops. A sampling thread would run in
+    the process timing the queries and, each time it ran, hold the interpreter lock a few
+    milliseconds (psutil lists every process to find children), delaying whichever query's
+    answer arrived meanwhile."""
 
     def __init__(self, argv: Sequence[str], *, log: Path, env: dict[str, str] | None = None):
         super().__init__(argv, log=log, env=env)
         self.peak_rss = 0
-        self._stop = threading.Event()
-        self._sampler = threading.Thread(target=self._sample, daemon=True, name="rss-sampler")
-        self._sampler.start()
 
-    def _rss(self) -> int:
+    def _peak_rss(self) -> int:
+        """The peaks of the process and of the children it has now, summed (at least the
+        peak of their sum)."""
         try:
             proc = psutil.Process(self.pid)
-            procs = [proc, *proc.children(recursive=True)]
-            return sum(p.memory_info().rss for p in procs)
+            return sum(_vm_hwm(p.pid) for p in [proc, *proc.children(recursive=True)])
         except psutil.Error:
             return 0
 
-    def _sample(self) -> None:
-        while not self._stop.wait(SAMPLE_S):
-            self.peak_rss = max(self.peak_rss, self._rss())
-
     def stop(self, timeout_s: float = 30.0) -> None:
-        self._stop.set()
-        self._sampler.join(timeout=5)
+        if self.proc.poll() is None:
+            self.peak_rss = max(self.peak_rss, self._peak_rss())
         super().stop(timeout_s)
+
+
+def _vm_hwm(pid: int) -> int:
+    """A process's peak resident set size in bytes, 0 if it is gone."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
 
 
 class HttpClient:
