@@ -73,8 +73,9 @@ def _region_dir(root: str, region_id: int) -> str:
 class DiskWal(RegionWal["_Region"]):
     """A :class:`node.wal.api.Wal` on local disk.
 
-    ``segment_size`` is the preallocated size of a segment file; a record too big for an empty
-    segment gets a segment of its own, sized to fit it (records are capped only by their u32
+    ``segment_size`` is the size a segment file grows to (preallocated an extent at a time)
+    before the log rolls to a new one; a record too big for an empty segment gets a segment
+    of its own, sized to fit it (records are capped only by their u32
     length field: TooLarge above 4 GiB - 1). ``sync="always"`` makes ``write`` return after
     ``fdatasync``; ``sync="never"`` leaves flushing to the OS (data survives a process crash,
     not a machine crash) and syncs only when a segment fills up and on close.
@@ -191,7 +192,7 @@ class _Region(GroupCommit[None]):
         end = segment.tail
         for pending in batch:
             record = encode(pending.table_id, pending.seq, pending.payload)
-            if end + len(record) > segment.size:
+            if end + len(record) > segment.capacity:
                 if parts:
                     self._flush(segment, parts, placed, end)
                     parts, placed = [], []
@@ -205,6 +206,7 @@ class _Region(GroupCommit[None]):
     def _flush(
         self, segment: Segment, parts: list[bytes], placed: list[tuple[int, int, int]], end: int
     ) -> None:
+        segment.reserve(end)
         segment.pwrite(parts[0] if len(parts) == 1 else b"".join(parts), segment.tail)
         if self._wal.sync == "always":
             self._wal._fdatasync(segment)
@@ -339,7 +341,8 @@ def _recover(
     newest: dict[int, int] = {}
     try:
         for position, segment_id in enumerate(ids):
-            segment = Segment.open(os.path.join(directory, segment_name(segment_id)), segment_id)
+            path = os.path.join(directory, segment_name(segment_id))
+            segment = Segment.open(path, segment_id, wal.segment_size)
             segments.append(segment)
             _scan(wal, region_id, segment, newest, last=position == len(ids) - 1)
         if not segments:
@@ -348,6 +351,12 @@ def _recover(
         for table_id, seq in newest.items():
             last[table_id] = max(last.get(table_id, 0), seq)
         dead = _sweep(segments, floors)
+        active = segments[-1]
+        if not active.spans and active.tail > MAGIC_SIZE:
+            # Every record of the active segment is dead (a node restarted after flushing):
+            # writes go to a fresh segment of one extent and this one's space is freed.
+            segments.append(Segment.create(directory, active.id + 1, wal.segment_size))
+            dead += _sweep(segments, {})
     except BaseException:
         for segment in segments:
             segment.close()

@@ -1,9 +1,11 @@
 """Segment files of the disk WAL.
 
 A segment is a file ``seg_<id>`` (the id zero-padded to 20 digits, so names sort like ids) that
-starts with :data:`MAGIC` and holds records after it. It is preallocated to its full size at
-creation, so appending never changes the file size and ``fdatasync`` does not have to write the
-inode; the unused rest reads as zeros, which the codec takes as the end of the data.
+starts with :data:`MAGIC` and holds records after it, up to its capacity (where the log rolls
+to a new segment). Its file is preallocated :data:`EXTENT` bytes at a time ahead of the
+records, so most appends change neither the file size nor its allocation and ``fdatasync``
+has no size to write, while an idle log holds one extent, not a whole segment, on disk; the
+unused rest reads as zeros, which the codec takes as the end of the data.
 
 A new file is built under a temporary name and renamed into place once its magic number is
 durable, so a crash never leaves a ``seg_<id>`` without one.
@@ -24,6 +26,8 @@ MAGIC_SIZE = len(MAGIC)
 _PREFIX = "seg_"
 _TMP_SUFFIX = ".tmp"
 _ID_DIGITS = 20
+#: Bytes a segment file is preallocated by at a time.
+EXTENT = 4 * 1024 * 1024
 
 
 def segment_name(segment_id: int) -> str:
@@ -51,9 +55,10 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def _preallocate(fd: int, size: int) -> None:
+def _preallocate(fd: int, start: int, size: int) -> None:
+    """Reserve the file's bytes from ``start`` up to ``size``."""
     try:
-        os.posix_fallocate(fd, 0, size)
+        os.posix_fallocate(fd, start, size - start)
     except OSError as e:
         # Some filesystems cannot reserve blocks; a sparse file still reads back as zeros,
         # which is all the format needs.
@@ -74,28 +79,34 @@ class TableSpan:
 class Segment:
     """An open segment file.
 
-    ``tail`` is where the next record goes; every record before it is complete. ``spans`` index
-    the records by table, for reads and for deciding when the segment holds nothing live.
-    The owner serialises appends and guards ``spans`` and ``tail`` with its own lock.
+    ``tail`` is where the next record goes; every record before it is complete. ``size`` is
+    the file's length (preallocated past ``tail``), ``capacity`` the length it may grow to.
+    ``spans`` index the records by table, for reads and for deciding when the segment holds
+    nothing live. The owner serialises appends and guards ``spans`` and ``tail`` with its
+    own lock.
     """
 
-    def __init__(self, path: str, segment_id: int, fd: int, size: int, tail: int) -> None:
+    def __init__(
+        self, path: str, segment_id: int, fd: int, size: int, tail: int, capacity: int
+    ) -> None:
         self.path = path
         self.id = segment_id
         self.fd = fd
         self.size = size
+        self.capacity = max(capacity, size)
         self.tail = tail
         self.spans: dict[int, TableSpan] = {}
         self.closed = False
 
     @classmethod
-    def create(cls, directory: str, segment_id: int, size: int) -> Segment:
-        """Create, preallocate and durably name a new, empty segment."""
+    def create(cls, directory: str, segment_id: int, capacity: int) -> Segment:
+        """Create, preallocate (one extent) and durably name a new, empty segment."""
         path = os.path.join(directory, segment_name(segment_id))
         tmp = path + _TMP_SUFFIX
+        size = min(capacity, EXTENT)
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         try:
-            _preallocate(fd, size)
+            _preallocate(fd, 0, size)
             os.pwrite(fd, MAGIC, 0)
             os.fsync(fd)
             os.rename(tmp, path)
@@ -104,12 +115,12 @@ class Segment:
             os.close(fd)
             _unlink_quietly(tmp)
             raise
-        return cls(path, segment_id, fd, size, MAGIC_SIZE)
+        return cls(path, segment_id, fd, size, MAGIC_SIZE, capacity)
 
     @classmethod
-    def open(cls, path: str, segment_id: int) -> Segment:
-        """Open an existing segment and check its magic number; the caller scans the records
-        and sets ``tail``."""
+    def open(cls, path: str, segment_id: int, capacity: int) -> Segment:
+        """Open an existing segment (growing up to ``capacity``, or its length if longer)
+        and check its magic number; the caller scans the records and sets ``tail``."""
         fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
         try:
             size = os.fstat(fd).st_size
@@ -121,10 +132,16 @@ class Segment:
         except BaseException:
             os.close(fd)
             raise
-        return cls(path, segment_id, fd, size, MAGIC_SIZE)
+        return cls(path, segment_id, fd, size, MAGIC_SIZE, capacity)
 
-    def room(self) -> int:
-        return self.size - self.tail
+    def reserve(self, end: int) -> None:
+        """Preallocate the file up to at least ``end`` (at most :attr:`capacity`), a whole
+        extent at a time; the next ``fdatasync`` makes the new length durable."""
+        if end <= self.size:
+            return
+        size = min(self.capacity, max(end, self.size + EXTENT))
+        _preallocate(self.fd, self.size, size)
+        self.size = size
 
     def pwrite(self, data: bytes, offset: int) -> None:
         """Write all of ``data`` at ``offset``; a short write is resumed, not reported."""

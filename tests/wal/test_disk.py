@@ -28,7 +28,7 @@ from node.wal.record import (
     decode_at,
     encode,
 )
-from node.wal.segment import MAGIC, MAGIC_SIZE, parse_segment_name, segment_name
+from node.wal.segment import EXTENT, MAGIC, MAGIC_SIZE, parse_segment_name, segment_name
 
 from .contract import REGION, WalContract, opened, seqs
 from .crash import CRASH_REGION, crash_payload, run_and_kill
@@ -190,6 +190,51 @@ def test_new_segments_start_with_magic_and_are_preallocated(wal_root: str) -> No
     assert path.name == segment_name(1)
     assert path.stat().st_size == SEGMENT_SIZE
     assert path.read_bytes()[:MAGIC_SIZE] == MAGIC
+
+
+def test_segments_grow_an_extent_at_a_time_up_to_the_segment_size(wal_root: str) -> None:
+    mib = b"m" * (1 << 20)
+    size = 3 * EXTENT
+    with opened(lambda: DiskWal(wal_root, segment_size=size, sync="never")) as wal:
+        [first] = segment_paths(wal_root)
+        assert first.stat().st_size == EXTENT
+        for _ in range(5):
+            wal.write(REGION, 1, mib)
+        assert first.stat().st_size == 2 * EXTENT
+        for _ in range(8):
+            wal.write(REGION, 1, mib)
+        # Eleven records fill the first segment to its size; the rest start a second.
+        paths = segment_paths(wal_root)
+        assert [p.stat().st_size for p in paths] == [size, EXTENT]
+    with opened(lambda: DiskWal(wal_root, segment_size=size)) as wal:
+        assert [len(r.payload) for r in wal.read(REGION, 1, 0)] == [len(mib)] * 13
+        assert wal.write(REGION, 1, b"after") == 14
+    with opened(lambda: DiskWal(wal_root, segment_size=size)) as wal:
+        assert seqs(wal, 1) == list(range(1, 15))
+
+
+def test_reopening_with_every_record_deleted_frees_the_active_segment(wal_root: str) -> None:
+    size = 2 * EXTENT
+    with opened(lambda: DiskWal(wal_root, segment_size=size)) as wal:
+        write_n(wal, 1, 10, size=500_000)
+        write_n(wal, 2, 1)
+        wal.mark_deleted(REGION, 1, 10)
+        [active] = segment_paths(wal_root)
+        assert active.stat().st_size == size
+    # Table 2's record is live: the segment stays.
+    with opened(lambda: DiskWal(wal_root, segment_size=size)) as wal:
+        assert segment_paths(wal_root) == [active]
+        wal.mark_deleted(REGION, 2, 1)
+    with opened(lambda: DiskWal(wal_root, segment_size=size)) as wal:
+        [fresh] = segment_paths(wal_root)
+        assert fresh.name == segment_name(2)
+        assert fresh.stat().st_size == EXTENT
+        assert (wal.last_seq(REGION, 1), wal.last_seq(REGION, 2)) == (10, 1)
+        assert wal.write(REGION, 1, b"next") == 11
+    with opened(lambda: DiskWal(wal_root, segment_size=size)) as wal:
+        assert segment_paths(wal_root) == [fresh]
+        assert seqs(wal, 1) == [11]
+        assert seqs(wal, 2) == []
 
 
 def test_roll_over_and_dead_segment_removal(wal_root: str) -> None:
