@@ -237,6 +237,24 @@ def test_reopening_with_every_record_deleted_frees_the_active_segment(wal_root: 
         assert seqs(wal, 2) == []
 
 
+def test_a_crash_between_fresh_segment_and_deletion_leaves_a_dead_segment_for_later(
+    wal_root: str,
+) -> None:
+    with opened(lambda: DiskWal(wal_root, segment_size=SEGMENT_SIZE)) as wal:
+        write_n(wal, 1, 5)
+        wal.mark_deleted(REGION, 1, 5)
+        [old] = segment_paths(wal_root)
+    # The state a crash leaves after the fresh segment is durably named, before the old one
+    # is deleted.
+    fresh = old.with_name(segment_name(2))
+    fresh.write_bytes(MAGIC + bytes(SEGMENT_SIZE - MAGIC_SIZE))
+    with opened(lambda: DiskWal(wal_root, segment_size=SEGMENT_SIZE)) as wal:
+        assert segment_paths(wal_root) == [fresh]
+        assert wal.write(REGION, 1, b"next") == 6
+    with opened(lambda: DiskWal(wal_root, segment_size=SEGMENT_SIZE)) as wal:
+        assert seqs(wal, 1) == [6]
+
+
 def test_roll_over_and_dead_segment_removal(wal_root: str) -> None:
     with opened(lambda: DiskWal(wal_root, segment_size=4096)) as wal:
         wal.write(REGION, 2, b"table 2 lives in the first segment")
