@@ -353,16 +353,26 @@ def _recover(
         dead = _sweep(segments, floors)
         active = segments[-1]
         if not active.spans and active.tail > MAGIC_SIZE:
-            # Every record of the active segment is dead (a node restarted after flushing):
-            # writes go to a fresh segment of one extent and this one's space is freed.
-            segments.append(Segment.create(directory, active.id + 1, wal.segment_size))
-            dead += _sweep(segments, {})
+            dead += _fresh_segment(wal, directory, segments)
     except BaseException:
         for segment in segments:
             segment.close()
         raise
     _remove(directory, dead)
     return segments, last, floors
+
+
+def _fresh_segment(wal: DiskWal, directory: str, segments: list[Segment]) -> list[Segment]:
+    """Every record of the active segment is dead (a node restarted after flushing): writes
+    go to a fresh segment of one extent, and the old one is returned dead, to be deleted.
+    Like deleting, this only reclaims space: if the new segment cannot be made, writes go
+    on in the old one."""
+    try:
+        segments.append(Segment.create(directory, segments[-1].id + 1, wal.segment_size))
+    except OSError as e:
+        logger.warning("WAL: cannot start a fresh segment in %s: %s", directory, e)
+        return []
+    return _sweep(segments, {})
 
 
 def _scan(

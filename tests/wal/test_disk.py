@@ -28,7 +28,14 @@ from node.wal.record import (
     decode_at,
     encode,
 )
-from node.wal.segment import EXTENT, MAGIC, MAGIC_SIZE, parse_segment_name, segment_name
+from node.wal.segment import (
+    EXTENT,
+    MAGIC,
+    MAGIC_SIZE,
+    Segment,
+    parse_segment_name,
+    segment_name,
+)
 
 from .contract import REGION, WalContract, opened, seqs
 from .crash import CRASH_REGION, crash_payload, run_and_kill
@@ -251,6 +258,30 @@ def test_a_crash_between_fresh_segment_and_deletion_leaves_a_dead_segment_for_la
     with opened(lambda: DiskWal(wal_root, segment_size=SEGMENT_SIZE)) as wal:
         assert segment_paths(wal_root) == [fresh]
         assert wal.write(REGION, 1, b"next") == 6
+    with opened(lambda: DiskWal(wal_root, segment_size=SEGMENT_SIZE)) as wal:
+        assert seqs(wal, 1) == [6]
+
+
+def test_no_room_for_a_fresh_segment_keeps_writing_in_the_old_one(
+    wal_root: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    with opened(lambda: DiskWal(wal_root, segment_size=SEGMENT_SIZE)) as wal:
+        write_n(wal, 1, 5)
+        wal.mark_deleted(REGION, 1, 5)
+        [old] = segment_paths(wal_root)
+
+    def no_space(*args: object) -> Segment:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Segment, "create", no_space)
+    with (
+        caplog.at_level(logging.WARNING, logger="gnomon.wal"),
+        opened(lambda: DiskWal(wal_root, segment_size=SEGMENT_SIZE)) as wal,
+    ):
+        assert wal.write(REGION, 1, b"next") == 6
+    assert "cannot start a fresh segment" in caplog.text
+    assert segment_paths(wal_root) == [old]
+    monkeypatch.undo()
     with opened(lambda: DiskWal(wal_root, segment_size=SEGMENT_SIZE)) as wal:
         assert seqs(wal, 1) == [6]
 
