@@ -82,8 +82,11 @@ def _wire_array(arr: pa.ChunkedArray[Any]) -> pa.ChunkedArray[Any]:
 
 def to_wire(table: pa.Table) -> pa.Table:
     """``table`` with every column cast to a type the HoraeDB SDK decodes."""
-    columns = [_wire_array(c) for c in table.columns]
-    if all(c is o for c, o in zip(columns, table.columns, strict=True)):
+    # One list of the columns for both: each ``table.columns`` makes new wrapper objects,
+    # which would never be the ones passed through.
+    originals = table.columns
+    columns = [_wire_array(c) for c in originals]
+    if all(c is o for c, o in zip(columns, originals, strict=True)):
         return table
     return pa.Table.from_arrays(columns, names=table.column_names)
 

@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from node.server.arrow_wire import decode_payload, encode_payload, zstd_content_size
+from node.server.arrow_wire import decode_payload, encode_payload, to_wire, zstd_content_size
 
 
 def _table(rows: int) -> pa.Table:
@@ -26,6 +26,21 @@ def test_payload_round_trips(compress_min_bytes: int) -> None:
     batches, compressed = encode_payload(table, compress_min_bytes)
     assert compressed == (compress_min_bytes == 1)
     assert decode_payload(batches, compressed).equals(table)
+
+
+def test_a_table_of_types_the_sdk_reads_goes_out_as_it_is() -> None:
+    table = _table(10)
+    assert to_wire(table) is table
+
+
+def test_other_types_are_cast_to_ones_the_sdk_reads() -> None:
+    table = _table(10).append_column(
+        "n", pa.array(range(10), pa.int64()).cast(pa.decimal128(22, 2))
+    )
+    table = table.set_column(1, "ts", table.column("ts").cast(pa.timestamp("us")))
+    wired = to_wire(table)
+    assert wired.schema.types == [pa.string(), pa.timestamp("ms"), pa.float64(), pa.float64()]
+    assert wired.column("ts").equals(_table(10).column("ts"))
 
 
 def test_empty_result_has_no_batches() -> None:
