@@ -75,8 +75,8 @@ class DiskWal(RegionWal["_Region"]):
 
     ``segment_size`` is the size a segment file grows to (preallocated an extent at a time)
     before the log rolls to a new one; a record too big for an empty segment gets a segment
-    of its own, sized to fit it (records are capped only by their u32
-    length field: TooLarge above 4 GiB - 1). ``sync="always"`` makes ``write`` return after
+    of its own, sized to fit it (records are capped only by their u32 length field:
+    TooLarge above 4 GiB - 1). ``sync="always"`` makes ``write`` return after
     ``fdatasync``; ``sync="never"`` leaves flushing to the OS (data survives a process crash,
     not a machine crash) and syncs only when a segment fills up and on close.
 
