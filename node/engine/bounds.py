@@ -235,18 +235,16 @@ def _compares_in_numpy(typ: pa.DataType, *bounds: Any) -> bool:
     """Whether numpy compares ``typ`` with ``bounds`` as pyarrow would: integers (and
     timestamps, bounded in integers of their unit) with integers the type holds, floats
     with numbers. (Otherwise pyarrow judges, or refuses, as it always did.)"""
+    compared = _NUMPY_COMPARED.get(typ.id)
+    if compared is None:
+        return False
     given = [b for b in bounds if b is not None]
-    if pa.types.is_timestamp(typ):
-        typ = pa.int64()
-    if pa.types.is_integer(typ):
-        lo, hi = _integer_range(typ)
-        return all(type(b) is int and lo <= b <= hi for b in given)
-    if pa.types.is_floating(typ):
+    if not isinstance(compared, tuple):
         return all(type(b) in (int, float) for b in given)
-    return False
+    lo, hi = compared
+    return all(type(b) is int and lo <= b <= hi for b in given)
 
 
-@functools.cache
 def _integer_range(typ: pa.DataType) -> tuple[int, int]:
     bits = typ.bit_width
     return (
@@ -254,6 +252,23 @@ def _integer_range(typ: pa.DataType) -> tuple[int, int]:
         if pa.types.is_unsigned_integer(typ)
         else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
     )
+
+
+#: By Arrow type id, the values numpy compares as pyarrow does: an integer type's range
+#: (a timestamp's, int64's: it is bounded in integers of its unit), any number for floats.
+#: Looked up by id: judging a type through ``pa.types`` costs a point query's read more than
+#: its binary search.
+_NUMPY_COMPARED: dict[int, tuple[int, int] | type[float]] = {
+    **{
+        t.id: _integer_range(t)
+        for t in (
+            *(pa.int8(), pa.int16(), pa.int32(), pa.int64()),
+            *(pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64()),
+        )
+    },
+    pa.timestamp("ms").id: _integer_range(pa.int64()),
+    **{t.id: float for t in (pa.float16(), pa.float32(), pa.float64())},
+}
 
 
 @functools.lru_cache(maxsize=1024)

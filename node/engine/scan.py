@@ -18,6 +18,7 @@ applied to every batch; row deletions are resolved by the merge. Columns a sourc
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Iterator, Sequence, Set
 from contextlib import ExitStack
@@ -35,7 +36,7 @@ from node.engine.memtable import MemtableView
 from node.engine.merge import merge_sorted, sort_resolve
 from node.engine.options import TableOptions, UpdateMode
 from node.engine.rows import key_at, same_as_next, strip_markers
-from node.engine.schema import KIND, PUT, SEQ, TSID, Schema
+from node.engine.schema import KIND, PUT, SEQ, Schema
 from node.engine.sst.meta import SstMeta
 from node.engine.sst.reader import (
     Part,
@@ -96,6 +97,9 @@ class ScanStats:
     #: Groups of overlapping sources read source by source, only their overlap zones resolved.
     split_components: int = 0
     range_tombstones: int = 0
+    #: Read as a located read: series' runs sliced from SSTs that need no merge, without the
+    #: general plan.
+    located: bool = False
 
 
 @dataclass(frozen=True)
@@ -210,7 +214,7 @@ class Scan:
     def _read_schema(self) -> pa.Schema:
         """What merged and memtable sources are conformed to (SSTs read on their own are
         not)."""
-        return pa.schema([self._storage.field(n) for n in self._read_columns])
+        return self.schema.storage_projection(tuple(self._read_columns))
 
     @functools.cached_property
     def filter(self) -> pc.Expression | None:
@@ -306,6 +310,9 @@ class Scan:
         keeps of SSTs read on their own, and every row of memtables and merged SSTs."""
         if self._order is not None:
             return sum(_rows(s) for s in self._sources())
+        located = self._located
+        if located is not None:
+            return sum(b - a for p in located for runs in p.runs.values() for a, b in runs)
         plan = self._plan()
         direct = sum(
             self._footers[part.path].row_group(rg).num_rows
@@ -365,7 +372,79 @@ class Scan:
     def _direct_columns(self) -> list[str]:
         return [*self.columns, *sorted(self._extra - set(self.columns))]
 
+    @functools.cached_property
+    def _located(self) -> list[Part] | None:
+        """The parts of a located read, when the scan is one: rows of the series one tag's
+        values name, within a time range, from SSTs that need no merge (in the range: no
+        memtable rows, range tombstones, deletion markers or, but in APPEND mode,
+        overlapping files) and whose series directories locate those series' rows, read
+        as sliced runs narrowed to the time range by binary search. Such a read needs no
+        filter and no general plan: this planning is a point query's whole planning, at a
+        fraction of the general one's calls. None for any other scan."""
+        ts_key = self.schema.timestamp_key
+        tags = [c for c in self._bounds if c != ts_key]
+        if (
+            self._order is not None
+            or self.request.predicate is not None
+            or self._ranges
+            or self.schema.run_order != ts_key
+            or len(tags) != 1
+            or tags[0] not in self.schema.tags
+            or self._bounds[tags[0]].values is None
+            or ts_key in self._filtered_bounds  # timestamp IN (...): not a range
+            or any(v.batches and self._overlaps(v.min_ts, v.max_ts) for v in self._memtables)
+        ):
+            return None
+        ssts = sorted(self._files, key=lambda f: f.min_ts)
+        columns = [*self._direct_columns(), *self._bounds]
+        if any(f.deletes or not self._has_columns(f, columns) for f in ssts):
+            return None
+        if self.options.update_mode is UpdateMode.OVERWRITE and any(
+            b.min_ts <= a.max_ts for a, b in itertools.pairwise(ssts)
+        ):
+            return None
+        files = self._sst_files
+        wanted = frozenset(_listed(self._bounds[tags[0]]))
+        window = {ts_key: self._bounds[ts_key]} if ts_key in self._bounds else {}
+        located: list[tuple[SstMeta, list[int], dict[int, Runs]]] = []
+        for sst in ssts:
+            index = files.series(sst.path, tags)
+            if index.unlisted:
+                return None
+            groups = files.row_groups_within(sst.path, window, index.holding(wanted))
+            runs = _Held(index, wanted, frozenset(groups)).runs(groups)
+            if len(runs) < len(groups):
+                return None  # a row group whose series' rows the directory does not place
+            located.append((sst, groups, runs))
+        parts = []
+        for sst, groups, runs in located:
+            self.stats.row_groups_total += files.footer(sst.path).num_row_groups
+            self.stats.row_groups_read += len(groups)
+            self.stats.row_groups_located += len(groups)
+            if groups:
+                self.stats.ssts_read += 1
+            local = self._pins.enter_context(files.pinned(sst.path))
+            self._footers[local] = files.footer(sst.path)
+            parts.append(Part(sst.path, local, groups, runs, frozenset(tags), ts_key))
+        self.stats.located = True
+        return parts
+
     def _unordered(self) -> Iterator[pa.Table]:
+        located = self._located
+        if located is not None:
+            # Every row read is wanted (the runs decide the tag, their narrowing the time
+            # range), nothing shadows anything, and the read gives the columns asked for,
+            # tags dictionary encoded as asked: the rows are the answer as read.
+            yield from scan_unordered(
+                located,
+                self.schema,
+                self.columns,
+                decoded=self._sst_files.decoded,
+                bounds=self._bounds,
+                footers=self._footers,
+                dictionary=self._dictionary,
+            )
+            return
         plan = self._plan()
         for table in plan.memtables:
             yield from self._finish(self._conformed_table(strip_markers(table)))
@@ -404,7 +483,7 @@ class Scan:
         for whole in (True, False):
             for table in scan_unordered(
                 [p for p in parts if (p.path in covered) == whole],
-                self._storage,
+                self.schema,
                 with_seq,
                 decoded=self._sst_files.decoded,
                 bounds=None if whole else self._bounds,
@@ -493,18 +572,10 @@ class Scan:
                 # Rows sliced out by series satisfy the bounds on their tags.
                 runs = series.runs(groups)
                 self.stats.row_groups_located += len(runs)
-                out.append(Part(sst.path, local, groups, runs, frozenset(tags), self._run_order))
+                out.append(
+                    Part(sst.path, local, groups, runs, frozenset(tags), self.schema.run_order)
+                )
         return out
-
-    @functools.cached_property
-    def _run_order(self) -> str | None:
-        """What the rows of one series in an SST are sorted by: the timestamp, when the
-        primary key is the series (its tags, or their tsid) then the timestamp."""
-        *series, last = self.schema.primary_key
-        tags = set(self.schema.tags)
-        if last == self.schema.timestamp_key and all(c == TSID or c in tags for c in series):
-            return last
-        return None
 
     def _by_series(
         self, ssts: Sequence[SstMeta], tags: list[str], bounds: Bounds
@@ -517,8 +588,7 @@ class Scan:
         if len(tags) == 1 and bounded and bounded[0][1].values is not None:
             # One tag IN a few values: those are the candidates (a value no file holds
             # selects no row group), not every series of every file.
-            r = bounded[0][1]
-            admitted = [(v,) for v in r.values or () if r.admits(v)]
+            admitted = _listed(bounded[0][1])
         else:
             distinct = set().union(*(i.row_groups for i in indexes))
             admitted = [c for c in distinct if all(r.admits(c[i]) for i, r in bounded)]
@@ -622,7 +692,7 @@ class Scan:
         present = self._sst_files.columns(s.sst.path)
         for table in scan_unordered(
             [part],
-            self._storage,
+            self.schema,
             [c for c in self._read_columns if c in present],
             decoded=self._sst_files.decoded,
             bounds=keyed,
@@ -748,6 +818,11 @@ class _Held:
             if rows is not None:
                 out[rg] = rows
         return out
+
+
+def _listed(r: Range) -> list[tuple[Any, ...]]:
+    """The series (of one tag) a bound listing that tag's values admits."""
+    return [(v,) for v in r.values or () if r.admits(v)]
 
 
 def _rows(s: _Source) -> int:

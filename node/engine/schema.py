@@ -145,6 +145,10 @@ class Column:
         )
 
 
+#: Projections of one schema kept (queries name a few column sets; any more are built anew).
+MAX_PROJECTIONS = 1024
+
+
 @dataclass(frozen=True)
 class Schema:
     """A table schema. Build one with :meth:`Schema.build`, which validates it and adds the
@@ -284,6 +288,38 @@ class Schema:
     def dictionary_tags(self) -> list[str]:
         """The tag columns of string type (those :meth:`arrow` may dictionary encode)."""
         return list(self._string_tags)
+
+    @functools.cached_property
+    def run_order(self) -> str | None:
+        """What the rows of one series in an SST are sorted by: the timestamp, when the
+        primary key is the series (its tags, or their tsid) then the timestamp."""
+        *series, last = self.primary_key
+        tags = set(self.tags)
+        if last == self.timestamp_key and all(c == TSID or c in tags for c in series):
+            return last
+        return None
+
+    def storage_projection(
+        self, columns: tuple[str, ...], dictionary: tuple[str, ...] = ()
+    ) -> pa.Schema:
+        """The storage fields of ``columns``, those named in ``dictionary`` dictionary
+        encoded. Made once per projection: every read of SSTs asks for one, and building it
+        costs a point query about as much as slicing its rows."""
+        key = (columns, dictionary)
+        out = self._projections.get(key)
+        if out is None:
+            storage = self.storage_arrow()
+            fields = [storage.field(c) for c in columns]
+            out = pa.schema(
+                [f.with_type(DICTIONARY_TAG) if f.name in dictionary else f for f in fields]
+            )
+            if len(self._projections) < MAX_PROJECTIONS:
+                self._projections[key] = out
+        return out
+
+    @functools.cached_property
+    def _projections(self) -> dict[tuple[tuple[str, ...], tuple[str, ...]], pa.Schema]:
+        return {}
 
     def storage_arrow(self) -> pa.Schema:
         """The schema of memtables and SSTs: the table's columns plus the row sequence and

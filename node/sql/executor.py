@@ -326,7 +326,8 @@ class SqlExecutor:
                 f"ssts_read={s.ssts_read}/{s.ssts_total} "
                 f"row_groups_read={s.row_groups_read}/{s.row_groups_total} "
                 f"row_groups_located={s.row_groups_located} "
-                f"memtable_slices={s.memtable_slices} merged_components={s.merged_components}"
+                f"memtable_slices={s.memtable_slices} merged_components={s.merged_components} "
+                f"located={str(s.located).lower()}"
             )
         if not analyze:
             tables = sorted({n for n in qc.ctx.catalog().schema().names()})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -16,7 +17,8 @@ import pytest
 
 from node.engine.bounds import Bounds, Range
 from node.engine.engine import Engine
-from node.engine.options import TableOptions
+from node.engine.options import TableOptions, UpdateMode
+from node.engine.scan import ScanStats
 from node.engine.schema import TSID, Column, ColumnType, Schema
 from node.engine.sst import reader
 from node.engine.sst.writer import SERIES_KEY
@@ -323,3 +325,161 @@ def test_no_offsets_where_the_directory_cannot_name_every_tag(data_dir: str) -> 
         got, _, located = _scan(e, bounds)
         assert rows(got) == rows(_expected(data, bounds, None))
         assert located == 0
+
+
+# -- located reads -----------------------------------------------------------------------------
+# A scan bounded on one tag's values and a time range, over SSTs that need no merge, is read
+# without the general plan: the series' runs, sliced and narrowed. Anything that could make
+# those rows not the answer (rows elsewhere, shadowing, another filter) takes the general path.
+
+TWO_HOSTS: Bounds = {"host": Range(values=frozenset({"h03", "h08"})), "ts": WINDOWS[1]}
+
+
+def _located(
+    e: Engine,
+    bounds: Bounds,
+    predicate: pc.Expression | None = None,
+    *,
+    dictionary_tags: bool = False,
+) -> tuple[pa.Table, ScanStats]:
+    scan = e.plan_scan(
+        "cpu",
+        columns=["host", "ts", "usage"],
+        bounds=bounds,
+        predicate=predicate,
+        dictionary_tags=dictionary_tags,
+    )
+    return scan.to_table(), scan.stats
+
+
+@pytest.mark.parametrize("window", WINDOWS, ids=range(len(WINDOWS)))
+@pytest.mark.parametrize("hosts", [["h03"], ["h03", "h08"], ["h99"], []], ids=str)
+def test_settled_series_in_a_time_range_are_a_located_read(
+    loaded: tuple[Engine, pa.Table], window: Range, hosts: list[str]
+) -> None:
+    e, data = loaded
+    bounds: Bounds = {"host": Range(values=frozenset(hosts)), "ts": window}
+    got, stats = _located(e, bounds)
+    assert stats.located
+    assert rows(got) == rows(_expected(data, bounds, None))
+    assert got.column_names == ["host", "ts", "usage"]
+    assert stats.row_groups_located == stats.row_groups_read
+    if not hosts or hosts == ["h99"]:
+        assert stats.row_groups_read == 0
+
+
+def test_a_located_read_estimates_its_runs_and_answers_as_the_general_read(
+    loaded: tuple[Engine, pa.Table],
+) -> None:
+    e, _ = loaded
+    one: Bounds = {"host": Range(values=frozenset({"h05"})), "ts": WINDOWS[0]}
+    scan = e.plan_scan("cpu", columns=["host", "ts", "usage"], bounds=one)
+    assert scan.estimated_rows() == STEPS  # the host's runs, not its row groups' rows
+    for encoded in (False, True):
+        got, stats = _located(e, TWO_HOSTS, dictionary_tags=encoded)
+        # An always-true predicate keeps the same rows through the general plan.
+        general, plain = _located(e, TWO_HOSTS, pc.field("usage") >= -1.0, dictionary_tags=encoded)
+        assert stats.located and not plain.located
+        assert got.schema == general.schema
+        assert rows(got) == rows(general)
+        assert pa.types.is_dictionary(got.schema.field("host").type) == encoded
+
+
+def _write_over(e: Engine, data: pa.Table) -> None:
+    e.write(
+        "cpu",
+        data.filter(pc.field("host") == "h03").set_column(2, "usage", pa.array([-5.0] * STEPS)),
+    )
+
+
+def _write_over_and_flush(e: Engine, data: pa.Table) -> None:
+    _write_over(e, data)
+    e.flush()
+
+
+def _delete_a_row_and_flush(e: Engine, data: pa.Table) -> None:
+    e.delete_rows("cpu", _data(["h03"]).slice(12, 1).select(["host", "region", "ts"]))
+    e.flush()
+
+
+def _delete_a_range(e: Engine, data: pa.Table) -> None:
+    e.delete_range("cpu", tags={"host": "h03"}, time_range=(T0 + 15 * 60_000, T0 + 20 * 60_000))
+
+
+FALLBACKS: dict[str, Callable[[Engine, pa.Table], None]] = {
+    "memtable-rows": _write_over,
+    "overlapping-files": _write_over_and_flush,
+    "row-deletion": _delete_a_row_and_flush,
+    "range-tombstone": _delete_a_range,
+}
+
+
+@pytest.mark.parametrize("change", FALLBACKS.values(), ids=FALLBACKS.keys())
+def test_what_a_located_read_cannot_answer_takes_the_general_path(
+    loaded: tuple[Engine, pa.Table], change: Callable[[Engine, pa.Table], None]
+) -> None:
+    e, data = loaded
+    change(e, data)
+    got, stats = _located(e, TWO_HOSTS)
+    assert not stats.located
+    want = e.plan_scan("cpu", columns=["host", "ts", "usage"], order="asc").to_table()
+    assert rows(got) == rows(_expected(want, TWO_HOSTS, None))
+    # The change shows: h03's readings are new (or some gone).
+    assert rows(got) != rows(_expected(data, TWO_HOSTS, None))
+
+
+def test_other_filters_take_the_general_path(loaded: tuple[Engine, pa.Table]) -> None:
+    e, data = loaded
+    for bounds, predicate in (
+        (TWO_HOSTS, pc.field("usage") > 40.0),
+        ({**TWO_HOSTS, "region": Range(values=frozenset({"eu"}))}, None),
+        ({"host": Range(lo="h03", hi="h08")}, None),  # a range of tag values
+        ({"host": TWO_HOSTS["host"], "ts": Range(values=frozenset({T0, T0 + 60_000}))}, None),
+    ):
+        got, stats = _located(e, bounds, predicate)
+        assert not stats.located, bounds
+        assert rows(got) == rows(_expected(data, bounds, predicate)), bounds
+
+
+def test_append_mode_reads_overlapping_files_located(data_dir: str) -> None:
+    data = _data()
+    with Engine.open(data_dir, compaction_threads=0, gc_interval_s=0) as e:
+        e.create_table(
+            "cpu", CPU, TableOptions(num_rows_per_row_group=100, update_mode=UpdateMode.APPEND)
+        )
+        for _ in range(2):
+            e.write("cpu", data)
+            e.flush()
+        got, stats = _located(e, TWO_HOSTS)
+        assert stats.located and stats.ssts_read == 2
+        want = _expected(data, TWO_HOSTS, None)
+        assert rows(got) == sorted(rows(want) * 2)
+        # A file holding deletion markers is merged: they shadow rows of the others.
+        _delete_a_row_and_flush(e, data)
+        got, stats = _located(e, TWO_HOSTS)
+        assert not stats.located
+        truth = e.plan_scan("cpu", columns=["host", "ts", "usage"], order="asc").to_table()
+        assert rows(got) == rows(_expected(truth, TWO_HOSTS, None))
+        assert got.num_rows < 2 * want.num_rows
+
+
+def test_a_located_read_honours_the_ttl(data_dir: str) -> None:
+    data = _data()
+    # Rows older than half past the hour (and half a minute, so that the clock moving on
+    # during the test changes nothing) have outlived the TTL.
+    floor = T0 + 30 * 60_000 + 30_000
+    options = TableOptions(
+        num_rows_per_row_group=100, enable_ttl=True, ttl_ms=int(time.time() * 1000) - floor
+    )
+    with Engine.open(data_dir, compaction_threads=0, gc_interval_s=0) as e:
+        e.create_table("cpu", CPU, options)
+        e.write("cpu", data)
+        e.flush()
+        got, stats = _located(e, {"host": TWO_HOSTS["host"], "ts": WINDOWS[0]})
+        assert stats.located
+        live = {
+            "host": TWO_HOSTS["host"],
+            "ts": Range(lo=floor, hi=T0 + 3_600_000, hi_inclusive=False),
+        }
+        assert rows(got) == rows(_expected(data, live, None))
+        assert got.num_rows == 2 * 29

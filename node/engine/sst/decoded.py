@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -61,16 +61,18 @@ class DecodedChunks:
         *,
         dictionary: Sequence[str] = (),
         metadata: pq.FileMetaData | None = None,
-        keep: bool = True,
+        keep: bool | Callable[[], bool] = True,
     ) -> Iterator[pa.Table]:
         """Per row group of ``file`` (whose local copy is ``path``), in the order given, a
         table of ``columns``, string columns named in ``dictionary`` dictionary encoded as
         Parquet stores them. Chunks not held are decoded and kept unless ``keep`` is false
-        (see :meth:`worth_keeping`): the row groups lacking the same columns are decoded in
-        one call per :data:`READ_BATCH` of them (a call costs about 0.1 ms of set-up, as
-        much as decoding a few columns of a row group)."""
+        (see :meth:`worth_keeping`; a callable is asked on the first miss, so that reads
+        of chunks held never weigh their size): the row groups lacking the same columns
+        are decoded in one call per :data:`READ_BATCH` of them (a call costs about 0.1 ms
+        of set-up, as much as decoding a few columns of a row group)."""
         encoded = set(dictionary)
         reader: pq.ParquetFile | None = None
+        keeping: bool | None = None
         for start in range(0, len(row_groups), READ_BATCH):
             window = row_groups[start : start + READ_BATCH]
             keys = {rg: [(file, rg, c, c in encoded) for c in columns] for rg in window}
@@ -83,6 +85,8 @@ class DecodedChunks:
                     lacking.setdefault(missing, []).append(rg)
             counted: dict[int, pa.Table] = {}
             for missing, rgs in lacking.items():
+                if keeping is None:
+                    keeping = keep() if callable(keep) else keep
                 if reader is None:
                     reader = pq.ParquetFile(
                         path,
@@ -98,17 +102,17 @@ class DecodedChunks:
                     ((file, rg, c, c in encoded), piece)
                     for c in missing
                     for rg, piece in zip(
-                        rgs, _split(table.column(c), lengths, own=keep), strict=True
+                        rgs, _split(table.column(c), lengths, own=keeping), strict=True
                     )
                 ]
                 found.update(fresh)
-                if keep:
+                if keeping:
                     self._keep(fresh)
             for rg in window:
                 if not columns:
                     yield counted[rg]
                 else:
-                    yield pa.table({c: found[k] for c, k in zip(columns, keys[rg], strict=True)})
+                    yield pa.Table.from_arrays([found[k] for k in keys[rg]], names=list(columns))
 
     def _found(self, keys: Sequence[ChunkKey]) -> dict[ChunkKey, pa.ChunkedArray[Any]]:
         found: dict[ChunkKey, pa.ChunkedArray[Any]] = {}

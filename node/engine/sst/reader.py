@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from node.engine.bounds import Bounds, conjunction
 from node.engine.lru import Lru
-from node.engine.schema import DICTIONARY_TAG, repeat
+from node.engine.schema import Schema, repeat
 from node.engine.sst.decoded import DecodedChunks
 from node.engine.sst.writer import SERIES_KEY
 from node.engine.tombstones import RangeTombstone, read_tombstone_file
@@ -464,7 +464,10 @@ def read_sorted(
     if decoded is not None:
         chunks, file = decoded
         order = list(reversed(row_groups)) if descending else row_groups
-        keep = chunks.worth_keeping(_decoded_bytes(metadata, row_groups, columns))
+
+        def keep() -> bool:
+            return chunks.worth_keeping(_decoded_bytes(metadata, row_groups, columns))
+
         for table in chunks.read(file, path, order, columns, metadata=metadata, keep=keep):
             batches = table.to_batches(max_chunksize=batch_size)
             yield from (reversed_rows(b) for b in reversed(batches)) if descending else batches
@@ -526,7 +529,7 @@ class Part:
 
 def scan_unordered(
     parts: Sequence[Part],
-    schema: pa.Schema,
+    schema: Schema,
     columns: Sequence[str],
     *,
     decoded: DecodedChunks,
@@ -550,13 +553,14 @@ def scan_unordered(
     # With no column asked for (count(*)), one is read all the same: tables without columns
     # lose their row counts when concatenated.
     read = [*columns, *(c for c in judged if c not in columns)] or schema.names[:1]
-    fields = [schema.field(c) for c in columns]
-    out = pa.schema([f.with_type(DICTIONARY_TAG) if f.name in dictionary else f for f in fields])
-    keep = decoded.worth_keeping(
-        sum(_decoded_bytes(footers.get(p.path), p.row_groups, read) for p in parts)
-        if footers is not None
-        else 0
-    )
+    out = schema.storage_projection(tuple(columns), tuple(dictionary))
+
+    def keep() -> bool:
+        if footers is None:
+            return True
+        size = sum(_decoded_bytes(footers.get(p.path), p.row_groups, read) for p in parts)
+        return decoded.worth_keeping(size)
+
     pending: list[pa.Table] = []
     # Per pending table, the bounded columns all its rows are known to satisfy.
     satisfied: list[Set[str]] = []
@@ -615,7 +619,8 @@ def _runs_within(
     order = part.run_order
     if order is not None and len(runs) <= NARROWED_RUNS and order in bounds:
         r = bounds[order]
-        values = r.numeric(table.column(order).chunks, table.schema.field(order).type)
+        column = table.column(order)
+        values = r.numeric(column.chunks, column.type)
         if values is not None:
             narrowed = []
             for a, b in runs:
@@ -643,7 +648,8 @@ def _joined(runs: Runs) -> Runs:
 def _conformed(table: pa.Table, out: pa.Schema) -> pa.Table:
     """``table``'s columns named in ``out``, with its nullability: the columns as they are
     when only that differs (a cast would dispatch a kernel per column)."""
-    columns = [table.column(f.name) for f in out]
+    # Read columns come first, in the order asked for, judged ones after them.
+    columns = table.columns[: len(out)]
     if not columns:
         return table.select([])  # keeps the row count, which a table of no arrays lacks
     if all(c.type == f.type for c, f in zip(columns, out, strict=True)):
