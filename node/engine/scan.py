@@ -188,17 +188,11 @@ class Scan:
         self._memtables = memtables
         self._ranges = self._range_tombstones(files, memtables)
         self.stats.range_tombstones = len(self._ranges)
-        # Bounded columns are read for the filter even where not returned.
-        needed = set(self.columns) | set(schema.primary_key) | {schema.timestamp_key}
-        needed |= set(bounds)
         self._filter_columns: set[str] = set()
         if request.predicate is not None:
             check_predicate(request.predicate, schema)
             self._filter_columns = set(referenced_columns(request.predicate, schema))
-            needed |= self._filter_columns
         self._extra = columns_needed(self._ranges, schema) - {SEQ} if self._ranges else set[str]()
-        needed |= self._extra
-        self._read_columns = [n for n in schema.names if n in needed] + [SEQ, KIND]
         self._unordered_plan: _UnorderedPlan | None = None
         #: Tag columns returned dictionary encoded; SSTs read on their own decode them so
         #: unless range tombstones, which compare plain values, must be applied.
@@ -209,6 +203,15 @@ class Scan:
         )
 
     # -- planning --------------------------------------------------------------------------------
+
+    @functools.cached_property
+    def _read_columns(self) -> list[str]:
+        """What merged and memtable sources read: the columns returned, the key, whatever
+        the filter and the range tombstones judge, and the sequence and kind."""
+        schema = self.schema
+        needed = set(self.columns) | set(schema.primary_key) | {schema.timestamp_key}
+        needed |= set(self._bounds) | self._filter_columns | self._extra
+        return [n for n in schema.names if n in needed] + [SEQ, KIND]
 
     @functools.cached_property
     def _read_schema(self) -> pa.Schema:
@@ -432,15 +435,17 @@ class Scan:
     def _unordered(self) -> Iterator[pa.Table]:
         located = self._located
         if located is not None:
-            # Every row read is wanted (the runs decide the tag, their narrowing the time
-            # range), nothing shadows anything, and the read gives the columns asked for,
-            # tags dictionary encoded as asked: the rows are the answer as read.
+            # Every row read is wanted (the runs decide the tag, so it is not read unless
+            # asked for, and their narrowing the time range), nothing shadows anything, and
+            # the read gives the columns asked for, tags dictionary encoded as asked: the
+            # rows are the answer as read.
+            ts_key = self.schema.timestamp_key
             yield from scan_unordered(
                 located,
                 self.schema,
                 self.columns,
                 decoded=self._sst_files.decoded,
-                bounds=self._bounds,
+                bounds={ts_key: self._bounds[ts_key]} if ts_key in self._bounds else None,
                 footers=self._footers,
                 dictionary=self._dictionary,
             )

@@ -25,6 +25,7 @@ tests/sql/test_direct.py.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -67,6 +68,12 @@ class BucketedAggregation:
     interval_at: int = field(default=0, compare=False)
     limit_at: int | None = field(default=None, compare=False)
 
+    @functools.cached_property
+    def reads(self) -> list[str]:
+        """The columns the answer reads."""
+        aggregated = [o.column for o in self.outputs if isinstance(o, Aggregate) and o.column]
+        return list(dict.fromkeys([self.timestamp, *aggregated]))
+
 
 @dataclass(frozen=True)
 class SortKey:
@@ -83,6 +90,11 @@ class SortedRows:
     limit: int | None
     #: Where the limit's literal is among the query's tokens.
     limit_at: int | None = field(default=None, compare=False)
+
+    @functools.cached_property
+    def reads(self) -> list[str]:
+        """The columns the answer reads."""
+        return list(dict.fromkeys([*self.columns, *(k.column for k in self.keys)]))
 
 
 Direct = BucketedAggregation | SortedRows

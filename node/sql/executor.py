@@ -247,6 +247,9 @@ class SqlExecutor:
             bounds = analysis.prescan.bind(tokens)
             if bounds.exact and analysis.direct is not None:
                 qc.direct = direct.bind(analysis.direct, tokens)
+            if qc.direct is not None:
+                # The bounds decide the WHERE clause's columns: only the answer's are read.
+                bounds = replace(bounds, columns=qc.direct.reads)
         for name in analysis.plain:
             qc.register(name, name, prescan=bounds)
         return qc

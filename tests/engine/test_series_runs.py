@@ -483,3 +483,15 @@ def test_a_located_read_honours_the_ttl(data_dir: str) -> None:
         }
         assert rows(got) == rows(_expected(data, live, None))
         assert got.num_rows == 2 * 29
+
+
+def test_a_located_read_need_not_return_the_tag_it_is_bounded_on(
+    loaded: tuple[Engine, pa.Table],
+) -> None:
+    e, data = loaded
+    scan = e.plan_scan("cpu", columns=["ts", "usage"], bounds=TWO_HOSTS)
+    got = scan.to_table()
+    assert scan.stats.located
+    assert got.column_names == ["ts", "usage"]
+    want = _expected(data, TWO_HOSTS, None)
+    assert rows(got) == rows(want, "ts", "usage")
