@@ -421,13 +421,14 @@ class Scan:
             located.append((sst, groups, runs))
         parts = []
         for sst, groups, runs in located:
-            self.stats.row_groups_total += files.footer(sst.path).num_row_groups
+            footer = files.footer(sst.path)
+            self.stats.row_groups_total += footer.num_row_groups
             self.stats.row_groups_read += len(groups)
             self.stats.row_groups_located += len(groups)
             if groups:
                 self.stats.ssts_read += 1
             local = self._pins.enter_context(files.pinned(sst.path))
-            self._footers[local] = files.footer(sst.path)
+            self._footers[local] = footer
             parts.append(Part(sst.path, local, groups, runs, frozenset(tags), ts_key))
         self.stats.located = True
         return parts

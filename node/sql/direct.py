@@ -426,14 +426,16 @@ def _aggregate(agg: BucketedAggregation, rows: pa.Table) -> pa.Table:
     # point query's few hundred rows 0.4 ms, this 0.1.
     # The timestamp key is never null; its datetime64 values viewed as integers spare a cast.
     ts = rows.column(agg.timestamp).to_numpy().view(np.int64)
-    buckets = np.floor_divide(ts, agg.stride_ms) * agg.stride_ms
+    # Buckets by number (floored, as date_bin floors); their starts are made only for the
+    # buckets found (numpy calls, not their size, are what a point query pays for).
+    ordered = ts // agg.stride_ms
     order: np.ndarray[Any, Any] | None = None  # None: the rows come in bucket order
-    ordered = buckets
-    if (buckets[1:] < buckets[:-1]).any():
-        order = np.argsort(buckets, kind="stable")  # rows of a bucket keep their order
-        ordered = buckets[order]
-    first = np.ones(len(ordered), dtype=bool)  # the first row of each bucket
-    first[1:] = ordered[1:] != ordered[:-1]
+    if (ordered[1:] < ordered[:-1]).any():
+        order = np.argsort(ordered, kind="stable")  # rows of a bucket keep their order
+        ordered = ordered[order]
+    first = np.empty(len(ordered), dtype=bool)  # the first row of each bucket
+    first[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
     starts = first.nonzero()[0]
     ends = np.concatenate((starts[1:], [len(ordered)]))
     sizes = ends - starts
@@ -448,7 +450,7 @@ def _aggregate(agg: BucketedAggregation, rows: pa.Table) -> pa.Table:
         else:
             fields.append(pa.field(agg.bucket, _MS))
             # Viewed as timestamps: pa.array(..., timestamp) casts through a kernel.
-            arrays.append(pa.array(ordered[starts]).view(_MS))
+            arrays.append(pa.array(ordered[starts] * agg.stride_ms).view(_MS))
     grouped = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
     if agg.descending:
         grouped = grouped.take(np.arange(grouped.num_rows - 1, -1, -1))

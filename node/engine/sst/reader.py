@@ -132,11 +132,11 @@ class SstFiles:
         """Of the file's row groups (or those ``among``), in order, those whose min/max
         statistics may hold rows within ``bounds`` (a column the file lacks, or without
         statistics, rules nothing out)."""
-        n = self.footer(key).num_row_groups
         if among is not None and len(among) <= SCALAR_ROW_GROUPS:
             judged = self._judged_one_by_one(key, bounds, sorted(among))
             if judged is not None:
                 return judged
+        n = self.footer(key).num_row_groups
         judged_all: list[np.ndarray] = []
         for name, r in bounds.items():
             ranges = self._column_ranges(key, name)
