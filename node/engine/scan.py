@@ -419,17 +419,7 @@ class Scan:
             if len(runs) < len(groups):
                 return None  # a row group whose series' rows the directory does not place
             located.append((sst, groups, runs))
-        parts = []
-        for sst, groups, runs in located:
-            footer = files.footer(sst.path)
-            self.stats.row_groups_total += footer.num_row_groups
-            self.stats.row_groups_read += len(groups)
-            self.stats.row_groups_located += len(groups)
-            if groups:
-                self.stats.ssts_read += 1
-            local = self._pins.enter_context(files.pinned(sst.path))
-            self._footers[local] = footer
-            parts.append(Part(sst.path, local, groups, runs, frozenset(tags), ts_key))
+        parts = [self._part(sst, groups, runs, frozenset(tags)) for sst, groups, runs in located]
         self.stats.located = True
         return parts
 
@@ -564,24 +554,36 @@ class Scan:
             selected = [
                 [groups[i] for i in kept] for groups, kept in zip(selected, picked, strict=True)
             ]
-        out = []
-        for sst, groups, series in zip(ssts, selected, held, strict=True):
-            self.stats.row_groups_total += files.footer(sst.path).num_row_groups
-            self.stats.row_groups_read += len(groups)
-            if groups:
-                self.stats.ssts_read += 1
-            local = self._pins.enter_context(files.pinned(sst.path))
-            self._footers[local] = files.footer(sst.path)
-            if series is None:
-                out.append(Part(sst.path, local, groups))
-            else:
-                # Rows sliced out by series satisfy the bounds on their tags.
-                runs = series.runs(groups)
-                self.stats.row_groups_located += len(runs)
-                out.append(
-                    Part(sst.path, local, groups, runs, frozenset(tags), self.schema.run_order)
-                )
-        return out
+        # Rows sliced out by series satisfy the bounds on their tags.
+        return [
+            self._part(sst, groups)
+            if series is None
+            else self._part(sst, groups, series.runs(groups), frozenset(tags))
+            for sst, groups, series in zip(ssts, selected, held, strict=True)
+        ]
+
+    def _part(
+        self,
+        sst: SstMeta,
+        groups: list[int],
+        runs: dict[int, Runs] | None = None,
+        decided: frozenset[str] = frozenset(),
+    ) -> Part:
+        """The part of ``sst`` a scan reads: ``groups``, those in ``runs`` only at those runs
+        of rows (which satisfy the bounds on the ``decided`` columns), its local copy pinned
+        until the scan ends; counted in the scan's stats."""
+        files = self._sst_files
+        footer = files.footer(sst.path)
+        self.stats.row_groups_total += footer.num_row_groups
+        self.stats.row_groups_read += len(groups)
+        if groups:
+            self.stats.ssts_read += 1
+        local = self._pins.enter_context(files.pinned(sst.path))
+        self._footers[local] = footer
+        if runs is None:
+            return Part(sst.path, local, groups)
+        self.stats.row_groups_located += len(runs)
+        return Part(sst.path, local, groups, runs, decided, self.schema.run_order)
 
     def _by_series(
         self, ssts: Sequence[SstMeta], tags: list[str], bounds: Bounds
