@@ -175,11 +175,7 @@ class Range:
         integers, timestamps (as integers of their unit) or floats. A timestamp range over a
         few row groups costs several kernel calls per bound through pyarrow, about a tenth
         of that in numpy. (NaN compares false either way.)"""
-        if (
-            self.values is not None
-            or not _compares_in_numpy(typ, self.lo, self.hi)
-            or any(c.null_count for c in chunks)
-        ):
+        if not self.compared_in_numpy(typ) or any(c.null_count for c in chunks):
             return None
         if not chunks:
             return np.zeros(0, dtype=np.int64)
@@ -189,6 +185,11 @@ class Range:
         if values.dtype.kind == "M":
             values = values.view(np.int64)  # bounds are integers in the column's unit
         return values
+
+    def compared_in_numpy(self, typ: pa.DataType) -> bool:
+        """Whether numpy compares values of ``typ`` with the range as pyarrow would (see
+        :meth:`numeric`)."""
+        return self.values is None and _compares_in_numpy(typ, self.lo, self.hi)
 
     def sorted_positions(self, values: np.ndarray) -> tuple[int, int]:
         """Where the values within the range lie in ``values``, sorted ascending without
@@ -243,6 +244,12 @@ def _compares_in_numpy(typ: pa.DataType, *bounds: Any) -> bool:
         return all(type(b) in (int, float) for b in given)
     lo, hi = compared
     return all(type(b) is int and lo <= b <= hi for b in given)
+
+
+def held_in_numpy(typ: pa.DataType) -> bool:
+    """Whether numpy holds null-free values of ``typ`` as Arrow does: integers, floats and
+    timestamps (as integers of their unit)."""
+    return typ.id in _NUMPY_COMPARED
 
 
 def _integer_range(typ: pa.DataType) -> tuple[int, int]:

@@ -45,6 +45,7 @@ from node.engine.sst.reader import (
     SstFiles,
     conform_batches,
     kept,
+    located_arrays,
     read_sorted,
     reversed_rows,
     scan_unordered,
@@ -301,6 +302,31 @@ class Scan:
             schema = self.schema.arrow(dictionary_tags=self.request.dictionary_tags)
             return pa.schema([schema.field(c) for c in self.columns]).empty_table()
         return pa.concat_tables(tables)
+
+    def located_arrays(self) -> dict[str, np.ndarray] | None:
+        """The rows of a located read as numpy arrays, one per column asked for, in the
+        order :meth:`to_table` gives them (timestamps as integers of their unit): what an
+        aggregation in numpy takes, without the tables in between. None for any other
+        scan, and where numpy would not hold the columns as read (see
+        :func:`located_arrays`): :meth:`to_table` reads those."""
+        located = self._located
+        if located is None:
+            return None
+        ts_key = self.schema.timestamp_key
+        done = True  # the files are unpinned, unless to_table is to read them after all
+        try:
+            arrays = located_arrays(
+                located,
+                self.columns,
+                decoded=self._sst_files.decoded,
+                bounds={ts_key: self._bounds[ts_key]} if ts_key in self._bounds else {},
+                footers=self._footers,
+            )
+            done = arrays is not None
+            return arrays
+        finally:
+            if done:
+                self._pins.close()
 
     def _tables(self) -> Iterator[pa.Table]:
         """The rows, a table per source or group of sources read together, keeping every

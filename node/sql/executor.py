@@ -94,6 +94,8 @@ class _QueryContext:
         #: What the query is when of a shape :mod:`node.sql.direct` answers without DataFusion
         #: (used when its table was read up front).
         self.direct: direct.Direct | None = None
+        #: The answer, when a direct one was taken as the table was read.
+        self.answer: pa.Table | None = None
 
     @property
     def ctx(self) -> datafusion.SessionContext:
@@ -155,21 +157,20 @@ class _QueryContext:
         )
         if scan.estimated_rows() * len(scan.columns) > SMALL_SCAN_VALUES:
             return False
+        self.in_memory = True
+        self.scans.append(ScanRecord(prescan.table, scan.columns, lambda: scan.filter, scan.stats))
+        if isinstance(self.direct, direct.BucketedAggregation):
+            # A located read's arrays aggregated as read: no tables in between.
+            arrays = scan.located_arrays()
+            if arrays is not None:
+                self.answer = direct.aggregate(self.direct, arrays)
+                return True
         # Only the columns the query names: an error naming the others (an unknown column,
         # whose message lists the valid ones) makes the query run again streamed.
         rows = scan.to_table()
         if self._ctx is not None:
             self._ctx.from_arrow(rows, name=_dq(name))
-        self.in_memory = True
         self.rows[name] = rows
-        self.scans.append(
-            ScanRecord(
-                prescan.table,
-                scan.columns,
-                lambda: scan.filter,
-                scan.stats,
-            )
-        )
         return True
 
 
@@ -296,6 +297,8 @@ class SqlExecutor:
         mode = _Mode(in_memory=not prefix)
         for _ in range(3):  # each retry turns one of the three features off
             qc = self._prepare(analysis, tokens, mode)
+            if qc.answer is not None:
+                return qc, _plain(qc.answer)
             if qc.direct is not None and len(qc.rows) == 1:
                 (rows,) = qc.rows.values()
                 return qc, _plain(direct.run(qc.direct, rows))

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -495,3 +496,64 @@ def test_a_located_read_need_not_return_the_tag_it_is_bounded_on(
     assert got.column_names == ["ts", "usage"]
     want = _expected(data, TWO_HOSTS, None)
     assert rows(got) == rows(want, "ts", "usage")
+
+
+def _arrays_and_table(
+    e: Engine, bounds: Bounds, columns: list[str], predicate: pc.Expression | None = None
+) -> tuple[dict[str, np.ndarray] | None, pa.Table]:
+    arrays = e.plan_scan("cpu", columns=columns, bounds=bounds, predicate=predicate)
+    return arrays.located_arrays(), e.plan_scan("cpu", columns=columns, bounds=bounds).to_table()
+
+
+@pytest.mark.parametrize("window", WINDOWS, ids=range(len(WINDOWS)))
+@pytest.mark.parametrize("hosts", [["h03"], ["h03", "h08"], ["h99"]], ids=str)
+@pytest.mark.parametrize("mode", [UpdateMode.OVERWRITE, UpdateMode.APPEND], ids=str)
+def test_a_located_read_gives_its_rows_as_numpy_arrays_as_the_table_holds_them(
+    data_dir: str, window: Range, hosts: list[str], mode: UpdateMode
+) -> None:
+    data = _data()
+    ts = data.column("ts").cast(pa.int64())
+    if mode is UpdateMode.OVERWRITE:  # the hour in two files: a host's runs in both
+        half = T0 + 1_800_000
+        files = [data.filter(pc.less(ts, half)), data.filter(pc.greater_equal(ts, half))]
+    else:  # the hour twice, in overlapping files
+        files = [data, data]
+    with Engine.open(data_dir, compaction_threads=0, gc_interval_s=0) as e:
+        # Row groups of two or three hosts' half hours, as the series directory needs.
+        e.create_table("cpu", CPU, TableOptions(num_rows_per_row_group=60, update_mode=mode))
+        for rows_ in files:
+            e.write("cpu", rows_)
+            e.flush()
+        bounds: Bounds = {"host": Range(values=frozenset(hosts)), "ts": window}
+        arrays, table = _arrays_and_table(e, bounds, ["ts", "usage"])
+        if not table.num_rows:
+            assert arrays is None  # the table, which knows its types, answers
+            return
+        assert arrays is not None and list(arrays) == ["ts", "usage"]
+        # Timestamps as integers of their unit, rows in the table's order.
+        assert arrays["ts"].dtype == np.int64
+        assert arrays["ts"].tolist() == table.column("ts").cast(pa.int64()).to_pylist()
+        assert arrays["usage"].tolist() == table.column("usage").to_pylist()
+        want = _expected(data, bounds, None).num_rows
+        assert len(arrays["ts"]) == (want if mode is UpdateMode.OVERWRITE else 2 * want)
+
+
+def test_located_arrays_only_where_numpy_holds_the_columns_as_read(
+    loaded: tuple[Engine, pa.Table],
+) -> None:
+    e, _ = loaded
+    # A string column, and a scan that is no located read.
+    assert _arrays_and_table(e, TWO_HOSTS, ["host", "ts"])[0] is None
+    assert _arrays_and_table(e, TWO_HOSTS, ["ts"], pc.field("usage") > 1.0)[0] is None
+    # A null among h08's values of the next hour (the files do not overlap): the same
+    # scan's table is read instead, its files still there.
+    later = _data()
+    ts = pc.add(later.column("ts").cast(pa.int64()), 3_600_000).cast(pa.timestamp("ms"))
+    usage = pc.if_else(pc.equal(later.column("host"), "h08"), None, later.column("usage"))
+    e.write("cpu", later.set_column(2, "usage", usage).set_column(3, "ts", ts))
+    e.flush()
+    scan = e.plan_scan("cpu", columns=["ts", "usage"], bounds={"host": TWO_HOSTS["host"]})
+    assert scan.located_arrays() is None
+    got = scan.to_table()
+    assert scan.stats.located and got.column("usage").null_count == STEPS
+    assert got.num_rows == 4 * STEPS

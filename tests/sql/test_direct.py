@@ -302,3 +302,52 @@ def test_rows_in_bucket_order_or_not_give_one_answer(sql: SqlExecutor) -> None:
     assert in_order.column("k").to_pylist() == [2, 2, 2]
     assert in_order.column("hi").to_pylist()[::2] == [1.0, None]
     assert in_order.column("c").to_pylist() == [2, 1, 1]
+
+
+@pytest.fixture
+def settled(tmp_path: Path) -> Iterator[SqlExecutor]:
+    """Null-free readings of 16 hosts over three hours, each hour flushed to a file of its
+    own, a row group holding at most three hosts: point queries read them located."""
+    rng = random.Random(3)
+    rows = [
+        f"('h{i % 16}', {rng.uniform(-50, 50)!r}, {rng.randint(-1000, 1000)}, 1.5, "
+        f"{hour * 3_600_000 + i * 5_000})"
+        for hour in range(3)
+        for i in range(700)
+    ]
+    insert = "INSERT INTO m (host, v, n, f, ts) VALUES"
+    with executor_over(tmp_path / "db", DDL, insert, rows[:1400], rows[1400]) as ex:
+        ex.execute(f"{insert} {', '.join(rows[1401:])}")
+        ex.engine.flush()
+        yield ex
+
+
+def test_located_reads_aggregate_as_read_with_datafusions_answers(
+    settled: SqlExecutor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(13)
+    aggs = ["max(v)", "min(v)", "sum(v)", "avg(v)", "count(v)", "max(n)", "min(n)", "sum(n)",
+            "avg(n)", "count(n)", "count(*)"]  # fmt: skip
+    queries = []
+    for _ in range(40):
+        select = ", ".join(f"{a} AS a{i}" for i, a in enumerate(rng.sample(aggs, 3)))
+        hosts = ", ".join(f"'h{h}'" for h in rng.sample(range(17), rng.randint(1, 3)))
+        lo = rng.randint(-1, 10) * 1_200_000
+        interval = rng.choice(["1 minute", "5 minutes", "1 hour"])
+        queries.append(
+            f"SELECT date_bin(interval '{interval}', ts) AS b, {select} FROM m WHERE host IN "
+            f"({hosts}) AND ts >= {lo} AND ts < {lo + rng.randint(1, 4) * 1_800_000} "
+            f"GROUP BY b ORDER BY b"
+        )
+    taken: list[str] = []
+    aggregate = direct.aggregate
+    monkeypatch.setattr(
+        direct, "aggregate", lambda agg, arrays: taken.append("") or aggregate(agg, arrays)
+    )
+    answers = [_answer(settled, q) for q in queries]
+    # Every query is a located read (those reading no row go by the table, empty).
+    assert len(taken) == sum(1 for a in answers if a) > 20
+    monkeypatch.setattr(direct, "plan", lambda *a, **k: None)
+    for q, got in zip(queries, answers, strict=True):
+        want = _answer(settled, q)
+        assert _same(got, want), f"{q}\ndirect:     {got}\ndatafusion: {want}"

@@ -28,7 +28,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from node.engine.bounds import Bounds, conjunction
+from node.engine.bounds import Bounds, conjunction, held_in_numpy
 from node.engine.lru import Lru
 from node.engine.schema import Schema, repeat
 from node.engine.sst.decoded import DecodedChunks
@@ -555,12 +555,7 @@ def scan_unordered(
     read = [*columns, *(c for c in judged if c not in columns)] or schema.names[:1]
     out = schema.storage_projection(tuple(columns), tuple(dictionary))
 
-    def keep() -> bool:
-        if footers is None:
-            return True
-        size = sum(_decoded_bytes(footers.get(p.path), p.row_groups, read) for p in parts)
-        return decoded.worth_keeping(size)
-
+    keep = _keeper(decoded, parts, read, footers)
     pending: list[pa.Table] = []
     # Per pending table, the bounded columns all its rows are known to satisfy.
     satisfied: list[Set[str]] = []
@@ -603,6 +598,85 @@ def scan_unordered(
         yield from flush()
 
 
+def located_arrays(
+    parts: Sequence[Part],
+    columns: Sequence[str],
+    *,
+    decoded: DecodedChunks,
+    bounds: Bounds,
+    footers: Mapping[str, pq.FileMetaData],
+) -> dict[str, np.ndarray] | None:
+    """The rows of ``parts`` whose every row group is read at its runs (a located read),
+    within ``bounds``, as one numpy array per column of ``columns``, rows in the order
+    :func:`scan_unordered` gives them: what an aggregation in numpy takes, without the
+    tables, slices and concatenations in between (for a point query, half its read).
+    None where numpy would not hold a column as read (a chunk holding nulls, a type other
+    than integers, floats and timestamps), where the runs do not decide every bound, or
+    where no row is read (the caller reads tables, which know their types)."""
+    read = list(dict.fromkeys([*columns, *bounds]))
+    keep = _keeper(decoded, parts, read, footers)
+    pieces: list[list[np.ndarray]] = [[] for _ in read]
+    for part in parts:
+        tables = decoded.read(
+            part.file,
+            part.path,
+            part.row_groups,
+            read,
+            metadata=footers.get(part.path),
+            keep=keep,
+        )
+        for rg, table in zip(part.row_groups, tables, strict=True):
+            runs = part.runs.get(rg)
+            arrays = [a for c in table.columns if (a := _numpy(c)) is not None]
+            if runs is None or len(arrays) < len(read):
+                return None
+            compared = {
+                c: a
+                for c, a, column in zip(read, arrays, table.columns, strict=True)
+                if c in bounds and bounds[c].compared_in_numpy(column.type)
+            }
+            runs, known = _narrowed(runs, part, bounds, compared.get)
+            if not known >= bounds.keys():
+                return None
+            for values, kept in zip(arrays, pieces, strict=True):
+                kept.extend(values[a:b] for a, b in runs)
+    if not pieces or not pieces[0]:
+        return None
+    return {
+        c: p[0] if len(p) == 1 else np.concatenate(p)
+        for c, p in zip(read, pieces, strict=True)
+        if c in columns
+    }
+
+
+def _numpy(column: pa.ChunkedArray[Any]) -> np.ndarray | None:
+    """A null-free integer, float or timestamp column as one numpy array (timestamps as
+    integers of their unit, as bounds compare them); None for any other."""
+    if column.null_count or not held_in_numpy(column.type):
+        return None
+    chunks = column.chunks
+    values = chunks[0].to_numpy() if len(chunks) == 1 else column.to_numpy()
+    return values.view(np.int64) if values.dtype.kind == "M" else values
+
+
+def _keeper(
+    decoded: DecodedChunks,
+    parts: Sequence[Part],
+    read: Sequence[str],
+    footers: Mapping[str, pq.FileMetaData] | None,
+) -> Callable[[], bool]:
+    """Whether a read of ``parts``' ``read`` columns should keep what it decodes (asked on
+    its first miss: see :meth:`DecodedChunks.worth_keeping`)."""
+
+    def keep() -> bool:
+        if footers is None:
+            return True
+        size = sum(_decoded_bytes(footers.get(p.path), p.row_groups, read) for p in parts)
+        return decoded.worth_keeping(size)
+
+    return keep
+
+
 #: Runs of one series narrowed by binary search at most: each costs a numpy call, more
 #: than comparing the column of a few row groups at once.
 NARROWED_RUNS = 8
@@ -612,26 +686,40 @@ def _runs_within(
     table: pa.Table, runs: Runs, part: Part, bounds: Bounds
 ) -> tuple[pa.Table, Set[str]]:
     """The rows of ``table`` (a row group of ``part``) in ``runs``, sliced, which copies
-    nothing, and the bounded columns they satisfy: the part's ``decided`` ones and, when
-    the runs are few and sorted by a bounded column, that one too, each run narrowed to its
-    range by binary search."""
+    nothing, and the bounded columns they satisfy (see :func:`_narrowed`)."""
+
+    def ordered(name: str) -> np.ndarray | None:
+        column = table.column(name)
+        return bounds[name].numeric(column.chunks, column.type)
+
+    runs, known = _narrowed(runs, part, bounds, ordered)
+    slices = [table.slice(a, b - a) for a, b in runs]
+    if len(slices) == 1:
+        return slices[0], known
+    return (pa.concat_tables(slices) if slices else table.slice(0, 0)), known
+
+
+def _narrowed(
+    runs: Runs, part: Part, bounds: Bounds, ordered: Callable[[str], np.ndarray | None]
+) -> tuple[Runs, Set[str]]:
+    """``runs`` of a row group of ``part``, adjacent ones joined and empty ones dropped,
+    and the bounded columns their rows satisfy: the part's ``decided`` ones and, when the
+    runs are few and sorted by a bounded column whose values ``ordered(name)`` gives in
+    numpy (None where numpy would not compare them with the bounds as pyarrow does), that
+    one too, each run narrowed to its range by binary search."""
     known = set(part.decided)
     order = part.run_order
     if order is not None and len(runs) <= NARROWED_RUNS and order in bounds:
-        r = bounds[order]
-        column = table.column(order)
-        values = r.numeric(column.chunks, column.type)
+        values = ordered(order)
         if values is not None:
+            r = bounds[order]
             narrowed = []
             for a, b in runs:
                 start, stop = r.sorted_positions(values[a:b])
                 narrowed.append((a + start, a + stop))
             runs = narrowed
             known.add(order)
-    slices = [table.slice(a, b - a) for a, b in _joined([(a, b) for a, b in runs if b > a])]
-    if len(slices) == 1:
-        return slices[0], known
-    return (pa.concat_tables(slices) if slices else table.slice(0, 0)), known
+    return _joined([(a, b) for a, b in runs if b > a]), known
 
 
 def _joined(runs: Runs) -> Runs:
