@@ -317,6 +317,7 @@ class Scan:
         try:
             arrays = located_arrays(
                 located,
+                self.schema,
                 self.columns,
                 decoded=self._sst_files.decoded,
                 bounds={ts_key: self._bounds[ts_key]} if ts_key in self._bounds else {},

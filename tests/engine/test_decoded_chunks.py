@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -94,6 +95,34 @@ def test_forgotten_files_and_a_zero_budget_keep_nothing(sst: str) -> None:
 def test_no_columns_still_count_rows(sst: str) -> None:
     (t,) = _read(DecodedChunks(1 << 20), sst, [2], [])
     assert (t.num_rows, t.num_columns) == (10, 0)
+
+
+def test_chunks_come_as_numpy_arrays_where_numpy_holds_them_as_arrow_does(
+    tmp_path: Path,
+) -> None:
+    path = str(tmp_path / "g.parquet")
+    table = pa.table(
+        {
+            "host": [f"h{i % 3}" for i in range(20)],
+            "n": pa.array([None if i == 15 else i for i in range(20)], pa.int64()),
+            "ts": pa.array(range(1000, 1020), pa.timestamp("ms")),
+        }
+    )
+    pq.write_table(table, path, row_group_size=10)
+    cache = DecodedChunks(1 << 20)
+    (first, second) = list(cache.arrays("g", path, [0, 1], ["ts", "n", "host"]))
+    # Timestamps as integers of their unit; strings, and a chunk holding a null, as None.
+    assert first[0] is not None and first[0].dtype == np.int64
+    assert first[0].tolist() == list(range(1000, 1010))
+    assert first[1] is not None and first[1].tolist() == list(range(10))
+    assert (first[2], second[1]) == (None, None)
+    # Made once per chunk held, and dropped with it.
+    (again, _) = list(cache.arrays("g", path, [0, 1], ["ts", "n", "host"]))
+    assert again[0] is first[0] and cache.hits == 6
+    cache.forget("g")
+    (fresh,) = list(cache.arrays("g", path, [0], ["ts"]))
+    assert fresh[0] is not first[0] and fresh[0] is not None
+    assert fresh[0].tolist() == first[0].tolist()
 
 
 def test_a_negative_budget_is_refused() -> None:

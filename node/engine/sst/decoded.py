@@ -16,10 +16,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gnomon.errors import InvalidArgument
+from node.engine.bounds import held_in_numpy
 from node.engine.stats import DecodedCacheStats
 
 #: (file key, row group, column, decoded as a dictionary)
@@ -38,6 +40,8 @@ class DecodedChunks:
             )
         self.capacity_bytes = capacity_bytes
         self._items: OrderedDict[ChunkKey, pa.ChunkedArray[Any]] = OrderedDict()
+        #: Numpy arrays of chunks held (see :meth:`arrays`), None where numpy cannot hold one.
+        self._arrays: dict[ChunkKey, np.ndarray | None] = {}
         self._by_file: dict[str, set[ChunkKey]] = {}
         self._bytes = 0
         self._lock = threading.Lock()
@@ -70,6 +74,54 @@ class DecodedChunks:
         of chunks held never weigh their size): the row groups lacking the same columns
         are decoded in one call per :data:`READ_BATCH` of them (a call costs about 0.1 ms
         of set-up, as much as decoding a few columns of a row group)."""
+        if not columns:  # the row groups' row counts, from the file
+            reader = pq.ParquetFile(path, metadata=metadata)
+            table = reader.read_row_groups(list(row_groups), columns=[], use_threads=True)
+            yield from _pieces(table, [reader.metadata.row_group(rg).num_rows for rg in row_groups])
+            return
+        names = list(columns)
+        for chunks in self._chunks(file, path, row_groups, columns, dictionary, metadata, keep):
+            yield pa.Table.from_arrays([c for _, c in chunks], names=names)
+
+    def arrays(
+        self,
+        file: str,
+        path: str,
+        row_groups: Sequence[int],
+        columns: Sequence[str],
+        *,
+        metadata: pq.FileMetaData | None = None,
+        keep: bool | Callable[[], bool] = True,
+    ) -> Iterator[list[np.ndarray | None]]:
+        """Per row group, as :meth:`read` reads it, each column as one numpy array where
+        numpy holds its values as Arrow does (null-free integers, floats, and timestamps
+        as integers of their unit), None elsewhere. The arrays of chunks held are made
+        once and kept with them (views of their buffers: a point query's read otherwise
+        pays for a table and a conversion per column and row group)."""
+        for chunks in self._chunks(file, path, row_groups, columns, (), metadata, keep):
+            yield [self._numpy(key, chunk) for key, chunk in chunks]
+
+    def _numpy(self, key: ChunkKey, chunk: pa.ChunkedArray[Any]) -> np.ndarray | None:
+        if key in self._arrays:
+            return self._arrays[key]
+        values = numpy_values(chunk)
+        with self._lock:
+            if self._items.get(key) is chunk:  # still held, not decoded again meanwhile
+                self._arrays[key] = values
+        return values
+
+    def _chunks(
+        self,
+        file: str,
+        path: str,
+        row_groups: Sequence[int],
+        columns: Sequence[str],
+        dictionary: Sequence[str],
+        metadata: pq.FileMetaData | None,
+        keep: bool | Callable[[], bool],
+    ) -> Iterator[list[tuple[ChunkKey, pa.ChunkedArray[Any]]]]:
+        """Per row group, in the order given, its ``columns``' chunks with their keys (see
+        :meth:`read`)."""
         encoded = set(dictionary)
         reader: pq.ParquetFile | None = None
         keeping: bool | None = None
@@ -80,10 +132,8 @@ class DecodedChunks:
             lacking: dict[tuple[str, ...], list[int]] = {}
             for rg in window:
                 missing = tuple(c for c, k in zip(columns, keys[rg], strict=True) if k not in found)
-                # No columns: the row groups' row counts, from the file.
-                if missing or not columns:
+                if missing:
                     lacking.setdefault(missing, []).append(rg)
-            counted: dict[int, pa.Table] = {}
             for missing, rgs in lacking.items():
                 if keeping is None:
                     keeping = keep() if callable(keep) else keep
@@ -95,9 +145,6 @@ class DecodedChunks:
                     )
                 table = reader.read_row_groups(rgs, columns=list(missing), use_threads=True)
                 lengths = [reader.metadata.row_group(rg).num_rows for rg in rgs]
-                if not columns:
-                    counted.update(zip(rgs, _pieces(table, lengths), strict=True))
-                    continue
                 fresh = [
                     ((file, rg, c, c in encoded), piece)
                     for c in missing
@@ -109,10 +156,7 @@ class DecodedChunks:
                 if keeping:
                     self._keep(fresh)
             for rg in window:
-                if not columns:
-                    yield counted[rg]
-                else:
-                    yield pa.Table.from_arrays([found[k] for k in keys[rg]], names=list(columns))
+                yield [(k, found[k]) for k in keys[rg]]
 
     def _found(self, keys: Sequence[ChunkKey]) -> dict[ChunkKey, pa.ChunkedArray[Any]]:
         found: dict[ChunkKey, pa.ChunkedArray[Any]] = {}
@@ -150,6 +194,7 @@ class DecodedChunks:
 
     def _drop(self, key: ChunkKey) -> None:
         chunk = self._items.pop(key)
+        self._arrays.pop(key, None)
         self._bytes -= chunk.nbytes
         keys = self._by_file[key[0]]
         keys.discard(key)
@@ -160,6 +205,7 @@ class DecodedChunks:
         """Drop every chunk (the engine closed)."""
         with self._lock:
             self._items.clear()
+            self._arrays.clear()
             self._by_file.clear()
             self._bytes = 0
 
@@ -168,6 +214,16 @@ class DecodedChunks:
         with self._lock:
             for key in list(self._by_file.get(file, ())):
                 self._drop(key)
+
+
+def numpy_values(column: pa.ChunkedArray[Any]) -> np.ndarray | None:
+    """A null-free integer, float or timestamp column as one numpy array (timestamps as
+    integers of their unit, as bounds compare them); None for any other."""
+    if column.null_count or not held_in_numpy(column.type):
+        return None
+    chunks = column.chunks
+    values = chunks[0].to_numpy() if len(chunks) == 1 else column.to_numpy()
+    return values.view(np.int64) if values.dtype.kind == "M" else values
 
 
 def _pieces(table: pa.Table, lengths: Sequence[int]) -> list[pa.Table]:

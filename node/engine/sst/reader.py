@@ -28,7 +28,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from node.engine.bounds import Bounds, conjunction, held_in_numpy
+from node.engine.bounds import Bounds, conjunction
 from node.engine.lru import Lru
 from node.engine.schema import Schema, repeat
 from node.engine.sst.decoded import DecodedChunks
@@ -600,6 +600,7 @@ def scan_unordered(
 
 def located_arrays(
     parts: Sequence[Part],
+    schema: Schema,
     columns: Sequence[str],
     *,
     decoded: DecodedChunks,
@@ -611,31 +612,29 @@ def located_arrays(
     :func:`scan_unordered` gives them: what an aggregation in numpy takes, without the
     tables, slices and concatenations in between (for a point query, half its read).
     None where numpy would not hold a column as read (a chunk holding nulls, a type other
-    than integers, floats and timestamps), where the runs do not decide every bound, or
-    where no row is read (the caller reads tables, which know their types)."""
+    than integers, floats and timestamps: see :meth:`DecodedChunks.arrays`), where the
+    runs do not decide every bound, or where no row is read (the caller reads tables,
+    which know their types)."""
     read = list(dict.fromkeys([*columns, *bounds]))
     keep = _keeper(decoded, parts, read, footers)
+    types = schema.storage_projection(tuple(read))
+    # Where the bounded columns numpy compares as pyarrow does are among those read.
+    compared = {
+        c: read.index(c) for c, r in bounds.items() if r.compared_in_numpy(types.field(c).type)
+    }
     pieces: list[list[np.ndarray]] = [[] for _ in read]
     for part in parts:
-        tables = decoded.read(
-            part.file,
-            part.path,
-            part.row_groups,
-            read,
-            metadata=footers.get(part.path),
-            keep=keep,
+        metadata = footers.get(part.path)
+        held = decoded.arrays(
+            part.file, part.path, part.row_groups, read, metadata=metadata, keep=keep
         )
-        for rg, table in zip(part.row_groups, tables, strict=True):
+        for rg, optional in zip(part.row_groups, held, strict=True):
             runs = part.runs.get(rg)
-            arrays = [a for c in table.columns if (a := _numpy(c)) is not None]
+            arrays = [a for a in optional if a is not None]
             if runs is None or len(arrays) < len(read):
                 return None
-            compared = {
-                c: a
-                for c, a, column in zip(read, arrays, table.columns, strict=True)
-                if c in bounds and bounds[c].compared_in_numpy(column.type)
-            }
-            runs, known = _narrowed(runs, part, bounds, compared.get)
+            ordered = {c: arrays[i] for c, i in compared.items()}
+            runs, known = _narrowed(runs, part, bounds, ordered.get)
             if not known >= bounds.keys():
                 return None
             for values, kept in zip(arrays, pieces, strict=True):
@@ -647,16 +646,6 @@ def located_arrays(
         for c, p in zip(read, pieces, strict=True)
         if c in columns
     }
-
-
-def _numpy(column: pa.ChunkedArray[Any]) -> np.ndarray | None:
-    """A null-free integer, float or timestamp column as one numpy array (timestamps as
-    integers of their unit, as bounds compare them); None for any other."""
-    if column.null_count or not held_in_numpy(column.type):
-        return None
-    chunks = column.chunks
-    values = chunks[0].to_numpy() if len(chunks) == 1 else column.to_numpy()
-    return values.view(np.int64) if values.dtype.kind == "M" else values
 
 
 def _keeper(
