@@ -514,7 +514,7 @@ def test_a_located_read_gives_its_rows_as_numpy_arrays_as_the_table_holds_them(
     data = _data()
     ts = data.column("ts").cast(pa.int64())
     if mode is UpdateMode.OVERWRITE:  # the hour in two files: a host's runs in both
-        half = T0 + 1_800_000
+        half = pa.scalar(T0 + 1_800_000)
         files = [data.filter(pc.less(ts, half)), data.filter(pc.greater_equal(ts, half))]
     else:  # the hour twice, in overlapping files
         files = [data, data]
@@ -548,9 +548,12 @@ def test_located_arrays_only_where_numpy_holds_the_columns_as_read(
     # A null among h08's values of the next hour (the files do not overlap): the same
     # scan's table is read instead, its files still there.
     later = _data()
-    ts = pc.add(later.column("ts").cast(pa.int64()), 3_600_000).cast(pa.timestamp("ms"))
-    usage = pc.if_else(pc.equal(later.column("host"), "h08"), None, later.column("usage"))
-    e.write("cpu", later.set_column(2, "usage", usage).set_column(3, "ts", ts))
+    ts = pc.add(later.column("ts").cast(pa.int64()), pa.scalar(3_600_000))
+    h08 = pc.equal(later.column("host"), pa.scalar("h08"))
+    usage = pc.if_else(h08, pa.scalar(None, pa.float64()), later.column("usage"))
+    e.write(
+        "cpu", later.set_column(2, "usage", usage).set_column(3, "ts", ts.cast(pa.timestamp("ms")))
+    )
     e.flush()
     scan = e.plan_scan("cpu", columns=["ts", "usage"], bounds={"host": TWO_HOSTS["host"]})
     assert scan.located_arrays() is None

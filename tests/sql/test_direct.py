@@ -339,11 +339,14 @@ def test_located_reads_aggregate_as_read_with_datafusions_answers(
             f"({hosts}) AND ts >= {lo} AND ts < {lo + rng.randint(1, 4) * 1_800_000} "
             f"GROUP BY b ORDER BY b"
         )
-    taken: list[str] = []
+    taken: list[direct.BucketedAggregation] = []
     aggregate = direct.aggregate
-    monkeypatch.setattr(
-        direct, "aggregate", lambda agg, arrays: taken.append("") or aggregate(agg, arrays)
-    )
+
+    def counted(agg: direct.BucketedAggregation, arrays: dict[str, Any]) -> pa.Table:
+        taken.append(agg)
+        return aggregate(agg, arrays)
+
+    monkeypatch.setattr(direct, "aggregate", counted)
     answers = [_answer(settled, q) for q in queries]
     # Every query is a located read (those reading no row go by the table, empty).
     assert len(taken) == sum(1 for a in answers if a) > 20
