@@ -39,6 +39,7 @@ from node.engine.rows import key_at, same_as_next, strip_markers
 from node.engine.schema import KIND, PUT, SEQ, Schema
 from node.engine.sst.meta import SstMeta
 from node.engine.sst.reader import (
+    LocatedArrays,
     Part,
     Runs,
     SeriesIndex,
@@ -303,12 +304,12 @@ class Scan:
             return pa.schema([schema.field(c) for c in self.columns]).empty_table()
         return pa.concat_tables(tables)
 
-    def located_arrays(self) -> dict[str, np.ndarray] | None:
+    def located_arrays(self) -> LocatedArrays | None:
         """The rows of a located read as numpy arrays, one per column asked for, in the
-        order :meth:`to_table` gives them (timestamps as integers of their unit): what an
-        aggregation in numpy takes, without the tables in between. None for any other
-        scan, and where numpy would not hold the columns as read (see
-        :func:`located_arrays`): :meth:`to_table` reads those."""
+        order :meth:`to_table` gives them (timestamps as integers of their unit), and
+        whether that is time order: what an aggregation in numpy takes, without the tables
+        in between. None for any other scan, and where numpy would not hold the columns as
+        read (see :func:`located_arrays`): :meth:`to_table` reads those."""
         located = self._located
         if located is None:
             return None

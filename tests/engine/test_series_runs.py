@@ -500,7 +500,7 @@ def test_a_located_read_need_not_return_the_tag_it_is_bounded_on(
 
 def _arrays_and_table(
     e: Engine, bounds: Bounds, columns: list[str], predicate: pc.Expression | None = None
-) -> tuple[dict[str, np.ndarray] | None, pa.Table]:
+) -> tuple[reader.LocatedArrays | None, pa.Table]:
     arrays = e.plan_scan("cpu", columns=columns, bounds=bounds, predicate=predicate)
     return arrays.located_arrays(), e.plan_scan("cpu", columns=columns, bounds=bounds).to_table()
 
@@ -529,13 +529,18 @@ def test_a_located_read_gives_its_rows_as_numpy_arrays_as_the_table_holds_them(
         if not table.num_rows:
             assert arrays is None  # the table, which knows its types, answers
             return
-        assert arrays is not None and list(arrays) == ["ts", "usage"]
+        assert arrays is not None and list(arrays.columns) == ["ts", "usage"]
         # Timestamps as integers of their unit, rows in the table's order.
-        assert arrays["ts"].dtype == np.int64
-        assert arrays["ts"].tolist() == table.column("ts").cast(pa.int64()).to_pylist()
-        assert arrays["usage"].tolist() == table.column("usage").to_pylist()
+        times = arrays.columns["ts"]
+        assert times.dtype == np.int64
+        assert times.tolist() == table.column("ts").cast(pa.int64()).to_pylist()
+        assert arrays.columns["usage"].tolist() == table.column("usage").to_pylist()
         want = _expected(data, bounds, None).num_rows
-        assert len(arrays["ts"]) == (want if mode is UpdateMode.OVERWRITE else 2 * want)
+        assert len(times) == (want if mode is UpdateMode.OVERWRITE else 2 * want)
+        # Said to be in time order exactly when they are.
+        assert arrays.in_run_order == bool((times[1:] >= times[:-1]).all())
+        if mode is UpdateMode.OVERWRITE and hosts == ["h03"]:
+            assert arrays.in_run_order
 
 
 def test_located_arrays_only_where_numpy_holds_the_columns_as_read(

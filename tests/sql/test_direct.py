@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from node.engine.sst.reader import LocatedArrays
 from node.sql import direct
 from node.sql.executor import SqlExecutor
 from node.sql.lexer import tokenize
@@ -342,7 +343,7 @@ def test_located_reads_aggregate_as_read_with_datafusions_answers(
     taken: list[direct.BucketedAggregation] = []
     aggregate = direct.aggregate
 
-    def counted(agg: direct.BucketedAggregation, arrays: dict[str, Any]) -> pa.Table:
+    def counted(agg: direct.BucketedAggregation, arrays: LocatedArrays) -> pa.Table:
         taken.append(agg)
         return aggregate(agg, arrays)
 

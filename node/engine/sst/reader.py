@@ -598,6 +598,16 @@ def scan_unordered(
         yield from flush()
 
 
+@dataclass(frozen=True)
+class LocatedArrays:
+    """A located read's rows as numpy arrays (see :func:`located_arrays`)."""
+
+    columns: dict[str, np.ndarray]
+    #: Whether the rows come sorted by the parts' ``run_order`` column (one series' runs,
+    #: file after file), which spares a caller grouping them by it a check.
+    in_run_order: bool
+
+
 def located_arrays(
     parts: Sequence[Part],
     schema: Schema,
@@ -606,7 +616,7 @@ def located_arrays(
     decoded: DecodedChunks,
     bounds: Bounds,
     footers: Mapping[str, pq.FileMetaData],
-) -> dict[str, np.ndarray] | None:
+) -> LocatedArrays | None:
     """The rows of ``parts`` whose every row group is read at its runs (a located read),
     within ``bounds``, as one numpy array per column of ``columns``, rows in the order
     :func:`scan_unordered` gives them: what an aggregation in numpy takes, without the
@@ -633,19 +643,24 @@ def located_arrays(
             arrays = [a for a in optional if a is not None]
             if runs is None or len(arrays) < len(read):
                 return None
-            ordered = {c: arrays[i] for c, i in compared.items()}
-            runs, known = _narrowed(runs, part, bounds, ordered.get)
+            narrowing = {c: arrays[i] for c, i in compared.items()}
+            runs, known = _narrowed(runs, part, bounds, narrowing.get)
             if not known >= bounds.keys():
                 return None
             for values, kept in zip(arrays, pieces, strict=True):
                 kept.extend(values[a:b] for a, b in runs)
     if not pieces or not pieces[0]:
         return None
-    return {
+    order = parts[0].run_order
+    # Each run is sorted by the run order: the rows are if each run starts where the last ended.
+    ordered = pieces[read.index(order)] if order in read else []
+    in_order = bool(ordered) and all(a[-1] <= b[0] for a, b in itertools.pairwise(ordered))
+    by_column = {
         c: p[0] if len(p) == 1 else np.concatenate(p)
         for c, p in zip(read, pieces, strict=True)
         if c in columns
     }
+    return LocatedArrays(by_column, in_order)
 
 
 def _keeper(
