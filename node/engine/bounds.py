@@ -175,16 +175,8 @@ class Range:
         integers, timestamps (as integers of their unit) or floats. A timestamp range over a
         few row groups costs several kernel calls per bound through pyarrow, about a tenth
         of that in numpy. (NaN compares false either way.)"""
-        if not self.compared_in_numpy(typ) or any(c.null_count for c in chunks):
-            return None
-        if not chunks:
-            return np.zeros(0, dtype=np.int64)
         # One comparison over all chunks: each costs its set-up, copying them costs less.
-        parts = [c.to_numpy() for c in chunks]
-        values = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        if values.dtype.kind == "M":
-            values = values.view(np.int64)  # bounds are integers in the column's unit
-        return values
+        return numpy_values(chunks, typ) if self.compared_in_numpy(typ) else None
 
     def compared_in_numpy(self, typ: pa.DataType) -> bool:
         """Whether numpy compares values of ``typ`` with the range as pyarrow would (see
@@ -246,10 +238,17 @@ def _compares_in_numpy(typ: pa.DataType, *bounds: Any) -> bool:
     return all(type(b) is int and lo <= b <= hi for b in given)
 
 
-def held_in_numpy(typ: pa.DataType) -> bool:
-    """Whether numpy holds null-free values of ``typ`` as Arrow does: integers, floats and
-    timestamps (as integers of their unit)."""
-    return typ.id in _NUMPY_COMPARED
+def numpy_values(chunks: Sequence[pa.Array[Any]], typ: pa.DataType) -> np.ndarray | None:
+    """Null-free ``chunks`` of integers, floats or timestamps (of type ``typ``) as one numpy
+    array, timestamps as integers of their unit (as bounds compare them); None for chunks
+    of any other type or holding a null, which numpy would not hold as Arrow does."""
+    if typ.id not in _NUMPY_COMPARED or any(c.null_count for c in chunks):
+        return None
+    if not chunks:
+        return np.zeros(0, dtype=np.int64)
+    parts = [c.to_numpy() for c in chunks]
+    values = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return values.view(np.int64) if values.dtype.kind == "M" else values
 
 
 def _integer_range(typ: pa.DataType) -> tuple[int, int]:

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gnomon.errors import InvalidArgument
-from node.engine.bounds import held_in_numpy
+from node.engine.bounds import numpy_values
 from node.engine.stats import DecodedCacheStats
 
 #: (file key, row group, column, decoded as a dictionary)
@@ -104,7 +104,7 @@ class DecodedChunks:
     def _numpy(self, key: ChunkKey, chunk: pa.ChunkedArray[Any]) -> np.ndarray | None:
         if key in self._arrays:
             return self._arrays[key]
-        values = numpy_values(chunk)
+        values = numpy_values(chunk.chunks, chunk.type)
         with self._lock:
             if self._items.get(key) is chunk:  # still held, not decoded again meanwhile
                 self._arrays[key] = values
@@ -214,16 +214,6 @@ class DecodedChunks:
         with self._lock:
             for key in list(self._by_file.get(file, ())):
                 self._drop(key)
-
-
-def numpy_values(column: pa.ChunkedArray[Any]) -> np.ndarray | None:
-    """A null-free integer, float or timestamp column as one numpy array (timestamps as
-    integers of their unit, as bounds compare them); None for any other."""
-    if column.null_count or not held_in_numpy(column.type):
-        return None
-    chunks = column.chunks
-    values = chunks[0].to_numpy() if len(chunks) == 1 else column.to_numpy()
-    return values.view(np.int64) if values.dtype.kind == "M" else values
 
 
 def _pieces(table: pa.Table, lengths: Sequence[int]) -> list[pa.Table]:
