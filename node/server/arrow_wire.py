@@ -31,21 +31,21 @@ def _json_text(values: list[Any]) -> list[str | None]:
     return [None if v is None else json.dumps(v, default=str) for v in values]
 
 
-#: Types the SDK reads as they are: most columns, passed without testing every other kind.
+#: Ids of the types the SDK reads as they are: most columns, passed without testing every
+#: other kind (by id: a set of types would hash each column's type through its name).
 _AS_IS = frozenset(
-    [
+    t.id
+    for t in (
         *(pa.int8(), pa.int16(), pa.int32(), pa.int64()),
         *(pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64()),
         *(pa.float32(), pa.float64(), pa.bool_(), pa.string(), pa.binary()),
-        pa.timestamp("ms"),
-        pa.dictionary(pa.int32(), pa.string()),
-    ]
+    )
 )
 
 
 def _wire_array(arr: pa.ChunkedArray[Any]) -> pa.ChunkedArray[Any]:
     t = arr.type
-    if t in _AS_IS:
+    if t.id in _AS_IS:
         return arr
     if pa.types.is_timestamp(t):
         if t.unit == "ms":

@@ -82,9 +82,6 @@ class BucketedAggregation:
             dict.fromkeys(o.column for o in self.outputs if isinstance(o, Aggregate) and o.column)
         )
 
-    @functools.cached_property
-    def bucket_field(self) -> pa.Field[Any]:
-        return pa.field(self.bucket, _MS)
 
 
 @dataclass(frozen=True)
@@ -402,9 +399,7 @@ def aggregate(agg: BucketedAggregation, rows: LocatedArrays) -> pa.Table:
     column (the timestamp key's as integers of milliseconds), as a located read gives
     them (:meth:`node.engine.scan.Scan.located_arrays`)."""
     arrays = rows.columns
-    values = {
-        c: _Values(arrays[c], None, pa.from_numpy_dtype(arrays[c].dtype)) for c in agg.aggregated
-    }
+    values = {c: _Values(arrays[c], None, _ARROW_TYPES[arrays[c].dtype]) for c in agg.aggregated}
     return _aggregate(agg, arrays[agg.timestamp], values, in_time_order=rows.in_run_order)
 
 
@@ -485,24 +480,15 @@ def _aggregate(
     starts = first.nonzero()[0]
     ends = np.concatenate((starts[1:], [len(ordered)]))
     sizes = ends - starts
-    fields: list[pa.Field[Any]] = []
     arrays: list[pa.Array[Any]] = []
     for o in agg.outputs:
         if isinstance(o, Aggregate):
             column = None if o.column is None else columns[o.column]
-            values = _reduced(o.function, column, order, starts, sizes)
-            fields.append(pa.field(o.name, values.type, nullable=o.function != "count"))
-            arrays.append(values)
+            arrays.append(_reduced(o.function, column, order, starts, sizes))
         else:
-            fields.append(agg.bucket_field)
-            # The bucket starts' int64 buffer taken as timestamps as it is: pa.array with a
-            # timestamp type casts through a kernel, and even without one infers and converts
-            # (several times the calls, in a one-off probe about 1.5x the time after a pause).
-            bucket_starts = ordered[starts] * agg.stride_ms
-            arrays.append(
-                pa.Array.from_buffers(_MS, len(starts), [None, pa.py_buffer(bucket_starts.data)])
-            )
-    grouped = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+            arrays.append(_as_arrow(ordered[starts] * agg.stride_ms, _MS))
+    types = tuple(columns[c].type for c in agg.aggregated)
+    grouped = pa.Table.from_arrays(arrays, schema=_answer_schema(agg, types))
     if agg.descending:
         grouped = grouped.take(np.arange(grouped.num_rows - 1, -1, -1))
     return grouped if agg.limit is None else grouped.slice(0, agg.limit)
@@ -520,13 +506,13 @@ def _reduced(
     Arrow's semantics: nulls skipped, an all-null group null (count 0), NaN passed over by
     max and min unless a group holds nothing else and carried through sums."""
     if column is None:
-        return pa.array(sizes, pa.int64())
+        return _as_arrow(sizes, pa.int64())
     counts = sizes
     if column.valid is not None and len(starts):
         valid = _ordered(column.valid, order)
         counts = np.add.reduceat(valid.astype(np.int64), starts)
     if function == "count":
-        return pa.array(counts, pa.int64())
+        return _as_arrow(counts, pa.int64())
     typ = column.type
     floating = column.data.dtype.kind == "f"
     data = column.data
@@ -546,12 +532,52 @@ def _reduced(
             "sum": np.add,
         }[function]
         reduced = ufunc.reduceat(values, starts)
-    # Only a group of nulls alone (count 0) answers null.
-    mask = counts == 0 if column.valid is not None else None
-    return pa.array(reduced, pa.float64() if function == "avg" else typ, mask=mask)
+    if column.valid is not None:
+        # Only a group of nulls alone (count 0) answers null.
+        return pa.array(reduced, pa.float64() if function == "avg" else typ, mask=counts == 0)
+    return _as_arrow(reduced, pa.float64() if function == "avg" else typ)
+
+
+@functools.lru_cache(maxsize=256)
+def _answer_schema(agg: BucketedAggregation, types: tuple[pa.DataType, ...]) -> pa.Schema:
+    """The answer's schema when the aggregated columns are of ``types`` (in the order of
+    :attr:`BucketedAggregation.aggregated`): made once per query shape, as its fields and
+    schema cost a point query several pyarrow calls each."""
+    of = dict(zip(agg.aggregated, types, strict=True))
+    fields: list[pa.Field[Any]] = []
+    for o in agg.outputs:
+        if not isinstance(o, Aggregate):
+            fields.append(pa.field(agg.bucket, _MS))
+        elif o.function == "count":
+            fields.append(pa.field(o.name, pa.int64(), nullable=False))
+        else:
+            assert o.column is not None  # only count takes *
+            fields.append(pa.field(o.name, pa.float64() if o.function == "avg" else of[o.column]))
+    return pa.schema(fields)
+
+
+def _as_arrow(values: np.ndarray[Any, Any], typ: pa.DataType) -> pa.Array[Any]:
+    """Null-free, contiguous ``values`` as an Arrow array of ``typ``: numpy's buffer taken
+    as it is where it holds ``typ``'s values as Arrow does (numbers of the same type,
+    timestamps as int64), else converted. pa.array checks and converts even then, and a
+    timestamp type sends it through a cast kernel."""
+    same = _ARROW_TYPES.get(values.dtype)
+    if same is not None and (same.id == typ.id or (same.id == _INT64_ID and typ.id == _MS.id)):
+        return pa.Array.from_buffers(typ, len(values), [None, pa.py_buffer(values.data)])
+    return pa.array(values, typ)
 
 
 _MS = pa.timestamp("ms")
+_INT64_ID = pa.int64().id
+#: Arrow's types of numpy's numeric dtypes, whose buffers hold values as Arrow's do.
+_ARROW_TYPES: dict[np.dtype[Any], pa.DataType] = {
+    np.dtype(t.to_pandas_dtype()): t
+    for t in (
+        *(pa.int8(), pa.int16(), pa.int32(), pa.int64()),
+        *(pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64()),
+        *(pa.float32(), pa.float64()),
+    )
+}
 
 #: What a null becomes in an integer max or min: a value every other one beats.
 _EXTREME = {"max": int(np.iinfo(np.int64).min), "min": int(np.iinfo(np.int64).max)}

@@ -298,7 +298,7 @@ class SqlExecutor:
         for _ in range(3):  # each retry turns one of the three features off
             qc = self._prepare(analysis, tokens, mode)
             if qc.answer is not None:
-                return qc, _plain(qc.answer)
+                return qc, qc.answer  # an aggregation's: buckets and numbers, no dictionaries
             if qc.direct is not None and len(qc.rows) == 1:
                 (rows,) = qc.rows.values()
                 return qc, _plain(direct.run(qc.direct, rows))
