@@ -4,6 +4,7 @@ answers, then time the queries (interleaved, several repetitions)."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import statistics
@@ -40,6 +41,39 @@ SYSTEMS = ("gnomon", "influxdb", "duckdb")
 PAUSE_S = 0.1
 #: How long InfluxDB may take to settle (snapshot and compact) after a load.
 SETTLE_TIMEOUT_S = 120.0
+
+
+def schedule(
+    queries: Sequence[Query], systems: Sequence[str], reps: int, per_type: int
+) -> list[tuple[Query, tuple[str, ...]]]:
+    """The timed runs in turn: ``reps`` times over ``queries`` (``per_type`` instances of
+    each type, as :func:`generate` makes them, instance after instance), each query by
+    every system in an order of its own. A type's instances, repetitions counted, take
+    every order of the systems in turn, so that over as many instances as there are
+    orders each system runs right after each other one equally often (the first type's
+    first system runs after the last type's last, of the order before). What runs just
+    before counts: DuckDB runs in this process, and after its query the next system's
+    took longer. Rotating one order would always put the same system after another (in
+    g, i, d, g, i, d: g after d two times in three)."""
+    orders = _chained(list(itertools.permutations(systems)))
+    types = len(queries) // per_type
+    return [
+        (q, orders[(rep * per_type + i // types) % len(orders)])
+        for rep in range(reps)
+        for i, q in enumerate(queries)
+    ]
+
+
+def _chained(orders: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """``orders`` in a sequence where, as far as it can, none starts with the system the
+    one before ends with: no system runs twice in a row where one order follows another."""
+    chain = [orders[0]]
+    rest = orders[1:]
+    while rest:
+        pick = next((o for o in rest if o[0] != chain[-1][-1]), rest[0])
+        chain.append(pick)
+        rest.remove(pick)
+    return chain
 
 
 @dataclass(frozen=True)
@@ -311,23 +345,20 @@ class Bench:
         time_task = progress.add_task("time queries", total=opts.reps * len(queries))
         # Servers, and this process, where DuckDB runs.
         pids = [os.getpid(), *(p for s in servers.values() if (p := getattr(s, "pid", None)))]
-        for rep in range(opts.reps):
-            for i, q in enumerate(queries):
-                # Rotate who goes first, so no system always runs right after another.
-                order = systems[(rep + i) % len(systems) :] + systems[: (rep + i) % len(systems)]
-                for s in order:
-                    server = servers[s]
-                    before = server.query_time() if isinstance(server, GnomonServer) else None
-                    time.sleep(PAUSE_S)
-                    wait_quiet(pids)
-                    t0 = time.perf_counter()
-                    server.query(_text(s, q))
-                    ms = (time.perf_counter() - t0) * 1000
-                    res.latencies.setdefault(q.name, {}).setdefault(s, []).append(ms)
-                    if isinstance(server, GnomonServer) and before is not None:
-                        own = server.seconds_since(before) * 1000
-                        res.gnomon_server_ms.setdefault(q.name, []).append(own)
-                progress.advance(time_task)
+        for q, order in schedule(queries, systems, opts.reps, opts.queries_per_type):
+            for s in order:
+                server = servers[s]
+                before = server.query_time() if isinstance(server, GnomonServer) else None
+                time.sleep(PAUSE_S)
+                wait_quiet(pids)
+                t0 = time.perf_counter()
+                server.query(_text(s, q))
+                ms = (time.perf_counter() - t0) * 1000
+                res.latencies.setdefault(q.name, {}).setdefault(s, []).append(ms)
+                if isinstance(server, GnomonServer) and before is not None:
+                    own = server.seconds_since(before) * 1000
+                    res.gnomon_server_ms.setdefault(q.name, []).append(own)
+            progress.advance(time_task)
         gnomon = servers.get("gnomon")
         if isinstance(gnomon, GnomonServer):
             res.gnomon_metrics = {

@@ -4,7 +4,9 @@ the report's JSON with every query cross-checked."""
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +18,8 @@ from bench.tsbs import check, report
 from bench.tsbs.cpu_only import FIELDS, TAGS, cpu_only_batches
 from bench.tsbs.influx import InfluxUnavailable, influxd_path, result_table
 from bench.tsbs.payloads import horaedb_request, line_protocol
-from bench.tsbs.queries import QUERY_TYPES
-from bench.tsbs.runner import Bench, Options
+from bench.tsbs.queries import QUERY_TYPES, Span, generate
+from bench.tsbs.runner import SYSTEMS, Bench, Options, schedule
 from gnomon.proto import storage_pb2
 from node.ingest import line_protocol as lp_parser
 from node.ingest.horaedb import decode_table_request
@@ -184,3 +186,21 @@ def test_gnomon_cli_has_the_bench_command() -> None:
     assert result.exit_code == 0, result.output
     for flag in ("--hosts", "--span", "--reps", "--workers", "--batch", "--json", "--png"):
         assert flag in result.output
+
+
+def test_timed_runs_put_each_system_after_each_other_equally_often() -> None:
+    per_type, reps = Options().queries_per_type, Options().reps
+    queries = generate(Span(hosts=10, start_ms=0, duration_ms=86_400_000), per_type=per_type)
+    runs = schedule(queries, SYSTEMS, reps, per_type)
+    assert [q for q, _ in runs] == [*queries] * reps
+    assert all(sorted(order) == sorted(SYSTEMS) for _, order in runs)
+    after: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    sequence = [(q.name, s) for q, order in runs for s in order]
+    for (_, previous), (name, system) in itertools.pairwise(sequence):
+        assert previous != system
+        after[(name, system)][previous] += 1
+    first_type = queries[0].name
+    for (name, system), counts in after.items():
+        others = {s: 3 for s in SYSTEMS if s != system}
+        if name != first_type:
+            assert counts == others, (name, system)
