@@ -42,6 +42,10 @@ def test_sigterm_flushes_and_closes(tmp_path: Path) -> None:
         running.server.stop()
     log = (tmp_path / "server.log").read_text()
     assert "stopping on signal" in log and "engine closed" in log
+    # What startup made is kept out of the collector's full collections.
+    records = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+    frozen = [r for r in records if r["msg"] == "startup objects frozen"]
+    assert len(frozen) == 1 and frozen[0]["objects"] > 10_000, log
     # Flushed on the way out: the rows are in SSTs, not only in the WAL.
     assert list((tmp_path / "data" / "sst").rglob("*.parquet"))
     with Engine.open(str(tmp_path / "data"), wal_sync="never") as engine:
