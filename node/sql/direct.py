@@ -83,7 +83,6 @@ class BucketedAggregation:
         )
 
 
-
 @dataclass(frozen=True)
 class SortKey:
     column: str
