@@ -533,8 +533,13 @@ def _reduced(
         reduced = ufunc.reduceat(values, starts)
     if column.valid is not None:
         # Only a group of nulls alone (count 0) answers null.
-        return pa.array(reduced, pa.float64() if function == "avg" else typ, mask=counts == 0)
-    return _as_arrow(reduced, pa.float64() if function == "avg" else typ)
+        return pa.array(reduced, _result_type(function, typ), mask=counts == 0)
+    return _as_arrow(reduced, _result_type(function, typ))
+
+
+def _result_type(function: str, typ: pa.DataType) -> pa.DataType:
+    """The type of ``function`` over a column of ``typ`` (not count, always int64)."""
+    return pa.float64() if function == "avg" else typ
 
 
 @functools.lru_cache(maxsize=256)
@@ -551,7 +556,7 @@ def _answer_schema(agg: BucketedAggregation, types: tuple[pa.DataType, ...]) -> 
             fields.append(pa.field(o.name, pa.int64(), nullable=False))
         else:
             assert o.column is not None  # only count takes *
-            fields.append(pa.field(o.name, pa.float64() if o.function == "avg" else of[o.column]))
+            fields.append(pa.field(o.name, _result_type(o.function, of[o.column])))
     return pa.schema(fields)
 
 
