@@ -21,6 +21,7 @@ class Status(IntEnum):
     TOO_LARGE = 413
     CORRUPTED = 422
     UNAVAILABLE = 503
+    DEADLINE_EXCEEDED = 504
     INTERNAL = 500
 
 
@@ -85,6 +86,18 @@ class Closed(GnomonError):
     status = Status.UNAVAILABLE
 
 
+class Cancelled(GnomonError):
+    """Work was stopped before it finished: its caller went away or the server is stopping."""
+
+    status = Status.UNAVAILABLE
+
+
+class DeadlineExceeded(Cancelled):
+    """Work ran past its time limit and was stopped."""
+
+    status = Status.DEADLINE_EXCEEDED
+
+
 class NotLeader(Unavailable):
     """A meta instance that is not the leader got a request only the leader serves; ``leader``
     is the leader's endpoint when known, so the caller can go there."""
@@ -92,3 +105,19 @@ class NotLeader(Unavailable):
     def __init__(self, message: str, *, leader: str = "") -> None:
         super().__init__(message)
         self.leader = leader
+
+
+class NotOwner(Unavailable):
+    """This node does not serve the shard a request needs (never opened here, closed, or moved
+    away); ``owner`` names the node that does when known. Callers refresh their route and go
+    there."""
+
+    def __init__(self, message: str, *, owner: str = "", shard_id: int | None = None) -> None:
+        super().__init__(message)
+        self.owner = owner
+        self.shard_id = shard_id
+
+
+class Fenced(NotOwner):
+    """A newer owner of the shard holds a later epoch (or this node's lease lapsed): the
+    change was refused so a deposed owner can never commit or acknowledge."""

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from gnomon.errors import InvalidArgument
 from gnomon.store.sqlite import SqliteStore
 from node.engine.engine import Engine, EngineConfig
+from node.engine.shard import STANDALONE_SHARD
 from node.wal.api import Wal
 from node.wal.disk import DiskWal
 from objectstore.api import ObjectStore
@@ -68,4 +69,10 @@ def open_engine(data_dir: str, storage: StorageConfig, **config: Any) -> Engine:
     else:
         store = LocalObjectStore(os.path.join(data_dir, "sst"))
     meta = SqliteStore(storage.meta_path or os.path.join(data_dir, "meta.db"))
-    return Engine(EngineConfig(data_dir=data_dir, **config), meta=meta, wal=wal, store=store)
+    engine = Engine(EngineConfig(data_dir=data_dir, **config), meta=meta, wal=wal, store=store)
+    try:
+        engine.open_shard(STANDALONE_SHARD)
+    except BaseException:
+        engine.close()
+        raise
+    return engine

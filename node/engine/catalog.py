@@ -105,18 +105,24 @@ class Catalog:
         store.create(_COUNTERS, if_not_exists=True)
         store.create(_SCHEMAS, if_not_exists=True)
 
-    def create(self, name: str, schema: Schema, options: TableOptions) -> TableInfo:
+    def create(
+        self, name: str, schema: Schema, options: TableOptions, *, table_id: int | None = None
+    ) -> TableInfo:
+        """Record a new table; its id is ``table_id`` when given (a cluster's meta service
+        allocates ids), else the next of the catalog's own counter."""
         check_table_name(name)
 
         def txn(ctx: TableContext) -> TableInfo:
             tables = ctx.table(_TABLES.name)
             if tables.read({"name": name}) is not None:
                 raise AlreadyExists(f"table {name!r} already exists")
-            counters = ctx.table(_COUNTERS.name)
-            row = counters.read({"name": "table_id"})
-            table_id = (row["value"] if row else 0) + 1
-            counters.write({"name": "table_id", "value": table_id})
-            info = TableInfo(table_id, name, schema, options, int(time.time() * 1000))
+            new_id = table_id
+            if new_id is None:
+                counters = ctx.table(_COUNTERS.name)
+                row = counters.read({"name": "table_id"})
+                new_id = (row["value"] if row else 0) + 1
+                counters.write({"name": "table_id", "value": new_id})
+            info = TableInfo(new_id, name, schema, options, int(time.time() * 1000))
             tables.write(info.row())
             ctx.table(_SCHEMAS.name).write(_history_row(info))
             return info

@@ -8,26 +8,29 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gnomon.errors import AlreadyExists, Closed, InvalidArgument, NotFound
-from gnomon.store.api import StructuredStore
+from gnomon.errors import AlreadyExists, Closed, Conflict, InvalidArgument, NotFound, NotOwner
+from gnomon.store.api import StructuredStore, TableContext
 from gnomon.store.sqlite import SqliteStore
+from node.engine import fences
 from node.engine.bounds import Bounds
 from node.engine.catalog import Catalog, TableInfo
 from node.engine.compaction.compactor import Compactor
 from node.engine.compaction.scheduler import CompactionScheduler
+from node.engine.fences import UNFENCED, ShardFences
 from node.engine.gc import GcReport, collect
 from node.engine.manifest import Manifest
 from node.engine.options import TableOptions
 from node.engine.revisions import Revisions
 from node.engine.scan import Order, Scan, ScanRequest
 from node.engine.schema import Column, Schema
+from node.engine.shard import STANDALONE_SHARD, ShardGuard
 from node.engine.splits import time_splits, window_rows
 from node.engine.sst.reader import SstFiles
 from node.engine.stats import EngineStats
@@ -39,8 +42,11 @@ from objectstore.local import LocalObjectStore
 
 log = logging.getLogger("gnomon.engine")
 
-#: Standalone mode keeps every table in one WAL region.
-STANDALONE_REGION = 0
+
+@dataclass
+class _OpenShard:
+    guard: ShardGuard
+    tables: set[str]
 
 
 @dataclass(frozen=True)
@@ -164,29 +170,24 @@ class Engine:
             decoded_bytes=config.decoded_cache_bytes,
         )
         self.catalog = Catalog(meta)
-        self.manifest = Manifest(meta, table_name=self._table_name)
+        self._fences = ShardFences(meta)
+        self.manifest = Manifest(meta, table_name=self._table_name, fence=self._check_fence)
         self._flusher = _Flusher(config.flush_threads)
         self._scheduler = CompactionScheduler(config.compaction_threads)
         self._tables: dict[str, Table] = {}
         self._compactors: dict[str, Compactor] = {}
+        #: The shards open here, by id: their guards and the names of their tables.
+        self._shards: dict[int, _OpenShard] = {}
         self._lock = threading.RLock()
         self._closed = False
-        wal.open_region(STANDALONE_REGION)
-        for info in self.catalog.list():
-            self._tables[info.name] = self._open_table(info)
-        for table in self._tables.values():
-            table.recover()
         #: Revisioned batch ingest (reserve / stage / commit / abort), see revisions.py.
         self.revisions = Revisions(meta, table=self.table, by_id=self._table_by_id)
-        self.revisions.recover()
         self._gc = _Periodic(config.gc_interval_s, self._gc_quietly, name="gnomon-gc")
         self._compaction_check = _Periodic(
             config.compaction_check_interval_s,
             self._request_compactions,
             name="gnomon-compaction-check",
         )
-        if config.compaction_check_interval_s > 0:
-            self._request_compactions()
 
     def _table_name(self, table_id: int) -> str | None:
         table = self._table_by_id(table_id)
@@ -203,13 +204,122 @@ class Engine:
         meta = SqliteStore(os.path.join(cfg.data_dir, "meta.db"))
         wal = DiskWal(os.path.join(cfg.data_dir, "wal"), sync=cfg.wal_sync)
         store = LocalObjectStore(os.path.join(cfg.data_dir, "sst"))
-        return cls(cfg, meta=meta, wal=wal, store=store)
+        engine = cls(cfg, meta=meta, wal=wal, store=store)
+        try:
+            engine.open_shard(STANDALONE_SHARD)
+        except BaseException:
+            engine.close()
+            raise
+        return engine
 
-    def _open_table(self, info: TableInfo) -> Table:
+    # -- shards ----------------------------------------------------------------------------------
+
+    def open_shard(
+        self,
+        shard_id: int,
+        *,
+        epoch: int = UNFENCED,
+        table_ids: Iterable[int] | None = None,
+        lease: Callable[[], bool] | None = None,
+    ) -> list[str]:
+        """Serve shard ``shard_id``: take its fence at ``epoch`` (Fenced if a later epoch
+        holds it), open its WAL region and its tables (``table_ids``; every table of the
+        catalog when None, as in standalone) and replay each from its flushed sequence.
+        ``lease`` says whether writes may still be acknowledged (see :class:`ShardGuard`).
+        Opening a shard already open at the same epoch is a no-op. Returns the tables'
+        names."""
+        self._check_open()
+        with self._lock:
+            held = self._shards.get(shard_id)
+            if held is not None:
+                if held.guard.epoch == epoch:
+                    return sorted(held.tables)
+                raise Conflict(
+                    f"shard {shard_id} is open here at epoch {held.guard.epoch}; "
+                    f"close it before opening it at epoch {epoch}"
+                )
+            self._fences.take(shard_id, epoch)
+            wanted = None if table_ids is None else set(table_ids)
+            infos = [i for i in self.catalog.list() if wanted is None or i.table_id in wanted]
+            missing = set() if wanted is None else wanted - {i.table_id for i in infos}
+            if missing:
+                raise NotFound(f"shard {shard_id}: tables {sorted(missing)} are not in the catalog")
+            clash = sorted(i.name for i in infos if i.name in self._tables)
+            if clash:
+                raise Conflict(
+                    f"shard {shard_id}: tables {clash} are already open in another shard"
+                )
+            guard = ShardGuard(shard_id, epoch, lease=lease)
+            self._wal.open_region(shard_id)
+            opened: list[Table] = []
+            try:
+                for info in infos:
+                    table = self._open_table(info, guard)
+                    opened.append(table)
+                    table.recover()
+            except BaseException:
+                for table in opened:
+                    table.close()
+                    self._compactors.pop(table.name).close()
+                self._wal.close_region(shard_id)
+                raise
+            for table in opened:
+                self._tables[table.name] = table
+            self._shards[shard_id] = _OpenShard(guard, {t.name for t in opened})
+        self.revisions.recover()
+        if self.config.compaction_check_interval_s > 0:
+            for table in opened:
+                self._request_compaction(table)
+        log.info(
+            "opened shard",
+            extra={"shard": shard_id, "epoch": epoch, "tables": len(opened)},
+        )
+        return sorted(t.name for t in opened)
+
+    def close_shard(self, shard_id: int) -> bool:
+        """Stop serving a shard: refuse its writes, flush its tables (so the next owner
+        replays little), close them and its WAL region. False if it was not open."""
+        with self._lock:
+            shard = self._shards.pop(shard_id, None)
+            if shard is None:
+                return False
+            shard.guard.close()
+            tables = [self._tables.pop(name) for name in sorted(shard.tables)]
+            compactors = [self._compactors.pop(t.name) for t in tables]
+        for compactor in compactors:
+            compactor.close()
+        for table in tables:
+            if self.config.flush_on_close:
+                try:
+                    table.flush()
+                except Exception as e:  # the WAL region keeps the rows for the next owner
+                    log.error(
+                        "flush on shard close failed", extra={"table": table.name, "error": repr(e)}
+                    )
+            table.close()
+        self._wal.close_region(shard_id)
+        log.info("closed shard", extra={"shard": shard_id, "tables": len(tables)})
+        return True
+
+    def shards(self) -> dict[int, int]:
+        """The shards open here: id -> epoch."""
+        with self._lock:
+            return {sid: s.guard.epoch for sid, s in self._shards.items()}
+
+    def shard_of(self, name: str) -> int:
+        """The shard table ``name`` is served in."""
+        return self.table(name).guard.shard_id
+
+    def _check_fence(self, ctx: TableContext, table_id: int) -> None:
+        table = self._table_by_id(table_id)
+        if table is not None:
+            fences.check(ctx, table.guard.shard_id, table.guard.epoch)
+
+    def _open_table(self, info: TableInfo, guard: ShardGuard) -> Table:
         table = Table(
             info,
             wal=self._wal,
-            region=STANDALONE_REGION,
+            guard=guard,
             manifest=self.manifest,
             store=self._store,
             sst_files=self._sst_files,
@@ -255,16 +365,25 @@ class Engine:
         options: TableOptions | None = None,
         *,
         if_not_exists: bool = False,
+        shard_id: int = STANDALONE_SHARD,
+        table_id: int | None = None,
     ) -> TableInfo:
+        """Create a table in shard ``shard_id`` (open here). ``table_id`` is given when the
+        meta service allocated it; otherwise the catalog allocates one."""
         self._check_open()
         with self._lock:
             if name in self._tables:
                 if if_not_exists:
                     return self._tables[name].info
                 raise AlreadyExists(f"table {name!r} already exists")
-            info = self.catalog.create(name, schema, options or TableOptions())
+            shard = self._shards.get(shard_id)
+            if shard is None:
+                raise NotOwner(f"shard {shard_id} is not open on this node", shard_id=shard_id)
+            shard.guard.check()
+            info = self.catalog.create(name, schema, options or TableOptions(), table_id=table_id)
             self.manifest.create_table(info.table_id)
-            self._tables[name] = self._open_table(info)
+            self._tables[name] = self._open_table(info, shard.guard)
+            shard.tables.add(name)
             log.info("created table", extra={"table": name, "table_id": info.table_id})
             return info
 
@@ -276,16 +395,17 @@ class Engine:
                 if if_exists:
                     return False
                 raise NotFound(f"table {name!r} does not exist")
+            table.guard.check()
             table.close()
             info = self.catalog.drop(name)
             del self._tables[name]
+            self._shards[table.guard.shard_id].tables.discard(name)
             compactor = self._compactors.pop(name)
         compactor.close()
         self.manifest.drop_table(info.table_id)
         self.revisions.forget(info.table_id)
-        self._wal.mark_deleted(
-            STANDALONE_REGION, info.table_id, self._wal.last_seq(STANDALONE_REGION, info.table_id)
-        )
+        region = table.guard.region
+        self._wal.mark_deleted(region, info.table_id, self._wal.last_seq(region, info.table_id))
         for obj in list(self._store.list(f"tables/{info.table_id}/")):
             self._store.delete(obj.key)
             self._sst_files.forget(obj.key)
@@ -536,6 +656,8 @@ class Engine:
                         )
         finally:
             self._closed = True
+            for shard in self._shards.values():
+                shard.guard.close()
             for t in self._tables.values():
                 t.close()
             self._flusher.stop()

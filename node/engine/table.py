@@ -24,6 +24,7 @@ from node.engine.manifest import CommitOp, Manifest, Version
 from node.engine.memtable import Memtable, MemtableView
 from node.engine.scan import Scan, ScanRequest
 from node.engine.schema import DELETE, TSID, Schema
+from node.engine.shard import ShardGuard
 from node.engine.sst.meta import SstKind
 from node.engine.sst.reader import SstFiles
 from node.engine.stats import TableStats
@@ -83,7 +84,7 @@ class Table:
         info: TableInfo,
         *,
         wal: Wal,
-        region: int,
+        guard: ShardGuard,
         manifest: Manifest,
         store: ObjectStore,
         sst_files: SstFiles,
@@ -96,7 +97,8 @@ class Table:
     ) -> None:
         self.info = info
         self._wal = wal
-        self._region = region
+        self.guard = guard
+        self._region = guard.region
         self.manifest = manifest
         self.store = store
         self.sst_files = sst_files
@@ -236,6 +238,7 @@ class Table:
                 memtable = self._active
             break
         try:
+            self.guard.check()
             seq = self._wal.write(self._region, self.table_id, payload)
             self._apply(memtable, op, batch, seq)
         finally:
@@ -244,6 +247,9 @@ class Table:
                 self._cond.notify_all()
         if memtable.nbytes >= self.info.options.write_buffer_size:
             self.freeze(memtable)
+        # Checked again after the append: the shard may have been lost while it waited for
+        # the WAL, and then the write must not be acknowledged (a new owner replays it or not).
+        self.guard.check()
         return batch.num_rows
 
     def reserve_seq(self) -> int:

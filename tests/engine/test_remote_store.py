@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from gnomon.store.sqlite import SqliteStore
 from node.engine.engine import Engine, EngineConfig
+from node.engine.shard import STANDALONE_SHARD
 from node.wal.disk import DiskWal
 from objectstore.api import ObjectMeta
 from objectstore.local import LocalObjectStore
@@ -68,6 +69,7 @@ def test_engine_reads_through_the_cache(tmp_path: Path) -> None:
         store=store,
     )
     try:
+        engine.open_shard(STANDALONE_SHARD)
         engine.create_table("cpu", CPU)
         for i in range(3):
             engine.write("cpu", cpu_batch(["a", "b"], [i, i], [1.0, 2.0]))

@@ -17,7 +17,14 @@ from contextlib import suppress
 from functools import partial
 from typing import Any
 
-from gnomon.errors import AlreadyExists, Conflict, GnomonError, InvalidArgument, NotFound
+from gnomon.errors import (
+    AlreadyExists,
+    Conflict,
+    Fenced,
+    GnomonError,
+    InvalidArgument,
+    NotFound,
+)
 from gnomon.store.api import KeyRange, Row, StructuredStore, TableContext, run_with_retries
 from gnomon.store.filters import in_
 from node.engine.lru import Lru
@@ -59,6 +66,7 @@ class Manifest:
         commit_cache_size: int = 4096,
         clock: Callable[[], int] = _now_ms,
         table_name: Callable[[int], str | None] = lambda _id: None,
+        fence: Callable[[TableContext, int], None] = lambda _ctx, _id: None,
     ) -> None:
         for table_spec in tables.ALL:
             store.create(table_spec, if_not_exists=True)
@@ -67,6 +75,9 @@ class Manifest:
         self._clock = clock
         # Errors reach users, who know their tables by name, not by id.
         self._table_name = table_name
+        # Runs inside every version install's transaction: a deposed shard owner's commit
+        # fails there, in the same transaction that would have moved the head.
+        self._fence = fence
         # Commit rows never change once written, so a cached one is never stale.
         self._commits: Lru[str, Commit] = Lru(commit_cache_size)
         # Resolved files of a version, by the id of the commit that made it: a commit makes at
@@ -192,6 +203,7 @@ class Manifest:
         expired snapshots are candidates."""
 
         def fn(ctx: TableContext) -> int:
+            self._fence(ctx, table_id)
             keep = min(keep_from, self._head(ctx, table_id))
             versions = ctx.table(tables.VERSIONS.name)
             key = self._key(table_id)
@@ -256,7 +268,7 @@ class Manifest:
         self._commits.put(mine.commit_id, mine)
         try:
             result = self._install(mine, base)
-        except (Conflict, InvalidArgument, NotFound):
+        except (Conflict, InvalidArgument, NotFound, Fenced):
             # Each of these means no version refers to the commit row (an SPI Conflict rolled
             # its transaction back); other errors may have come after the head moved.
             self._forget(mine)
@@ -332,6 +344,7 @@ class Manifest:
 
     def _cas(self, ctx: TableContext, *, new: Version, expected: int) -> int | None:
         """Install ``new`` if the head is still ``expected``; else the head's version."""
+        self._fence(ctx, new.table_id)
         heads = ctx.table(tables.HEADS.name)
         key = self._key(new.table_id)
         row = heads.read(key)

@@ -1,0 +1,56 @@
+"""What a table asks before it logs and before it acknowledges a write: is its shard still
+served here?
+
+A shard is the unit the meta service places: one WAL region and the tables assigned to it.
+In a cluster a node may lose a shard two ways while writes are in flight: it is told to close
+it (a migration), or it cannot renew its lease with the meta service and must assume a new
+owner is being chosen. The guard turns both into an error before the write is acknowledged,
+so no write is acknowledged by a node that no longer owns the shard; the manifest's epoch
+fence (:mod:`node.engine.fences`) covers flushes and compactions the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gnomon.errors import Fenced, NotOwner
+from node.engine.fences import UNFENCED
+
+#: The shard (and WAL region) of every table of a standalone engine.
+STANDALONE_SHARD = 0
+
+
+class ShardGuard:
+    def __init__(
+        self,
+        shard_id: int,
+        epoch: int = UNFENCED,
+        *,
+        lease: Callable[[], bool] | None = None,
+    ) -> None:
+        self.shard_id = shard_id
+        self.epoch = epoch
+        #: True while this node may still acknowledge writes for its shards: in a cluster,
+        #: until a safety margin before the meta service could see the node's lease expire.
+        self._lease = lease
+        self._closed = False
+
+    @property
+    def region(self) -> int:
+        """The WAL region of the shard (region = shard)."""
+        return self.shard_id
+
+    def check(self) -> None:
+        if self._closed:
+            raise NotOwner(
+                f"shard {self.shard_id} is not served here any more", shard_id=self.shard_id
+            )
+        if self._lease is not None and not self._lease():
+            raise Fenced(
+                f"shard {self.shard_id}: this node's lease with the meta service is not "
+                "current, so it acknowledges no writes until it renews it",
+                shard_id=self.shard_id,
+            )
+
+    def close(self) -> None:
+        self._closed = True

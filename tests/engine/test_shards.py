@@ -1,0 +1,147 @@
+"""Shards on an engine: each a WAL region with its own tables, opened and closed on demand,
+fenced by epoch so a deposed owner can neither commit nor acknowledge.
+
+Two engines here share what a cluster shares (catalog and manifests, SSTs, the WAL regions)
+and stand for two nodes; a real cluster puts the WAL on Kafka and the SSTs on S3."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gnomon.errors import Closed, Conflict, Fenced, NotFound, NotOwner
+from gnomon.store.sqlite import SqliteStore
+from node.engine.engine import Engine, EngineConfig
+from node.engine.fences import ShardFences
+from node.wal.api import Wal
+from node.wal.disk import DiskWal
+from objectstore.local import LocalObjectStore
+from tests.wal.test_kafka import running_tansu
+from wal_kafka import KafkaWal
+
+from .conftest import CPU, cpu_batch
+
+
+def _node(root: Path, name: str, wal: Wal | None = None) -> Engine:
+    data_dir = root / name
+    os.makedirs(data_dir, exist_ok=True)
+    return Engine(
+        EngineConfig(data_dir=str(data_dir), compaction_threads=0, gc_interval_s=0),
+        meta=SqliteStore(str(root / "catalog.db")),
+        wal=wal or DiskWal(str(root / "wal")),
+        store=LocalObjectStore(str(root / "sst")),
+    )
+
+
+@pytest.fixture
+def nodes(tmp_path: Path) -> Iterator[tuple[Engine, Engine]]:
+    a, b = _node(tmp_path, "a"), _node(tmp_path, "b")
+    yield a, b
+    a.close()
+    b.close()
+
+
+def _ids(engine: Engine, table: str) -> list[float]:
+    return sorted(engine.read_all(table, columns=["usage"]).column("usage").to_pylist())
+
+
+def test_tables_live_in_their_shards_region(nodes: tuple[Engine, Engine]) -> None:
+    a, _ = nodes
+    a.open_shard(1, epoch=1)
+    a.open_shard(2, epoch=1)
+    a.create_table("one", CPU, shard_id=1, table_id=101)
+    a.create_table("two", CPU, shard_id=2, table_id=102)
+    a.write("one", cpu_batch(["h"], [1], [1.0]))
+    a.write("two", cpu_batch(["h"], [1], [2.0]))
+    assert a.shards() == {1: 1, 2: 1}
+    assert (a.shard_of("one"), a.shard_of("two")) == (1, 2)
+    assert a.describe("one").table_id == 101
+    with pytest.raises(NotOwner, match="shard 3 is not open"):
+        a.create_table("three", CPU, shard_id=3)
+
+
+def test_a_closed_shard_refuses_writes_and_reopens_elsewhere(
+    nodes: tuple[Engine, Engine],
+) -> None:
+    a, b = nodes
+    a.open_shard(1, epoch=1)
+    a.create_table("cpu", CPU, shard_id=1, table_id=7)
+    a.write("cpu", cpu_batch(["h", "i"], [1, 2], [1.0, 2.0]))
+    table = a.table("cpu")
+    assert a.close_shard(1)
+    assert not a.close_shard(1)
+    with pytest.raises((NotOwner, Closed)):
+        table.write(cpu_batch(["h"], [3], [3.0]))
+    with pytest.raises(NotFound):
+        a.write("cpu", cpu_batch(["h"], [3], [3.0]))
+    assert b.open_shard(1, epoch=2, table_ids=[7]) == ["cpu"]
+    assert _ids(b, "cpu") == [1.0, 2.0]
+    b.write("cpu", cpu_batch(["h"], [3], [3.0]))
+    assert _ids(b, "cpu") == [1.0, 2.0, 3.0]
+
+
+def test_a_deposed_owner_cannot_commit_and_replays_nothing_twice(tmp_path: Path) -> None:
+    """A loses shard 1 without knowing (a pause): B opens it at a later epoch and replays the
+    WAL region from a real Kafka-protocol broker; A's flush must fail at the manifest, and B
+    keeps exactly one copy."""
+    with running_tansu(tmp_path) as broker, contextlib.ExitStack() as stack:
+        namespace = f"ns{uuid.uuid4().hex[:6]}"
+        a, b = (
+            stack.enter_context(
+                contextlib.closing(
+                    _node(tmp_path, n, KafkaWal(broker.bootstrap, namespace=namespace))
+                )
+            )
+            for n in ("a", "b")
+        )
+        _deposed(a, b)
+
+
+def _deposed(a: Engine, b: Engine) -> None:
+    a.open_shard(1, epoch=1)
+    a.create_table("cpu", CPU, shard_id=1, table_id=7)
+    a.write("cpu", cpu_batch(["h"], [1], [1.0]))
+    b.open_shard(1, epoch=2, table_ids=[7])
+    with pytest.raises(Fenced, match="epoch 2"):
+        a.flush("cpu")
+    b.flush("cpu")
+    assert _ids(b, "cpu") == [1.0]
+    with pytest.raises(Fenced, match="held at epoch 2"):
+        a.close_shard(1) and a.open_shard(1, epoch=1)
+
+
+def test_a_lapsed_lease_stops_acknowledgements(nodes: tuple[Engine, Engine]) -> None:
+    a, _ = nodes
+    lease = [True]
+    a.open_shard(1, epoch=1, lease=lambda: lease[0])
+    a.create_table("cpu", CPU, shard_id=1, table_id=7)
+    assert a.write("cpu", cpu_batch(["h"], [1], [1.0])) == 1
+    lease[0] = False
+    with pytest.raises(Fenced, match="lease"):
+        a.write("cpu", cpu_batch(["h"], [2], [2.0]))
+    lease[0] = True
+    assert a.write("cpu", cpu_batch(["h"], [3], [3.0])) == 1
+
+
+def test_reopening_needs_the_same_epoch_or_a_close(nodes: tuple[Engine, Engine]) -> None:
+    a, _ = nodes
+    a.open_shard(1, epoch=3)
+    assert a.open_shard(1, epoch=3) == []
+    with pytest.raises(Conflict, match="close it"):
+        a.open_shard(1, epoch=4)
+
+
+def test_fences_only_rise(tmp_path: Path) -> None:
+    fences = ShardFences(SqliteStore(str(tmp_path / "f.db")))
+    fences.take(5, 2)
+    fences.take(5, 2)
+    fences.take(5, 9)
+    assert fences.held(5) == 9
+    with pytest.raises(Fenced):
+        fences.take(5, 8)
+    assert fences.held(5) == 9
