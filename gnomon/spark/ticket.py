@@ -1,18 +1,36 @@
 """The JSON forms exchanged with a node's Arrow Flight endpoint, shared by the server
 (``node/server/flight.py``) and its clients (the Spark data source): scan requests (in
-``get_flight_info`` descriptors and ``do_get`` tickets), filters, and ``do_put`` descriptors.
+``get_flight_info`` descriptors and ``do_get`` tickets), filters, ``do_put`` descriptors and the
+bodies of actions.
 
 A filter is ``[column, op, value]``; a list of them is their AND. ``op`` is one of
-``=, !=, <, <=, >, >=`` (value: a JSON scalar), ``in`` (value: a list), ``is_null`` and
+``=, !=, <, <=, >, >=`` (value: a JSON scalar), ``in`` (value: a list of them), ``is_null`` and
 ``is_not_null`` (no value). Timestamps are integer milliseconds since the epoch, dates
-``YYYY-MM-DD`` strings. This module needs only the standard library.
+``YYYY-MM-DD`` strings.
+
+Every form is a dataclass whose field types carry their constraints; what arrives on the wire
+is checked against them by pydantic (:func:`parse`), field by field, unknown fields refused, so
+a bad request is an InvalidArgument naming the field, never a failure deeper in the server.
+Forms built in Python are trusted and not checked again.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
+
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    TypeAdapter,
+    ValidationError,
+)
 
 from gnomon.errors import InvalidArgument
 
@@ -20,6 +38,17 @@ COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")
 OPS = (*COMPARISONS, "in", "is_null", "is_not_null")
 
 Filter = tuple[str, str, Any]
+
+#: An integer the engine stores in 64 bits (milliseconds, versions, row counts).
+Int64 = Annotated[StrictInt, Field(ge=-(2**63), le=2**63 - 1)]
+Positive = Annotated[StrictInt, Field(ge=1, le=2**63 - 1)]
+Name = Annotated[StrictStr, Field(min_length=1, max_length=1024)]
+#: The longest revision lease a client may ask for (it renews it with ``heartbeat``).
+MAX_LEASE_MS = 24 * 3600 * 1000
+#: The longest a ``commit`` may wait for its revision to be published.
+MAX_COMMIT_WAIT_S = 3600.0
+#: JSON scalars a filter compares with.
+_SCALARS = (str, int, float, bool)
 
 
 def check_filter(f: Any) -> Filter:
@@ -29,13 +58,53 @@ def check_filter(f: Any) -> Filter:
     value = f[2] if len(f) == 3 else None
     if op not in OPS:
         raise InvalidArgument(f"invalid filter op {op!r} on {column!r}; expected one of {OPS}")
+    if op in COMPARISONS and not isinstance(value, _SCALARS):
+        raise InvalidArgument(
+            f"filter {column!r} {op}: value must be a string, number or boolean, got {value!r}"
+        )
     if op == "in":
-        if not isinstance(value, list | tuple):
-            raise InvalidArgument(f"filter {column!r} in: value must be a list, got {value!r}")
+        if not isinstance(value, list | tuple) or not all(
+            v is None or isinstance(v, _SCALARS) for v in value
+        ):
+            raise InvalidArgument(
+                f"filter {column!r} in: value must be a list of scalars, got {value!r}"
+            )
         value = list(value)
-    if op in COMPARISONS and value is None:
-        raise InvalidArgument(f"filter {column!r} {op}: value must not be null")
+    if op in ("is_null", "is_not_null") and value is not None:
+        raise InvalidArgument(f"filter {column!r} {op}: takes no value, got {value!r}")
     return (column, op, value)
+
+
+def _filters(v: Any) -> list[Filter]:
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise ValueError("must be a list of [column, op, value]")
+    try:
+        return [check_filter(f) for f in v]
+    except InvalidArgument as e:
+        # A ValueError is what pydantic reports as this field's problem.
+        raise ValueError(e.message) from None
+
+
+def _open_if_null(v: Any) -> Any:
+    return (None, None) if v is None else v
+
+
+def _ordered(v: tuple[int | None, int | None]) -> tuple[int | None, int | None]:
+    lo, hi = v
+    if lo is not None and hi is not None and lo > hi:
+        raise ValueError(f"lower bound {lo} is above upper bound {hi}")
+    return v
+
+
+#: ``[lo, hi)`` in ms, either bound null (or the whole range null) for open.
+TimeRange = Annotated[
+    tuple[Int64 | None, Int64 | None], BeforeValidator(_open_if_null), AfterValidator(_ordered)
+]
+
+
+_FORBID = ConfigDict(extra="forbid")
 
 
 @dataclass(frozen=True)
@@ -44,77 +113,150 @@ class ScanSpec:
     a manifest version (or the version current at ``timestamp_ms``; neither: the live table).
     ``scan_id`` names the scan for ``scan_stats``."""
 
-    table: str
-    columns: list[str] | None = None
-    filters: list[Filter] = field(default_factory=list)
-    time_range: tuple[int | None, int | None] = (None, None)
-    version: int | None = None
-    timestamp_ms: int | None = None
-    scan_id: str | None = None
+    __pydantic_config__: ClassVar[ConfigDict] = _FORBID
+
+    table: Name
+    columns: list[Name] | None = None
+    filters: Annotated[list[Filter], BeforeValidator(_filters)] = field(default_factory=list)
+    time_range: TimeRange = (None, None)
+    version: Annotated[StrictInt, Field(ge=0, le=2**63 - 1)] | None = None
+    timestamp_ms: Int64 | None = None
+    scan_id: Name | None = None
     #: get_flight_info only: at most this many time splits, of about this many rows at least.
-    max_splits: int = 64
-    min_split_rows: int = 1_000_000
+    max_splits: Annotated[StrictInt, Field(ge=1, le=100_000)] = 64
+    min_split_rows: Positive = 1_000_000
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), separators=(",", ":")).encode()
 
     @classmethod
     def from_json(cls, raw: bytes) -> ScanSpec:
-        d = _object(raw, "scan request")
-        table = d.get("table")
-        if not isinstance(table, str) or not table:
-            raise InvalidArgument("scan request: 'table' is required")
-        columns = d.get("columns")
-        if columns is not None and (
-            not isinstance(columns, list) or not all(isinstance(c, str) for c in columns)
-        ):
-            raise InvalidArgument(f"scan request: 'columns' must be a list of names: {columns!r}")
-        lo, hi = d.get("time_range") or (None, None)
-        return cls(
-            table=table,
-            columns=columns,
-            filters=[check_filter(f) for f in d.get("filters") or []],
-            time_range=(_opt_int(lo, "time_range"), _opt_int(hi, "time_range")),
-            version=_opt_int(d.get("version"), "version"),
-            timestamp_ms=_opt_int(d.get("timestamp_ms"), "timestamp_ms"),
-            scan_id=d.get("scan_id"),
-            max_splits=_opt_int(d.get("max_splits"), "max_splits") or 64,
-            min_split_rows=_opt_int(d.get("min_split_rows"), "min_split_rows") or 1_000_000,
-        )
+        return parse(cls, raw, "scan request")
 
 
 @dataclass(frozen=True)
 class PutSpec:
     """A ``do_put``: rows for ``table``, written visibly, or staged under ``revision``."""
 
-    table: str
-    revision: int | None = None
+    __pydantic_config__: ClassVar[ConfigDict] = _FORBID
+
+    table: Name
+    revision: Positive | None = None
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self)).encode()
 
     @classmethod
     def from_json(cls, raw: bytes) -> PutSpec:
-        d = _object(raw, "put descriptor")
-        table = d.get("table")
-        if not isinstance(table, str) or not table:
-            raise InvalidArgument("put descriptor: 'table' is required")
-        return cls(table=table, revision=_opt_int(d.get("revision"), "revision"))
+        return parse(cls, raw, "put descriptor")
 
 
-def _object(raw: bytes, what: str) -> dict[str, Any]:
+# -- action bodies -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TableArgs:
+    """``describe``."""
+
+    __pydantic_config__: ClassVar[ConfigDict] = _FORBID
+
+    table: Name
+
+
+@dataclass(frozen=True)
+class ReserveArgs:
+    """``reserve``: a new revision; ``time_range`` bounds an overwrite."""
+
+    __pydantic_config__: ClassVar[ConfigDict] = _FORBID
+
+    table: Name
+    mode: Literal["append", "overwrite"] = "append"
+    time_range: TimeRange = (None, None)
+    lease_ms: Annotated[StrictInt, Field(ge=1, le=MAX_LEASE_MS)] = 600_000
+    owner: Annotated[StrictStr, Field(max_length=1024)] = ""
+
+
+@dataclass(frozen=True)
+class RevisionArgs:
+    """``abort`` and ``heartbeat``."""
+
+    __pydantic_config__: ClassVar[ConfigDict] = _FORBID
+
+    table: Name
+    revision: Positive
+
+
+@dataclass(frozen=True)
+class CommitArgs:
+    __pydantic_config__: ClassVar[ConfigDict] = _FORBID
+
+    table: Name
+    revision: Positive
+    wait_s: Annotated[StrictFloat, Field(ge=0.0, le=MAX_COMMIT_WAIT_S, allow_inf_nan=False)] = 0.0
+
+
+@dataclass(frozen=True)
+class ScanStatsArgs:
+    __pydantic_config__: ClassVar[ConfigDict] = _FORBID
+
+    scan_id: Name
+
+
+#: The body each action takes.
+ACTIONS: dict[str, type] = {
+    "describe": TableArgs,
+    "reserve": ReserveArgs,
+    "commit": CommitArgs,
+    "abort": RevisionArgs,
+    "heartbeat": RevisionArgs,
+    "scan_stats": ScanStatsArgs,
+}
+
+
+def parse_action(kind: str, body: bytes) -> Any:
+    """The body of action ``kind``, checked; InvalidArgument for an unknown action."""
+    form = ACTIONS.get(kind)
+    if form is None:
+        raise InvalidArgument(f"unknown action {kind!r}; known: {', '.join(ACTIONS)}")
+    return parse(form, body, f"action {kind!r}")
+
+
+# -- checking ------------------------------------------------------------------------------------
+
+F = TypeVar("F")
+_ADAPTERS: dict[type, TypeAdapter[Any]] = {}
+
+
+def parse(form: type[F], raw: bytes, what: str) -> F:
+    """``raw`` (JSON; empty is ``{}``) as a ``form``, every field checked; InvalidArgument
+    naming ``what`` and each bad field otherwise."""
     try:
-        d = json.loads(raw or b"{}")
+        doc = json.loads(raw or b"{}")
     except ValueError as e:
         raise InvalidArgument(f"{what} is not JSON: {e}") from None
-    if not isinstance(d, dict):
+    if not isinstance(doc, dict):
         raise InvalidArgument(f"{what} must be a JSON object")
-    return d
+    adapter = _ADAPTERS.get(form)
+    if adapter is None:
+        adapter = _ADAPTERS[form] = TypeAdapter(form)
+    try:
+        value: F = adapter.validate_python(doc)
+    except ValidationError as e:
+        raise InvalidArgument(f"{what}: {_problems(e)}") from None
+    return value
 
 
-def _opt_int(v: Any, what: str) -> int | None:
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise InvalidArgument(f"{what} must be an integer, got {v!r}")
-    return v
+def _problems(e: ValidationError) -> str:
+    out = []
+    for err in e.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"]) or "body"
+        if err["type"] == "missing":
+            out.append(f"{where}: required")
+        elif err["type"] == "unexpected_keyword_argument":
+            out.append(f"{where}: unknown field")
+        else:
+            message = err["msg"].removeprefix("Value error, ")
+            given = repr(err.get("input"))
+            given = given if len(given) <= 60 else given[:57] + "..."
+            out.append(f"{where}: {message} (got {given})")
+    return "; ".join(out)

@@ -36,10 +36,19 @@ import pyarrow.compute as pc
 import pyarrow.flight as flight
 
 from gnomon.errors import GnomonError, InvalidArgument, NotFound, Status
-from gnomon.spark.ticket import PutSpec, ScanSpec
+from gnomon.spark.ticket import (
+    CommitArgs,
+    PutSpec,
+    ReserveArgs,
+    ScanSpec,
+    ScanStatsArgs,
+    TableArgs,
+    parse_action,
+)
 from node.engine.engine import Engine
 from node.engine.scan import Scan
 from node.engine.schema import Column, ColumnType, Schema
+from node.server.listen import bind_failed, check_free
 from node.server.metrics import Registry
 from node.server.status import message_of
 
@@ -67,15 +76,21 @@ def flight_error(e: BaseException) -> flight.FlightError:
     return flight.FlightServerError(message_of(e), info)
 
 
+def _answer(what: str, e: Exception) -> flight.FlightError:
+    """The Flight error a failed request answers with: the gnomon message, never a Python
+    traceback (pyarrow sends one with any exception that is not a FlightError)."""
+    if not isinstance(e, GnomonError):
+        log.exception("flight request failed", extra={"rpc": what})
+    return flight_error(e)
+
+
 def _guarded(what: str, fn: Callable[[], T]) -> T:
     try:
         return fn()
     except flight.FlightError:
         raise
     except Exception as e:
-        if not isinstance(e, GnomonError):
-            log.exception("flight request failed", extra={"rpc": what})
-        raise flight_error(e) from None
+        raise _answer(what, e) from None
 
 
 # -- filters -------------------------------------------------------------------------------------
@@ -88,7 +103,13 @@ def _literal(column: Column, value: Any) -> pa.Scalar[Any]:
         else:
             lit = pa.scalar(value).cast(column.type.arrow())
         return lit
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError, ValueError) as e:
+    except (
+        pa.ArrowInvalid,
+        pa.ArrowNotImplementedError,
+        TypeError,
+        ValueError,
+        OverflowError,
+    ) as e:
         raise InvalidArgument(
             f"filter value {value!r} does not fit column {column.name!r} ({column.type}): {e}"
         ) from None
@@ -116,7 +137,7 @@ def compile_filters(
             raise InvalidArgument(f"table {spec.table!r} has no column {name!r}")
         column = schema.column(name)
         if name == schema.timestamp_key and op in ("=", "<", "<=", ">", ">="):
-            v = int(value)
+            v = int(_literal(column, value).cast(pa.int64()).as_py())
             if op in ("=", ">="):
                 lo = v if lo is None else max(lo, v)
             if op == ">":
@@ -159,8 +180,13 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         port: int = 0,
         advertise_host: str | None = None,
         metrics: Registry | None = None,
+        port_setting: str = "flight_port",
     ) -> None:
-        super().__init__(f"grpc+tcp://{bind}:{port}")
+        check_free("Arrow Flight", bind, port, port_setting)
+        try:
+            super().__init__(f"grpc+tcp://{bind}:{port}")
+        except pa.ArrowException as e:  # "Server did not start properly", no reason given
+            raise bind_failed("Arrow Flight", bind, port, port_setting, str(e)) from None
         self.engine = engine
         self.owners: list[str | flight.Location] = (
             []
@@ -175,10 +201,15 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
 
     def get_schema(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
-    ) -> pa.Schema:
-        return _guarded(
-            "get_schema", lambda: self._schema(ScanSpec.from_json(descriptor.command or b""))
-        )
+    ) -> flight.SchemaResult:
+        # pyarrow sends any error of get_schema with a Python traceback (its callback, unlike
+        # the others, does not take FlightErrors apart); clients plan with get_flight_info.
+        def run() -> flight.SchemaResult:
+            spec = ScanSpec.from_json(descriptor.command or b"")
+            compile_filters(spec, self.engine.describe(spec.table).schema)  # checks them
+            return flight.SchemaResult(self._schema(spec))
+
+        return _guarded("get_schema", run)
 
     def _schema(self, spec: ScanSpec) -> pa.Schema:
         schema = self.engine.describe(spec.table).schema.arrow()
@@ -260,8 +291,8 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
             for batch in scan:
                 rows += batch.num_rows
                 yield batch.cast(schema) if batch.schema != schema else batch
-        except GnomonError as e:
-            raise flight_error(e) from None
+        except Exception as e:
+            raise _answer("do_get", e) from None
         if spec.scan_id:
             with self._stats_lock:
                 self._stats[spec.scan_id] = {**asdict(scan.stats), "rows_returned": rows}
@@ -325,13 +356,7 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
     def do_action(self, context: flight.ServerCallContext, action: flight.Action) -> list[bytes]:
         def run() -> list[bytes]:
             body = action.body.to_pybytes() if action.body is not None else b""
-            try:
-                args = json.loads(body or b"{}")
-            except ValueError as e:
-                raise InvalidArgument(f"action {action.type!r}: body is not JSON: {e}") from None
-            if not isinstance(args, dict):
-                raise InvalidArgument(f"action {action.type!r}: body must be a JSON object")
-            result = self._action(action.type, args)
+            result = self._action(action.type, parse_action(action.type, body))
             return [json.dumps(result).encode()]
 
         return _guarded(action.type, run)
@@ -350,34 +375,25 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         total = {k: sum(st[k] for st in found) for k in found[0]}
         return {**total, "tickets": len(found)}
 
-    def _action(self, kind: str, args: dict[str, Any]) -> Any:
+    def _action(self, kind: str, args: Any) -> Any:
+        """Run action ``kind`` with its checked body (``ticket.parse_action``)."""
         revisions = self.engine.revisions
-        if kind == "scan_stats":
-            return self._scan_stats(str(args.get("scan_id")))
-        table = args.get("table")
-        if not isinstance(table, str):
-            raise InvalidArgument(f"action {kind!r}: 'table' is required")
-        if kind == "describe":
-            info = self.engine.describe(table)
-            return {"table": table, "table_id": info.table_id, "schema": info.schema.to_json()}
-        if kind == "reserve":
-            lo, hi = args.get("time_range") or (None, None)
+        if isinstance(args, ScanStatsArgs):
+            return self._scan_stats(args.scan_id)
+        if isinstance(args, TableArgs):
+            info = self.engine.describe(args.table)
+            return {"table": args.table, "table_id": info.table_id, "schema": info.schema.to_json()}
+        if isinstance(args, ReserveArgs):
             return revisions.reserve(
-                table,
-                owner=str(args.get("owner", "")),
-                mode=str(args.get("mode", "append")),
-                time_range=(lo, hi),
-                lease_ms=int(args.get("lease_ms", 600_000)),
+                args.table,
+                owner=args.owner,
+                mode=args.mode,
+                time_range=args.time_range,
+                lease_ms=args.lease_ms,
             ).to_json()
-        revision = args.get("revision")
-        if not isinstance(revision, int):
-            raise InvalidArgument(f"action {kind!r}: 'revision' must be an integer")
-        if kind == "commit":
-            wait_s = float(args.get("wait_s", 0.0))
-            return revisions.commit(table, revision, wait_s=wait_s).to_json()
+        if isinstance(args, CommitArgs):
+            return revisions.commit(args.table, args.revision, wait_s=args.wait_s).to_json()
         if kind == "abort":
-            revisions.abort(table, revision)
-            return {"table": table, "revision": revision, "state": "cancelled"}
-        if kind == "heartbeat":
-            return revisions.heartbeat(table, revision).to_json()
-        raise InvalidArgument(f"unknown action {kind!r}")
+            revisions.abort(args.table, args.revision)
+            return {"table": args.table, "revision": args.revision, "state": "cancelled"}
+        return revisions.heartbeat(args.table, args.revision).to_json()
