@@ -235,6 +235,7 @@ class NodeAgent:
         ttl_s: int = 0,
         interval_s: float = 1.0,
         load: Callable[[], tuple[float, Mapping[int, float]]] = lambda: (0.0, {}),
+        on_renewed: Callable[[float, int], None] = lambda _sent, _ttl: None,
     ) -> None:
         self.client = client
         self.name = name
@@ -242,6 +243,11 @@ class NodeAgent:
         self._ttl_s = ttl_s
         self._interval_s = interval_s
         self._load = load
+        #: Told (monotonic time the request was sent, lease TTL) after every registration or
+        #: heartbeat meta accepted: the lease runs at least TTL seconds past that send time,
+        #: which is what a node needs to fence itself before meta can see the lease expire.
+        self._on_renewed = on_renewed
+        self._ttl_granted = ttl_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.registrations = 0
@@ -260,15 +266,20 @@ class NodeAgent:
             self._thread.join(timeout=10)
 
     def _register(self) -> None:
-        self.client.register_node(self.name, self.kind, self._ttl_s)
+        sent = time.monotonic()
+        granted = self.client.register_node(self.name, self.kind, self._ttl_s)
+        self._ttl_granted = int(granted.ttl_s)
         self.registrations += 1
+        self._on_renewed(sent, self._ttl_granted)
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval_s):
             load, shard_loads = self._load()
             try:
                 try:
+                    sent = time.monotonic()
                     self.client.heartbeat(self.name, load, shard_loads)
+                    self._on_renewed(sent, self._ttl_granted)
                 except NotFound:
                     if not self._stop.is_set():
                         self._register()

@@ -3,6 +3,7 @@ WAL on local disk, SSTs in a local object store — behind a small Python API.""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -226,31 +227,38 @@ class Engine:
         holds it), open its WAL region and its tables (``table_ids``; every table of the
         catalog when None, as in standalone) and replay each from its flushed sequence.
         ``lease`` says whether writes may still be acknowledged (see :class:`ShardGuard`).
-        Opening a shard already open at the same epoch is a no-op. Returns the tables'
-        names."""
+        For a shard already open at ``epoch``, opens those of ``table_ids`` not yet open
+        (tables created on the shard since). Returns the names of the tables opened."""
         self._check_open()
         with self._lock:
             held = self._shards.get(shard_id)
-            if held is not None:
-                if held.guard.epoch == epoch:
-                    return sorted(held.tables)
+            if held is not None and held.guard.epoch != epoch:
                 raise Conflict(
                     f"shard {shard_id} is open here at epoch {held.guard.epoch}; "
                     f"close it before opening it at epoch {epoch}"
                 )
-            self._fences.take(shard_id, epoch)
+            if held is None:
+                self._fences.take(shard_id, epoch)
+            present = set() if held is None else held.tables
             wanted = None if table_ids is None else set(table_ids)
-            infos = [i for i in self.catalog.list() if wanted is None or i.table_id in wanted]
-            missing = set() if wanted is None else wanted - {i.table_id for i in infos}
+            infos = [
+                i
+                for i in self.catalog.list()
+                if (wanted is None or i.table_id in wanted) and i.name not in present
+            ]
+            missing = (
+                (wanted or set())
+                - {i.table_id for i in infos}
+                - {self._tables[n].table_id for n in present}
+            )
             if missing:
                 raise NotFound(f"shard {shard_id}: tables {sorted(missing)} are not in the catalog")
             clash = sorted(i.name for i in infos if i.name in self._tables)
             if clash:
-                raise Conflict(
-                    f"shard {shard_id}: tables {clash} are already open in another shard"
-                )
-            guard = ShardGuard(shard_id, epoch, lease=lease)
-            self._wal.open_region(shard_id)
+                raise Conflict(f"shard {shard_id}: tables {clash} are open in another shard")
+            guard = ShardGuard(shard_id, epoch, lease=lease) if held is None else held.guard
+            if held is None:
+                self._wal.open_region(shard_id)
             opened: list[Table] = []
             try:
                 for info in infos:
@@ -261,11 +269,15 @@ class Engine:
                 for table in opened:
                     table.close()
                     self._compactors.pop(table.name).close()
-                self._wal.close_region(shard_id)
+                if held is None:
+                    self._wal.close_region(shard_id)
                 raise
             for table in opened:
                 self._tables[table.name] = table
-            self._shards[shard_id] = _OpenShard(guard, {t.name for t in opened})
+            if held is None:
+                self._shards[shard_id] = _OpenShard(guard, {t.name for t in opened})
+            else:
+                held.tables.update(t.name for t in opened)
         self.revisions.recover()
         if self.config.compaction_check_interval_s > 0:
             for table in opened:
@@ -386,6 +398,24 @@ class Engine:
             shard.tables.add(name)
             log.info("created table", extra={"table": name, "table_id": info.table_id})
             return info
+
+    def define_table(
+        self, name: str, schema: Schema, options: TableOptions, *, table_id: int
+    ) -> None:
+        """Record a table the meta service placed (catalog entry and an empty manifest)
+        without opening it; what already exists is kept, so a definition its creator left
+        half done (it died between the two) is completed. The owner of its shard opens it
+        with :meth:`open_shard`. Conflict if the name belongs to another table id."""
+        try:
+            self.catalog.create(name, schema, options, table_id=table_id)
+        except AlreadyExists:
+            if self.catalog.get(name).table_id != table_id:
+                raise Conflict(
+                    f"table {name!r} is in the catalog under another id than the meta "
+                    f"service's {table_id}"
+                ) from None
+        with contextlib.suppress(AlreadyExists):
+            self.manifest.create_table(table_id)
 
     def drop_table(self, name: str, *, if_exists: bool = False) -> bool:
         self._check_open()

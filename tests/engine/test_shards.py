@@ -18,6 +18,7 @@ from gnomon.errors import Closed, Conflict, Fenced, NotFound, NotOwner
 from gnomon.store.sqlite import SqliteStore
 from node.engine.engine import Engine, EngineConfig
 from node.engine.fences import ShardFences
+from node.engine.options import TableOptions
 from node.wal.api import Wal
 from node.wal.disk import DiskWal
 from objectstore.local import LocalObjectStore
@@ -132,6 +133,11 @@ def test_reopening_needs_the_same_epoch_or_a_close(nodes: tuple[Engine, Engine])
     a, _ = nodes
     a.open_shard(1, epoch=3)
     assert a.open_shard(1, epoch=3) == []
+    a.catalog.create("late", CPU, TableOptions(), table_id=40)
+    a.manifest.create_table(40)
+    assert a.open_shard(1, epoch=3, table_ids=[40]) == ["late"]
+    assert a.open_shard(1, epoch=3, table_ids=[40]) == []
+    assert a.shard_of("late") == 1
     with pytest.raises(Conflict, match="close it"):
         a.open_shard(1, epoch=4)
 

@@ -1,0 +1,108 @@
+"""Keeps the shards open on this node equal to what the meta service says it leads.
+
+Level-triggered: every pass compares the meta service's shard table with the engine's open
+shards and acts on the difference, so a lost event, a restart of this node or of the meta
+leader, or a failover that happened while this node was paused all end in the same state.
+Shard events only make the next pass come sooner.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from gnomon.errors import GnomonError
+from gnomon.proto import meta_pb2 as pb
+from meta.client import MetaClient
+from node.cluster import tables
+from node.engine.engine import Engine
+
+log = logging.getLogger("gnomon.node.keeper")
+
+
+class ShardKeeper:
+    def __init__(
+        self,
+        engine: Engine,
+        client: MetaClient,
+        name: str,
+        *,
+        lease: Callable[[], bool],
+        interval_s: float = 2.0,
+    ) -> None:
+        self.engine = engine
+        self.client = client
+        self.name = name
+        self._lease = lease
+        self._interval_s = interval_s
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        #: Passes completed (tests wait on it).
+        self.passes = 0
+
+    def start(self) -> None:
+        self.reconcile()
+        for target, name in ((self._loop, "keeper"), (self._watch, "keeper-watch")):
+            t = threading.Thread(target=target, name=f"gnomon-{name}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        for t in self._threads:
+            t.join(timeout=10)
+
+    def poke(self) -> None:
+        """Reconcile soon (a shard event arrived, or a request found a table missing)."""
+        self._wake.set()
+
+    def _watch(self) -> None:
+        try:
+            for _event in self.client.watch_shards(self.name):
+                if self._stop.is_set():
+                    return
+                self._wake.set()
+        except GnomonError as e:  # the periodic pass still runs
+            log.warning("shard watch ended", extra={"node": self.name, "error": str(e)})
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self._interval_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.reconcile()
+            except GnomonError as e:
+                log.warning("shard pass failed", extra={"node": self.name, "error": str(e)})
+
+    def reconcile(self) -> None:
+        """One pass: close shards this node no longer leads (or leads at another epoch), open
+        those it leads, and open tables created on its shards since."""
+        shards = self.client.shards()
+        wanted = {s.id: s.epoch for s in shards if s.leader == self.name}
+        for shard_id, epoch in self.engine.shards().items():
+            if wanted.get(shard_id) != epoch:
+                self.engine.close_shard(shard_id)
+        if wanted:
+            by_shard: dict[int, list[pb.TableInfo]] = {}
+            for t in self.client.tables():
+                if t.HasField("shard_id") and t.shard_id in wanted:
+                    by_shard.setdefault(t.shard_id, []).append(t)
+            for shard_id, epoch in sorted(wanted.items()):
+                infos = by_shard.get(shard_id, [])
+                for t in infos:
+                    self._define(t)
+                self.engine.open_shard(
+                    shard_id, epoch=epoch, table_ids=[t.id for t in infos], lease=self._lease
+                )
+        self.passes += 1
+
+    def _define(self, t: pb.TableInfo) -> None:
+        """Make sure the catalog and manifest know table ``t`` (its creator may have died
+        between the meta service's commit and its own)."""
+        schema, options = tables.decode(t.name, t.schema)
+        self.engine.define_table(t.name, schema, options, table_id=t.id)

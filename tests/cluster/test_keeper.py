@@ -1,0 +1,138 @@
+"""Data-node engines driven by a real meta service: real etcd (meta state and the catalog and
+manifests through the StructuredTable SPI), a real ``gnomon meta`` process, WAL regions on a
+real Kafka-protocol broker; the engines, their shard keepers and heartbeats run in this
+process. A node that stops heartbeating (as a paused or partitioned node would) loses its
+shards to the other, which reads every row the first acknowledged, and the first can then
+neither acknowledge a write nor commit a flush."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from gnomon.errors import Fenced, NotOwner
+from gnomon.store.etcd import EtcdStore
+from meta.client import MetaClient, NodeAgent
+from meta.model import NodeKind
+from node.cluster import tables
+from node.cluster.keeper import ShardKeeper
+from node.cluster.lease import LeaseClock
+from node.engine.engine import Engine, EngineConfig
+from node.engine.options import TableOptions
+from objectstore.local import LocalObjectStore
+from tests.engine.conftest import CPU, cpu_batch
+from tests.meta.conftest import NODE_TTL_S, Cluster, wait_until
+from tests.support.etcd import EtcdServer
+from tests.wal.test_kafka import Broker, running_tansu
+from wal_kafka import KafkaWal
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    with running_tansu(tmp_path_factory.mktemp("tansu")) as running:
+        yield running
+
+
+@dataclass
+class DataNode:
+    name: str
+    engine: Engine
+    lease: LeaseClock
+    agent: NodeAgent
+    keeper: ShardKeeper
+
+    def stop_heartbeats(self) -> None:
+        self.keeper.stop()
+        self.agent.stop()
+
+
+@pytest.fixture
+def cluster(etcd: EtcdServer, tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(etcd, tmp_path)
+    yield c
+    c.close()
+
+
+def _node(
+    stack: contextlib.ExitStack, cluster: Cluster, broker: Broker, index: int, wal_ns: str
+) -> DataNode:
+    name = f"127.0.0.1:{21000 + index}"
+    data_dir = cluster.workdir / f"node{index}"
+    os.makedirs(data_dir, exist_ok=True)
+    engine = Engine(
+        EngineConfig(data_dir=str(data_dir), compaction_threads=0, gc_interval_s=0),
+        meta=EtcdStore(cluster.etcd.endpoint, namespace=f"{cluster.namespace}/catalog"),
+        wal=KafkaWal(broker.bootstrap, namespace=wal_ns),
+        store=LocalObjectStore(str(cluster.workdir / "sst")),
+    )
+    stack.callback(engine.close)
+    lease = LeaseClock()
+    client = cluster.client()
+    agent = NodeAgent(
+        client, name, NodeKind.DATA, ttl_s=NODE_TTL_S, interval_s=0.3, on_renewed=lease.renewed
+    )
+    agent.start()
+    keeper = ShardKeeper(engine, client, name, lease=lease, interval_s=0.3)
+    keeper.start()
+    node = DataNode(name, engine, lease, agent, keeper)
+    stack.callback(node.stop_heartbeats)
+    return node
+
+
+def _led_by(client: MetaClient, name: str) -> dict[int, int]:
+    return {s.id: s.epoch for s in client.shards() if s.leader == name}
+
+
+def test_shards_follow_the_meta_service_and_fail_over(cluster: Cluster, broker: Broker) -> None:
+    cluster.meta(shards=4)
+    client = cluster.client()
+    wal_ns = f"ns{uuid.uuid4().hex[:6]}"
+    with contextlib.ExitStack() as stack:
+        a = _node(stack, cluster, broker, 1, wal_ns)
+        b = _node(stack, cluster, broker, 2, wal_ns)
+        for node in (a, b):
+            wait_until(
+                lambda n=node: (
+                    bool(_led_by(client, n.name)) and n.engine.shards() == _led_by(client, n.name)
+                ),
+                what=f"{node.name} to open the shards it leads",
+            )
+
+        # A table placed by the meta service opens on its shard's leader.
+        (info,) = client.create_table("cpu", tables.encode(CPU, TableOptions()))
+        owner, other = (a, b) if info.shard_id in a.engine.shards() else (b, a)
+        owner.keeper.poke()
+        wait_until(lambda: "cpu" in owner.engine.list_tables(), what="the owner to open cpu")
+        assert owner.engine.shard_of("cpu") == info.shard_id
+        assert "cpu" not in other.engine.list_tables()
+        owner.engine.write("cpu", cpu_batch(["h1", "h2"], [1, 2], [1.0, 2.0]))
+
+        # The owner stops heartbeating (paused, partitioned): past its lease the other node
+        # leads its shards at a later epoch and reads what it acknowledged.
+        epoch = _led_by(client, owner.name)[info.shard_id]
+        owner.stop_heartbeats()
+        wait_until(
+            lambda: _led_by(client, other.name).get(info.shard_id, 0) > epoch,
+            timeout_s=30,
+            what="the meta service to fail the shard over",
+        )
+        wait_until(lambda: "cpu" in other.engine.list_tables(), what="cpu to reopen")
+        got = other.engine.read_all("cpu", columns=["usage"]).column("usage").to_pylist()
+        assert sorted(got) == [1.0, 2.0]
+        other.engine.write("cpu", cpu_batch(["h3"], [3], [3.0]))
+
+        # The deposed owner fenced itself before the failover and cannot commit after it.
+        assert not owner.lease()
+        with pytest.raises(Fenced):
+            owner.engine.write("cpu", cpu_batch(["h4"], [4], [4.0]))
+        with pytest.raises((Fenced, NotOwner)):
+            owner.engine.flush("cpu")
+        other.engine.flush("cpu")
+        got = other.engine.read_all("cpu", columns=["usage"]).column("usage").to_pylist()
+        assert sorted(got) == [1.0, 2.0, 3.0]
