@@ -23,6 +23,7 @@ from meta.model import NodeKind
 from node.cluster import tables
 from node.cluster.keeper import ShardKeeper
 from node.cluster.lease import LeaseClock
+from node.cluster.routes import RouteCache
 from node.engine.engine import Engine, EngineConfig
 from node.engine.options import TableOptions
 from objectstore.local import LocalObjectStore
@@ -112,6 +113,9 @@ def test_shards_follow_the_meta_service_and_fail_over(cluster: Cluster, broker: 
         assert owner.engine.shard_of("cpu") == info.shard_id
         assert "cpu" not in other.engine.list_tables()
         owner.engine.write("cpu", cpu_batch(["h1", "h2"], [1, 2], [1.0, 2.0]))
+        routes = RouteCache(client)
+        assert routes.lookup(["cpu", "nosuch"])["cpu"].endpoint == owner.name
+        assert set(routes.lookup(["cpu", "nosuch"])) == {"cpu"}
 
         # The owner stops heartbeating (paused, partitioned): past its lease the other node
         # leads its shards at a later epoch and reads what it acknowledged.
@@ -123,6 +127,9 @@ def test_shards_follow_the_meta_service_and_fail_over(cluster: Cluster, broker: 
             what="the meta service to fail the shard over",
         )
         wait_until(lambda: "cpu" in other.engine.list_tables(), what="cpu to reopen")
+        assert routes.lookup(["cpu"])["cpu"].endpoint == owner.name  # cached until told
+        routes.invalidate(shard_id=info.shard_id)
+        assert routes.lookup(["cpu"])["cpu"].endpoint == other.name
         got = other.engine.read_all("cpu", columns=["usage"]).column("usage").to_pylist()
         assert sorted(got) == [1.0, 2.0]
         other.engine.write("cpu", cpu_batch(["h3"], [3], [3.0]))
