@@ -29,6 +29,13 @@ DELETE = 1
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-\.]*$")
 
+#: Most columns a table may have, its timestamp and series id included: InfluxDB 3's limit
+#: (500 per table, the time column included). Every scan, flush and compaction handles each
+#: column; a table made ten thousand columns wide by a stray write makes ``SELECT *`` take
+#: minutes. Checked where schemas are made and grown, so CREATE TABLE, ALTER TABLE and
+#: writes that create or widen tables all meet it.
+MAX_COLUMNS = 500
+
 
 #: The Arrow type of a dictionary-encoded string tag.
 DICTIONARY_TAG = pa.dictionary(pa.int32(), pa.string())
@@ -183,6 +190,7 @@ class Schema:
                 raise InvalidArgument(f"tag column {c.name!r} cannot be of type {c.type}")
         if timestamp_key not in names:
             raise InvalidArgument(f"timestamp key {timestamp_key!r} is not a column")
+        _check_width(len(cols) + (primary_key is None))
         if primary_key is None:
             if TSID in names:
                 raise InvalidArgument(
@@ -385,6 +393,7 @@ class Schema:
                     f"new tag {column.name!r} must be nullable without a default: existing "
                     "series ids were computed without it"
                 )
+        _check_width(len(names))
         return replace(self, columns=(*self.columns, *columns), version=self.version + 1)
 
     def to_json(self) -> dict[str, Any]:
@@ -409,6 +418,14 @@ def repeat(value: pa.Scalar[Any], n: int) -> pa.Array[Any]:
     """``value`` ``n`` times (for columns a row source lacks)."""
     out: pa.Array[Any] = pa.repeat(cast(Any, value), n)
     return out
+
+
+def _check_width(columns: int) -> None:
+    if columns > MAX_COLUMNS:
+        raise InvalidArgument(
+            f"a table has at most {MAX_COLUMNS} columns (its timestamp and series id "
+            f"included); this one would have {columns}"
+        )
 
 
 def _check_name(name: str) -> None:

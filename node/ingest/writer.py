@@ -6,14 +6,28 @@ A missing table is created with ``tsid uint64`` and ``timestamp timestamp`` (pri
 nullable, tags as TAG columns, each typed by its values. Names an existing table lacks are
 added as nullable columns (ALTER TABLE ADD COLUMN, in alphabetical order) before the write.
 Values must have exactly the type of their column: there is no widening, as in HoraeDB.
+
+A request is checked whole before anything changes: every table's rows are typed against the
+table's schema (or the one it would get), every value converted, every new schema built (which
+applies the column limit); only then are tables created, columns added and rows written. A
+request refused for what it holds changes nothing.
+
+Small writes of one table that arrive together are written as one (see :class:`_Combiner`):
+one conversion, one WAL record and one memtable insert for all of them, acknowledged once
+that record is durable.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
 
 from gnomon.errors import InvalidArgument, NotFound
+from node.engine.batch import conform
 from node.engine.engine import Engine
 from node.engine.schema import TSID, Column, ColumnType, Schema
 from node.ingest.rows import TableRows
@@ -22,6 +36,24 @@ log = logging.getLogger("gnomon.ingest")
 
 #: Name of the timestamp column of auto-created tables (HoraeDB's default).
 TIMESTAMP_COLUMN = "timestamp"
+#: Writes up to this size (Arrow bytes) are combined with concurrent ones to the same table;
+#: larger ones go alone, as they gain nothing from sharing a conversion.
+COMBINE_MAX_BYTES = 64 * 1024
+#: Most bytes one combined write carries.
+COMBINED_MAX_BYTES = 4 * 1024**2
+
+
+@dataclass
+class _Plan:
+    """What writing one table's rows takes, found without changing anything."""
+
+    rows: TableRows
+    #: The table's schema once the DDL below is done.
+    schema: Schema
+    #: The rows as Arrow, every value converted to its column's type.
+    data: pa.Table
+    create: bool = False
+    add: list[Column] = field(default_factory=list)
 
 
 class Ingestor:
@@ -33,65 +65,220 @@ class Ingestor:
         # Serialises the schema changes this node makes on behalf of writes, so concurrent
         # writers of a new table or column agree on one definition instead of racing.
         self._ddl_lock = threading.Lock()
+        self._combiners: dict[str, _Combiner] = {}
+        self._combiners_lock = threading.Lock()
 
     def write(self, rows: TableRows) -> int:
         """Write ``rows`` to their table; returns how many rows were written."""
-        schema = self._prepare(rows)
-        if rows.num_rows == 0:
-            return 0
-        return self.engine.write(rows.table, rows.arrow(schema.timestamp_key))
+        return self.write_all([rows])
 
-    def _prepare(self, rows: TableRows) -> Schema:
-        """The table's schema once it exists and has every column of ``rows``."""
+    def write_all(self, tables: Sequence[TableRows]) -> int:
+        """Write the rows of every table of one request; returns how many rows were written.
+        Nothing is created, altered or written unless every table's rows are acceptable."""
+        plans = self._plan(tables)
+        if any(p.create or p.add for p in plans):
+            with self._ddl_lock:
+                # Planned again under the lock: another writer may have changed a table since.
+                plans = self._plan(tables)
+                self._admit(plans)
+                for plan in plans:
+                    self._apply_ddl(plan)
+        elif len(plans) > 1:
+            self._admit(plans)
+        return sum(self._write(plan) for plan in plans if plan.data.num_rows)
+
+    # -- checking ---------------------------------------------------------------------------------
+
+    def _plan(self, tables: Sequence[TableRows]) -> list[_Plan]:
+        """One plan per table, in order; a table named twice sees the schema the earlier
+        plan gives it."""
+        planned: dict[str, Schema | None] = {}
+        plans = []
+        for rows in tables:
+            if rows.table not in planned:
+                planned[rows.table] = self._schema(rows.table)
+            plan = self._plan_one(rows, planned[rows.table])
+            planned[rows.table] = plan.schema
+            plans.append(plan)
+        return plans
+
+    def _schema(self, table: str) -> Schema | None:
         try:
-            schema = self.engine.describe(rows.table).schema
+            return self.engine.describe(table).schema
         except NotFound:
             if not self.auto_create:
-                raise NotFound(f"Table not found, table:{rows.table}") from None
-            schema = self._create(rows)
-        missing = [name for name in rows.columns if not schema.has_column(name)]
-        if missing:
-            schema = self._add_columns(rows, missing)
-        _check(rows, schema)
-        return schema
+                raise NotFound(f"Table not found, table:{table}") from None
+            return None
 
-    def _create(self, rows: TableRows) -> Schema:
-        if rows.num_rows == 0:
-            raise InvalidArgument(
-                f"table {rows.table!r} does not exist and a write without rows cannot create it"
-            )
-        columns = [Column(TIMESTAMP_COLUMN, ColumnType.TIMESTAMP, nullable=False)]
-        for name in sorted(rows.columns):
-            col = rows.columns[name]
-            if name in (TIMESTAMP_COLUMN, TSID):
-                raise InvalidArgument(
-                    f"table {rows.table!r}: {name!r} cannot be a tag or field name: it is a "
-                    "column every auto-created table has"
+    def _plan_one(self, rows: TableRows, schema: Schema | None) -> _Plan:
+        try:
+            if schema is None:
+                plan = _Plan(rows, _new_schema(rows), pa.table({}), create=True)
+            else:
+                missing = sorted(name for name in rows.columns if not schema.has_column(name))
+                add = [_column(rows, name) for name in missing]
+                plan = _Plan(rows, schema.with_columns(add) if add else schema, pa.table({}))
+                plan.add = add
+            _check(rows, plan.schema)
+        except InvalidArgument as e:
+            if e.message.startswith("table "):
+                raise
+            raise InvalidArgument(f"table {rows.table!r}: {e.message}") from None
+        plan.data = rows.arrow(plan.schema.timestamp_key)
+        return plan
+
+    def _admit(self, plans: list[_Plan]) -> None:
+        """Whether the engine will take each plan's rows (NOT NULL columns, keys, size), asked
+        before a schema change or a write of another table would make a refusal partial. A
+        lone write to an unchanged table needs no asking: the engine checks before it logs."""
+        for plan in plans:
+            if plan.data.num_rows:
+                conform(
+                    plan.rows.table,
+                    plan.schema,
+                    plan.data,
+                    max_bytes=self.engine.config.max_write_bytes,
                 )
-            columns.append(Column(name, col.type, is_tag=col.is_tag))
-        schema = Schema.build(columns, timestamp_key=TIMESTAMP_COLUMN)
-        with self._ddl_lock:
-            info = self.engine.create_table(rows.table, schema, if_not_exists=True)
-        if info.schema == schema:
-            log.info("auto-created table", extra={"table": rows.table, "columns": schema.names})
-        return info.schema
 
-    def _add_columns(self, rows: TableRows, names: list[str]) -> Schema:
-        with self._ddl_lock:
-            schema = self.engine.describe(rows.table).schema
-            new = [
-                Column(name, rows.columns[name].type, is_tag=rows.columns[name].is_tag)
-                for name in sorted(names)
-                if not schema.has_column(name)
-            ]
-            if not new:
-                return schema
-            schema = self.engine.alter_table(rows.table, add_columns=new).schema
-        log.info(
-            "added columns on write",
-            extra={"table": rows.table, "columns": [c.name for c in new]},
+    # -- changing ---------------------------------------------------------------------------------
+
+    def _apply_ddl(self, plan: _Plan) -> None:
+        table = plan.rows.table
+        if plan.create:
+            info = self.engine.create_table(table, plan.schema, if_not_exists=True)
+            if info.schema == plan.schema:
+                log.info("auto-created table", extra={"table": table, "columns": info.schema.names})
+        if plan.add:
+            schema = self.engine.describe(table).schema
+            new = [c for c in plan.add if not schema.has_column(c.name)]
+            if new:
+                self.engine.alter_table(table, add_columns=new)
+                log.info(
+                    "added columns on write",
+                    extra={"table": table, "columns": [c.name for c in new]},
+                )
+
+    def _write(self, plan: _Plan) -> int:
+        if plan.data.nbytes > COMBINE_MAX_BYTES:
+            return self.engine.write(plan.rows.table, plan.data)
+        with self._combiners_lock:
+            combiner = self._combiners.get(plan.rows.table)
+            if combiner is None:
+                combiner = self._combiners[plan.rows.table] = _Combiner(
+                    self.engine, plan.rows.table
+                )
+        return combiner.write(plan.data)
+
+
+class _Waiting:
+    """One write queued in a combiner; its leader fills in ``written`` or ``error``."""
+
+    __slots__ = ("data", "done", "error", "written")
+
+    def __init__(self, data: pa.Table) -> None:
+        self.data = data
+        self.written = 0
+        self.error: BaseException | None = None
+        self.done = False
+
+
+class _Combiner:
+    """Concurrent small writes of one table, written as one.
+
+    The first writer to find no write of the table in progress leads: it takes what is queued,
+    writes it with one engine write (whose WAL record is durable when it returns) and wakes
+    the others; writers arriving meanwhile form the next group. Without this each request
+    paid the conversion, series ids, WAL record and memtable insert alone, under the
+    interpreter lock, and fsyncs stopped being shared once that work outlasted one fsync.
+    A group the engine refuses is written again one write at a time, so each writer gets
+    the answer its own rows earn.
+    """
+
+    def __init__(self, engine: Engine, table: str) -> None:
+        self._engine = engine
+        self._table = table
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: list[_Waiting] = []
+        self._leading = False
+
+    def write(self, data: pa.Table) -> int:
+        waiting = _Waiting(data)
+        with self._cond:
+            self._queue.append(waiting)
+            while not waiting.done:
+                if self._leading:
+                    self._cond.wait()
+                else:
+                    self._lead()
+        if waiting.error is not None:
+            raise waiting.error
+        return waiting.written
+
+    def _lead(self) -> None:
+        """Write a group from the queue; called and returns with ``_cond`` held."""
+        group = self._take()
+        self._leading = True
+        self._cond.release()
+        try:
+            self._write_group(group)
+        finally:
+            self._cond.acquire()
+            for waiting in group:
+                waiting.done = True
+            self._leading = False
+            self._cond.notify_all()
+
+    def _take(self) -> list[_Waiting]:
+        size = 0
+        for i, waiting in enumerate(self._queue):
+            size += waiting.data.nbytes
+            if i and size > COMBINED_MAX_BYTES:
+                group, self._queue = self._queue[:i], self._queue[i:]
+                return group
+        group, self._queue = self._queue, []
+        return group
+
+    def _write_group(self, group: list[_Waiting]) -> None:
+        if len(group) > 1:
+            try:
+                combined = pa.concat_tables([w.data for w in group], promote_options="default")
+                self._engine.write(self._table, combined)
+            except InvalidArgument:
+                pass  # some write of the group is refused: each is answered on its own below
+            except BaseException as e:
+                for waiting in group:
+                    waiting.error = e
+                return
+            else:
+                for waiting in group:
+                    waiting.written = waiting.data.num_rows
+                return
+        for waiting in group:
+            try:
+                waiting.written = self._engine.write(self._table, waiting.data)
+            except BaseException as e:
+                waiting.error = e
+
+
+def _new_schema(rows: TableRows) -> Schema:
+    if rows.num_rows == 0:
+        raise InvalidArgument(
+            f"table {rows.table!r} does not exist and a write without rows cannot create it"
         )
-        return schema
+    columns = [Column(TIMESTAMP_COLUMN, ColumnType.TIMESTAMP, nullable=False)]
+    for name in sorted(rows.columns):
+        if name in (TIMESTAMP_COLUMN, TSID):
+            raise InvalidArgument(
+                f"table {rows.table!r}: {name!r} cannot be a tag or field name: it is a "
+                "column every auto-created table has"
+            )
+        columns.append(_column(rows, name))
+    return Schema.build(columns, timestamp_key=TIMESTAMP_COLUMN)
+
+
+def _column(rows: TableRows, name: str) -> Column:
+    col = rows.columns[name]
+    return Column(name, col.type, is_tag=col.is_tag)
 
 
 def _check(rows: TableRows, schema: Schema) -> None:

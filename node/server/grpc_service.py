@@ -89,12 +89,9 @@ class StorageService:
 
     def _write_tables(self, req: storage_pb2.WriteRequest) -> int:
         _check_database(req.HasField("context"), req.context)
-        written = 0
-        # Tables are written in order and the first bad one fails the request; the ones
-        # before it stay written, as in HoraeDB.
-        for table_req in req.table_requests:
-            written += self.ingestor.write(decode_table_request(table_req))
-        return written
+        # Every table is checked before any is changed: a refused request writes nothing
+        # (HoraeDB keeps the tables written before the first bad one).
+        return self.ingestor.write_all([decode_table_request(t) for t in req.table_requests])
 
     def write(self, req: storage_pb2.WriteRequest) -> storage_pb2.WriteResponse:
         try:

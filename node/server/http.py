@@ -157,9 +157,7 @@ class HttpApp:
             text = body.decode()
         except UnicodeDecodeError as e:
             raise InvalidArgument(f"line protocol body is not UTF-8: {e}") from None
-        written = 0
-        for rows in line_protocol.parse(text, precision=precision):
-            written += self.ingestor.write(rows)
+        written = self.ingestor.write_all(line_protocol.parse(text, precision=precision))
         self.metrics.rows_written.inc("influxdb", amount=written)
         return _Response(204)
 
