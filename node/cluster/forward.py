@@ -1,0 +1,80 @@
+"""Sending a request that reached the wrong node on to the owner of its tables, once.
+
+The forwarded call carries the metadata ``forwarded-from: <this node>`` (HoraeDB's marker);
+a node never forwards a call that carries it, so a route that is stale on two nodes at once
+costs an error naming the owner, never a loop. A forward that fails is that error to the
+caller too: the request is never executed on a node that does not own the table (HoraeDB
+runs a failed forwarded query locally; a stale replica would answer wrong).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import grpc
+
+from gnomon.errors import Unavailable
+from gnomon.proto import storage_pb2
+
+FORWARDED_FROM = "forwarded-from"
+_SERVICE = "storage.StorageService"
+
+
+def forwarded_from(metadata: Sequence[tuple[str, str | bytes]] | None) -> str | None:
+    """The node a call was forwarded from, or None for a call from a client."""
+    for key, value in metadata or ():
+        if key == FORWARDED_FROM:
+            return value.decode() if isinstance(value, bytes) else value
+    return None
+
+
+class Forwarder:
+    def __init__(self, me: str, *, timeout_s: float = 30.0) -> None:
+        self.me = me
+        self._timeout_s = timeout_s
+        self._channels: dict[str, grpc.Channel] = {}
+        self._lock = threading.Lock()
+
+    def _call(self, endpoint: str, method: str, request: Any, response: Any) -> Any:
+        with self._lock:
+            channel = self._channels.get(endpoint)
+            if channel is None:
+                channel = self._channels[endpoint] = grpc.insecure_channel(endpoint)
+        stub: Any = channel.unary_unary(
+            f"/{_SERVICE}/{method}",
+            request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=response.FromString,
+        )
+        try:
+            return stub(request, timeout=self._timeout_s, metadata=((FORWARDED_FROM, self.me),))
+        except grpc.RpcError as e:
+            # A broken channel is made again on the next call rather than reused.
+            with self._lock:
+                if self._channels.get(endpoint) is channel:
+                    del self._channels[endpoint]
+            channel.close()
+            raise Unavailable(
+                f"forwarding {method} to the owner {endpoint} failed: {e.code().name} {e.details()}"
+            ) from None
+
+    def write(self, endpoint: str, request: storage_pb2.WriteRequest) -> storage_pb2.WriteResponse:
+        response: storage_pb2.WriteResponse = self._call(
+            endpoint, "Write", request, storage_pb2.WriteResponse
+        )
+        return response
+
+    def sql_query(
+        self, endpoint: str, request: storage_pb2.SqlQueryRequest
+    ) -> storage_pb2.SqlQueryResponse:
+        response: storage_pb2.SqlQueryResponse = self._call(
+            endpoint, "SqlQuery", request, storage_pb2.SqlQueryResponse
+        )
+        return response
+
+    def close(self) -> None:
+        with self._lock:
+            for channel in self._channels.values():
+                channel.close()
+            self._channels.clear()

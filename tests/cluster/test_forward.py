@@ -1,0 +1,39 @@
+"""The forwarding client against a real gnomon server: the marker reaches the owner, and an
+owner that cannot be reached is an error naming it."""
+
+from __future__ import annotations
+
+import pytest
+
+from gnomon.errors import Unavailable
+from gnomon.proto import storage_pb2
+from node.cluster.forward import FORWARDED_FROM, Forwarder, forwarded_from
+from tests.server.conftest import Running
+from tests.support.procs import free_port
+
+
+def test_a_forwarded_query_is_answered_by_the_owner(gnomon: Running) -> None:
+    forwarder = Forwarder("127.0.0.1:1")
+    try:
+        req = storage_pb2.SqlQueryRequest(sql="SELECT 1 AS one")
+        req.context.database = "public"
+        resp = forwarder.sql_query(gnomon.grpc_endpoint, req)
+        assert resp.header.code == 200, resp.header.error
+    finally:
+        forwarder.close()
+
+
+def test_an_unreachable_owner_is_named() -> None:
+    forwarder = Forwarder("127.0.0.1:1", timeout_s=2)
+    owner = f"127.0.0.1:{free_port()}"
+    try:
+        with pytest.raises(Unavailable, match=owner):
+            forwarder.write(owner, storage_pb2.WriteRequest())
+    finally:
+        forwarder.close()
+
+
+def test_the_marker_is_read_back() -> None:
+    assert forwarded_from([(FORWARDED_FROM, "10.0.0.1:8831")]) == "10.0.0.1:8831"
+    assert forwarded_from([("x", "y")]) is None
+    assert forwarded_from(None) is None
