@@ -26,6 +26,9 @@ class StandaloneConfig:
     wal_sync: str = "always"
     #: Largest accepted request, in bytes.
     max_request_bytes: int = 256 * 1024**2
+    #: Longest a SQL query may run, in seconds (0: no limit); past it the query is stopped
+    #: and answered 504 (a gRPC client's own shorter deadline applies too).
+    query_timeout_s: int = 300
     #: SQL results of this many bytes or more go zstd-compressed over gRPC (HoraeDB's
     #: ``resp_compress_min_length``: 4 MiB).
     compress_min_bytes: int = 4 * 1024**2
@@ -42,6 +45,8 @@ class StandaloneConfig:
             raise InvalidArgument(f"invalid wal_sync {self.wal_sync!r}: 'always' or 'never'")
         if self.max_request_bytes < 1024:
             raise InvalidArgument("max_request_bytes must be at least 1024")
+        if self.query_timeout_s < 0:
+            raise InvalidArgument("query_timeout_s must be at least 0 (0: no limit)")
         if self.compress_min_bytes < 1:
             raise InvalidArgument("compress_min_bytes must be at least 1")
         if self.decoded_cache_bytes < 0:

@@ -8,6 +8,7 @@ are not served: gRPC answers them UNIMPLEMENTED.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -23,9 +24,11 @@ from node.ingest.horaedb import decode_table_request
 from node.ingest.writer import Ingestor
 from node.server import sql_response
 from node.server.arrow_wire import DEFAULT_COMPRESS_MIN_BYTES, encode_payload
+from node.server.listen import bind_failed, check_free
 from node.server.metrics import Registry
 from node.server.sql_response import EncodedSqlResponse
 from node.server.status import horaedb_code, http_status, message_of
+from node.sql.cancel import Queries
 from node.sql.result import QueryResult
 
 log = logging.getLogger("gnomon.grpc")
@@ -57,7 +60,8 @@ def _check_database(has_context: bool, context: storage_pb2.RequestContext) -> N
 
 
 class StorageService:
-    """The RPC implementations; :meth:`handler` exposes them to a grpc server."""
+    """The RPC implementations; :meth:`handler` exposes them to a grpc server. Queries run
+    under ``queries`` (their time limit, cancelled when the call ends early)."""
 
     def __init__(
         self,
@@ -67,12 +71,14 @@ class StorageService:
         *,
         advertise: tuple[str, int] | None = None,
         compress_min_bytes: int = DEFAULT_COMPRESS_MIN_BYTES,
+        queries: Queries | None = None,
     ) -> None:
         self.ingestor = ingestor
         self.execute = execute
         self.metrics = metrics
         self.advertise = advertise
         self.compress_min_bytes = compress_min_bytes
+        self.queries = queries or Queries()
 
     # -- RPCs ------------------------------------------------------------------------------------
 
@@ -113,11 +119,21 @@ class StorageService:
             total += resp.success
         return storage_pb2.WriteResponse(header=_ok(), success=min(total, _MAX_UINT32))
 
-    def _query(self, req: storage_pb2.SqlQueryRequest) -> QueryResult:
+    def _query(
+        self, req: storage_pb2.SqlQueryRequest, context: grpc.ServicerContext | None
+    ) -> QueryResult:
         _check_database(req.HasField("context"), req.context)
         if not req.sql.strip():
             raise InvalidArgument("sql is empty")
-        return self.execute(req.sql)
+        left = None if context is None else context.time_remaining()
+        with self.queries.running(timeout_s=left) as token:
+            # Called when the RPC ends, however: a cancelled call or a passed deadline stops
+            # the query at its next check instead of running it for nobody.
+            if context is not None:
+                context.add_callback(
+                    functools.partial(token.cancel, "the call was cancelled or its deadline passed")
+                )
+            return self.execute(req.sql)
 
     def _sql_error(self, req: storage_pb2.SqlQueryRequest, e: Exception) -> EncodedSqlResponse:
         self._log_failure("SqlQuery", e, sql=req.sql)
@@ -125,9 +141,11 @@ class StorageService:
         header.error = f"{header.error}, sql:{req.sql}"
         return sql_response.encode_message(storage_pb2.SqlQueryResponse(header=header))
 
-    def sql_query(self, req: storage_pb2.SqlQueryRequest) -> EncodedSqlResponse:
+    def sql_query(
+        self, req: storage_pb2.SqlQueryRequest, context: grpc.ServicerContext | None = None
+    ) -> EncodedSqlResponse:
         try:
-            return self._answer(self._query(req))
+            return self._answer(self._query(req, context))
         except Exception as e:
             return self._sql_error(req, e)
 
@@ -145,11 +163,13 @@ class StorageService:
         batches, zstd = encode_payload(table, self.compress_min_bytes)
         return sql_response.encode(_ok(), batches, zstd)
 
-    def stream_sql_query(self, req: storage_pb2.SqlQueryRequest) -> Iterator[EncodedSqlResponse]:
+    def stream_sql_query(
+        self, req: storage_pb2.SqlQueryRequest, context: grpc.ServicerContext | None = None
+    ) -> Iterator[EncodedSqlResponse]:
         """One response per record batch of the result (each a complete IPC stream), or one
         response with the affected rows or the error."""
         try:
-            result = self._query(req)
+            result = self._query(req, context)
             if not result.is_query:
                 yield self._answer(result)
                 return
@@ -182,11 +202,11 @@ class StorageService:
             log.info("request rejected", extra=fields)
 
     def _timed_unary(
-        self, rpc: str, fn: Callable[[Req], Resp]
+        self, rpc: str, fn: Callable[[Req, grpc.ServicerContext], Resp]
     ) -> Callable[[Req, grpc.ServicerContext], Resp]:
         def call(request: Req, context: grpc.ServicerContext) -> Resp:
             start = time.perf_counter()
-            resp = fn(request)
+            resp = fn(request, context)
             header = getattr(resp, "header", None)
             code = header.code if header is not None else 200
             self.metrics.observe_request("grpc", rpc, code, time.perf_counter() - start)
@@ -195,12 +215,12 @@ class StorageService:
         return call
 
     def _timed_stream(
-        self, rpc: str, fn: Callable[[Req], Iterator[Resp]]
+        self, rpc: str, fn: Callable[[Req, grpc.ServicerContext], Iterator[Resp]]
     ) -> Callable[[Req, grpc.ServicerContext], Iterator[Resp]]:
         def call(request: Req, context: grpc.ServicerContext) -> Iterator[Resp]:
             start = time.perf_counter()
             code = 200
-            for resp in fn(request):
+            for resp in fn(request, context):
                 header = getattr(resp, "header", None)
                 if header is not None and header.code != 200:
                     code = header.code
@@ -213,17 +233,17 @@ class StorageService:
         s = storage_pb2
         handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
             "Route": grpc.unary_unary_rpc_method_handler(
-                self._timed_unary("Route", self.route),
+                self._timed_unary("Route", _without_context(self.route)),
                 request_deserializer=s.RouteRequest.FromString,
                 response_serializer=s.RouteResponse.SerializeToString,
             ),
             "Write": grpc.unary_unary_rpc_method_handler(
-                self._timed_unary("Write", self.write),
+                self._timed_unary("Write", _without_context(self.write)),
                 request_deserializer=s.WriteRequest.FromString,
                 response_serializer=s.WriteResponse.SerializeToString,
             ),
             "StreamWrite": grpc.stream_unary_rpc_method_handler(
-                self._timed_unary("StreamWrite", self.stream_write),
+                self._timed_unary("StreamWrite", _without_context(self.stream_write)),
                 request_deserializer=s.WriteRequest.FromString,
                 response_serializer=s.WriteResponse.SerializeToString,
             ),
@@ -239,6 +259,13 @@ class StorageService:
             ),
         }
         return grpc.method_handlers_generic_handler(SERVICE, handlers)
+
+
+def _without_context(fn: Callable[[Req], Resp]) -> Callable[[Req, grpc.ServicerContext], Resp]:
+    def call(request: Req, context: grpc.ServicerContext) -> Resp:
+        return fn(request)
+
+    return call
 
 
 def _encoded(response: EncodedSqlResponse) -> bytes:
@@ -260,11 +287,13 @@ class GrpcServer:
         port: int = 8831,
         max_workers: int = 32,
         max_message_bytes: int = 256 * 1024**2,
+        port_setting: str = "grpc_port",
     ) -> None:
         self.service = service
         self.bind = bind
         self._requested_port = port
         self.port = port
+        self.port_setting = port_setting
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="gnomon-grpc"),
             handlers=[service.handler()],
@@ -275,16 +304,21 @@ class GrpcServer:
                 # The SDK pings every 600 s even when idle; allow that without GOAWAY.
                 ("grpc.http2.min_ping_interval_without_data_ms", 60_000),
                 ("grpc.keepalive_permit_without_calls", 1),
+                # gRPC binds with SO_REUSEPORT by default: a second server on the same port
+                # would start and take half the connections (and writes) silently.
+                ("grpc.so_reuseport", 0),
             ],
         )
 
     def start(self) -> int:
-        """Bind and serve; returns the port (useful when 0 asked for a free one)."""
-        address = _address(self.bind, self._requested_port)
+        """Bind and serve; returns the port (useful when 0 asked for a free one). Unavailable,
+        naming the port and its setting, when it cannot listen there."""
+        port, setting = self._requested_port, self.port_setting
+        check_free("gRPC", self.bind, port, setting)
         try:
-            self.port = self._server.add_insecure_port(address)
-        except RuntimeError as e:
-            raise OSError(f"cannot listen for gRPC on {address}: {e}") from None
+            self.port = self._server.add_insecure_port(_address(self.bind, port))
+        except RuntimeError:
+            raise bind_failed("gRPC", self.bind, port, setting, "bind failed") from None
         self._server.start()
         log.info("gRPC server listening", extra={"address": _address(self.bind, self.port)})
         return self.port

@@ -13,6 +13,7 @@ import email.utils
 import functools
 import json
 import logging
+import select
 import socket
 import threading
 import time
@@ -24,13 +25,15 @@ from types import MappingProxyType
 from typing import Any, overload
 from urllib.parse import parse_qs, urlsplit
 
-from gnomon.errors import InvalidArgument, TooLarge, Unavailable
+from gnomon.errors import Cancelled, InvalidArgument, TooLarge, Unavailable
 from node.ingest import line_protocol
 from node.ingest.writer import Ingestor
 from node.server.arrow_wire import ipc_stream, json_rows, to_wire
+from node.server.listen import listen_error
 from node.server.metrics import Registry
 from node.server.openapi import SPEC
 from node.server.status import http_status, message_of
+from node.sql.cancel import Queries
 from node.sql.result import QueryResult
 
 log = logging.getLogger("gnomon.http")
@@ -79,6 +82,29 @@ def _error(status: int, message: str) -> _Response:
     return _json(status, {"code": status, "message": message})
 
 
+def _json_body(body: bytes) -> Any:
+    try:
+        return json.loads(body or b"null")
+    except (ValueError, UnicodeDecodeError) as e:
+        raise InvalidArgument(f"request body is not valid JSON: {e}") from None
+    except RecursionError:
+        # The parser recurses once per nesting level: ``[[[[...`` exhausts the stack.
+        raise InvalidArgument("request body is not valid JSON: nested too deeply") from None
+
+
+def _peer_closed(conn: socket.socket) -> bool:
+    """Whether the client closed or reset its connection, without waiting or reading: only
+    the end of the stream (or an error) makes the socket readable with nothing to peek."""
+    try:
+        poller = select.poll()
+        poller.register(conn, select.POLLIN)
+        if not poller.poll(0):
+            return False
+        return conn.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):  # reset, or closed under us
+        return True
+
+
 def _wants_arrow(params: Mapping[str, list[str]], accept: str) -> bool:
     """Whether a /sql client asks for Arrow: ``?format=arrow`` (or ``json``), else an Accept
     header naming the Arrow stream type."""
@@ -89,7 +115,8 @@ def _wants_arrow(params: Mapping[str, list[str]], accept: str) -> bool:
 
 
 class HttpApp:
-    """What the endpoints do, independent of the socket handling."""
+    """What the endpoints do, independent of the socket handling. Queries run under
+    ``queries`` (their time limit, cancelled when stopping)."""
 
     def __init__(
         self,
@@ -99,12 +126,14 @@ class HttpApp:
         metrics: Registry,
         max_body_bytes: int,
         healthy: Callable[[], bool],
+        queries: Queries | None = None,
     ) -> None:
         self.ingestor = ingestor
         self.execute = execute
         self.metrics = metrics
         self.max_body_bytes = max_body_bytes
         self.healthy = healthy
+        self.queries = queries or Queries()
         self.stopping = False
         self._inflight = 0
         self._cond = threading.Condition()
@@ -127,19 +156,20 @@ class HttpApp:
 
     # -- endpoints -------------------------------------------------------------------------------
 
-    def sql(self, body: bytes, *, arrow: bool = False) -> _Response:
+    def sql(
+        self, body: bytes, *, arrow: bool = False, gone: Callable[[], bool] | None = None
+    ) -> _Response:
         """Run the statement in ``body``; a query answers JSON rows, or with ``arrow`` one
-        Arrow IPC stream (types as the gRPC API sends them)."""
-        try:
-            doc = json.loads(body or b"null")
-        except (ValueError, UnicodeDecodeError) as e:
-            raise InvalidArgument(f"request body is not valid JSON: {e}") from None
+        Arrow IPC stream (types as the gRPC API sends them). ``gone`` tells whether the
+        client went away, which stops the query."""
+        doc = _json_body(body)
         if not isinstance(doc, dict) or not isinstance(doc.get("query"), str):
             raise InvalidArgument('request body must be a JSON object {"query": "<sql>"}')
         query: str = doc["query"]
         if not query.strip():
             raise InvalidArgument("query is empty")
-        result = self.execute(query)
+        with self.queries.running(probe=gone):
+            result = self.execute(query)
         if result.is_query and arrow:
             return _Response(200, ipc_stream(to_wire(result.table())), ARROW_STREAM)
         if result.is_query:
@@ -306,7 +336,8 @@ class _Handler(BaseHTTPRequestHandler):
             return resp
         if path == "/sql":
             body = self._body(app.max_body_bytes)  # read first: an error must not leave it
-            return app.sql(body, arrow=_wants_arrow(params, self.headers.get("Accept", "")))
+            arrow = _wants_arrow(params, self.headers.get("Accept", ""))
+            return app.sql(body, arrow=arrow, gone=functools.partial(_peer_closed, self.connection))
         if path == "/influxdb/v1/write":
             body = self._body(app.max_body_bytes)
             app.metrics.request_bytes.inc("influxdb", amount=len(body))
@@ -324,7 +355,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self._body_unread = True
         fields = {"endpoint": endpoint, "status": status, "error": message_of(e)}
-        if status >= 500 and not isinstance(e, Unavailable):
+        if status >= 500 and not isinstance(e, Unavailable | Cancelled):
             log.error("request failed", extra=fields, exc_info=e)
         else:
             log.info("request rejected", extra=fields)
@@ -532,17 +563,31 @@ def _gunzip(data: bytes, limit: int) -> bytes:
 class HttpServer:
     """The HTTP server on a background thread."""
 
-    def __init__(self, app: HttpApp, *, bind: str = "127.0.0.1", port: int = 5440) -> None:
+    def __init__(
+        self,
+        app: HttpApp,
+        *,
+        bind: str = "127.0.0.1",
+        port: int = 5440,
+        port_setting: str = "http_port",
+    ) -> None:
         self.app = app
         self.bind = bind
         self._requested_port = port
         self.port = port
+        self.port_setting = port_setting
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
     def start(self) -> int:
-        """Bind and serve; returns the port (useful when 0 asked for a free one)."""
-        self._server = _Server((self.bind, self._requested_port), self.app)
+        """Bind and serve; returns the port (useful when 0 asked for a free one). Unavailable,
+        naming the port and its setting, when it cannot listen there."""
+        try:
+            self._server = _Server((self.bind, self._requested_port), self.app)
+        except OSError as e:
+            raise listen_error(
+                "HTTP", self.bind, self._requested_port, self.port_setting, e
+            ) from None
         self.port = int(self._server.server_address[1])
         self._thread = threading.Thread(
             target=self._server.serve_forever,

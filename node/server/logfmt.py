@@ -12,6 +12,10 @@ _STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime
 
 
 class JsonFormatter(logging.Formatter):
+    """Every record as one line of valid JSON, whatever its message and fields hold: quotes
+    and newlines escaped, values JSON lacks (NaN, bytes, objects, dicts with other keys than
+    strings) as their text. An extra field never replaces ts, level, logger or msg."""
+
     def format(self, record: logging.LogRecord) -> str:
         doc: dict[str, object] = {
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
@@ -21,10 +25,19 @@ class JsonFormatter(logging.Formatter):
         }
         for key, value in record.__dict__.items():
             if key not in _STANDARD and not key.startswith("_"):
-                doc[key] = value
+                doc.setdefault(key, value)
         if record.exc_info:
             doc["exception"] = self.formatException(record.exc_info)
-        return json.dumps(doc, default=repr, ensure_ascii=False)
+        if record.stack_info:
+            doc["stack"] = self.formatStack(record.stack_info)
+        try:
+            return json.dumps(doc, default=repr, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError):  # a non-finite float, a key JSON cannot have
+            return json.dumps({k: _text(v) for k, v in doc.items()}, ensure_ascii=False)
+
+
+def _text(value: object) -> object:
+    return value if isinstance(value, str | int | bool) or value is None else repr(value)
 
 
 def configure(level: str = "INFO") -> None:

@@ -9,8 +9,10 @@ environment variables, as described in ``gnomon.example.toml``.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import gc
 import logging
+import os
 import signal
 import sys
 import threading
@@ -18,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from types import FrameType
 
 from gnomon.config import StandaloneConfig, load
-from gnomon.errors import Closed, GnomonError, InvalidArgument
+from gnomon.errors import Closed, GnomonError, InvalidArgument, Unavailable
 from node.engine.engine import Engine, EngineConfig
 from node.ingest.writer import Ingestor
 from node.server import logfmt
@@ -26,10 +28,37 @@ from node.server.arrow_wire import DEFAULT_COMPRESS_MIN_BYTES
 from node.server.flight import FlightService
 from node.server.grpc_service import GrpcServer, StorageService
 from node.server.http import HttpApp, HttpServer
+from node.server.listen import check_free
 from node.server.metrics import Labels, Registry
+from node.sql.cancel import DEFAULT_QUERY_TIMEOUT_S, Queries
 from node.sql.executor import SqlExecutor
 
 log = logging.getLogger("gnomon.standalone")
+
+#: After the grace period, queries still running are cancelled; they stop at their next
+#: check (between two batches of a scan) unless DataFusion is still planning them, which
+#: nothing interrupts. Stopping waits this long for them before closing the engine.
+CANCEL_WAIT_S = 5.0
+
+
+def _lock_data_dir(data_dir: str) -> int:
+    """Hold ``data_dir/LOCK`` (an advisory lock, released when the process ends however it
+    ends): two processes on one data directory would both replay and append to its WAL.
+    Returns the lock's file descriptor; closing it releases the lock."""
+    os.makedirs(data_dir, exist_ok=True)
+    fd = os.open(os.path.join(data_dir, "LOCK"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise Unavailable(
+            f"data directory {data_dir} is in use by another gnomon (process {holder}); stop "
+            "it or set --data-dir / data_dir"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
 
 
 def _parse_endpoint(text: str) -> tuple[str, int]:
@@ -40,10 +69,12 @@ def _parse_endpoint(text: str) -> tuple[str, int]:
 
 
 class Standalone:
-    """The engine plus its servers (HTTP, gRPC, Arrow Flight). ``start`` opens and serves,
-    ``stop`` stops accepting, lets requests in flight finish, flushes and closes the engine.
+    """The engine plus its servers (HTTP, gRPC, Arrow Flight). ``start`` locks the data
+    directory, opens and serves, ``stop`` stops accepting, lets requests in flight finish
+    (``grace_s``), cancels the queries still running, flushes and closes the engine.
     Ports given as 0 are picked free; read the actual ones from :attr:`http_port`,
-    :attr:`grpc_port` and :attr:`flight_port`."""
+    :attr:`grpc_port` and :attr:`flight_port`. Queries run at most ``query_timeout_s``
+    seconds (0: no limit)."""
 
     def __init__(
         self,
@@ -60,6 +91,7 @@ class Standalone:
         decoded_cache_bytes: int = EngineConfig.decoded_cache_bytes,
         grpc_workers: int = 32,
         grace_s: float = 10.0,
+        query_timeout_s: float = DEFAULT_QUERY_TIMEOUT_S,
     ) -> None:
         self.data_dir = data_dir
         self.bind = bind
@@ -74,7 +106,12 @@ class Standalone:
         self.grpc_workers = grpc_workers
         self.grace_s = grace_s
         self.metrics = Registry()
+        self.queries = Queries(query_timeout_s)
         self.engine: Engine | None = None
+        #: Whether the last stop left work running (a query DataFusion was still planning,
+        #: a Flight call): see :meth:`run_forever`.
+        self.unfinished = False
+        self._dir_lock: int | None = None
         self._grpc: GrpcServer | None = None
         self._http: HttpServer | None = None
         self._flight: FlightService | None = None
@@ -93,16 +130,29 @@ class Standalone:
             advertise=advertise,
             compress_min_bytes=cfg.compress_min_bytes,
             decoded_cache_bytes=cfg.decoded_cache_bytes,
+            query_timeout_s=cfg.query_timeout_s,
         )
 
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self) -> None:
-        engine = Engine.open(
-            self.data_dir, wal_sync=self.wal_sync, decoded_cache_bytes=self.decoded_cache_bytes
-        )
-        self.engine = engine
+        """Lock the data directory, open the engine and serve. Unavailable (nothing left
+        open) if a port is taken or another process serves the data directory."""
+        # Taken ports fail the start before the engine replays its WAL.
+        for what, port, setting in (
+            ("gRPC", self.grpc_port, "grpc_port"),
+            ("HTTP", self.http_port, "http_port"),
+            ("Arrow Flight", self.flight_port, "flight_port"),
+        ):
+            check_free(what, self.bind, port, setting)
         try:
+            self._dir_lock = _lock_data_dir(self.data_dir)
+            engine = Engine.open(
+                self.data_dir,
+                wal_sync=self.wal_sync,
+                decoded_cache_bytes=self.decoded_cache_bytes,
+            )
+            self.engine = engine
             executor = SqlExecutor(engine)
             ingestor = Ingestor(engine)
             self._register_engine_gauges(engine)
@@ -112,6 +162,7 @@ class Standalone:
                 self.metrics,
                 advertise=self.advertise,
                 compress_min_bytes=self.compress_min_bytes,
+                queries=self.queries,
             )
             self._grpc = GrpcServer(
                 service,
@@ -127,6 +178,7 @@ class Standalone:
                 metrics=self.metrics,
                 max_body_bytes=self.max_request_bytes,
                 healthy=lambda: _is_open(engine),
+                queries=self.queries,
             )
             self._http = HttpServer(app, bind=self.bind, port=self.http_port)
             self.http_port = self._http.start()
@@ -141,6 +193,12 @@ class Standalone:
         except BaseException:
             self.stop()
             raise
+        # What startup made (modules, the tables' metadata) lives as long as the server: out
+        # of the collector's sight, a full collection walks only what serving makes.
+        gc.collect()
+        gc.freeze()
+        log.info("startup objects frozen", extra={"objects": gc.get_freeze_count()})
+        # The last line of startup: what a command prints on startup comes after it.
         log.info(
             "gnomon standalone serving",
             extra={
@@ -152,8 +210,9 @@ class Standalone:
         )
 
     def stop(self) -> None:
-        """Stop the servers (requests in flight get ``grace_s`` to finish), then flush and
-        close the engine. Safe to call more than once."""
+        """Stop the servers (requests in flight get ``grace_s`` to finish), cancel the
+        queries still running (waiting up to CANCEL_WAIT_S for them), then flush and close
+        the engine and unlock the data directory. Safe to call more than once."""
         with self._stop_lock:
             grpc_server, self._grpc = self._grpc, None
             http_server, self._http = self._http, None
@@ -180,12 +239,34 @@ class Standalone:
                 stopper.join()
             if flight_stopper is not None:
                 flight_stopper.join(self.grace_s)
+            self.unfinished = self._cancel_queries() or bool(
+                flight_stopper is not None and flight_stopper.is_alive()
+            )
             if engine is not None:
                 engine.close()
                 log.info("engine closed", extra={"data_dir": self.data_dir})
+            if self._dir_lock is not None:
+                os.close(self._dir_lock)
+                self._dir_lock = None
+            gc.unfreeze()
+
+    def _cancel_queries(self) -> bool:
+        """Cancel the queries still running; True if some still run after CANCEL_WAIT_S."""
+        running = self.queries.cancel_all("gnomon is stopping")
+        if running and not self.queries.wait_done(CANCEL_WAIT_S):
+            log.warning("queries still running at stop", extra={"wait_s": CANCEL_WAIT_S})
+            return True
+        return False
 
     def run_forever(self) -> None:
-        """Start (unless started) and serve until SIGTERM or SIGINT, then stop gracefully."""
+        """Start (unless started) and serve until SIGTERM or SIGINT, then stop gracefully.
+
+        Meant as a process's main loop: if stopping left work running (DataFusion planning
+        a query, which nothing interrupts), the process ends here with ``os._exit`` once the
+        engine is closed and the output flushed. Left to the interpreter, its shutdown would
+        race the native threads still running such work, and a thread calling back into
+        Python as the interpreter finalises aborts the process (``Fatal Python error:
+        PyGILState_Release``)."""
         stop = threading.Event()
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -196,17 +277,18 @@ class Standalone:
         try:
             if self.engine is None:
                 self.start()
-            # What startup made (modules, the tables' metadata) lives as long as the process:
-            # out of the collector's sight, a full collection walks only what serving makes.
-            gc.collect()
-            gc.freeze()
-            log.info("startup objects frozen", extra={"objects": gc.get_freeze_count()})
             while not stop.wait(0.5):
                 pass
         finally:
             self.stop()
             for s, handler in previous.items():
                 signal.signal(s, handler)
+        if self.unfinished:
+            log.warning("exiting with work still running; the engine is closed")
+            logging.shutdown()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
 
     def __enter__(self) -> Standalone:
         self.start()
@@ -315,6 +397,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=int,
         help="memory for decoded SST column chunks queries read again (0: none)",
     )
+    parser.add_argument(
+        "--query-timeout-s",
+        dest="query_timeout_s",
+        type=int,
+        help="longest a SQL query may run, in seconds (0: no limit)",
+    )
     args = parser.parse_args(argv)
     flags = {
         k: getattr(args, k)
@@ -328,6 +416,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "max_request_bytes",
             "compress_min_bytes",
             "decoded_cache_bytes",
+            "query_timeout_s",
             "log_level",
         )
     }

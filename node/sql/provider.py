@@ -20,6 +20,7 @@ from gnomon.errors import GnomonError
 from node.engine.bounds import Bounds
 from node.engine.engine import Engine
 from node.engine.scan import ScanStats
+from node.sql import cancel
 
 
 @dataclass
@@ -75,16 +76,24 @@ class EngineFragment:
             else pa.schema([d.arrow_schema.field(c) for c in columns])
         )
         return ds.Scanner.from_batches(
-            _conformed(iter(scan), out_schema, d.errors), schema=out_schema
+            _conformed(iter(scan), out_schema, d.errors, d.token), schema=out_schema
         )
 
 
 def _conformed(
-    batches: Iterator[pa.RecordBatch], schema: pa.Schema, errors: list[GnomonError]
+    batches: Iterator[pa.RecordBatch],
+    schema: pa.Schema,
+    errors: list[GnomonError],
+    token: cancel.CancelToken | None,
 ) -> Iterator[pa.RecordBatch]:
     try:
+        if token is not None:
+            token.check()
         for b in batches:
             yield pa.RecordBatch.from_arrays(b.columns, schema=schema) if b.num_columns else b
+            if token is not None:
+                # Before reading on: a query nobody waits for any more stops here.
+                token.check()
     except GnomonError as e:
         errors.append(e)
         raise
@@ -115,6 +124,9 @@ class EngineDataset(ds.InMemoryDataset):  # type: ignore[misc]
         self.timestamp_ms = timestamp_ms
         self.scans = scans
         self.errors = errors
+        #: The query's cancellation token, taken here, in the request's thread: DataFusion
+        #: runs the scans on threads of its own.
+        self.token = cancel.current()
         self.arrow_schema = engine.describe(table).schema.arrow(dictionary_tags=dictionary_tags)
         super().__init__(pa.Table.from_batches([], schema=self.arrow_schema))  # type: ignore[call-arg]
 

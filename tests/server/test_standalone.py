@@ -18,6 +18,7 @@ import grpc
 import pyarrow as pa
 import pytest
 
+from gnomon.errors import Unavailable
 from gnomon.proto import storage_pb2 as pb
 from node.engine.engine import Engine
 from node.ingest.writer import Ingestor
@@ -122,7 +123,7 @@ def test_port_in_use_fails_start_and_releases_the_engine(tmp_path: Path) -> None
         server = Standalone(
             str(tmp_path / "data"), http_port=port, grpc_port=0, flight_port=0, wal_sync="never"
         )
-        with pytest.raises(OSError):
+        with pytest.raises(Unavailable, match=f"HTTP port {port} on 127.0.0.1 is in use"):
             server.start()
     # The engine was closed again: the data directory opens cleanly.
     Engine.open(str(tmp_path / "data"), wal_sync="never").close()
