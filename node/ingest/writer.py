@@ -36,11 +36,13 @@ log = logging.getLogger("gnomon.ingest")
 
 #: Name of the timestamp column of auto-created tables (HoraeDB's default).
 TIMESTAMP_COLUMN = "timestamp"
-#: Writes up to this size (Arrow bytes) are combined with concurrent ones to the same table;
-#: larger ones go alone, as they gain nothing from sharing a conversion.
-COMBINE_MAX_BYTES = 64 * 1024
-#: Most bytes one combined write carries.
-COMBINED_MAX_BYTES = 4 * 1024**2
+#: Writes of up to this many rows are combined with concurrent ones to the same table; larger
+#: ones go alone, as they gain little from sharing a conversion. Rows, not bytes, are counted:
+#: an Arrow table's size costs a small write more to ask than its rows take to combine.
+COMBINE_MAX_ROWS = 256
+#: Most rows one combined write carries (a group past the engine's size limit is refused and
+#: written one write at a time, like any group the engine refuses).
+COMBINED_MAX_ROWS = 65_536
 
 
 @dataclass
@@ -159,7 +161,7 @@ class Ingestor:
                 )
 
     def _write(self, plan: _Plan) -> int:
-        if plan.data.nbytes > COMBINE_MAX_BYTES:
+        if plan.data.num_rows > COMBINE_MAX_ROWS:
             return self.engine.write(plan.rows.table, plan.data)
         with self._combiners_lock:
             combiner = self._combiners.get(plan.rows.table)
@@ -171,68 +173,78 @@ class Ingestor:
 
 
 class _Waiting:
-    """One write queued in a combiner; its leader fills in ``written`` or ``error``."""
+    """One write queued in a combiner. Its ``wake`` lock is held from the start; whoever
+    releases it either answered the write (``done``, with ``written`` or ``error``) or
+    hands its writer the lead."""
 
-    __slots__ = ("data", "done", "error", "written")
+    __slots__ = ("data", "done", "error", "wake", "written")
 
     def __init__(self, data: pa.Table) -> None:
         self.data = data
         self.written = 0
         self.error: BaseException | None = None
         self.done = False
+        self.wake = threading.Lock()
+        self.wake.acquire()
 
 
 class _Combiner:
     """Concurrent small writes of one table, written as one.
 
     The first writer to find no write of the table in progress leads: it takes what is queued,
-    writes it with one engine write (whose WAL record is durable when it returns) and wakes
-    the others; writers arriving meanwhile form the next group. Without this each request
-    paid the conversion, series ids, WAL record and memtable insert alone, under the
-    interpreter lock, and fsyncs stopped being shared once that work outlasted one fsync.
-    A group the engine refuses is written again one write at a time, so each writer gets
-    the answer its own rows earn.
+    writes it with one engine write (whose WAL record is durable when it returns), answers
+    each writer of the group and hands the lead to the first writer queued meanwhile, if any.
+    Without this each request paid the conversion, series ids, WAL record and memtable insert
+    alone, under the interpreter lock, and fsyncs stopped being shared once that work outlasted
+    one fsync. Writers are woken one by one (no condition shared by all): with dozens waiting,
+    waking every one at each group's end cost more than the write itself. A group the engine
+    refuses is written again one write at a time, so each writer gets the answer its own rows
+    earn.
     """
 
     def __init__(self, engine: Engine, table: str) -> None:
         self._engine = engine
         self._table = table
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
         self._queue: list[_Waiting] = []
         self._leading = False
 
     def write(self, data: pa.Table) -> int:
         waiting = _Waiting(data)
-        with self._cond:
+        with self._lock:
             self._queue.append(waiting)
-            while not waiting.done:
-                if self._leading:
-                    self._cond.wait()
-                else:
-                    self._lead()
+            follow, self._leading = self._leading, True
+        if follow:
+            waiting.wake.acquire()
+        if not waiting.done:
+            self._lead()
         if waiting.error is not None:
             raise waiting.error
         return waiting.written
 
     def _lead(self) -> None:
-        """Write a group from the queue; called and returns with ``_cond`` held."""
-        group = self._take()
-        self._leading = True
-        self._cond.release()
+        """Write one group from the queue (the leader's own write is in it), answer it and
+        pass the lead on."""
+        with self._lock:
+            group = self._take()
         try:
             self._write_group(group)
         finally:
-            self._cond.acquire()
             for waiting in group:
                 waiting.done = True
-            self._leading = False
-            self._cond.notify_all()
+            with self._lock:
+                successor = self._queue[0] if self._queue else None
+                self._leading = successor is not None
+            for waiting in group:
+                waiting.wake.release()
+            if successor is not None:
+                successor.wake.release()
 
     def _take(self) -> list[_Waiting]:
-        size = 0
+        rows = 0
         for i, waiting in enumerate(self._queue):
-            size += waiting.data.nbytes
-            if i and size > COMBINED_MAX_BYTES:
+            rows += waiting.data.num_rows
+            if i and rows > COMBINED_MAX_ROWS:
                 group, self._queue = self._queue[:i], self._queue[i:]
                 return group
         group, self._queue = self._queue, []
