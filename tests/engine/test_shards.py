@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from gnomon.devcluster.brokers import running_tansu
 from gnomon.errors import Closed, Conflict, Fenced, NotFound, NotOwner
 from gnomon.store.sqlite import SqliteStore
 from node.engine.engine import Engine, EngineConfig
@@ -22,7 +23,6 @@ from node.engine.options import TableOptions
 from node.wal.api import Wal
 from node.wal.disk import DiskWal
 from objectstore.local import LocalObjectStore
-from tests.wal.test_kafka import running_tansu
 from wal_kafka import KafkaWal
 
 from .conftest import CPU, cpu_batch

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import os
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,11 +17,11 @@ import pyarrow.parquet as pq
 import pytest
 from botocore.config import Config  # type: ignore[import-untyped]
 
+from gnomon.devcluster.brokers import running_moto
 from gnomon.errors import Conflict, InvalidArgument, NotFound, Unavailable
 from objectstore.api import ObjectStore
 from objectstore.cache import SstCache
 from objectstore.s3 import MIN_PART_SIZE, S3ObjectStore
-from tests.support.procs import Server, free_port
 
 from .conformance import ObjectStoreConformance
 
@@ -30,23 +29,6 @@ MIB = 1 << 20
 REGION = "us-east-1"
 ACCESS_KEY = "gnomon-test"
 SECRET_KEY = "gnomon-test-secret"
-
-
-@contextmanager
-def running_moto(log_dir: Path, env: dict[str, str] | None = None) -> Iterator[str]:
-    """A moto S3 server on a free loopback port; yields its endpoint URL."""
-    port = free_port()
-    moto = os.path.join(os.path.dirname(sys.executable), "moto_server")
-    server = Server(
-        [moto, "-H", "127.0.0.1", "-p", str(port)],
-        log=log_dir / f"moto-{port}.log",
-        env=env,
-    )
-    try:
-        server.wait_for_port(port)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
 
 
 def admin_client(endpoint: str) -> Any:

