@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import http.client
 import json
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,7 +32,7 @@ from node.server.standalone import Standalone
 from node.sql import cancel
 from node.sql.executor import SqlExecutor
 from node.sql.result import QueryResult
-from tests.server.conftest import Running
+from tests.server.conftest import REPO, Running
 
 #: Reads two tables, so DataFusion streams them from the engine (a query of one small table
 #: is read up front instead), through the scans that check for cancellation.
@@ -279,3 +282,85 @@ def test_deeply_nested_json_body_is_a_bad_request(gnomon: Running, opening: str)
     assert answer == {"code": 400, "message": "request body is not valid JSON: nested too deeply"}
     status, answer = gnomon.sql("SELECT 1 AS one")
     assert (status, answer) == (200, {"rows": [{"one": 1}]})
+
+
+#: A standalone gnomon whose queries read an endless dataset without ever checking their
+#: token, the way DataFusion plans a query: native threads keep calling back into Python.
+_STUCK_SERVER = """
+import sys, time
+import datafusion
+import pyarrow as pa
+import pyarrow.dataset as ds
+from node.server import logfmt, standalone
+from node.sql.result import QueryResult
+
+SCHEMA = pa.schema([("x", pa.int64())])
+
+def endless():
+    print("query reading", file=sys.stderr, flush=True)
+    while True:
+        time.sleep(0.001)
+        yield pa.record_batch([pa.array([1])], schema=SCHEMA)
+
+class Fragment:
+    def scanner(self, *args, **kwargs):
+        return ds.Scanner.from_batches(endless(), schema=SCHEMA)
+
+class Endless(ds.InMemoryDataset):
+    def __init__(self):
+        super().__init__(pa.Table.from_batches([], schema=SCHEMA))
+    def get_fragments(self, filter=None):
+        return [Fragment()]
+
+class Stuck:
+    def __init__(self, engine):
+        pass
+    def execute(self, sql):
+        ctx = datafusion.SessionContext()
+        ctx.register_dataset("t", Endless())
+        return QueryResult.rows(ctx.sql("SELECT sum(x) FROM t").to_arrow_table())
+
+standalone.SqlExecutor = Stuck
+standalone.CANCEL_WAIT_S = 0.2
+logfmt.configure("INFO")
+standalone.Standalone(
+    sys.argv[1], http_port=int(sys.argv[2]), grpc_port=0, flight_port=0, wal_sync="never",
+    grace_s=0.2,
+).run_forever()
+"""
+
+
+def test_stop_with_work_it_cannot_cancel_ends_the_process_cleanly(tmp_path: Path) -> None:
+    """Left to the interpreter's shutdown, Arrow's threads still reading the query's Python
+    iterator abort the process (Fatal Python error: PyGILState_Release); run_forever ends
+    it once the engine is closed instead."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    log = tmp_path / "server.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _STUCK_SERVER, str(tmp_path / "data"), str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+        )
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while "gnomon standalone serving" not in log.read_text() and time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.05)
+        threading.Thread(target=_post, args=(port, "SELECT sum(x) FROM t"), daemon=True).start()
+        while "query reading" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "query reading" in log.read_text(), log.read_text()
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=WAIT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=WAIT_S)
+    text = log.read_text()
+    assert code == 0, text
+    assert "Fatal Python error" not in text and "Traceback" not in text, text
+    assert "engine closed" in text and "exiting with work still running" in text, text
