@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from typing import TYPE_CHECKING
@@ -15,6 +14,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table as RichTable
 
 from gnomon import __version__
+from gnomon.config import LOG_LEVELS, check_log_level
+from gnomon.errors import GnomonError
+from gnomon.shell import DEFAULT_MAX_ROWS
 
 console = Console()
 
@@ -23,16 +25,28 @@ console = Console()
 @click.version_option(__version__, prog_name="gnomon")
 @click.option(
     "--log-level",
-    default="WARNING",
-    show_default=True,
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default=None,
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    help="Level of the JSON log lines on stderr [default: GNOMON_LOG_LEVEL, then the "
+    "config file's log_level for servers, then INFO for servers and WARNING otherwise].",
 )
-def main(log_level: str) -> None:
+def main(log_level: str | None) -> None:
     """gnomon: a distributed time-series and analytics database."""
-    logging.basicConfig(
-        level=log_level.upper(),
-        format='{"ts":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","msg":"%(message)s"}',
-    )
+    from node.server import logfmt
+
+    try:
+        level = check_log_level(
+            log_level or os.environ.get("GNOMON_LOG_LEVEL", "WARNING"), source="GNOMON_LOG_LEVEL"
+        )
+    except GnomonError as e:
+        raise click.UsageError(e.message) from None
+    logfmt.configure(level)
+
+
+def _log_level_flag() -> str | None:
+    """The group's ``--log-level``, which a server command ranks above its other settings."""
+    level: str | None = click.get_current_context().find_root().params.get("log_level")
+    return level
 
 
 if TYPE_CHECKING:
@@ -56,10 +70,31 @@ def _demo_batch(hosts: int, start_ms: int, steps: int, rng: np.random.Generator)
     )
 
 
-def _load_demo(engine: Engine, hosts: int, hours: int) -> int:
-    """Create the demo ``cpu`` table (replacing an earlier one) and load ``hours`` of 10 s
-    readings for ``hosts`` hosts, with a progress bar; returns the rows loaded."""
+def _has_rows(engine: Engine, table: str) -> bool:
+    return any(b.num_rows for b in engine.scan(table, columns=["ts"]))
+
+
+def _abort_cut_short_loads(engine: Engine) -> None:
+    """Cancel the revisions of loads that never committed: left reserved, they would hold the
+    next load's revision back (revisions publish in order) until their lease ran out."""
+    from node.engine.revisions import RevisionState
+
+    for rev in engine.revisions.open_revisions(DEMO_TABLE):
+        if rev.owner == _DEMO_OWNER and rev.state is RevisionState.RESERVED:
+            engine.revisions.abort(DEMO_TABLE, rev.revision)
+
+
+def _load_demo(engine: Engine, hosts: int, hours: int) -> None:
+    """Load ``hours`` of 10 s readings for ``hosts`` hosts into the demo table, with a progress
+    bar, unless it already holds rows: the demo never replaces data. The rows are staged under
+    one revision, so a load cut short (Ctrl-C) leaves the table empty, to be loaded next time,
+    rather than half full."""
+    from node.engine.revisions import RevisionState
     from node.engine.schema import Column, ColumnType, Schema
+
+    if DEMO_TABLE in engine.list_tables() and _has_rows(engine, DEMO_TABLE):
+        console.print(f"demo table {DEMO_TABLE} already loaded; using it as it is")
+        return
 
     schema = Schema.build(
         [
@@ -75,11 +110,12 @@ def _load_demo(engine: Engine, hosts: int, hours: int) -> int:
     steps_total = hours * 360
     chunk = 360  # one hour of readings per write
     start = int(time.time() * 1000) // 3_600_000 * 3_600_000 - hours * 3_600_000
-    engine.drop_table("cpu", if_exists=True)
-    engine.create_table("cpu", schema)
+    engine.create_table(DEMO_TABLE, schema, if_not_exists=True)
+    _abort_cut_short_loads(engine)
+    revision = engine.revisions.reserve(DEMO_TABLE, owner=_DEMO_OWNER).revision
     t0 = time.perf_counter()
     with Progress(
-        TextColumn("loading cpu"),
+        TextColumn(f"loading {DEMO_TABLE}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeRemainingColumn(),
@@ -88,17 +124,23 @@ def _load_demo(engine: Engine, hosts: int, hours: int) -> int:
         task = progress.add_task("load", total=steps_total * hosts)
         for s in range(0, steps_total, chunk):
             batch = _demo_batch(hosts, start + s * 10_000, min(chunk, steps_total - s), rng)
-            engine.write("cpu", batch)
+            engine.revisions.stage(DEMO_TABLE, revision, batch)
             progress.advance(task, batch.num_rows)
-    engine.flush()
+    state = engine.revisions.commit(DEMO_TABLE, revision, wait_s=60.0).state
+    if state is not RevisionState.LATEST:
+        console.print(f"the demo rows wait for an earlier revision of {DEMO_TABLE} ({state})")
     elapsed = time.perf_counter() - t0
     n = steps_total * hosts
     console.print(f"loaded {n:,} rows in {elapsed:.2f}s ({n / elapsed:,.0f} rows/s)")
-    return n
 
 
+#: The demo's own table, so loading it never touches a table a user or Telegraf (whose
+#: default measurement is ``cpu``) writes to.
+DEMO_TABLE = "demo_cpu"
+#: Owner of the revisions the demo loads under.
+_DEMO_OWNER = "gnomon demo"
 _DEMO_QUERY = (
-    "SELECT hostname, max(usage_user) AS peak FROM cpu "
+    f"SELECT hostname, max(usage_user) AS peak FROM {DEMO_TABLE} "
     "WHERE region = 'eu-west-1' GROUP BY hostname ORDER BY peak DESC LIMIT 5"
 )
 
@@ -108,7 +150,8 @@ _DEMO_QUERY = (
 @click.option("--hosts", default=100, show_default=True, help="Number of series.")
 @click.option("--hours", default=24, show_default=True, help="Hours of 10 s readings to load.")
 def demo(data_dir: str, hosts: int, hours: int) -> None:
-    """Load a small cpu dataset into an embedded engine and query it (no server)."""
+    """Load a small cpu dataset into an embedded engine (once: the table demo_cpu is reused
+    when it holds rows) and query it (no server)."""
     from node.engine.engine import Engine
     from node.sql.executor import SqlExecutor
 
@@ -160,7 +203,12 @@ def demo(data_dir: str, hosts: int, hours: int) -> None:
 @click.option(
     "--advertise", default=None, help="host:port that gRPC Route answers name for every table."
 )
-@click.option("--demo", "with_demo", is_flag=True, help="Load the demo cpu table, then serve.")
+@click.option(
+    "--demo",
+    "with_demo",
+    is_flag=True,
+    help=f"Load the demo table {DEMO_TABLE} unless it holds rows already, then serve.",
+)
 def standalone(
     config_file: str | None,
     data_dir: str | None,
@@ -181,7 +229,6 @@ def standalone(
     Settings come from defaults, then --config, then GNOMON_* environment variables, then
     flags. Stops gracefully (flushing) on SIGTERM or Ctrl-C."""
     from gnomon.config import load
-    from gnomon.errors import GnomonError
     from node.server import logfmt
     from node.server.standalone import Standalone
 
@@ -195,6 +242,7 @@ def standalone(
         "max_request_bytes": max_request_bytes,
         "compress_min_bytes": compress_min_bytes,
         "decoded_cache_bytes": decoded_cache_bytes,
+        "log_level": _log_level_flag(),
     }
     try:
         cfg = load(config_file, flags=flags)
@@ -229,21 +277,28 @@ def standalone(
     "--endpoint",
     default="127.0.0.1:5440",
     show_default=True,
-    help="HTTP address (host:port) of a gnomon server.",
+    help="HTTP address of a gnomon server: host:port or http://host:port.",
 )
 @click.option("-e", "--execute", "statement", default=None, help="Run one statement and exit.")
-def sql(endpoint: str, statement: str | None) -> None:
-    """SQL shell against a running gnomon server."""
-    from gnomon.errors import GnomonError
-    from gnomon.shell import interactive, render, run_sql
+@click.option(
+    "--max-rows",
+    type=click.IntRange(min=0),
+    default=DEFAULT_MAX_ROWS,
+    show_default=True,
+    help="Rows shown of an answer; a line says how many more it had.",
+)
+def sql(endpoint: str, statement: str | None, max_rows: int) -> None:
+    """SQL shell against a running gnomon server (Ctrl-C cancels, Ctrl-D quits)."""
+    from gnomon.shell import base_url, interactive, render, run_sql
 
-    if statement is None:
-        interactive(endpoint, console)
-        return
     try:
-        render(console, run_sql(endpoint, statement))
+        url = base_url(endpoint)
+        if statement is None:
+            interactive(url, console, max_rows=max_rows)
+        else:
+            render(console, run_sql(url, statement), max_rows=max_rows)
     except GnomonError as e:
-        console.print(f"[red]error:[/red] {e.message}")
+        console.print(f"[red]error:[/red] {e.message}", highlight=False, soft_wrap=True)
         raise SystemExit(1) from None
 
 

@@ -11,6 +11,18 @@ from typing import Any
 
 from gnomon.errors import InvalidArgument
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def check_log_level(value: str, *, source: str) -> str:
+    """``value`` as a log level name (any case), or InvalidArgument naming ``source``."""
+    level = str(value).upper()
+    if level not in LOG_LEVELS:
+        raise InvalidArgument(
+            f"{source}: invalid log level {value!r}; expected one of {', '.join(LOG_LEVELS)}"
+        )
+    return level
+
 
 @dataclass(frozen=True)
 class StandaloneConfig:
@@ -35,6 +47,7 @@ class StandaloneConfig:
     #: Memory for decoded SST column chunks that queries read again without decoding;
     #: 0 keeps none.
     decoded_cache_bytes: int = 512 * 1024**2
+    #: Level of the JSON log lines on stderr (the ``gnomon --log-level`` flag overrides it).
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
@@ -64,11 +77,14 @@ class StandaloneConfig:
                     f"{source}: unknown setting {key!r}; known: {', '.join(sorted(known))}"
                 )
             try:
-                changes[key] = int(value) if f.type in ("int", int) else str(value)
+                value = int(value) if f.type in ("int", int) else str(value)
             except ValueError:
                 raise InvalidArgument(
                     f"{source}: {key} must be an integer, not {value!r}"
                 ) from None
+            if key == "log_level":
+                value = check_log_level(str(value), source=source)
+            changes[key] = value
         return replace(self, **changes)
 
 

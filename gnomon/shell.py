@@ -1,5 +1,6 @@
 """The ``gnomon sql`` client: statements sent to a server's HTTP ``/sql`` endpoint, results
-shown as tables."""
+shown as plain-text tables (at most ``max_rows`` of them, so a large answer neither floods the
+terminal nor takes seconds to lay out)."""
 
 from __future__ import annotations
 
@@ -7,21 +8,66 @@ import contextlib
 import json
 import os
 import urllib.error
+import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from gnomon.errors import GnomonError, InvalidArgument, Unavailable
 
 HISTORY = os.path.expanduser("~/.gnomon_history")
+#: The port ``gnomon standalone`` serves HTTP on, assumed when an endpoint names none.
+DEFAULT_HTTP_PORT = 5440
+#: Rows shown of an answer unless the caller asks otherwise.
+DEFAULT_MAX_ROWS = 1000
+#: Longest cell shown; longer values are cut with an ellipsis so one value cannot widen the
+#: whole table past any screen.
+MAX_CELL_CHARS = 80
 
 
-def run_sql(endpoint: str, sql: str, *, timeout_s: float = 300.0) -> dict[str, Any]:
-    """POST one statement; the server's JSON answer, or a GnomonError with its message."""
+def base_url(endpoint: str) -> str:
+    """``http://host:port`` of an endpoint given as ``host``, ``host:port`` or an http(s) URL."""
+    text = endpoint.strip()
+    if "://" not in text:
+        text = f"http://{text}"
+    try:
+        parts = urllib.parse.urlsplit(text)
+        port = parts.port
+    except ValueError as e:
+        raise InvalidArgument(f"invalid endpoint {endpoint!r}: {e}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidArgument(
+            f"invalid endpoint {endpoint!r}: expected host:port or http://host:port"
+        )
+    netloc = parts.netloc
+    if port is None and "://" not in endpoint:
+        netloc = f"{netloc}:{DEFAULT_HTTP_PORT}"
+    return f"{parts.scheme}://{netloc}{parts.path.rstrip('/')}"
+
+
+def _unreachable(url: str, e: BaseException) -> Unavailable:
+    reason = e.reason if isinstance(e, urllib.error.URLError) else e
+    return Unavailable(f"cannot connect to gnomon at {url}: {reason}")
+
+
+def check_server(url: str, *, timeout_s: float = 5.0) -> None:
+    """Unavailable, naming ``url``, unless a gnomon server answers its health check there."""
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=timeout_s) as resp:
+            resp.read()
+    except urllib.error.HTTPError as e:
+        raise Unavailable(f"cannot connect to gnomon at {url}: health check {e.code}") from None
+    except (urllib.error.URLError, OSError) as e:
+        raise _unreachable(url, e) from None
+
+
+def run_sql(url: str, sql: str, *, timeout_s: float = 300.0) -> dict[str, Any]:
+    """POST one statement to the server at ``url`` (see :func:`base_url`); the server's JSON
+    answer, or a GnomonError with its message."""
     req = urllib.request.Request(
-        f"http://{endpoint}/sql",
+        f"{url}/sql",
         data=json.dumps({"query": sql}).encode(),
         headers={"Content-Type": "application/json"},
         method="POST",
@@ -37,28 +83,88 @@ def run_sql(endpoint: str, sql: str, *, timeout_s: float = 300.0) -> dict[str, A
             message = body.decode(errors="replace")
         raise InvalidArgument(f"{e.code}: {message}") from None
     except (urllib.error.URLError, OSError) as e:
-        raise Unavailable(f"cannot reach gnomon at {endpoint}: {e}") from None
+        raise _unreachable(url, e) from None
 
 
-def render(console: Console, answer: dict[str, Any]) -> None:
-    if "rows" in answer:
-        rows: list[dict[str, Any]] = answer["rows"]
-        if not rows:
-            console.print("(no rows)")
-            return
-        table = Table(show_lines=False)
-        for name in rows[0]:
-            table.add_column(str(name))
-        for r in rows:
-            table.add_row(*("NULL" if v is None else str(v) for v in r.values()))
-        console.print(table)
-        console.print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+def _cell(v: Any) -> str:
+    text = "NULL" if v is None else str(v).replace("\n", "\\n")
+    return text if len(text) <= MAX_CELL_CHARS else text[: MAX_CELL_CHARS - 1] + "…"
+
+
+def format_rows(rows: list[dict[str, Any]], max_rows: int) -> str:
+    """``rows`` (at most ``max_rows`` of them) as an aligned text table with a footer that
+    says how many rows the answer had and how many were left out."""
+    shown = rows[: max(0, max_rows)]
+    names = list(rows[0])
+    cells = [[_cell(v) for v in r.values()] for r in shown]
+    widths = [max([len(n), *(len(c[i]) for c in cells)]) for i, n in enumerate(names)]
+    lines = [
+        " | ".join(n.ljust(w) for n, w in zip(names, widths, strict=True)),
+        "-+-".join("-" * w for w in widths),
+    ]
+    lines.extend(" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells)
+    total = f"{len(rows):,} row{'s' if len(rows) != 1 else ''}"
+    hidden = len(rows) - len(shown)
+    lines.append(
+        f"({total}, {hidden:,} not shown; --max-rows sets how many are)" if hidden else f"({total})"
+    )
+    return "\n".join(lines)
+
+
+def render(console: Console, answer: dict[str, Any], *, max_rows: int = DEFAULT_MAX_ROWS) -> None:
+    if "rows" not in answer:
+        console.out(f"affected rows: {answer.get('affected_rows', 0)}", highlight=False)
+    elif not answer["rows"]:
+        console.out("(no rows)", highlight=False)
     else:
-        console.print(f"affected rows: {answer.get('affected_rows', 0)}")
+        console.out(format_rows(answer["rows"], max_rows), highlight=False)
 
 
-def interactive(endpoint: str, console: Console) -> None:
-    """A read-eval-print loop with line editing and a persistent history."""
+def _error(console: Console, e: GnomonError) -> None:
+    console.print(f"[red]error:[/red] {e.message}", markup=True, highlight=False)
+
+
+def repl(
+    url: str,
+    console: Console,
+    *,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    read_line: Callable[[str], str] = input,
+) -> None:
+    """Read statements (ended by ``;``) until end of input or ``\\q``, run each, show its
+    answer. Ctrl-C drops the statement being typed, or stops waiting for the one running, and
+    returns to the prompt; Ctrl-D (end of input) leaves."""
+    buffer: list[str] = []
+    while True:
+        running = False
+        # One handler for the whole step: a Ctrl-C pressed as a prompt is drawn may be raised
+        # only once the line has been read.
+        try:
+            line = read_line("gnomon> " if not buffer else "     -> ")
+            if not buffer and line.strip() in ("\\q", "quit", "exit"):
+                return
+            buffer.append(line)
+            text = "\n".join(buffer).strip()
+            if not text.endswith(";"):
+                if not text:
+                    buffer.clear()
+                continue
+            buffer.clear()
+            running = True
+            render(console, run_sql(url, text), max_rows=max_rows)
+        except EOFError:
+            console.out("")
+            return
+        except KeyboardInterrupt:
+            buffer.clear()
+            console.out("cancelled" if running else "^C")
+        except GnomonError as e:
+            _error(console, e)
+
+
+def interactive(url: str, console: Console, *, max_rows: int = DEFAULT_MAX_ROWS) -> None:
+    """The shell with line editing and a persistent history, once the server answers."""
+    check_server(url)
     try:
         import readline
 
@@ -66,26 +172,12 @@ def interactive(endpoint: str, console: Console) -> None:
             readline.read_history_file(HISTORY)
     except (ImportError, OSError):
         readline = None  # type: ignore[assignment]
-    console.print(f"connected to {endpoint}; end statements with ';', quit with \\q or Ctrl-D")
-    buffer: list[str] = []
+    console.out(
+        f"connected to {url}; end statements with ';', Ctrl-C cancels, \\q or Ctrl-D quits",
+        highlight=False,
+    )
     try:
-        while True:
-            try:
-                line = input("gnomon> " if not buffer else "     -> ")
-            except EOFError:
-                console.print()
-                return
-            if not buffer and line.strip() in ("\\q", "quit", "exit"):
-                return
-            buffer.append(line)
-            text = "\n".join(buffer).strip()
-            if not text.endswith(";"):
-                continue
-            buffer.clear()
-            try:
-                render(console, run_sql(endpoint, text))
-            except GnomonError as e:
-                console.print(f"[red]error:[/red] {e.message}")
+        repl(url, console, max_rows=max_rows)
     finally:
         if readline is not None:
             with contextlib.suppress(OSError):

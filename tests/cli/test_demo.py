@@ -1,11 +1,28 @@
+"""The demo loads into a table of its own, once: `make run` (`gnomon standalone --demo`) and
+`gnomon demo` never replace rows a user wrote, in ``cpu`` or anywhere."""
+
 from __future__ import annotations
 
+import signal
+import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
-from gnomon.cli import main
+from gnomon.cli import DEMO_TABLE, main
 from node.engine.engine import Engine
+from node.engine.revisions import Revisions
+from node.sql.executor import SqlExecutor
+from tests.cli.conftest import wait_for_output
+from tests.server.conftest import Running
+from tests.support.procs import Server, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+CPU = (
+    "CREATE TABLE cpu (host string TAG, usage_user double, ts timestamp NOT NULL, "
+    "TIMESTAMP KEY(ts))"
+)
 
 
 def test_demo_loads_and_queries(tmp_path: Path) -> None:
@@ -17,7 +34,103 @@ def test_demo_loads_and_queries(tmp_path: Path) -> None:
     assert "loaded 4,320 rows" in result.output
     assert "host_" in result.output
     with Engine.open(data_dir) as e:
-        assert e.read_all("cpu").num_rows == 6 * 2 * 360
+        assert e.read_all(DEMO_TABLE).num_rows == 6 * 2 * 360
+
+
+def test_demo_keeps_a_users_cpu_table_and_loads_once(tmp_path: Path) -> None:
+    data_dir = str(tmp_path / "demo")
+    with Engine.open(data_dir) as e:
+        sql = SqlExecutor(e)
+        sql.execute(CPU)
+        sql.execute("INSERT INTO cpu (host, usage_user, ts) VALUES ('mine', 1.5, 1000)")
+    args = ["demo", "--data-dir", data_dir, "--hosts", "3", "--hours", "1"]
+    first = CliRunner().invoke(main, args)
+    again = CliRunner().invoke(main, args)
+    assert first.exit_code == 0 and again.exit_code == 0, first.output + again.output
+    assert "loaded 1,080 rows" in first.output
+    assert "already loaded" in again.output and "loaded 1,080" not in again.output
+    with Engine.open(data_dir) as e:
+        assert e.read_all("cpu").column("host").to_pylist() == ["mine"]
+        assert e.read_all(DEMO_TABLE).num_rows == 3 * 360
+
+
+def test_a_cut_short_load_is_loaded_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A load interrupted (Ctrl-C) before its revision is committed leaves nothing visible,
+    and the next start loads the whole demo instead of keeping half of it."""
+    data_dir = str(tmp_path / "demo")
+    args = ["demo", "--data-dir", data_dir, "--hosts", "3", "--hours", "2"]
+
+    def interrupted(*_: object, **__: object) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(Revisions, "commit", interrupted)
+        assert CliRunner().invoke(main, args).exit_code != 0
+    with Engine.open(data_dir) as e:
+        assert e.read_all(DEMO_TABLE).num_rows == 0
+    result = CliRunner().invoke(main, args)
+    assert "loaded 2,160 rows" in result.output, result.output
+    with Engine.open(data_dir) as e:
+        assert e.read_all(DEMO_TABLE).num_rows == 3 * 2 * 360
+        assert e.revisions.open_revisions(DEMO_TABLE) == []
+
+
+def _standalone_demo(data_dir: Path, log: Path) -> Running:
+    http, grpc = free_port(), free_port()
+    server = Server(
+        [
+            sys.executable,
+            "-m",
+            "gnomon.cli",
+            "standalone",
+            "--demo",
+            "--data-dir",
+            str(data_dir),
+            "--http-port",
+            str(http),
+            "--grpc-port",
+            str(grpc),
+            "--flight-port",
+            "0",
+            "--wal-sync",
+            "never",
+        ],
+        log=log,
+        cwd=ROOT,
+    )
+    try:
+        server.wait_for_port(http, timeout_s=120)
+        wait_for_output(server)
+    except BaseException:
+        server.stop()
+        raise
+    return Running(http, grpc, data_dir, server)
+
+
+def _stop(running: Running) -> None:
+    running.server.kill(signal.SIGTERM)
+    assert running.server.proc.wait(timeout=60) == 0
+    running.server.stop()
+
+
+def test_make_run_twice_keeps_what_a_user_wrote_to_cpu(tmp_path: Path) -> None:
+    data_dir = tmp_path / "standalone"
+    first = _standalone_demo(data_dir, tmp_path / "first.log")
+    try:
+        for stmt in (CPU, "INSERT INTO cpu (host, usage_user, ts) VALUES ('mine', 1.5, 1000)"):
+            status, body = first.sql(stmt)
+            assert status == 200, body
+    finally:
+        _stop(first)
+    second = _standalone_demo(data_dir, tmp_path / "second.log")
+    try:
+        status, body = second.sql("SELECT host, usage_user FROM cpu")
+        assert status == 200 and body["rows"] == [{"host": "mine", "usage_user": 1.5}], body
+        status, body = second.sql(f"SELECT count(*) AS n FROM {DEMO_TABLE}")
+        assert status == 200 and body["rows"] == [{"n": 100 * 24 * 360}], body
+    finally:
+        _stop(second)
+    assert "already loaded" in (tmp_path / "second.log").read_text()
 
 
 def test_help_lists_commands() -> None:

@@ -62,4 +62,6 @@ def test_sql_client_reports_an_unreachable_server() -> None:
     result = CliRunner().invoke(
         main, ["sql", "--endpoint", f"127.0.0.1:{free_port()}", "-e", "SHOW TABLES"]
     )
-    assert result.exit_code == 1 and "cannot reach" in result.output
+    assert (
+        result.exit_code == 1 and "cannot connect to gnomon at http://127.0.0.1:" in result.output
+    )
