@@ -1,23 +1,30 @@
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed-stamp
+# One stamp per install: running needs the package alone; tests, lint and benchmarks add the
+# dev extra (pytest, pyspark, ...: over a gigabyte) on top of it.
+RUN_STAMP := $(VENV)/.installed-stamp
+DEV_STAMP := $(VENV)/.installed-dev-stamp
 
 .PHONY: run test lint bench clean
 
-$(STAMP): pyproject.toml
+$(RUN_STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	$(PY) -m pip install --quiet -e .
+	touch $(RUN_STAMP)
 
-run: $(STAMP)
+$(DEV_STAMP): $(RUN_STAMP)
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(DEV_STAMP)
+
+run: $(RUN_STAMP)
 	$(VENV)/bin/gnomon standalone --demo
 
 # pytest exits 5 when it collects nothing; that is not a failure of the suite.
-test: $(STAMP)
+test: $(DEV_STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider; rc=$$?; if [ $$rc -eq 5 ]; then exit 0; fi; exit $$rc
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
