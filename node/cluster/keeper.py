@@ -8,11 +8,12 @@ Shard events only make the next pass come sooner.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
 
-from gnomon.errors import GnomonError
+from gnomon.errors import GnomonError, NotFound
 from gnomon.proto import meta_pb2 as pb
 from meta.client import MetaClient
 from node.cluster import tables
@@ -88,10 +89,18 @@ class ShardKeeper:
             if wanted.get(shard_id) != epoch:
                 self.engine.close_shard(shard_id)
         if wanted:
+            # Taken before asking the meta service: a table open now was placed before, so
+            # one missing from the answer was dropped (one placed meanwhile is not in here).
+            before = self._open_tables()
             by_shard: dict[int, list[pb.TableInfo]] = {}
+            known: set[int] = set()
             for t in self.client.tables():
+                known.add(t.id)
                 if t.HasField("shard_id") and t.shard_id in wanted:
                     by_shard.setdefault(t.shard_id, []).append(t)
+            for name, table_id in before.items():
+                if table_id not in known:
+                    self._drop_forgotten(name)
             for shard_id, epoch in sorted(wanted.items()):
                 infos = by_shard.get(shard_id, [])
                 for t in infos:
@@ -100,6 +109,20 @@ class ShardKeeper:
                     shard_id, epoch=epoch, table_ids=[t.id for t in infos], lease=self._lease
                 )
         self.passes += 1
+
+    def _open_tables(self) -> dict[str, int]:
+        ids = {}
+        for name in self.engine.list_tables():
+            with contextlib.suppress(NotFound):
+                ids[name] = self.engine.describe(name).table_id
+        return ids
+
+    def _drop_forgotten(self, name: str) -> None:
+        """A table open here that the meta service no longer knows was dropped (through a
+        node that did not serve it, or by an operator): its data goes with it here, on its
+        owner, which alone may delete it."""
+        log.info("dropping a table the meta service forgot", extra={"table": name})
+        self.engine.drop_table(name, if_exists=True)
 
     def _define(self, t: pb.TableInfo) -> None:
         """Make sure the catalog and manifest know table ``t`` (its creator may have died

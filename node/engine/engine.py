@@ -28,6 +28,7 @@ from node.engine.fences import UNFENCED, ShardFences
 from node.engine.gc import GcReport, collect
 from node.engine.manifest import Manifest
 from node.engine.options import TableOptions
+from node.engine.placement import LocalPlacer, TablePlacer
 from node.engine.revisions import Revisions
 from node.engine.scan import Order, Scan, ScanRequest
 from node.engine.schema import Column, Schema
@@ -157,8 +158,10 @@ class Engine:
         meta: StructuredStore,
         wal: Wal,
         store: ObjectStore,
+        placer: TablePlacer | None = None,
     ) -> None:
         self.config = config
+        self._placer = placer or LocalPlacer()
         self._meta = meta
         self._wal = wal
         self._store = store
@@ -258,7 +261,7 @@ class Engine:
                 raise Conflict(f"shard {shard_id}: tables {clash} are open in another shard")
             guard = ShardGuard(shard_id, epoch, lease=lease) if held is None else held.guard
             if held is None:
-                self._wal.open_region(shard_id)
+                self._wal.open_region(shard_id, epoch)
             opened: list[Table] = []
             try:
                 for info in infos:
@@ -364,9 +367,28 @@ class Engine:
         self._check_open()
         with self._lock:
             t = self._tables.get(name)
-        if t is None:
+        return self._elsewhere(name) if t is None else t
+
+    def _elsewhere(self, name: str) -> Table:
+        """A table not open here: opened now if its shard is (created through another node
+        since the shard opened), else NotOwner naming its owner, or NotFound."""
+        placed = self._placer.locate(name)
+        if placed is None:
             raise NotFound(f"table {name!r} does not exist")
-        return t
+        with self._lock:
+            shard = self._shards.get(placed.shard_id)
+        if shard is not None and placed.table_id is not None:
+            self.open_shard(placed.shard_id, epoch=shard.guard.epoch, table_ids=[placed.table_id])
+            with self._lock:
+                t = self._tables.get(name)
+            if t is not None:
+                return t
+        owner = placed.owner or "no node yet"
+        raise NotOwner(
+            f"table {name!r} is in shard {placed.shard_id}, served by {owner}",
+            owner=placed.owner,
+            shard_id=placed.shard_id,
+        )
 
     # -- DDL -------------------------------------------------------------------------------------
 
@@ -377,27 +399,53 @@ class Engine:
         options: TableOptions | None = None,
         *,
         if_not_exists: bool = False,
-        shard_id: int = STANDALONE_SHARD,
+        shard_id: int | None = None,
         table_id: int | None = None,
     ) -> TableInfo:
-        """Create a table in shard ``shard_id`` (open here). ``table_id`` is given when the
-        meta service allocated it; otherwise the catalog allocates one."""
+        """Create a table. Without ``shard_id`` the placer picks its shard and id (in a
+        cluster, the meta service); a table placed in a shard not open here is only defined
+        (catalog and manifest) for the shard's owner to open. With ``shard_id`` (open here)
+        and ``table_id``, the caller placed it."""
         self._check_open()
-        with self._lock:
-            if name in self._tables:
+        options = options or TableOptions()
+        existing = self._existing(name, if_not_exists)
+        if existing is not None:
+            return existing
+        if shard_id is None:
+            try:
+                placed = self._placer.place(name, schema, options)
+            except AlreadyExists:
                 if if_not_exists:
-                    return self._tables[name].info
-                raise AlreadyExists(f"table {name!r} already exists")
+                    return self.catalog.get(name)
+                raise
+            shard_id, table_id = placed.shard_id, placed.table_id
+            if shard_id not in self.shards() and table_id is not None:
+                self.define_table(name, schema, options, table_id=table_id)
+                return self.catalog.get(name)
+        with self._lock:
+            # Another creator of the same name may have won meanwhile.
+            existing = self._existing(name, if_not_exists)
+            if existing is not None:
+                return existing
             shard = self._shards.get(shard_id)
             if shard is None:
                 raise NotOwner(f"shard {shard_id} is not open on this node", shard_id=shard_id)
             shard.guard.check()
-            info = self.catalog.create(name, schema, options or TableOptions(), table_id=table_id)
+            info = self.catalog.create(name, schema, options, table_id=table_id)
             self.manifest.create_table(info.table_id)
             self._tables[name] = self._open_table(info, shard.guard)
             shard.tables.add(name)
             log.info("created table", extra={"table": name, "table_id": info.table_id})
             return info
+
+    def _existing(self, name: str, if_not_exists: bool) -> TableInfo | None:
+        with self._lock:
+            table = self._tables.get(name)
+        if table is None:
+            return None
+        if if_not_exists:
+            return table.info
+        raise AlreadyExists(f"table {name!r} already exists")
 
     def define_table(
         self, name: str, schema: Schema, options: TableOptions, *, table_id: int
@@ -426,6 +474,8 @@ class Engine:
                     return False
                 raise NotFound(f"table {name!r} does not exist")
             table.guard.check()
+            # Gone from routes first: no node sends it requests while its data goes.
+            self._placer.unplace(name)
             table.close()
             info = self.catalog.drop(name)
             del self._tables[name]

@@ -17,13 +17,14 @@ from pathlib import Path
 import pytest
 
 from gnomon.devcluster.brokers import Broker, running_tansu
-from gnomon.errors import Fenced, NotOwner
+from gnomon.errors import AlreadyExists, Fenced, NotFound, NotOwner
 from gnomon.store.etcd import EtcdStore
 from meta.client import MetaClient, NodeAgent
 from meta.model import NodeKind
 from node.cluster import tables
 from node.cluster.keeper import ShardKeeper
 from node.cluster.lease import LeaseClock
+from node.cluster.placer import MetaPlacer
 from node.cluster.routes import RouteCache
 from node.engine.engine import Engine, EngineConfig
 from node.engine.options import TableOptions
@@ -66,15 +67,16 @@ def _node(
     name = f"127.0.0.1:{21000 + index}"
     data_dir = cluster.workdir / f"node{index}"
     os.makedirs(data_dir, exist_ok=True)
+    client = cluster.client()
     engine = Engine(
         EngineConfig(data_dir=str(data_dir), compaction_threads=0, gc_interval_s=0),
         meta=EtcdStore(cluster.etcd.endpoint, namespace=f"{cluster.namespace}/catalog"),
         wal=KafkaWal(broker.bootstrap, namespace=wal_ns),
         store=LocalObjectStore(str(cluster.workdir / "sst")),
+        placer=MetaPlacer(client, RouteCache(client)),
     )
     stack.callback(engine.close)
     lease = LeaseClock()
-    client = cluster.client()
     agent = NodeAgent(
         client, name, NodeKind.DATA, ttl_s=NODE_TTL_S, interval_s=0.3, on_renewed=lease.renewed
     )
@@ -143,3 +145,41 @@ def test_shards_follow_the_meta_service_and_fail_over(cluster: Cluster, broker: 
         other.engine.flush("cpu")
         got = other.engine.read_all("cpu", columns=["usage"]).column("usage").to_pylist()
         assert sorted(got) == [1.0, 2.0, 3.0]
+
+
+def test_tables_made_through_any_node_live_on_their_owner(
+    cluster: Cluster, broker: Broker
+) -> None:
+    cluster.meta(shards=4)
+    client = cluster.client()
+    wal_ns = f"ns{uuid.uuid4().hex[:6]}"
+    with contextlib.ExitStack() as stack:
+        nodes = [_node(stack, cluster, broker, i, wal_ns) for i in (3, 4)]
+        for node in nodes:
+            wait_until(
+                lambda n=node: bool(_led_by(client, n.name))
+                and n.engine.shards() == _led_by(client, n.name),
+                what=f"{node.name} to open the shards it leads",
+            )
+        names = [f"t{i}" for i in range(6)]
+        for i, name in enumerate(names):
+            nodes[i % 2].engine.create_table(name, CPU)
+        with pytest.raises(AlreadyExists):
+            nodes[1].engine.create_table("t0", CPU)
+        assert nodes[1].engine.create_table("t0", CPU, if_not_exists=True).name == "t0"
+        routes = {r.table: r.endpoint for r in client.route(names)}
+        by_name = {n.name: n for n in nodes}
+        for name in names:
+            owner = by_name[routes[name]]
+            other = nodes[1] if owner is nodes[0] else nodes[0]
+            # The owner opens a table made through the other node at its first use.
+            assert owner.engine.write(name, cpu_batch(["h"], [1], [1.0])) == 1
+            with pytest.raises(NotOwner, match=owner.name):
+                other.engine.write(name, cpu_batch(["h"], [2], [2.0]))
+        # Dropped behind the owner's back (an operator through the meta service): the owner
+        # drops its data at its next pass.
+        owner = by_name[routes["t5"]]
+        assert client.drop_table("t5")
+        wait_until(lambda: "t5" not in owner.engine.list_tables(), what="t5 to be dropped")
+        with pytest.raises(NotFound):
+            owner.engine.write("t5", cpu_batch(["h"], [3], [3.0]))
