@@ -2,9 +2,12 @@
 
 A Kafka record value, little-endian::
 
-    version u8 (1) | crc u32 | count u32 | count x entry
+    version u8 (2) | crc u32 | kind u8 | epoch u64 | count u32 | count x entry
 
-``crc`` is ``zlib.crc32`` of everything after it. An entry is one fragment of one WAL record::
+``crc`` is ``zlib.crc32`` of everything after it. ``kind`` is 0 for a data record and 1 for an
+epoch marker (no entries), which a writer appends when it opens the region at ``epoch``; every
+data record carries its writer's epoch. Version 1 records (``version | crc | count | entries``)
+are still read, as data records of epoch 0. An entry is one fragment of one WAL record::
 
     table_id u64 | seq u64 | total u64 | start u64 | length u32 | length bytes
 
@@ -14,6 +17,10 @@ group larger than ``max_record_bytes`` spans several consecutive Kafka records a
 any size fit under the broker's message size limit. Fragments of one payload are always in
 consecutive records (a region has one writer and one group in flight at a time), so a reader
 needs to hold at most one partial payload.
+
+The fence: a data record whose epoch is below the highest epoch marker before it in the log
+was written by a deposed owner after a newer one took the region over; it is never applied
+(see :class:`Fence`).
 """
 
 from __future__ import annotations
@@ -25,8 +32,12 @@ from dataclasses import dataclass
 
 from gnomon.errors import Corrupted
 
-VERSION = 1
-HEADER = struct.Struct("<BII")
+VERSION = 2
+HEADER = struct.Struct("<BIBQI")
+_HEADER_V1 = struct.Struct("<BII")
+#: The header fields after the crc, which the crc covers.
+_HEAD = struct.Struct("<BQI")
+DATA, MARKER = 0, 1
 ENTRY = struct.Struct("<QQQQI")
 #: Smallest useful ``max_record_bytes``: a header, an entry header and some payload.
 MIN_RECORD_BYTES = 4096
@@ -42,6 +53,15 @@ class Fragment:
     total: int
     start: int
     data: memoryview
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One decoded Kafka record: an epoch marker (no fragments) or a data record."""
+
+    epoch: int
+    marker: bool
+    fragments: list[Fragment]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +85,11 @@ class EncodedGroup:
     spans: list[tuple[int, int]]
 
 
-def encode_group(entries: Sequence[tuple[int, int, bytes]], max_record_bytes: int) -> EncodedGroup:
+def encode_group(
+    entries: Sequence[tuple[int, int, bytes]], max_record_bytes: int, epoch: int = 0
+) -> EncodedGroup:
     """Pack ``(table_id, seq, payload)`` entries, in order, into records of at most
-    ``max_record_bytes`` bytes."""
+    ``max_record_bytes`` bytes, written at ``epoch``."""
     records: list[bytes] = []
     spans: list[tuple[int, int]] = []
     parts: list[bytes | memoryview] = []
@@ -76,10 +98,7 @@ def encode_group(entries: Sequence[tuple[int, int, bytes]], max_record_bytes: in
 
     def close_record() -> None:
         nonlocal parts, size, count
-        body = b"".join(parts)
-        head = struct.pack("<I", count)
-        crc = zlib.crc32(body, zlib.crc32(head))
-        records.append(struct.pack("<BI", VERSION, crc) + head + body)
+        records.append(_seal(DATA, epoch, count, b"".join(parts)))
         parts, size, count = [], HEADER.size, 0
 
     for table_id, seq, payload in entries:
@@ -110,19 +129,42 @@ def encode_group(entries: Sequence[tuple[int, int, bytes]], max_record_bytes: in
     return EncodedGroup(records, spans)
 
 
+def encode_marker(epoch: int) -> bytes:
+    """The epoch marker a writer appends when it opens the region at ``epoch``."""
+    return _seal(MARKER, epoch, 0, b"")
+
+
+def _seal(kind: int, epoch: int, count: int, body: bytes) -> bytes:
+    head = _HEAD.pack(kind, epoch, count)
+    crc = zlib.crc32(body, zlib.crc32(head))
+    return struct.pack("<BI", VERSION, crc) + head + body
+
+
 def decode_record(value: bytes, where: str) -> list[Fragment]:
-    """The fragments of one Kafka record value; ``Corrupted`` naming ``where`` if it fails
-    its checks."""
-    if len(value) < HEADER.size:
+    """The fragments of one Kafka record value (none for a marker); ``Corrupted`` naming
+    ``where`` if it fails its checks."""
+    return decode(value, where).fragments
+
+
+def decode(value: bytes, where: str) -> Record:
+    """One Kafka record value; ``Corrupted`` naming ``where`` if it fails its checks."""
+    version = value[0] if value else None
+    header = _HEADER_V1 if version == 1 else HEADER
+    if len(value) < header.size:
         raise Corrupted(f"{where}: WAL record of {len(value)} bytes is shorter than its header")
-    version, crc, count = HEADER.unpack_from(value, 0)
-    if version != VERSION:
+    if version not in (1, VERSION):
         raise Corrupted(f"{where}: unknown WAL record version {version}")
     view = memoryview(value)
-    if zlib.crc32(view[5:]) != crc:
+    if zlib.crc32(view[5:]) != struct.unpack_from("<I", value, 1)[0]:
         raise Corrupted(f"{where}: WAL record crc mismatch")
+    if version == 1:
+        kind, epoch, count = DATA, 0, _HEADER_V1.unpack_from(value, 0)[2]
+    else:
+        kind, epoch, count = _HEAD.unpack_from(value, 5)
+    if kind not in (DATA, MARKER) or (kind == MARKER and count):
+        raise Corrupted(f"{where}: bad WAL record kind {kind} with {count} entries")
     fragments: list[Fragment] = []
-    position = HEADER.size
+    position = header.size
     for _ in range(count):
         if position + ENTRY.size > len(value):
             raise Corrupted(f"{where}: WAL record entry header runs past the end")
@@ -137,7 +179,27 @@ def decode_record(value: bytes, where: str) -> list[Fragment]:
         position += length
     if position != len(value):
         raise Corrupted(f"{where}: {len(value) - position} stray bytes after the last entry")
-    return fragments
+    return Record(epoch, kind == MARKER, fragments)
+
+
+class Fence:
+    """The replay rule, fed the records of the log in order from a point where the fence
+    stood at ``epoch``: a marker raises the fence (never lowers it); a data record below the
+    fence is stale, the late write of a deposed owner, and is not admitted."""
+
+    def __init__(self, epoch: int = 0) -> None:
+        self.epoch = epoch
+        self.stale = 0
+
+    def admit(self, record: Record) -> bool:
+        """Whether the record's entries count; False for markers and stale records."""
+        if record.marker:
+            self.epoch = max(self.epoch, record.epoch)
+            return False
+        if record.epoch < self.epoch:
+            self.stale += 1
+            return False
+        return True
 
 
 class Assembler:

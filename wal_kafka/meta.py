@@ -2,12 +2,17 @@
 
 A snapshot is one record of the region's meta topic, little-endian::
 
-    version u8 (1) | crc u32 | region_id u64 | end u64 | table_count u32 | table_count x table
+    version u8 (2) | crc u32 | region_id u64 | end u64 | fence_count u32 | table_count u32
+    | fence_count x (offset u64, epoch u64) | table_count x table
     table: table_id u64 | next_seq_num u64 | latest_marked_deleted u64 | high_watermark u64
            | index_count u32 | index_count x (seq u64, offset u64)
 
 ``crc`` is ``zlib.crc32`` of everything after it. ``end`` is the data-topic offset the snapshot
-is complete up to: recovery scans the data topic from there.
+is complete up to: recovery scans the data topic from there. The fences are the epoch markers
+of the data topic that raised the fence, ascending: a data record at an offset above a fence's
+marker and below the next one is stale if its epoch is below that fence's. The last fence's
+epoch is the snapshot's epoch (that of the writer that took it). Version 1 snapshots (no fence
+count, no fences) are still read, as of epoch 0.
 
 Per table, ``next_seq_num`` is one above the highest seq found in the log (0 + 1 for a table
 with no record), ``latest_marked_deleted`` the deletion floor, ``high_watermark`` the data-topic
@@ -29,8 +34,10 @@ from dataclasses import dataclass, field
 
 from gnomon.errors import Corrupted, TooLarge
 
-VERSION = 1
-_HEADER = struct.Struct("<BIQQI")
+VERSION = 2
+_HEADER_V1 = struct.Struct("<BIQQI")
+_HEADER = struct.Struct("<BIQQII")
+_FENCE = struct.Struct("<QQ")
 _TABLE = struct.Struct("<QQQQI")
 _INDEX_ENTRY = struct.Struct("<QQ")
 
@@ -109,6 +116,25 @@ class RegionMeta:
     #: The data-topic offset after the last record this state accounts for.
     end: int = 0
     tables: dict[int, TableMeta] = field(default_factory=dict)
+    #: ``(marker offset, epoch)`` of each epoch marker that raised the fence, ascending.
+    fences: list[tuple[int, int]] = field(default_factory=list)
+
+    @property
+    def epoch(self) -> int:
+        """The fence at ``end``: the highest epoch marker seen (0 without one)."""
+        return self.fences[-1][1] if self.fences else 0
+
+    def fence_at(self, offset: int) -> int:
+        """The fence a data record at ``offset`` is held to."""
+        at = bisect.bisect_left(self.fences, (offset, 0)) - 1
+        return self.fences[at][1] if at >= 0 else 0
+
+    def raise_fence(self, offset: int, epoch: int) -> bool:
+        """Take in the epoch marker at ``offset``; whether it raised the fence."""
+        if epoch <= self.epoch:
+            return False
+        self.fences.append((offset, epoch))
+        return True
 
     def table(self, table_id: int) -> TableMeta:
         meta = self.tables.get(table_id)
@@ -127,7 +153,10 @@ class RegionMeta:
 
     def copy(self) -> RegionMeta:
         return RegionMeta(
-            self.region_id, self.end, {tid: meta.copy() for tid, meta in self.tables.items()}
+            self.region_id,
+            self.end,
+            {tid: meta.copy() for tid, meta in self.tables.items()},
+            list(self.fences),
         )
 
     def encode(self, max_bytes: int) -> bytes:
@@ -164,22 +193,38 @@ class RegionMeta:
             interleaved = array("Q", bytes(16 * len(seqs)))
             interleaved[0::2], interleaved[1::2] = seqs, offsets
             parts.append(_little_endian(interleaved))
-        body = struct.pack("<QQI", self.region_id, self.end, len(tables)) + b"".join(parts)
+        head = struct.pack("<QQII", self.region_id, self.end, len(self.fences), len(tables))
+        fences = b"".join(_FENCE.pack(offset, epoch) for offset, epoch in self.fences)
+        body = head + fences + b"".join(parts)
         return struct.pack("<BI", VERSION, zlib.crc32(body)) + body
 
     @classmethod
     def decode(cls, data: bytes, region_id: int, where: str) -> RegionMeta:
-        if len(data) < _HEADER.size:
+        version = data[0] if data else None
+        header = _HEADER_V1 if version == 1 else _HEADER
+        if len(data) < header.size:
             raise Corrupted(f"{where}: snapshot of {len(data)} bytes is shorter than its header")
-        version, crc, stored_region, end, count = _HEADER.unpack_from(data, 0)
-        if version != VERSION:
+        if version not in (1, VERSION):
             raise Corrupted(f"{where}: unknown snapshot version {version}")
-        if zlib.crc32(memoryview(data)[5:]) != crc:
+        if zlib.crc32(memoryview(data)[5:]) != struct.unpack_from("<I", data, 1)[0]:
             raise Corrupted(f"{where}: snapshot crc mismatch")
+        if version == 1:
+            _, _, stored_region, end, count = _HEADER_V1.unpack_from(data, 0)
+            fence_count = 0
+        else:
+            _, _, stored_region, end, fence_count, count = _HEADER.unpack_from(data, 0)
         if stored_region != region_id:
             raise Corrupted(f"{where}: snapshot of region {stored_region}, not {region_id}")
         meta = cls(region_id, end)
-        position = _HEADER.size
+        position = header.size
+        for _ in range(fence_count):
+            if position + _FENCE.size > len(data):
+                raise Corrupted(f"{where}: snapshot fences run past the end")
+            offset, epoch = _FENCE.unpack_from(data, position)
+            position += _FENCE.size
+            ascending = not meta.fences or offset > meta.fences[-1][0]
+            if not ascending or offset >= end or not meta.raise_fence(offset, epoch):
+                raise Corrupted(f"{where}: bad snapshot fence (epoch {epoch} at offset {offset})")
         for _ in range(count):
             if position + _TABLE.size > len(data):
                 raise Corrupted(f"{where}: snapshot table entry runs past the end")

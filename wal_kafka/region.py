@@ -2,6 +2,12 @@
 
 A region is two single-partition topics: the data topic holds the log (see ``frame``), the meta
 topic holds RegionMeta snapshots (see ``meta``).
+
+A region is opened at an epoch (the shard's, from the meta service). Opening at epoch E > 0
+appends an epoch marker to the data topic and recovers the log up to it, then writes a snapshot
+of epoch E; data records carry their writer's epoch and replay skips those below the highest
+marker before them. A writer finds out it was deposed when its records or snapshots land behind
+someone else's (see ``Region._check_gap``) and stops.
 """
 
 from __future__ import annotations
@@ -14,11 +20,11 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from gnomon.errors import Corrupted, GnomonError, Unavailable
+from gnomon.errors import Corrupted, Fenced, GnomonError, Unavailable
 from node.wal.api import WalRecord
 from node.wal.group_commit import GroupCommit, Pending
 
-from .frame import Assembler, decode_record, encode_group
+from .frame import Assembler, Fence, Record, decode, encode_group, encode_marker
 from .kafka import (
     Clients,
     Delivery,
@@ -31,7 +37,16 @@ from .meta import RegionMeta
 
 logger = logging.getLogger("gnomon.wal.kafka")
 
-SNAPSHOT_KEY = b"region-meta"
+#: Snapshots read back from the end of the meta topic when a region opens: the newest of the
+#: highest epoch among them is used. A deposed writer leaves at most one snapshot behind a
+#: newer owner's (it stops at the first that lands behind one), so a few suffice.
+_SNAPSHOT_WINDOW = 8
+
+
+def snapshot_key(epoch: int) -> bytes:
+    """The meta-topic key of snapshots of ``epoch``: one key per epoch, so compaction always
+    keeps the newest snapshot of every epoch, whatever a deposed writer appends after it."""
+    return b"region-meta" if epoch == 0 else b"region-meta@%d" % epoch
 
 
 def _delivery_slack(timeout_s: float) -> float:
@@ -116,6 +131,8 @@ class RecoveryInfo:
     scanned_records: int
     #: Fragments of payloads that an unfinished group left behind (never acknowledged).
     orphans: int
+    #: Records a deposed owner wrote after a newer epoch's marker, skipped.
+    stale_records: int
     seconds: float
 
 
@@ -131,6 +148,8 @@ class Region(GroupCommit[list[tuple[int, int]]]):
         meta: RegionMeta,
         recovery: RecoveryInfo,
         log_start: int,
+        epoch: int,
+        meta_next: int,
     ) -> None:
         super().__init__(
             f"WAL region {region_id} on {data_topic}",
@@ -144,6 +163,14 @@ class Region(GroupCommit[list[tuple[int, int]]]):
         self.data_topic = data_topic
         self.meta_topic = meta_topic
         self.recovery = recovery
+        self.epoch = epoch
+        #: The epoch of the newer owner found in the topics, once this writer was deposed.
+        self._fenced_by: int | None = None
+        #: Where this writer's next snapshot lands in the meta topic unless someone else wrote
+        #: there (guarded by ``_snapshot_lock``).
+        self._meta_next = meta_next
+        #: Whether stale records found behind this writer's own were logged already.
+        self._stale_logged = recovery.stale_records > 0
         # Held while a snapshot is taken and written, so snapshots reach the meta topic in
         # the order their states were taken: the last one in the topic is the newest.
         self._snapshot_lock = threading.Lock()
@@ -170,8 +197,11 @@ class Region(GroupCommit[list[tuple[int, int]]]):
         data_topic: str,
         meta_topic: str,
         ensure_topics: Callable[[list[TopicSpec]], None],
+        epoch: int,
     ) -> Region:
-        """Create the region's topics if absent, then recover its state from them."""
+        """Create the region's topics if absent, then recover its state from them; at an
+        epoch > 0 the data topic gets the epoch's marker first and the meta topic a snapshot
+        of that epoch last. ``Fenced`` if the topics show a later epoch."""
         ensure_topics(
             [
                 # Records are deleted by the cleaner only: never by age or size.
@@ -194,8 +224,19 @@ class Region(GroupCommit[list[tuple[int, int]]]):
                 ),
             ]
         )
-        meta, recovery, log_start = _recover(ctx, region_id, data_topic, meta_topic)
-        return cls(ctx, region_id, data_topic, meta_topic, meta, recovery, log_start)
+        meta, recovery, log_start, meta_next = _recover(
+            ctx, region_id, data_topic, meta_topic, epoch
+        )
+        region = cls(
+            ctx, region_id, data_topic, meta_topic, meta, recovery, log_start, epoch, meta_next
+        )
+        if epoch:
+            # The meta topic learns of the epoch too: a deposed owner's next snapshot lands
+            # behind this one, which stops it (see _write_snapshot).
+            with region._snapshot_lock:
+                region._write_snapshot(meta.copy())
+                region._snapshot_version = region._version
+        return region
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -203,12 +244,78 @@ class Region(GroupCommit[list[tuple[int, int]]]):
         """Produce the group and wait for the broker's acks; per write, the offsets of the
         Kafka records holding its first and last fragment."""
         group = encode_group(
-            [(p.table_id, p.seq, p.payload) for p in batch], self._ctx.max_record_bytes
+            [(p.table_id, p.seq, p.payload) for p in batch], self._ctx.max_record_bytes, self.epoch
         )
         deliveries = [self._ctx.produce(self.data_topic, record) for record in group.records]
         offsets = self._ctx.delivered(deliveries, self.data_topic)
         self._ctx.counters.add(records=len(offsets))
+        # One group in flight at a time and only this writer: the records follow the log's
+        # end back to back, unless someone else wrote in between.
+        expected = self._meta.end
+        for offset in offsets:
+            if offset > expected:
+                self._check_gap(expected, offset)
+            expected = offset + 1
         return [(offsets[first], offsets[last]) for first, last in group.spans]
+
+    def _check_gap(self, start: int, end: int) -> None:
+        """Records ``start .. end`` of the data topic were written by someone else while this
+        writer's group was on its way. A newer epoch among them means this writer was deposed
+        (``Fenced``: the group is not applied, and replay skips it as stale); records of its
+        own epoch mean a second writer at that epoch (``Unavailable``); lower epochs are a
+        deposed owner's late records, stale by the replay rule, and only counted."""
+        stale = 0
+        for offset, record in self._scan(start, end):
+            if record.epoch > self.epoch:
+                self._fenced_by = record.epoch
+                raise self._fenced_error()
+            if record.epoch == self.epoch:
+                raise Unavailable(
+                    f"{self._where}: {self.data_topic} offset {offset} was written at this "
+                    f"writer's epoch {self.epoch} by someone else (a second writer of the "
+                    "region)",
+                    retryable=False,
+                )
+            stale += not record.marker
+        if stale and not self._stale_logged:
+            self._stale_logged = True
+            logger.warning(
+                "WAL region %d: %d records of a deposed owner (epoch below %d) landed in %s "
+                "before offset %d; they are never applied",
+                self.id,
+                stale,
+                self.epoch,
+                self.data_topic,
+                end,
+            )
+
+    def _scan(self, start: int, end: int) -> Iterator[tuple[int, Record]]:
+        consumer = self._ctx.clients.consumer()
+        try:
+            records = consume_range(
+                consumer,
+                self.data_topic,
+                start,
+                end,
+                bootstrap=self._ctx.bootstrap,
+                timeout_s=self._ctx.timeout_s,
+            )
+            for offset, value in records:
+                yield offset, decode(value, f"topic {self.data_topic} offset {offset}")
+        finally:
+            consumer.close()
+
+    def _fenced_error(self) -> Fenced:
+        return Fenced(
+            f"{self._where}: a newer owner opened the region at epoch {self._fenced_by} "
+            f"(this writer holds epoch {self.epoch}); it takes no more writes",
+            shard_id=self.id,
+        )
+
+    def _failed_error(self, failure: BaseException) -> Unavailable:
+        if isinstance(failure, Fenced):
+            return self._fenced_error()
+        return super()._failed_error(failure)
 
     def _committed(self, batch: list[Pending], placed: list[tuple[int, int]] | None) -> None:
         # Applied only now, so readers never see a record before it is acknowledged.
@@ -232,10 +339,11 @@ class Region(GroupCommit[list[tuple[int, int]]]):
             if low > last:
                 return iter(())
             start, end = table.start_offset(low), table.high_watermark
-        return self._records(table_id, low, last, start, end)
+            fence = Fence(self._meta.fence_at(start))
+        return self._records(table_id, low, last, start, end, fence)
 
     def _records(
-        self, table_id: int, low: int, last: int, start: int, end: int
+        self, table_id: int, low: int, last: int, start: int, end: int, fence: Fence
     ) -> Iterator[WalRecord]:
         consumer = self._ctx.clients.consumer()
         try:
@@ -250,7 +358,10 @@ class Region(GroupCommit[list[tuple[int, int]]]):
                 check=self._check_open,
             )
             for offset, value in records:
-                for fragment in decode_record(value, f"topic {self.data_topic} offset {offset}"):
+                record = decode(value, f"topic {self.data_topic} offset {offset}")
+                if not fence.admit(record):
+                    continue
+                for fragment in record.fragments:
                     entry = assembler.feed(offset, fragment)
                     # Below ``low``: before the range asked for, or a duplicate of a seq
                     # already handed out (the first copy in the log counts).
@@ -269,6 +380,8 @@ class Region(GroupCommit[list[tuple[int, int]]]):
         with self._snapshot_lock:
             with self._cond:
                 self._check_open()
+                if self._fenced_by is not None:
+                    raise self._fenced_error()
                 current = self._meta.tables.get(table_id)
                 floor = current.latest_marked_deleted if current is not None else 0
                 if up_to_seq <= floor:
@@ -301,7 +414,7 @@ class Region(GroupCommit[list[tuple[int, int]]]):
         """
         with self._snapshot_lock:
             with self._cond:
-                if self._closed:
+                if self._closed or self._fenced_by is not None:
                     return
                 snapshot = self._meta.copy() if self._version != self._snapshot_version else None
                 version = self._version
@@ -314,11 +427,21 @@ class Region(GroupCommit[list[tuple[int, int]]]):
             logger.debug("WAL region %d: deleted %s below offset %d", self.id, self.data_topic, low)
 
     def _write_snapshot(self, snapshot: RegionMeta) -> None:
-        """Called with ``_snapshot_lock`` held."""
+        """Called with ``_snapshot_lock`` held. ``Fenced`` (and the region stops) if the
+        snapshot landed behind one of a newer epoch: it is then a deposed writer's, which
+        recovery passes over, and the cleaner must not act on it."""
         data = snapshot.encode(self._ctx.max_record_bytes)
-        delivery = self._ctx.produce(self.meta_topic, data, SNAPSHOT_KEY)
-        self._ctx.delivered([delivery], self.meta_topic)
+        delivery = self._ctx.produce(self.meta_topic, data, snapshot_key(self.epoch))
+        offset = self._ctx.delivered([delivery], self.meta_topic)[0]
         self._ctx.counters.add(snapshots=1)
+        if offset > self._meta_next:
+            newer = _newest_epoch(self._ctx, self.id, self.meta_topic, self._meta_next, offset)
+            if newer > self.epoch:
+                with self._cond:
+                    self._fenced_by = newer
+                    self._failure = self._failure or self._fenced_error()
+                raise self._fenced_error()
+        self._meta_next = offset + 1
         self._durable_low = snapshot.lowest_live_offset()
 
     # -- life cycle -------------------------------------------------------------------------
@@ -341,18 +464,20 @@ class Region(GroupCommit[list[tuple[int, int]]]):
 
 
 def _recover(
-    ctx: Context, region_id: int, data_topic: str, meta_topic: str
-) -> tuple[RegionMeta, RecoveryInfo, int]:
-    """The region's state: the newest snapshot plus a scan of the data topic from its end.
-    Also returns the data topic's log start offset."""
+    ctx: Context, region_id: int, data_topic: str, meta_topic: str, epoch: int
+) -> tuple[RegionMeta, RecoveryInfo, int, int]:
+    """The region's state: the newest snapshot plus a scan of the data topic from its end (up
+    to the marker of ``epoch``, appended first when ``epoch`` > 0). Also returns the data
+    topic's log start offset and the meta topic's high watermark."""
     started = time.monotonic()
     bootstrap, timeout_s = ctx.bootstrap, ctx.timeout_s
-    snapshot = _latest_snapshot(ctx, region_id, meta_topic)
+    snapshot, meta_high = _latest_snapshot(ctx, region_id, meta_topic)
+    snapshot_end = snapshot.end if snapshot is not None else None
+    meta = snapshot if snapshot is not None else RegionMeta(region_id)
+    _check_epoch(region_id, meta.epoch, epoch)
     consumer = ctx.clients.consumer()
     try:
         log_start, high = watermarks(consumer, data_topic, bootstrap=bootstrap, timeout_s=timeout_s)
-        snapshot_end = snapshot.end if snapshot is not None else None
-        meta = snapshot if snapshot is not None else RegionMeta(region_id)
         if meta.end < log_start or meta.end > high:
             raise Corrupted(
                 f"WAL region {region_id}: {data_topic} holds offsets {log_start}..{high}, but "
@@ -360,14 +485,25 @@ def _recover(
                 + ("" if snapshot_end is not None else " (no snapshot)")
                 + ": records were deleted or the topic was recreated behind the WAL's back"
             )
+        if epoch:
+            # The marker goes first: whatever lands after it at a lower epoch is stale, and
+            # whatever landed before it is this state's, so every later replay agrees with it.
+            marker = ctx.delivered([ctx.produce(data_topic, encode_marker(epoch))], data_topic)
+            high = marker[0] + 1
         assembler = Assembler()
+        fence = Fence(meta.epoch)
         scanned = 0
         records = consume_range(
             consumer, data_topic, meta.end, high, bootstrap=bootstrap, timeout_s=timeout_s
         )
         for offset, value in records:
             scanned += 1
-            for fragment in decode_record(value, f"topic {data_topic} offset {offset}"):
+            record = decode(value, f"topic {data_topic} offset {offset}")
+            if record.marker:
+                meta.raise_fence(offset, record.epoch)
+            if not fence.admit(record):
+                continue
+            for fragment in record.fragments:
                 entry = assembler.feed(offset, fragment)
                 if entry is not None:
                     meta.table(entry.table_id).apply(
@@ -377,6 +513,8 @@ def _recover(
         meta.end = high
     finally:
         consumer.close()
+    # A newer owner's marker landed before this one: this opener is deposed already.
+    _check_epoch(region_id, meta.epoch, epoch)
     if assembler.orphans:
         logger.warning(
             "WAL region %d: %d fragments of payloads in %s belong to groups that were never "
@@ -385,42 +523,84 @@ def _recover(
             assembler.orphans,
             data_topic,
         )
+    if fence.stale:
+        logger.warning(
+            "WAL region %d: %d records in %s were written by deposed owners after a newer "
+            "epoch's marker (never acknowledged); they are ignored",
+            region_id,
+            fence.stale,
+            data_topic,
+        )
     info = RecoveryInfo(
         snapshot_end,
         scanned,
         assembler.orphans,
+        fence.stale,
         time.monotonic() - started,
     )
     logger.info(
-        "WAL region %d: recovered from %s (snapshot end %s, %d records scanned) in %.3fs",
+        "WAL region %d: recovered from %s at epoch %d (snapshot end %s, %d records scanned) "
+        "in %.3fs",
         region_id,
         data_topic,
+        epoch,
         info.snapshot_end,
         scanned,
         info.seconds,
     )
-    return meta, info, log_start
+    return meta, info, log_start, meta_high
 
 
-def _latest_snapshot(ctx: Context, region_id: int, meta_topic: str) -> RegionMeta | None:
+def _check_epoch(region_id: int, held: int, epoch: int) -> None:
+    if held > epoch:
+        raise Fenced(
+            f"WAL region {region_id} was opened at epoch {held}; it cannot be opened at the "
+            f"earlier epoch {epoch}",
+            shard_id=region_id,
+        )
+
+
+def _latest_snapshot(
+    ctx: Context, region_id: int, meta_topic: str
+) -> tuple[RegionMeta | None, int]:
+    """The newest snapshot of the highest epoch among the last few of the meta topic (a
+    deposed writer's may follow the newer owner's), and the meta topic's high watermark."""
     consumer = ctx.clients.consumer()
     try:
         low, high = watermarks(
             consumer, meta_topic, bootstrap=ctx.bootstrap, timeout_s=ctx.timeout_s
         )
         latest: RegionMeta | None = None
-        # Snapshots are produced one at a time, one record per batch, so the newest one is
-        # at ``high - 1`` (and compaction never removes the newest record of a key).
+        # Snapshots are produced one at a time, one record per batch, so the newest ones are
+        # just below ``high`` (and compaction keeps the newest record of each epoch's key).
         records = consume_range(
             consumer,
             meta_topic,
-            max(low, high - 1),
+            max(low, high - _SNAPSHOT_WINDOW),
             high,
             bootstrap=ctx.bootstrap,
             timeout_s=ctx.timeout_s,
         )
         for offset, value in records:
-            latest = RegionMeta.decode(value, region_id, f"topic {meta_topic} offset {offset}")
-        return latest
+            snapshot = RegionMeta.decode(value, region_id, f"topic {meta_topic} offset {offset}")
+            if latest is None or snapshot.epoch >= latest.epoch:
+                latest = snapshot
+        return latest, high
+    finally:
+        consumer.close()
+
+
+def _newest_epoch(ctx: Context, region_id: int, meta_topic: str, start: int, end: int) -> int:
+    """The highest epoch of the snapshots ``start .. end`` of the meta topic."""
+    consumer = ctx.clients.consumer()
+    try:
+        records = consume_range(
+            consumer, meta_topic, start, end, bootstrap=ctx.bootstrap, timeout_s=ctx.timeout_s
+        )
+        epochs = (
+            RegionMeta.decode(value, region_id, f"topic {meta_topic} offset {offset}").epoch
+            for offset, value in records
+        )
+        return max(epochs, default=0)
     finally:
         consumer.close()

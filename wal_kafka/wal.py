@@ -5,8 +5,9 @@ Region ``r`` of namespace ``ns`` is the topics ``ns-wal-r`` (the log) and ``ns-w
 poller thread serves its delivery reports and a cleaner thread snapshots the regions and
 deletes records nothing needs any more. See README.md in this folder.
 
-A region must be open in one KafkaWal at a time (the cluster gives each shard one owner);
-nothing on the Kafka side fences a second writer.
+A region must be open in one KafkaWal at a time (the cluster gives each shard one owner). It is
+opened at the shard's epoch: records carry it, an epoch marker starts each owner's part of the
+log, and a deposed owner's late records are never replayed (see README.md, "Fencing").
 """
 
 from __future__ import annotations
@@ -162,10 +163,10 @@ class KafkaWal(RegionWal[Region]):
 
     # -- regions (RegionWal routes the Wal calls to them) ------------------------------------
 
-    def _open_region(self, region_id: int) -> Region:
+    def _open_region(self, region_id: int, epoch: int) -> Region:
         data_topic = f"{self.namespace}-wal-{region_id}"
         return Region.open(
-            self._ctx, region_id, data_topic, f"{data_topic}-meta", self._ensure_topics
+            self._ctx, region_id, data_topic, f"{data_topic}-meta", self._ensure_topics, epoch
         )
 
     def _region_name(self, region_id: int) -> str:

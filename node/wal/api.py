@@ -21,8 +21,13 @@ class WalRecord:
 
 
 class Wal(Protocol):
-    def open_region(self, region_id: int) -> None:
-        """Open (creating if absent) a region; opening an open region is a no-op."""
+    def open_region(self, region_id: int, epoch: int = 0) -> None:
+        """Open (creating if absent) a region at ``epoch``, the shard's ownership epoch from the
+        meta service (0: unfenced, as in standalone); opening an open region at the same epoch
+        is a no-op, at another one ``Conflict`` (close it first). A WAL shared between nodes
+        (Kafka) refuses an epoch below one the region was opened at (``Fenced``) and never
+        replays records a writer of an earlier epoch appended after a later epoch opened it;
+        a node-local WAL (disk) needs no fence of its own and only records the epoch."""
 
     def close_region(self, region_id: int) -> None:
         """Flush and close a region; its files stay."""

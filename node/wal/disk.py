@@ -115,7 +115,7 @@ class DiskWal(RegionWal["_Region"]):
             for region in self._take_regions() or []:
                 region.close()
 
-    def _open_region(self, region_id: int) -> _Region:
+    def _open_region(self, region_id: int, epoch: int) -> _Region:
         return _Region.open(self, region_id)
 
     def _region_name(self, region_id: int) -> str:

@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from typing import Generic, Protocol, TypeVar
 
-from gnomon.errors import Closed, InvalidArgument, NotFound, TooLarge
+from gnomon.errors import Closed, Conflict, InvalidArgument, NotFound, TooLarge
 from node.wal.api import WalRecord
 from node.wal.record import MAX_U64
 
@@ -54,28 +54,40 @@ class RegionWal(ABC, Generic[R]):
         # Serialises open_region/close_region/close; the data path only reads _regions.
         self._open_lock = threading.Lock()
         self._regions: dict[int, R] = {}
+        #: The epoch each open region was opened at.
+        self._epochs: dict[int, int] = {}
         self._closed = False
 
     @abstractmethod
-    def _open_region(self, region_id: int) -> R:
-        """Open (creating if absent) and recover a region; called with ``_open_lock`` held."""
+    def _open_region(self, region_id: int, epoch: int) -> R:
+        """Open (creating if absent) and recover a region at ``epoch``; called with
+        ``_open_lock`` held."""
 
     @abstractmethod
     def _region_name(self, region_id: int) -> str:
         """The region as errors name it (``"WAL region 3 at <root>"``)."""
 
-    def open_region(self, region_id: int) -> None:
+    def open_region(self, region_id: int, epoch: int = 0) -> None:
         _check_id("region id", region_id)
+        _check_id("epoch", epoch)
         with self._open_lock:
             self._check_open()
-            if region_id not in self._regions:
-                self._regions[region_id] = self._open_region(region_id)
+            held = self._epochs.get(region_id)
+            if held is None:
+                self._regions[region_id] = self._open_region(region_id, epoch)
+                self._epochs[region_id] = epoch
+            elif held != epoch:
+                raise Conflict(
+                    f"{self._region_name(region_id)} is open at epoch {held}; "
+                    f"close it before opening it at epoch {epoch}"
+                )
 
     def close_region(self, region_id: int) -> None:
         _check_id("region id", region_id)
         with self._open_lock:
             self._check_open()
             region = self._regions.pop(region_id, None)
+            self._epochs.pop(region_id, None)
             # Closed under the lock so a reopen cannot race the release of the region.
             if region is not None:
                 region.close()
@@ -106,6 +118,7 @@ class RegionWal(ABC, Generic[R]):
         self._closed = True
         regions = list(self._regions.values())
         self._regions.clear()
+        self._epochs.clear()
         return regions
 
     def _check_open(self) -> None:

@@ -19,7 +19,7 @@ from typing import TypeVar
 
 import pytest
 
-from gnomon.errors import Closed, InvalidArgument, NotFound
+from gnomon.errors import Closed, Conflict, InvalidArgument, NotFound
 from node.wal.api import Wal, WalRecord
 
 WalFactory = Callable[[], Wal]
@@ -114,6 +114,26 @@ class WalContract:
             wal.open_region(REGION)
             assert wal.write(REGION, 1, payload(1, 2)) == 2
             assert seqs(wal, 1) == [1, 2]
+
+    def test_open_region_at_an_epoch(self, wal_factory: WalFactory) -> None:
+        wal = wal_factory()
+        try:
+            wal.open_region(REGION, 3)
+            wal.write(REGION, 1, payload(1, 1))
+            wal.open_region(REGION, 3)  # the same epoch: a no-op
+            with pytest.raises(Conflict, match="epoch 3"):
+                wal.open_region(REGION, 4)
+            assert wal.write(REGION, 1, payload(1, 2)) == 2
+            for bad in (-1, 1 << 64, "4", True, None):
+                with pytest.raises(InvalidArgument, match="epoch"):
+                    wal.open_region(REGION + 1, bad)  # type: ignore[arg-type]
+            wal.close_region(REGION)
+            # A later epoch after closing: the region and its records carry over.
+            wal.open_region(REGION, 4)
+            assert seqs(wal, 1) == [1, 2]
+            assert wal.write(REGION, 1, payload(1, 3)) == 3
+        finally:
+            wal.close()
 
     def test_mark_deleted_hides_records(self, wal_factory: WalFactory) -> None:
         with opened(wal_factory) as wal:
