@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import signal
+import sys
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
-from tests.support.procs import Server
+from tests.server.conftest import Running
+from tests.support.procs import Server, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
 
 #: The last line `gnomon standalone` prints, once it has loaded the demo (the ports open
 #: before) and handles SIGTERM.
@@ -18,3 +25,50 @@ def wait_for_output(server: Server, text: str = READY, timeout_s: float = 120.0)
         assert server.proc.poll() is None, server.log.read_text()[-4000:]
         assert time.monotonic() < deadline, f"no {text!r} after {timeout_s}s"
         time.sleep(0.05)
+
+
+@dataclass
+class Demo(Running):
+    """`gnomon standalone --demo` as `make run` starts it, on free ports."""
+
+    flight_port: int = 0
+
+    def stop(self) -> None:
+        """SIGTERM (a graceful stop, as Ctrl-C), which must succeed."""
+        self.server.kill(signal.SIGTERM)
+        assert self.server.proc.wait(timeout=60) == 0, self.server.log.read_text()[-4000:]
+        self.server.stop()
+
+
+def start_demo(data_dir: Path, log: Path, *extra: str) -> Demo:
+    """Start it and wait until the demo is loaded and it serves."""
+    http, grpc, flight = free_port(), free_port(), free_port()
+    server = Server(
+        [
+            sys.executable,
+            "-m",
+            "gnomon.cli",
+            *extra,
+            "standalone",
+            "--demo",
+            "--data-dir",
+            str(data_dir),
+            "--http-port",
+            str(http),
+            "--grpc-port",
+            str(grpc),
+            "--flight-port",
+            str(flight),
+            "--wal-sync",
+            "never",
+        ],
+        log=log,
+        cwd=ROOT,
+    )
+    try:
+        server.wait_for_port(http, timeout_s=120)
+        wait_for_output(server)
+    except BaseException:
+        server.stop()
+        raise
+    return Demo(http, grpc, data_dir, server, flight)

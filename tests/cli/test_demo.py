@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import signal
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,11 +12,8 @@ from gnomon.cli import DEMO_TABLE, main
 from node.engine.engine import Engine
 from node.engine.revisions import Revisions
 from node.sql.executor import SqlExecutor
-from tests.cli.conftest import wait_for_output
-from tests.server.conftest import Running
-from tests.support.procs import Server, free_port
+from tests.cli.conftest import start_demo
 
-ROOT = Path(__file__).resolve().parents[2]
 CPU = (
     "CREATE TABLE cpu (host string TAG, usage_user double, ts timestamp NOT NULL, "
     "TIMESTAMP KEY(ts))"
@@ -75,61 +70,23 @@ def test_a_cut_short_load_is_loaded_again(tmp_path: Path, monkeypatch: pytest.Mo
         assert e.revisions.open_revisions(DEMO_TABLE) == []
 
 
-def _standalone_demo(data_dir: Path, log: Path) -> Running:
-    http, grpc = free_port(), free_port()
-    server = Server(
-        [
-            sys.executable,
-            "-m",
-            "gnomon.cli",
-            "standalone",
-            "--demo",
-            "--data-dir",
-            str(data_dir),
-            "--http-port",
-            str(http),
-            "--grpc-port",
-            str(grpc),
-            "--flight-port",
-            "0",
-            "--wal-sync",
-            "never",
-        ],
-        log=log,
-        cwd=ROOT,
-    )
-    try:
-        server.wait_for_port(http, timeout_s=120)
-        wait_for_output(server)
-    except BaseException:
-        server.stop()
-        raise
-    return Running(http, grpc, data_dir, server)
-
-
-def _stop(running: Running) -> None:
-    running.server.kill(signal.SIGTERM)
-    assert running.server.proc.wait(timeout=60) == 0
-    running.server.stop()
-
-
 def test_make_run_twice_keeps_what_a_user_wrote_to_cpu(tmp_path: Path) -> None:
     data_dir = tmp_path / "standalone"
-    first = _standalone_demo(data_dir, tmp_path / "first.log")
+    first = start_demo(data_dir, tmp_path / "first.log")
     try:
         for stmt in (CPU, "INSERT INTO cpu (host, usage_user, ts) VALUES ('mine', 1.5, 1000)"):
             status, body = first.sql(stmt)
             assert status == 200, body
     finally:
-        _stop(first)
-    second = _standalone_demo(data_dir, tmp_path / "second.log")
+        first.stop()
+    second = start_demo(data_dir, tmp_path / "second.log")
     try:
         status, body = second.sql("SELECT host, usage_user FROM cpu")
         assert status == 200 and body["rows"] == [{"host": "mine", "usage_user": 1.5}], body
         status, body = second.sql(f"SELECT count(*) AS n FROM {DEMO_TABLE}")
         assert status == 200 and body["rows"] == [{"n": 100 * 24 * 360}], body
     finally:
-        _stop(second)
+        second.stop()
     assert "already loaded" in (tmp_path / "second.log").read_text()
 
 

@@ -1,0 +1,117 @@
+"""The README's examples run as written (ports aside) against `gnomon standalone --demo`, as
+`make run` starts it: every curl and `gnomon sql` command and every Python snippet but Spark's
+(tests/spark/test_readme_spark.py runs that one), each succeeding with a sane answer. A block
+of a kind no test knows fails here, so a new example cannot go untried."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from tests.cli.conftest import Demo, start_demo
+from tests.docs.readme import Block, Ports, blocks
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
+    root = tmp_path_factory.mktemp("readme")
+    running = start_demo(root / "data", root / "server.log")
+    yield running
+    running.stop()
+
+
+def _ports(demo: Demo) -> Ports:
+    return Ports(demo.http_port, demo.grpc_port, demo.flight_port)
+
+
+def _run(cmd: str, cwd: Path, stdin: str = "") -> str:
+    done = subprocess.run(
+        ["bash", "-c", cmd], cwd=cwd, input=stdin, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, f"{cmd}\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def _check_command(cmd: str, out: str, cwd: Path) -> None:
+    """What each kind of command must answer."""
+    if " -o " in cmd:  # an Arrow IPC stream saved to a file
+        path = cwd / cmd.rsplit(" -o ", 1)[1].strip()
+        assert pa.ipc.open_stream(path.read_bytes()).read_all().num_rows >= 1
+    elif "/influxdb/" in cmd:
+        assert out == "", out  # 204: written
+    elif cmd.startswith("curl"):
+        answer = json.loads(out)
+        assert "rows" in answer or "affected_rows" in answer, answer
+    else:  # gnomon sql
+        assert "row" in out and "error" not in out, out
+
+
+def _shell_blocks() -> list[Block]:
+    return [b for b in blocks() if b.lang == "" and b.commands()]
+
+
+def test_every_block_is_run_somewhere() -> None:
+    for b in blocks():
+        runnable = b.lang == "" or (
+            b.lang == "python"
+            and any(k in b.text for k in ("horaedb_client", "node.engine", "gnomon.spark"))
+        )
+        assert runnable, f"README line {b.line}: no test runs this {b.lang or 'shell'} block"
+    assert len(_shell_blocks()) >= 4
+
+
+def test_the_shell_examples(demo: Demo, tmp_path: Path) -> None:
+    ports = _ports(demo)
+    for block in _shell_blocks():
+        for cmd in block.commands():
+            real = ports.apply(cmd)
+            # The interactive shell reads its statements from standard input.
+            interactive = "gnomon sql" in cmd and " -e " not in cmd
+            out = _run(real, tmp_path, stdin="SHOW TABLES;\n" if interactive else "")
+            _check_command(real, out, tmp_path)
+    # The answers themselves, beyond their success.
+    status, body = demo.sql("SELECT host, v FROM demo")
+    assert status == 200 and body["rows"] == [{"host": "a", "v": 1.5}], body
+    status, body = demo.sql("SELECT city, temperature, humidity FROM weather")
+    assert body["rows"] == [{"city": "paris", "temperature": 21.5, "humidity": 40}], body
+
+
+def test_the_demo_query_and_the_interactive_shell(demo: Demo, tmp_path: Path) -> None:
+    ports = _ports(demo)
+    first = _shell_blocks()[0].commands()
+    top = _run(ports.apply(first[0]), tmp_path)
+    assert top.count("host_") == 5 and "(5 rows)" in top, top
+    shell = _run(ports.apply(first[1]), tmp_path, stdin="SHOW TABLES;\n")
+    assert "demo_cpu" in shell and f"connected to http://127.0.0.1:{demo.http_port}" in shell
+
+
+def _python(block: str) -> Block:
+    return next(b for b in blocks() if b.lang == "python" and block in b.text)
+
+
+def test_the_horaedb_sdk_snippet(demo: Demo, tmp_path: Path) -> None:
+    code = _ports(demo).apply(_python("horaedb_client").text)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "'site': 'a'" in done.stdout and "'value': 0.5" in done.stdout, done.stdout
+
+
+def test_the_engine_snippet(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _python("node.engine").text],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "'host': 'b', 'usage': 0.7" in done.stdout, done.stdout
+    assert (tmp_path / "data" / "mydb").is_dir()
