@@ -199,7 +199,7 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
 
     # -- reads -----------------------------------------------------------------------------------
 
-    def get_schema(
+    def get_schema(  # type: ignore[override]  # the stubs name pa.Schema; pyarrow wants this
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.SchemaResult:
         # pyarrow sends any error of get_schema with a Python traceback (its callback, unlike
