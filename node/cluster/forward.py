@@ -10,7 +10,7 @@ runs a failed forwarded query locally; a stale replica would answer wrong).
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
@@ -37,7 +37,9 @@ class Forwarder:
         self._channels: dict[str, grpc.Channel] = {}
         self._lock = threading.Lock()
 
-    def _call(self, endpoint: str, method: str, request: Any, response: Any) -> Any:
+    def _call(
+        self, endpoint: str, method: str, request: Any, response: Callable[[bytes], Any]
+    ) -> Any:
         with self._lock:
             channel = self._channels.get(endpoint)
             if channel is None:
@@ -45,7 +47,7 @@ class Forwarder:
         stub: Any = channel.unary_unary(
             f"/{_SERVICE}/{method}",
             request_serializer=lambda m: m.SerializeToString(),
-            response_deserializer=response.FromString,
+            response_deserializer=response,
         )
         try:
             return stub(request, timeout=self._timeout_s, metadata=((FORWARDED_FROM, self.me),))
@@ -61,17 +63,14 @@ class Forwarder:
 
     def write(self, endpoint: str, request: storage_pb2.WriteRequest) -> storage_pb2.WriteResponse:
         response: storage_pb2.WriteResponse = self._call(
-            endpoint, "Write", request, storage_pb2.WriteResponse
+            endpoint, "Write", request, storage_pb2.WriteResponse.FromString
         )
         return response
 
-    def sql_query(
-        self, endpoint: str, request: storage_pb2.SqlQueryRequest
-    ) -> storage_pb2.SqlQueryResponse:
-        response: storage_pb2.SqlQueryResponse = self._call(
-            endpoint, "SqlQuery", request, storage_pb2.SqlQueryResponse
-        )
-        return response
+    def sql_query(self, endpoint: str, request: storage_pb2.SqlQueryRequest) -> bytes:
+        """The owner's serialised ``SqlQueryResponse``, to pass on as it is."""
+        data: bytes = self._call(endpoint, "SqlQuery", request, bytes)
+        return data
 
     def close(self) -> None:
         with self._lock:

@@ -11,15 +11,17 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent import futures
 from typing import Any, TypeVar
 
 import grpc
 import pyarrow as pa
 
-from gnomon.errors import InvalidArgument
+from gnomon.errors import GnomonError, InvalidArgument, NotOwner, Status, Unavailable
 from gnomon.proto import common_pb2, storage_pb2
+from node.cluster.forward import forwarded_from
+from node.cluster.router import LocalRouter, Router
 from node.ingest.horaedb import decode_table_request
 from node.ingest.writer import Ingestor
 from node.server import sql_response
@@ -69,39 +71,89 @@ class StorageService:
         execute: Callable[[str], QueryResult],
         metrics: Registry,
         *,
-        advertise: tuple[str, int] | None = None,
+        router: Router | None = None,
         compress_min_bytes: int = DEFAULT_COMPRESS_MIN_BYTES,
         queries: Queries | None = None,
     ) -> None:
         self.ingestor = ingestor
         self.execute = execute
         self.metrics = metrics
-        self.advertise = advertise
+        self.router: Router = router or LocalRouter()
         self.compress_min_bytes = compress_min_bytes
         self.queries = queries or Queries()
 
     # -- RPCs ------------------------------------------------------------------------------------
 
     def route(self, req: storage_pb2.RouteRequest) -> storage_pb2.RouteResponse:
-        """Without an advertised address, no routes: like a stock standalone HoraeDB, which
-        makes the SDK send everything to the address its user gave (always reachable, unlike
-        a bind address such as 0.0.0.0). With one, every table routes to it."""
+        """The endpoint of each table's owner; tables without one are left out, and the SDK
+        sends them to the address its user gave."""
         resp = storage_pb2.RouteResponse(header=_ok())
-        if self.advertise is not None:
-            host, port = self.advertise
-            for table in req.tables:
-                resp.routes.add(table=table, endpoint=storage_pb2.Endpoint(ip=host, port=port))
+        try:
+            routes = self.router.route(list(req.tables))
+        except Exception as e:
+            self._log_failure("Route", e)
+            return storage_pb2.RouteResponse(header=_error(e))
+        for table in req.tables:
+            endpoint = routes.get(table)
+            if endpoint:
+                host, _, port = endpoint.rpartition(":")
+                resp.routes.add(table=table, endpoint=storage_pb2.Endpoint(ip=host, port=int(port)))
         return resp
 
-    def _write_tables(self, req: storage_pb2.WriteRequest) -> int:
-        _check_database(req.HasField("context"), req.context)
+    def _write_local(self, req: storage_pb2.WriteRequest) -> int:
         # Every table is checked before any is changed: a refused request writes nothing
         # (HoraeDB keeps the tables written before the first bad one).
         return self.ingestor.write_all([decode_table_request(t) for t in req.table_requests])
 
-    def write(self, req: storage_pb2.WriteRequest) -> storage_pb2.WriteResponse:
+    def _write_tables(self, req: storage_pb2.WriteRequest, forwarded: bool) -> int:
+        """Write the tables served here, and send the others to their owners (in parallel),
+        unless the request was forwarded already: then everything is written here or
+        refused, never forwarded twice."""
+        _check_database(req.HasField("context"), req.context)
+        remote = {} if forwarded else self.router.remote([t.table for t in req.table_requests])
+        groups: dict[str, storage_pb2.WriteRequest] = {}
+        for t in req.table_requests:
+            group = groups.setdefault(remote.get(t.table, ""), storage_pb2.WriteRequest())
+            if not group.HasField("context"):
+                group.context.CopyFrom(req.context)
+            group.table_requests.append(t)
+        if len(groups) == 1 and "" in groups:
+            return self._write_here(req, forwarded)
+        calls: dict[str, Callable[[], int]] = {
+            owner: (
+                functools.partial(self._forward_write, group, owner)
+                if owner
+                else functools.partial(self._write_here, group, forwarded)
+            )
+            for owner, group in groups.items()
+        }
+        return _sum_parallel(calls)
+
+    def _write_here(self, req: storage_pb2.WriteRequest, forwarded: bool) -> int:
         try:
-            written = self._write_tables(req)
+            return self._write_local(req)
+        except NotOwner as e:
+            # Placed elsewhere on creation, or moved since the route was cached: on to the
+            # owner, once.
+            self.router.owner_moved(e)
+            if forwarded or not e.owner:
+                raise
+            return self._forward_write(req, e.owner)
+
+    def _forward_write(self, req: storage_pb2.WriteRequest, owner: str) -> int:
+        forwarder = self.router.forwarder
+        if forwarder is None:
+            raise NotOwner(f"tables of this request are served by {owner}", owner=owner)
+        resp = forwarder.write(owner, req)
+        if resp.header.code != 200:
+            raise Forwarded(resp.header.code, f"{resp.header.error} (at {owner})")
+        return int(resp.success)
+
+    def write(
+        self, req: storage_pb2.WriteRequest, context: grpc.ServicerContext | None = None
+    ) -> storage_pb2.WriteResponse:
+        try:
+            written = self._write_tables(req, _was_forwarded(context))
         except Exception as e:
             self._log_failure("Write", e)
             return storage_pb2.WriteResponse(header=_error(e))
@@ -146,6 +198,16 @@ class StorageService:
     ) -> EncodedSqlResponse:
         try:
             return self._answer(self._query(req, context))
+        except NotOwner as e:
+            self.router.owner_moved(e)
+            forwarder = self.router.forwarder
+            if forwarder is None or not e.owner or _was_forwarded(context):
+                return self._sql_error(req, e)
+            try:
+                data = forwarder.sql_query(e.owner, req)
+            except Exception as failed:
+                return self._sql_error(req, failed)
+            return EncodedSqlResponse(sql_response.decode(data).header, data)
         except Exception as e:
             return self._sql_error(req, e)
 
@@ -238,7 +300,7 @@ class StorageService:
                 response_serializer=s.RouteResponse.SerializeToString,
             ),
             "Write": grpc.unary_unary_rpc_method_handler(
-                self._timed_unary("Write", _without_context(self.write)),
+                self._timed_unary("Write", self.write),
                 request_deserializer=s.WriteRequest.FromString,
                 response_serializer=s.WriteResponse.SerializeToString,
             ),
@@ -270,6 +332,37 @@ def _without_context(fn: Callable[[Req], Resp]) -> Callable[[Req, grpc.ServicerC
 
 def _encoded(response: EncodedSqlResponse) -> bytes:
     return response.data
+
+
+class Forwarded(GnomonError):
+    """The owner a request was forwarded to refused it: its answer, passed on."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.status = Status.INVALID_ARGUMENT if code == 400 else Status.UNAVAILABLE
+
+
+def _was_forwarded(context: grpc.ServicerContext | None) -> bool:
+    return context is not None and forwarded_from(context.invocation_metadata()) is not None
+
+
+def _sum_parallel(calls: Mapping[str, Callable[[], int]]) -> int:
+    """Run ``calls`` at once; the sum of their results, or the first failure (naming every
+    owner that failed)."""
+    with futures.ThreadPoolExecutor(max_workers=len(calls)) as pool:
+        running = {owner or "this node": pool.submit(fn) for owner, fn in calls.items()}
+        failed = []
+        total = 0
+        for owner, future in running.items():
+            try:
+                total += future.result()
+            except Exception as e:
+                failed.append((owner, e))
+    if failed:
+        if len(failed) == 1:
+            raise failed[0][1]
+        raise Unavailable("; ".join(f"{owner}: {message_of(e)}" for owner, e in failed))
+    return total
 
 
 def _address(bind: str, port: int) -> str:

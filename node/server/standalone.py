@@ -21,6 +21,7 @@ from types import FrameType
 
 from gnomon.config import StandaloneConfig, load
 from gnomon.errors import Closed, GnomonError, InvalidArgument, Unavailable
+from node.cluster.router import LocalRouter
 from node.engine.engine import Engine, EngineConfig
 from node.ingest.writer import Ingestor
 from node.server import logfmt
@@ -160,7 +161,9 @@ class Standalone:
                 ingestor,
                 executor.execute,
                 self.metrics,
-                advertise=self.advertise,
+                router=LocalRouter(
+                    None if self.advertise is None else "{}:{}".format(*self.advertise)
+                ),
                 compress_min_bytes=self.compress_min_bytes,
                 queries=self.queries,
             )

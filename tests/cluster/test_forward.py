@@ -17,7 +17,9 @@ def test_a_forwarded_query_is_answered_by_the_owner(gnomon: Running) -> None:
     try:
         req = storage_pb2.SqlQueryRequest(sql="SELECT 1 AS one")
         req.context.database = "public"
-        resp = forwarder.sql_query(gnomon.grpc_endpoint, req)
+        resp = storage_pb2.SqlQueryResponse.FromString(
+            forwarder.sql_query(gnomon.grpc_endpoint, req)
+        )
         assert resp.header.code == 200, resp.header.error
     finally:
         forwarder.close()

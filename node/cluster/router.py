@@ -1,0 +1,92 @@
+"""Which node serves each table a request names, as the servers see it.
+
+The servers ask one question whatever the mode: "which of these tables are served elsewhere,
+and where?" A standalone node serves everything (:class:`LocalRouter`); a cluster node
+answers from its route cache, treating every table whose shard is open here as local even if
+the cache still names another node (a failover it has not heard of yet). Requests for remote
+tables go to their owner through :class:`~node.cluster.forward.Forwarder`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from gnomon.errors import NotOwner
+from node.cluster.forward import Forwarder
+from node.cluster.routes import RouteCache
+
+
+class Router(Protocol):
+    def route(self, tables: Sequence[str]) -> dict[str, str]:
+        """The endpoint of the node serving each table it knows (the Route RPC's answer)."""
+
+    def remote(self, tables: Sequence[str]) -> dict[str, str]:
+        """The tables served by another node, with its endpoint; tables served here or
+        unknown (about to be created) are left out."""
+
+    def owner_moved(self, error: NotOwner) -> None:
+        """A request met "not owner": forget what pointed it there."""
+
+    @property
+    def forwarder(self) -> Forwarder | None:
+        """Sends requests to other nodes; None where there are none."""
+
+
+class LocalRouter:
+    """Standalone: every table is served here. Routes name ``advertise`` (host:port) when
+    given; otherwise there are none, as with a stock standalone HoraeDB, and the SDK keeps
+    using the address its user gave (a bind address such as 0.0.0.0 is no address to give)."""
+
+    def __init__(self, advertise: str | None = None) -> None:
+        self._advertise = advertise
+
+    def route(self, tables: Sequence[str]) -> dict[str, str]:
+        return {t: self._advertise for t in tables} if self._advertise else {}
+
+    def remote(self, tables: Sequence[str]) -> dict[str, str]:
+        return {}
+
+    def owner_moved(self, error: NotOwner) -> None:
+        return None
+
+    @property
+    def forwarder(self) -> Forwarder | None:
+        return None
+
+
+class ClusterRouter:
+    def __init__(
+        self,
+        me: str,
+        routes: RouteCache,
+        forwarder: Forwarder,
+        *,
+        local_shards: Callable[[], Sequence[int]],
+    ) -> None:
+        self.me = me
+        self._routes = routes
+        self._forwarder = forwarder
+        self._local_shards = local_shards
+
+    def route(self, tables: Sequence[str]) -> dict[str, str]:
+        local = set(self._local_shards())
+        out = {}
+        for name, r in self._routes.lookup(tables).items():
+            endpoint = self.me if r.shard_id in local else r.endpoint
+            if endpoint:
+                out[name] = endpoint
+        return out
+
+    def remote(self, tables: Sequence[str]) -> dict[str, str]:
+        return {t: e for t, e in self.route(tables).items() if e != self.me}
+
+    def owner_moved(self, error: NotOwner) -> None:
+        if error.shard_id is not None:
+            self._routes.invalidate(shard_id=error.shard_id)
+        else:
+            self._routes.invalidate()
+
+    @property
+    def forwarder(self) -> Forwarder | None:
+        return self._forwarder
