@@ -13,13 +13,17 @@ import struct
 import uuid
 import zlib
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gnomon.devcluster.brokers import Broker, running_tansu
 from gnomon.errors import Conflict, Corrupted, Fenced, Unavailable
+from gnomon.store.sqlite import SqliteStore
+from node.engine.engine import Engine, EngineConfig
 from node.wal.api import WalRecord
+from objectstore.local import LocalObjectStore
 from wal_kafka import KafkaWal
 from wal_kafka.frame import Fence, decode, decode_record, encode_group, encode_marker
 from wal_kafka.meta import RegionMeta
@@ -235,3 +239,25 @@ def test_second_writer_at_the_same_epoch_stops_the_region(nodes: Callable[..., K
     b.write(REGION, 1, payload(1, 1))
     with pytest.raises(Unavailable, match="second writer"):
         a.write(REGION, 1, payload(1, 1))
+
+
+def test_engine_opens_the_shard_region_at_the_shard_epoch(
+    nodes: Callable[..., KafkaWal], tmp_path: Path
+) -> None:
+    wal = nodes()
+    engine = Engine(
+        EngineConfig(data_dir=str(tmp_path / "node"), compaction_threads=0, gc_interval_s=0),
+        meta=SqliteStore(str(tmp_path / "catalog.db")),
+        wal=wal,
+        store=LocalObjectStore(str(tmp_path / "sst")),
+    )
+    try:
+        engine.open_shard(REGION, epoch=4, table_ids=[])
+        wal.open_region(REGION, 4)  # open at that epoch already: a no-op
+        with pytest.raises(Conflict, match="epoch 4"):
+            wal.open_region(REGION, 5)
+        engine.close_shard(REGION)
+        with pytest.raises(Fenced, match="epoch 4"):
+            wal.open_region(REGION, 3)
+    finally:
+        engine.close()
