@@ -8,29 +8,29 @@ import sys
 
 import pyarrow as pa
 
-from node.engine.backends import StorageConfig, open_engine
+from node.backends import Storage, open_engine
 from node.engine.options import TableOptions, UpdateMode
 from node.engine.schema import Column, ColumnType, Schema
+from node.engine.shard import STANDALONE_SHARD
 
 BATCH = 40
 
 
-def storage(bootstrap: str, namespace: str, endpoint: str, bucket: str, meta: str) -> StorageConfig:
-    return StorageConfig(
-        wal="kafka",
-        kafka_bootstrap=bootstrap,
+def storage(bootstrap: str, namespace: str, endpoint: str, bucket: str, meta: str) -> Storage:
+    return Storage(
+        wal=f"kafka://{bootstrap}",
         kafka_namespace=namespace,
-        store="s3",
-        s3_bucket=bucket,
+        store=f"s3://{bucket}",
         s3_endpoint=endpoint,
         s3_region="us-east-1",
-        meta_path=meta,
+        catalog=f"sqlite://{meta}",
     )
 
 
 def main() -> None:
     data_dir, start, *rest = sys.argv[1:]
     engine = open_engine(data_dir, storage(*rest), compaction_threads=0)
+    engine.open_shard(STANDALONE_SHARD)
     schema = Schema.build(
         [
             Column("host", ColumnType.STRING, is_tag=True),

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import boto3
 
-from node.engine.backends import StorageConfig, open_engine
+from node.backends import Storage, open_engine
+from node.engine.shard import STANDALONE_SHARD
 from tests.objectstore.test_s3 import running_moto
 from tests.wal.test_kafka import running_tansu
 
@@ -26,9 +27,10 @@ ROOT = Path(__file__).resolve().parents[2]
 KILLS = 3
 
 
-def _read_ids(data_dir: str, cfg: StorageConfig) -> Counter[int]:
+def _read_ids(data_dir: str, cfg: Storage) -> Counter[int]:
     engine = open_engine(data_dir, cfg, compaction_threads=0, flush_on_close=False)
     try:
+        engine.open_shard(STANDALONE_SHARD)
         return Counter(engine.read_all("shared", columns=["id"]).column("id").to_pylist())
     finally:
         engine.close()
