@@ -21,7 +21,8 @@ from types import FrameType
 
 from gnomon.config import StandaloneConfig, load
 from gnomon.errors import Closed, GnomonError, InvalidArgument, Unavailable
-from node.cluster.router import LocalRouter
+from node.backends import Storage
+from node.cluster.placement import LocalPlacement, Placement
 from node.engine.engine import Engine, EngineConfig
 from node.ingest.writer import Ingestor
 from node.server import logfmt
@@ -93,6 +94,7 @@ class Standalone:
         grpc_workers: int = 32,
         grace_s: float = 10.0,
         query_timeout_s: float = DEFAULT_QUERY_TIMEOUT_S,
+        placement: Placement | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.bind = bind
@@ -102,6 +104,10 @@ class Standalone:
         self.wal_sync = wal_sync
         self.max_request_bytes = max_request_bytes
         self.advertise = _parse_endpoint(advertise) if advertise else None
+        #: Standalone: every table local; a cluster node: a placement that joins the cluster.
+        self.placement: Placement = placement or LocalPlacement(
+            Storage(wal_sync="never" if wal_sync == "never" else "always"), advertise=advertise
+        )
         self.compress_min_bytes = compress_min_bytes
         self.decoded_cache_bytes = decoded_cache_bytes
         self.grpc_workers = grpc_workers
@@ -148,10 +154,8 @@ class Standalone:
             check_free(what, self.bind, port, setting)
         try:
             self._dir_lock = _lock_data_dir(self.data_dir)
-            engine = Engine.open(
-                self.data_dir,
-                wal_sync=self.wal_sync,
-                decoded_cache_bytes=self.decoded_cache_bytes,
+            engine = self.placement.open_engine(
+                self.data_dir, decoded_cache_bytes=self.decoded_cache_bytes
             )
             self.engine = engine
             executor = SqlExecutor(engine)
@@ -161,9 +165,7 @@ class Standalone:
                 ingestor,
                 executor.execute,
                 self.metrics,
-                router=LocalRouter(
-                    None if self.advertise is None else "{}:{}".format(*self.advertise)
-                ),
+                router=self.placement.router(engine),
                 compress_min_bytes=self.compress_min_bytes,
                 queries=self.queries,
             )
@@ -193,6 +195,7 @@ class Standalone:
                 metrics=self.metrics,
             )
             self.flight_port = self._flight.port
+            self.placement.join(engine)
         except BaseException:
             self.stop()
             raise
@@ -245,6 +248,7 @@ class Standalone:
             self.unfinished = self._cancel_queries() or bool(
                 flight_stopper is not None and flight_stopper.is_alive()
             )
+            self.placement.leave()
             if engine is not None:
                 engine.close()
                 log.info("engine closed", extra={"data_dir": self.data_dir})

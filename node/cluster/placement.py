@@ -1,0 +1,124 @@
+"""How a data node takes part in its deployment — the one thing that differs between a
+standalone server and a cluster node, chosen by the composition root and handed to the node.
+
+A :class:`LocalPlacement` serves every table from one shard on local backends. A
+:class:`MetaPlacement` joins a cluster: tables are placed by the meta service, the shards
+this node leads are opened and closed as the meta service says (:class:`ShardKeeper`), the
+node heartbeats and fences itself when it cannot (:class:`LeaseClock`), and requests for
+tables served elsewhere are routed there (:class:`ClusterRouter`).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from meta.client import MetaClient, NodeAgent
+from meta.model import NodeKind
+from node.backends import Storage, open_engine
+from node.cluster.forward import Forwarder
+from node.cluster.keeper import ShardKeeper
+from node.cluster.lease import LeaseClock
+from node.cluster.placer import MetaPlacer
+from node.cluster.router import ClusterRouter, LocalRouter, Router
+from node.cluster.routes import RouteCache
+from node.engine.engine import Engine
+from node.engine.shard import STANDALONE_SHARD
+
+
+class Placement(Protocol):
+    def open_engine(self, data_dir: str, **config: object) -> Engine:
+        """The node's engine on its backends, with the shards it serves from the start."""
+
+    def router(self, engine: Engine) -> Router: ...
+
+    def join(self, engine: Engine) -> None:
+        """The servers listen: start taking part (register, heartbeat, follow shards)."""
+
+    def leave(self) -> None:
+        """Stop taking part; the engine is closed after this."""
+
+
+class LocalPlacement:
+    def __init__(self, storage: Storage | None = None, *, advertise: str | None = None) -> None:
+        self.storage = storage or Storage()
+        self.advertise = advertise
+
+    def open_engine(self, data_dir: str, **config: object) -> Engine:
+        engine = open_engine(data_dir, self.storage, placer=None, **config)
+        try:
+            engine.open_shard(STANDALONE_SHARD)
+        except BaseException:
+            engine.close()
+            raise
+        return engine
+
+    def router(self, engine: Engine) -> Router:
+        return LocalRouter(self.advertise)
+
+    def join(self, engine: Engine) -> None:
+        return None
+
+    def leave(self) -> None:
+        return None
+
+
+class MetaPlacement:
+    def __init__(
+        self,
+        meta: str,
+        advertise: str,
+        storage: Storage,
+        *,
+        ttl_s: int = 10,
+        reconcile_s: float = 2.0,
+    ) -> None:
+        self.advertise = advertise
+        self.storage = storage
+        self.ttl_s = ttl_s
+        self.client = MetaClient(meta)
+        self.routes = RouteCache(self.client)
+        self.lease = LeaseClock()
+        self.forwarder = Forwarder(advertise)
+        self._reconcile_s = reconcile_s
+        self._agent: NodeAgent | None = None
+        self._keeper: ShardKeeper | None = None
+
+    def open_engine(self, data_dir: str, **config: object) -> Engine:
+        return open_engine(
+            data_dir, self.storage, placer=MetaPlacer(self.client, self.routes), **config
+        )
+
+    def router(self, engine: Engine) -> Router:
+        return ClusterRouter(
+            self.advertise, self.routes, self.forwarder, local_shards=lambda: list(engine.shards())
+        )
+
+    def join(self, engine: Engine) -> None:
+        def load() -> tuple[float, dict[int, float]]:
+            shards = engine.shards()
+            tables = engine.stats().tables
+            return float(len(tables)), {s: 1.0 for s in shards}
+
+        self._agent = NodeAgent(
+            self.client,
+            self.advertise,
+            NodeKind.DATA,
+            ttl_s=self.ttl_s,
+            # Three heartbeats a lease: one lost to a hiccup leaves the lease current.
+            interval_s=self.ttl_s / 3,
+            load=load,
+            on_renewed=self.lease.renewed,
+        )
+        self._agent.start()
+        self._keeper = ShardKeeper(
+            engine, self.client, self.advertise, lease=self.lease, interval_s=self._reconcile_s
+        )
+        self._keeper.start()
+
+    def leave(self) -> None:
+        if self._keeper is not None:
+            self._keeper.stop()
+        if self._agent is not None:
+            self._agent.stop()
+        self.forwarder.close()
+        self.client.close()
