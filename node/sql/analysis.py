@@ -21,8 +21,8 @@ from gnomon.errors import InvalidArgument, NotFound
 from node.engine.engine import Engine
 from node.engine.lru import Lru
 from node.engine.schema import ColumnType, Schema
-from node.sql import direct, prescan
-from node.sql.lexer import Kind, Token, shaped
+from node.sql import direct, prescan, rewrite
+from node.sql.lexer import Kind, Token, check_bounds, shaped
 
 _CLAUSE_WORDS = (
     "WHERE", "GROUP", "ORDER", "LIMIT", "JOIN", "INNER", "LEFT", "RIGHT", "FULL", "CROSS", "ON",
@@ -71,6 +71,12 @@ class Analysis:
     #: (for an exact prescan).
     prescan: prescan.Shape | None
     direct: direct.Direct | None
+    #: The most operators on one path of an expression (:func:`node.sql.lexer.extent`).
+    depth: int = 0
+    #: SELECT items named by their text (:func:`node.sql.rewrite.unnamed_items`).
+    unnamed: tuple[tuple[int, int], ...] = ()
+    #: Integer arithmetic on literals alone (:func:`node.sql.rewrite.constant_spans`).
+    constants: tuple[tuple[int, int], ...] = ()
 
     def holds_for(self, engine: Engine) -> bool:
         """Whether the engine's tables are still those the analysis was found with."""
@@ -85,8 +91,11 @@ class Analysis:
     def rewrite(self, sql: str, tokens: Sequence[Token]) -> str:
         """``sql`` (of ``tokens``) as DataFusion takes it: time-travel clauses become their
         registered names, integer milliseconds compared with a timestamp become
-        timestamps."""
+        timestamps, unnamed SELECT items holding literals are named by their text."""
         edits: list[tuple[int, int, str]] = []
+        for first, last in self.unnamed:
+            end = tokens[last].pos + len(rewrite.raw(tokens[last], sql))
+            edits.append((end, end, f" AS {_dq(sql[tokens[first].pos : end])}"))
         for t in self.travel:
             text = _dq(t.alias) if t.aliased else f"{_dq(t.alias)} AS {_dq(t.table)}"
             edits.append((tokens[t.name_at].pos, tokens[t.following_at].pos, text + " "))
@@ -141,7 +150,10 @@ class Analyses:
 
 
 def analyse(tokens: Sequence[Token], engine: Engine) -> Analysis:
-    """The analysis of ``tokens``; raises on a time-travel clause that cannot be one."""
+    """The analysis of ``tokens``; raises on a query beyond the bounds DataFusion is given
+    (:func:`node.sql.lexer.check_bounds`, checked first: the passes below recurse into
+    parentheses) or a time-travel clause that cannot be one."""
+    extent = check_bounds(tokens)
     tables = engine.list_tables()
     known = set(tables)
     mentioned = list(dict.fromkeys(n for t in tokens if (n := t.identifier) in known))
@@ -200,6 +212,9 @@ def analyse(tokens: Sequence[Token], engine: Engine) -> Analysis:
         tuple(plain),
         shape,
         planned,
+        extent.depth,
+        rewrite.unnamed_items(tokens),
+        rewrite.constant_spans(tokens),
     )
 
 

@@ -3,10 +3,14 @@ run on DataFusion over the engine's tables (with projection and filter pushdown)
 
 from __future__ import annotations
 
+import contextvars
+import os
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import datafusion
 import pyarrow as pa
@@ -15,7 +19,7 @@ from gnomon.errors import GnomonError, InvalidArgument, NotFound
 from node.engine.engine import Engine
 from node.engine.options import UpdateMode
 from node.engine.schema import TSID, ColumnType
-from node.sql import ddl, direct, functions
+from node.sql import ddl, direct, functions, rewrite
 from node.sql.analysis import Analyses, Analysis, parse_timestamp, timestamp_ms
 from node.sql.ast import (
     AlterAddColumns,
@@ -31,13 +35,60 @@ from node.sql.ast import (
     ShowTables,
     Statement,
 )
-from node.sql.lexer import Token, tokenize
+from node.sql.lexer import MAX_EXPRESSION_DEPTH, Token, check_size, tokenize
 from node.sql.parser import parse, statement_text
 from node.sql.prescan import Prescan
 from node.sql.provider import EngineDataset, ScanRecord
 from node.sql.result import QueryResult
 
 _DF_NOT_FOUND = re.compile(r"table '(?:[\w]+\.)*([^']+)' not found", re.IGNORECASE)
+
+T = TypeVar("T")
+
+# DataFusion plans a query recursively, on the thread that calls it, and runs it on its own
+# (Tokio) threads, whose native stack is 2 MiB unless RUST_MIN_STACK says otherwise. A level
+# of expression took 1 to 2 KiB of either in measurements (a 1,000-deep chain failed with a
+# 1 MiB stack and passed with 2 MiB); the deepest admitted query
+# (:data:`node.sql.lexer.MAX_EXPRESSION_DEPTH`) gets 64 KiB a level, room for costlier kinds
+# of expression. The servers' request threads have the platform's default stack (8 MiB on
+# Linux, but configurable below that) and are made by servers that know nothing of SQL:
+# rather than a stack size set for every thread of the process at startup, a query deeper
+# than :data:`INLINE_DEPTH` is planned and run on one of a few threads made here with
+# :data:`DEEP_STACK_BYTES`. Shallow queries, nearly all of them, stay on the request's
+# thread and pay no hand-over.
+
+#: Native stack of the threads deep queries run on, and of DataFusion's runtime threads.
+DEEP_STACK_BYTES = 64 * 1024 * MAX_EXPRESSION_DEPTH
+#: Expression depth up to which a query runs on the calling thread (at most a few hundred
+#: KiB of stack).
+INLINE_DEPTH = 64
+# Read by Rust once, when DataFusion starts its runtime at the first query: this module is
+# imported before any query runs. A setting from the environment is kept.
+os.environ.setdefault("RUST_MIN_STACK", str(DEEP_STACK_BYTES))
+
+
+class _DeepStack:
+    """A few threads with a big native stack for DataFusion calls on deep queries (one at a
+    time per thread: their number also bounds how much CPU such queries take at once)."""
+
+    def __init__(self, workers: int = 2) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gnomon-sql-deep")
+        self._lock = threading.Lock()
+
+    def call(self, fn: Callable[[], T]) -> T:
+        # The pool makes its threads in submit(): the stack size, which is process-wide,
+        # is set only around it. The caller's context (its cancellation token) goes along.
+        context = contextvars.copy_context()
+        with self._lock:
+            previous = threading.stack_size(DEEP_STACK_BYTES)
+            try:
+                future = self._pool.submit(context.run, fn)
+            finally:
+                threading.stack_size(previous)
+        return future.result()
+
+
+_DEEP = _DeepStack()
 
 
 class _LiteralFilterPushdown(Exception):
@@ -87,6 +138,9 @@ class _QueryContext:
         self.scans: list[ScanRecord] = []
         self.errors: list[GnomonError] = []
         self._registered: set[str] = set()
+        #: The tables behind the names registered for gnomon's own use (a time-travel
+        #: clause's, a scan's under a view), for error messages.
+        self.names: dict[str, str] = {}
         #: Whether a table was registered as rows read up front.
         self.in_memory = False
         #: The rows of the table read up front, by registered name.
@@ -122,6 +176,8 @@ class _QueryContext:
         if name in self._registered:
             return
         self._registered.add(name)
+        if name != table:
+            self.names[name] = table
         if (
             prescan is not None
             and self.mode.in_memory
@@ -143,7 +199,9 @@ class _QueryContext:
         if self.mode.pushdown:
             self.ctx.register_dataset(_dq(name), dataset)
         else:
-            raw = _dq(f"__scan_{len(self._registered)}")
+            scan_name = f"__scan_{len(self._registered)}"
+            self.names[scan_name] = table
+            raw = _dq(scan_name)
             self.ctx.register_dataset(raw, dataset)
             view = self.ctx.sql(f"SELECT * FROM {raw} LIMIT {2**63 - 1}")
             self.ctx.register_view(_dq(name), view)
@@ -255,9 +313,14 @@ class SqlExecutor:
             qc.register(name, name, prescan=bounds)
         return qc
 
-    def _collect(self, qc: _QueryContext, sql: str) -> pa.Table:
+    def _collect(self, qc: _QueryContext, sql: str, depth: int) -> pa.Table:
+        ctx = qc.ctx
+
+        def answer() -> pa.Table:
+            return ctx.sql(sql).to_arrow_table()
+
         try:
-            return _plain(qc.ctx.sql(sql).to_arrow_table())
+            return _plain(answer() if depth <= INLINE_DEPTH else _DEEP.call(answer))
         except GnomonError:
             raise
         except Exception as e:  # DataFusion reports every failure as a plain Exception
@@ -269,7 +332,7 @@ class SqlExecutor:
                 raise _LiteralFilterPushdown from e
             if qc.mode.dictionary_tags and "Dictionary(" in str(e):
                 raise _DictionaryUnsupported from e
-            raise _translate(e) from None
+            raise _translate(e, qc.names) from None
 
     def _run(
         self,
@@ -283,13 +346,20 @@ class SqlExecutor:
         filters evaluated above the scans, when it cannot take dictionary-encoded tags, with
         plain ones, and when it fails on tables read up front, streamed. An EXPLAIN (a
         ``prefix``) shows the streaming plan, never one over rows read up front. With an
-        ``analysis``, ``tokens`` are those :meth:`Analyses.bound` made."""
+        ``analysis``, ``tokens`` are those :meth:`Analyses.bound` made. Long ORs of one
+        column's values reach DataFusion as IN lists (:func:`rewrite.in_lists`)."""
+        check_size(sql)
         if analysis is None:
             tokens = tokens or tokenize(sql)
+            flat = rewrite.in_lists(sql, tokens)
+            if flat is not None:
+                sql, tokens = flat, tokenize(flat)
             analysis = self._analyses.of(sql, tokens, self.engine)
             positioned = tokens
         else:
             positioned = ()  # the bound tokens' positions are the kept analysis's
+        rewrite.check_constants(tokens, analysis.constants)
+        depth = analysis.depth
 
         def rewritten() -> str:
             return prefix + analysis.rewrite(sql, positioned or tokenize(sql))
@@ -303,7 +373,7 @@ class SqlExecutor:
                 (rows,) = qc.rows.values()
                 return qc, _plain(direct.run(qc.direct, rows))
             try:
-                return qc, self._collect(qc, rewritten())
+                return qc, self._collect(qc, rewritten(), depth)
             except _StreamInstead:
                 mode = replace(mode, in_memory=False)
             except _LiteralFilterPushdown:
@@ -311,7 +381,7 @@ class SqlExecutor:
             except _DictionaryUnsupported:
                 mode = replace(mode, dictionary_tags=False)
         qc = self._prepare(analysis, tokens, mode)
-        return qc, self._collect(qc, rewritten())
+        return qc, self._collect(qc, rewritten(), depth)
 
     def _query(
         self, sql: str, tokens: Sequence[Token] = (), analysis: Analysis | None = None
@@ -446,9 +516,38 @@ def _like_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("^" + "".join(out) + "$", re.DOTALL)
 
 
-def _translate(e: Exception) -> GnomonError:
+def _translate(e: Exception, names: dict[str, str]) -> GnomonError:
+    """A DataFusion failure as a gnomon error, in the terms of the query: without the
+    layers DataFusion wraps a message in (its optimizer rules' names among them), Python
+    tracebacks, or the names gnomon registers tables under (``names``: a time-travel
+    clause's, a scan's under a view)."""
     text = str(e)
     m = _DF_NOT_FOUND.search(text)
     if m:
-        return NotFound(f"table {m.group(1)!r} does not exist")
-    return InvalidArgument(text.removeprefix("DataFusion error: "))
+        return NotFound(f"table {names.get(m.group(1), m.group(1))!r} does not exist")
+    if _DF_RECURSION.search(text):
+        return InvalidArgument(
+            "query too complex: nested deeper than the SQL parser's limit of 50 levels "
+            "(a parenthesis takes one, a subquery two)"
+        )
+    for pattern, by in _DF_NOISE:
+        text = pattern.sub(by, text)
+    text = _INTERNAL_NAME.sub(lambda m: names.get(m.group(0), "the table"), text)
+    return InvalidArgument(text.strip())
+
+
+_DF_RECURSION = re.compile(r"RecursionLimitExceeded")
+#: What is dropped from (or rephrased in) DataFusion's messages.
+_DF_NOISE = (
+    (re.compile(r"Traceback \(most recent call last\):\n(?:[ \t].*\n)*"), ""),
+    (re.compile(r"Optimizer rule '[^']*' failed\s*(?:caused by\s*)?"), ""),
+    (re.compile(r"(?:DataFusion|Arrow|Internal) error: "), ""),
+    (
+        re.compile(r"\s*This issue was likely caused by a bug in DataFusion's code.*", re.S),
+        "",
+    ),
+    (re.compile(r"\bdatafusion\.public\."), ""),
+    (re.compile(r"\bmanifest_(?:commits|versions|heads)\b"), "the table manifest"),
+)
+#: Names gnomon registers tables under for its own use.
+_INTERNAL_NAME = re.compile(r"__(?:scan|travel)_\d+")

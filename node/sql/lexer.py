@@ -1,9 +1,11 @@
 """Tokens of gnomon's SQL dialect, for the statements gnomon parses itself (DDL, INSERT,
-DELETE, SHOW, DESCRIBE); SELECT text goes to DataFusion."""
+DELETE, SHOW, DESCRIBE); SELECT text goes to DataFusion, within the bounds
+:func:`check_bounds` puts on its size and shape."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -112,6 +114,125 @@ def _error(sql: str, pos: int) -> InvalidArgument:
     if c in "'\"`":
         return InvalidArgument(f"unterminated {c} quote starting at position {pos}")
     return InvalidArgument(f"unexpected character {c!r} at position {pos}")
+
+
+# Bounds on a query handed to DataFusion. Its planner and optimizer recurse once per level of
+# an expression tree (a flat chain of 10,000 ORs is a tree 10,000 deep: it overflowed the
+# native stack and killed the process) and take time that grows faster than the square of
+# a chain's length (a sum of 256 columns filtered by WHERE took 0.4 s to plan, 512 took
+# 2.8 s, 1,024 took 19 s). A long OR of equalities of one column reaches DataFusion as an IN
+# list (:mod:`node.sql.rewrite`), which is flat, so these bounds leave room for what people
+# write or generate.
+
+#: Characters of a query's text (tokenizing a mebibyte takes about 0.4 s).
+MAX_QUERY_CHARS = 1 << 20
+#: Parentheses open at once. DataFusion's SQL parser refuses more than about 46 (and nested
+#: subqueries beyond 23), so this is its limit stated first, where gnomon's own passes over
+#: the tokens (some recursive) have not run yet.
+MAX_NESTING = 32
+#: Binary operators on one path down an expression tree, at most: those of an expression's
+#: chain at each enclosing level, plus one per level (``a = 1 OR b = 2`` counts 3: the
+#: comparisons' and the OR). A level takes 1 to 2 KiB of native stack to plan; queries deeper
+#: than a few levels run where there is far more (:data:`node.sql.executor.DEEP_STACK_BYTES`).
+MAX_EXPRESSION_DEPTH = 256
+#: Binary operators in a whole query: with the depth bound, this bounds the planning time
+#: (eight 256-term sums and a 256-operator WHERE clause plan in about a second).
+MAX_OPERATORS = 2048
+
+#: Words that are binary operators (an expression node with two operands).
+_OPERATOR_WORDS = frozenset(("AND", "OR", "IS", "LIKE", "ILIKE", "IN", "BETWEEN", "SIMILAR"))
+#: Symbols that are no operator: grouping, lists, qualified names.
+_NOT_OPERATORS = frozenset(("(", ")", ",", ";", ".", "]", "{", "}"))
+#: Words that end one expression and start another at the same parenthesis level.
+_EXPRESSION_ENDS = frozenset((
+    "SELECT", "FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "OFFSET", "ON", "USING",
+    "JOIN", "UNION", "INTERSECT", "EXCEPT", "WHEN", "THEN", "ELSE", "END", "AS", "WITH",
+    "WINDOW", "QUALIFY", "PARTITION", "BY",
+))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Extent:
+    """How deep and large a query's expressions are (:func:`extent`)."""
+
+    nesting: int
+    depth: int
+    operators: int
+
+
+def check_size(sql: str) -> None:
+    """Refuse a query longer than :data:`MAX_QUERY_CHARS`."""
+    if len(sql) > MAX_QUERY_CHARS:
+        raise InvalidArgument(
+            f"query too long: {len(sql)} characters, at most {MAX_QUERY_CHARS} "
+            f"(MAX_QUERY_CHARS) are taken"
+        )
+
+
+def extent(tokens: Sequence[Token]) -> Extent:
+    """The nesting, expression depth and operators of ``tokens`` (see the bounds above).
+    One pass over the tokens, made once per query shape."""
+    nesting = depth = operators = 0
+    # Per open parenthesis: the depth reached before it and the chain it interrupted.
+    open_: list[tuple[int, int]] = []
+    base = chain = 0
+    for t in tokens:
+        kind = t.kind
+        if kind is Kind.SYMBOL:
+            text = t.text
+            if text == "(":
+                open_.append((base, chain))
+                base += chain + 1
+                chain = 0
+                nesting = max(nesting, len(open_))
+                continue
+            if text == ")":
+                if open_:
+                    base, chain = open_.pop()
+                continue
+            if text == ",":
+                chain = 0
+                continue
+            if text in _NOT_OPERATORS:
+                continue
+        elif kind is Kind.WORD:
+            upper = t.upper
+            if upper in _EXPRESSION_ENDS:
+                chain = 0
+                continue
+            if upper not in _OPERATOR_WORDS:
+                continue
+        else:
+            continue
+        chain += 1
+        operators += 1
+        if base + chain > depth:
+            depth = base + chain
+    return Extent(nesting, depth, operators)
+
+
+def check_bounds(tokens: Sequence[Token]) -> Extent:
+    """The extent of a query's ``tokens``; raises InvalidArgument, naming the bound and the
+    value found, when it exceeds one."""
+    found = extent(tokens)
+    if found.nesting > MAX_NESTING:
+        raise InvalidArgument(
+            f"query too complex: parentheses nested {found.nesting} deep, at most "
+            f"{MAX_NESTING} (MAX_NESTING)"
+        )
+    if found.depth > MAX_EXPRESSION_DEPTH:
+        raise InvalidArgument(
+            f"query too complex: an expression chains {found.depth} operators (with those "
+            f"of the expressions around it), at most {MAX_EXPRESSION_DEPTH} "
+            f"(MAX_EXPRESSION_DEPTH); a long OR of one column's values is better written "
+            f"col IN (...)"
+        )
+    if found.operators > MAX_OPERATORS:
+        raise InvalidArgument(
+            f"query too complex: {found.operators} operators, at most {MAX_OPERATORS} "
+            f"(MAX_OPERATORS)"
+        )
+    return found
 
 
 @dataclass(frozen=True)
