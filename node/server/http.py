@@ -2,28 +2,40 @@
 (InfluxDB line protocol), ``GET /health``, ``GET /metrics`` (Prometheus text) and
 ``GET /openapi.json``.
 
-Built on the standard library's threading HTTP server: one thread per connection, HTTP/1.1
-keep-alive. Errors are JSON ``{"code": <HTTP status>, "message": ...}``.
+Requests are parsed by httptools (llhttp, the parser uvicorn uses): request line, headers,
+Content-Length and chunked bodies, pipelining and keep-alive are its. Connections are served
+by one asyncio event loop on a thread of its own; what blocks (SQL, writes) runs on a thread
+pool, so the loop keeps reading (and notices a client that leaves mid-query). Errors are JSON
+``{"code": <HTTP status>, "message": ...}``, protocol errors included.
+
+Why not a whole server library: aiohttp's and h11's parsers refuse HTTP/1.1 requests without
+a Host header and folded header lines, which clients of the hand-written server sent; uvicorn
+writes every response header name in lower case and answers every malformed request with one
+plain-text 400. Both also close a connection as soon as the client half-closes it, dropping
+the answers to requests it sent before.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import email.utils
 import functools
 import json
 import logging
-import select
 import socket
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections import deque
+from collections.abc import Callable, Mapping
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import MappingProxyType
 from typing import Any, overload
 from urllib.parse import parse_qs, urlsplit
+
+import httptools
 
 from gnomon.errors import Cancelled, InvalidArgument, TooLarge, Unavailable
 from node.ingest import line_protocol
@@ -49,6 +61,15 @@ IDLE_TIMEOUT_S = 60.0
 #: get a reset instead of the 413 answer.
 LINGER_BYTES = 1024**3
 LINGER_S = 10.0
+#: Connections waiting to be accepted: a burst of clients connecting at once (the kernel caps
+#: it at net.core.somaxconn) would otherwise wait out SYN retries of a second or more.
+BACKLOG = 1024
+#: Threads running SQL and writes. A write waits on the WAL's sync, and the writes waiting
+#: together share it: too few threads would cap how many share one.
+DEFAULT_WORKERS = 64
+#: Requests parsed ahead on one connection while an earlier one is served; past this the
+#: connection is not read until they are answered.
+MAX_PIPELINED = 16
 
 _ROUTES: dict[str, tuple[str, ...]] = {
     "/sql": ("POST",),
@@ -57,9 +78,13 @@ _ROUTES: dict[str, tuple[str, ...]] = {
     "/metrics": ("GET",),
     "/openapi.json": ("GET",),
 }
+#: The endpoints that read a request body (other requests' bodies are dropped as they come).
+_WITH_BODY = frozenset({"/sql", "/influxdb/v1/write"})
 
 
 class _Response:
+    __slots__ = ("body", "content_type", "headers", "status")
+
     def __init__(
         self,
         status: int,
@@ -82,6 +107,10 @@ def _error(status: int, message: str) -> _Response:
     return _json(status, {"code": status, "message": message})
 
 
+#: The answer to a write (it has no body), shared.
+_NO_CONTENT = _Response(204)
+
+
 def _json_body(body: bytes) -> Any:
     try:
         return json.loads(body or b"null")
@@ -90,19 +119,6 @@ def _json_body(body: bytes) -> Any:
     except RecursionError:
         # The parser recurses once per nesting level: ``[[[[...`` exhausts the stack.
         raise InvalidArgument("request body is not valid JSON: nested too deeply") from None
-
-
-def _peer_closed(conn: socket.socket) -> bool:
-    """Whether the client closed or reset its connection, without waiting or reading: only
-    the end of the stream (or an error) makes the socket readable with nothing to peek."""
-    try:
-        poller = select.poll()
-        poller.register(conn, select.POLLIN)
-        if not poller.poll(0):
-            return False
-        return conn.recv(1, socket.MSG_PEEK) == b""
-    except (OSError, ValueError):  # reset, or closed under us
-        return True
 
 
 def _wants_arrow(params: Mapping[str, list[str]], accept: str) -> bool:
@@ -115,7 +131,7 @@ def _wants_arrow(params: Mapping[str, list[str]], accept: str) -> bool:
 
 
 class HttpApp:
-    """What the endpoints do, independent of the socket handling. Queries run under
+    """What the endpoints do, independent of the connection handling. Queries run under
     ``queries`` (their time limit, cancelled when stopping)."""
 
     def __init__(
@@ -138,15 +154,15 @@ class HttpApp:
         self._inflight = 0
         self._cond = threading.Condition()
 
-    @contextlib.contextmanager
-    def request(self) -> Iterator[None]:
+    def begin(self) -> None:
+        """A request is being served (until :meth:`end`)."""
         with self._cond:
             self._inflight += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._inflight -= 1
+
+    def end(self) -> None:
+        with self._cond:
+            self._inflight -= 1
+            if not self._inflight:
                 self._cond.notify_all()
 
     def wait_idle(self, timeout_s: float) -> bool:
@@ -189,7 +205,7 @@ class HttpApp:
             raise InvalidArgument(f"line protocol body is not UTF-8: {e}") from None
         written = self.ingestor.write_all(line_protocol.parse(text, precision=precision))
         self.metrics.rows_written.inc("influxdb", amount=written)
-        return _Response(204)
+        return _NO_CONTENT
 
     def health(self) -> _Response:
         if self.stopping or not self.healthy():
@@ -205,288 +221,21 @@ class HttpApp:
         return _json(200, SPEC)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    # Stopping waits for requests in flight (HttpApp.wait_idle), not for idle keep-alive
-    # connections, which would hold a join for up to IDLE_TIMEOUT_S.
-    block_on_close = False
-
-    def __init__(self, address: tuple[str, int], app: HttpApp) -> None:
-        self.app = app
-        self.connections: set[socket.socket] = set()
-        self.connections_lock = threading.Lock()
-        if ":" in address[0]:
-            self.address_family = socket.AF_INET6
-        super().__init__(address, _Handler)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    # Small answers go out in one write, large ones as headers then body: with Nagle's
-    # algorithm the body would wait for the client's delayed ACK of the headers (40 ms per
-    # request on a keep-alive connection).
-    disable_nagle_algorithm = True
-    server_version = "gnomon"
-    timeout = IDLE_TIMEOUT_S
-    server: _Server
-    raw_requestline: bytes
-    headers: RequestHeaders  # type: ignore[assignment]
-
-    def setup(self) -> None:
-        super().setup()
-        with self.server.connections_lock:
-            self.server.connections.add(self.connection)
-
-    def finish(self) -> None:
-        with self.server.connections_lock:
-            self.server.connections.discard(self.connection)
-        with contextlib.suppress(OSError):
-            super().finish()
-
-    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """Protocol-level failures (bad request line, unsupported method) answer in the same
-        JSON shape as every other error."""
-        self.close_connection = True
-        text = message or HTTPStatus(code).phrase
-        self._send(_error(code, f"{text}: {explain}" if explain else text), head=False)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug(format % args, extra={"client": self.client_address[0]})
-
-    def parse_request(self) -> bool:
-        """The request line and headers, as the standard library parses them but for the
-        headers, which it hands to the e-mail parser: that took a tenth of a point query's
-        time. HTTP/0.9 requests (no version) are refused."""
-        self.command = ""
-        self.request_version = self.default_request_version
-        self.close_connection = True
-        self.requestline = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
-        words = self.requestline.split()
-        if not words:
-            return False
-        if len(words) != 3:
-            self.send_error(HTTPStatus.BAD_REQUEST, f"Bad request syntax ({self.requestline!r})")
-            return False
-        command, path, version = words
-        if version not in ("HTTP/1.0", "HTTP/1.1"):
-            self.send_error(
-                HTTPStatus.HTTP_VERSION_NOT_SUPPORTED, f"Unsupported HTTP version ({version!r})"
-            )
-            return False
-        self.command, self.path, self.request_version = command, path, version
-        if path.startswith("//"):
-            self.path = "/" + path.lstrip("/")
-        headers = _read_headers(self.rfile)
-        if isinstance(headers, tuple):
-            self.send_error(*headers)
-            return False
-        self.headers = headers
-        connection = headers.get("Connection", "").lower()
-        self.close_connection = (
-            connection == "close" if version == "HTTP/1.1" else connection != "keep-alive"
-        )
-        if headers.get("Expect", "").lower() == "100-continue" and version == "HTTP/1.1":
-            return self.handle_expect_100()
-        return True
-
-    def do_GET(self) -> None:
-        self._serve("GET")
-
-    def do_HEAD(self) -> None:
-        self._serve("HEAD")
-
-    def do_POST(self) -> None:
-        self._serve("POST")
-
-    def do_PUT(self) -> None:
-        self._serve("PUT")
-
-    def do_DELETE(self) -> None:
-        self._serve("DELETE")
-
-    def _serve(self, method: str) -> None:
-        app = self.server.app
-        start = time.perf_counter()
-        url = urlsplit(self.path)
-        endpoint = url.path if url.path in _ROUTES else "other"
-        with app.request():
-            try:
-                resp = self._dispatch(app, method, url.path, _parameters(url.query))
-            except Exception as e:
-                resp = self._failure(e, endpoint)
-            if app.stopping:
-                self.close_connection = True
-            self._send(resp, head=method == "HEAD")
-            if self._body_unread:
-                self._linger()
-        app.metrics.observe_request("http", endpoint, resp.status, time.perf_counter() - start)
-
-    def _dispatch(
-        self, app: HttpApp, method: str, path: str, params: Mapping[str, list[str]]
-    ) -> _Response:
-        allowed = _ROUTES.get(path)
-        if allowed is None:
-            self._discard_body()
-            return _error(404, f"no endpoint {path!r}; see GET /openapi.json")
-        if method not in allowed:
-            self._discard_body()
-            resp = _error(405, f"{path} accepts {', '.join(allowed)}, not {method}")
-            resp.headers["Allow"] = ", ".join(allowed)
-            return resp
-        if path == "/sql":
-            body = self._body(app.max_body_bytes)  # read first: an error must not leave it
-            arrow = _wants_arrow(params, self.headers.get("Accept", ""))
-            return app.sql(body, arrow=arrow, gone=functools.partial(_peer_closed, self.connection))
-        if path == "/influxdb/v1/write":
-            body = self._body(app.max_body_bytes)
-            app.metrics.request_bytes.inc("influxdb", amount=len(body))
-            return app.influx_write(body, params)
-        if path == "/health":
-            return app.health()
-        if path == "/metrics":
-            return app.prometheus()
-        return app.openapi()
-
-    def _failure(self, e: Exception, endpoint: str) -> _Response:
-        status = http_status(e)
-        if isinstance(e, TooLarge):
-            # The unread rest of the body would be parsed as the next request.
-            self.close_connection = True
-            self._body_unread = True
-        fields = {"endpoint": endpoint, "status": status, "error": message_of(e)}
-        if status >= 500 and not isinstance(e, Unavailable | Cancelled):
-            log.error("request failed", extra=fields, exc_info=e)
-        else:
-            log.info("request rejected", extra=fields)
-        return _error(status, message_of(e))
-
-    # -- bodies ----------------------------------------------------------------------------------
-
-    _body_unread = False
-
-    def handle_expect_100(self) -> bool:
-        """Refuse an announced oversize body before the client sends it."""
-        limit = self.server.app.max_body_bytes
-        length = self.headers.get("Content-Length", "")
-        if length.isdigit() and int(length) > limit:
-            self.close_connection = True
-            self._send(
-                _error(413, f"request body of {length} bytes exceeds the limit of {limit} bytes"),
-                head=False,
-            )
-            return False
-        return super().handle_expect_100()
-
-    def _linger(self) -> None:
-        """Read and drop what the client still sends, bounded in bytes and time, after the
-        answer went out; then the connection closes."""
-        deadline = time.monotonic() + LINGER_S
-        dropped = 0
-        with contextlib.suppress(OSError):
-            self.connection.shutdown(socket.SHUT_WR)
-            self.connection.settimeout(1.0)
-            while dropped < LINGER_BYTES and time.monotonic() < deadline:
-                chunk = self.rfile.read1(256 * 1024)
-                if not chunk:
-                    break
-                dropped += len(chunk)
-
-    def _discard_body(self) -> None:
-        length = self.headers.get("Content-Length")
-        if length is not None and length.isdigit() and int(length) <= 1024**2:
-            self.rfile.read(int(length))
-        elif length is not None or self.headers.get("Transfer-Encoding"):
-            self.close_connection = True
-
-    def _body(self, limit: int) -> bytes:
-        """The request body (de-chunked and gunzipped), at most ``limit`` bytes; TooLarge
-        (413) past that."""
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            raw = self._read_chunked(limit)
-        else:
-            length_text = self.headers.get("Content-Length", "0")
-            try:
-                length = int(length_text)
-            except ValueError:
-                self.close_connection = True
-                raise InvalidArgument(f"invalid Content-Length {length_text!r}") from None
-            if length > limit:
-                raise TooLarge(
-                    f"request body of {length} bytes exceeds the limit of {limit} bytes; "
-                    "split it into smaller requests"
-                )
-            raw = self.rfile.read(length) if length > 0 else b""
-        encoding = self.headers.get("Content-Encoding", "identity").lower()
-        if encoding == "gzip":
-            return _gunzip(raw, limit)
-        if encoding not in ("identity", ""):
-            raise InvalidArgument(f"unsupported Content-Encoding {encoding!r}: use gzip")
-        return raw
-
-    def _read_chunked(self, limit: int) -> bytes:
-        parts: list[bytes] = []
-        total = 0
-        while True:
-            line = self.rfile.readline(1024)
-            try:
-                size = int(line.split(b";", 1)[0].strip(), 16)
-            except ValueError:
-                self.close_connection = True
-                raise InvalidArgument("malformed chunked request body") from None
-            if size == 0:
-                while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
-                    pass
-                return b"".join(parts)
-            total += size
-            if total > limit:
-                raise TooLarge(
-                    f"request body exceeds the limit of {limit} bytes; split it into smaller "
-                    "requests"
-                )
-            parts.append(self.rfile.read(size))
-            self.rfile.readline(1024)
-
-    def _send(self, resp: _Response, *, head: bool) -> None:
-        self.log_request(resp.status)
-        lines = [
-            f"{self.protocol_version} {resp.status} {_PHRASES[resp.status]}",
-            f"Server: {self.server_version}",
-            f"Date: {_http_date()}",
-        ]
-        if resp.content_type:
-            lines.append(f"Content-Type: {resp.content_type}")
-        lines.extend(f"{name}: {value}" for name, value in resp.headers.items())
-        if resp.status != 204:
-            lines.append(f"Content-Length: {len(resp.body)}")
-        if self.close_connection:
-            lines.append("Connection: close")
-        header = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-        body = resp.body if not head and resp.status != 204 else b""
-        try:
-            if len(body) <= ONE_WRITE_BYTES:
-                self.wfile.write(header + body)
-            else:
-                self.wfile.write(header)
-                self.wfile.write(body)
-        except OSError as e:
-            self.close_connection = True
-            log.debug("client went away", extra={"error": repr(e)})
-
-
 #: Reason phrases by status code (an HTTPStatus lookup per answer costs more than a dict's).
 _PHRASES = {int(status): status.phrase for status in HTTPStatus}
-#: Answers up to this size go out in one write, headers and body copied together.
+#: Answers up to this size go out in one write, headers and body copied together; larger ones
+#: as headers then body, without the copy.
 ONE_WRITE_BYTES = 256 * 1024
 #: Most request headers taken, and longest header line, as the standard library allows.
 MAX_HEADERS = 100
 MAX_HEADER_LINE = 65536
+#: Most bytes of one request's head (request line and headers) held while it is parsed.
+MAX_HEAD_BYTES = MAX_HEADERS * MAX_HEADER_LINE
 
 
 class RequestHeaders:
     """A request's headers by name, whatever its case. A repeated header keeps every value;
-    :meth:`get` answers the first, as the standard library's message does (which stores
-    them through the e-mail package's policies, at several times the cost per lookup)."""
+    :meth:`get` answers the first."""
 
     def __init__(self, fields: list[list[str]]) -> None:
         self._values: dict[str, list[str]] = {}
@@ -508,16 +257,10 @@ class RequestHeaders:
         return self.get(name)
 
 
-@functools.lru_cache(maxsize=256)
-def _parameters(query: str) -> Mapping[str, list[str]]:
-    """The parameters of a URL's query string. Clients send the same few again and again,
-    and parsing even ``format=arrow`` took a fiftieth of a point query's time; the mapping
-    is shared, so it is read only."""
-    return MappingProxyType(parse_qs(query))
-
-
 def _read_headers(rfile: Any) -> RequestHeaders | tuple[HTTPStatus, str]:
-    """The headers up to the blank line, or the status and message refusing them."""
+    """The header block of an HTTP message read from a binary stream, up to the blank line
+    (an obsolete folded line continues its header, as the server's parser takes it), or the
+    status and message refusing it."""
     fields: list[list[str]] = []
     for _ in range(MAX_HEADERS + 1):
         line = rfile.readline(MAX_HEADER_LINE + 1)
@@ -526,7 +269,7 @@ def _read_headers(rfile: Any) -> RequestHeaders | tuple[HTTPStatus, str]:
         if line in (b"\r\n", b"\n", b""):
             return RequestHeaders(fields)
         text = line.decode("iso-8859-1").rstrip("\r\n")
-        if text[:1] in (" ", "\t") and fields:  # an obsolete folded continuation
+        if text[:1] in (" ", "\t") and fields:
             fields[-1][1] += " " + text.strip()
             continue
         name, colon, value = text.partition(":")
@@ -534,6 +277,23 @@ def _read_headers(rfile: Any) -> RequestHeaders | tuple[HTTPStatus, str]:
             return HTTPStatus.BAD_REQUEST, f"Malformed header line {text[:100]!r}"
         fields.append([name, value.strip()])
     return HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, f"More than {MAX_HEADERS} headers"
+
+
+@functools.lru_cache(maxsize=256)
+def _parameters(query: str) -> Mapping[str, list[str]]:
+    """The parameters of a URL's query string. Clients send the same few again and again;
+    the mapping is shared, so it is read only."""
+    return MappingProxyType(parse_qs(query))
+
+
+@functools.lru_cache(maxsize=256)
+def _target(url: bytes) -> tuple[str, str]:
+    """A request target's path (``//x`` taken as ``/x``) and query string."""
+    parts = urlsplit(url.decode("iso-8859-1"))
+    path = parts.path
+    if path.startswith("//"):
+        path = "/" + path.lstrip("/")
+    return path, parts.query
 
 
 @functools.lru_cache(maxsize=2)
@@ -560,8 +320,420 @@ def _gunzip(data: bytes, limit: int) -> bytes:
     return out
 
 
+def _decoded(body: bytes, encoding: str, limit: int) -> bytes:
+    """The request body as sent before its Content-Encoding (identity or gzip)."""
+    if encoding == "gzip":
+        return _gunzip(body, limit)
+    if encoding not in ("identity", ""):
+        raise InvalidArgument(f"unsupported Content-Encoding {encoding!r}: use gzip")
+    return body
+
+
+def _too_large(limit: int, length: int | None = None) -> TooLarge:
+    if length is None:
+        return TooLarge(
+            f"request body exceeds the limit of {limit} bytes; split it into smaller requests"
+        )
+    return TooLarge(
+        f"request body of {length} bytes exceeds the limit of {limit} bytes; "
+        "split it into smaller requests"
+    )
+
+
+class _Refused(Exception):
+    """A request refused while it is parsed, with its status and message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _protocol_error(e: httptools.HttpParserError) -> _Refused:
+    """What a request the parser rejects is answered."""
+    if isinstance(e.__context__, _Refused):
+        return e.__context__
+    if isinstance(e, httptools.HttpParserInvalidMethodError):
+        return _Refused(501, f"Unsupported method ({e})")
+    return _Refused(400, f"Malformed header or request line ({e})")
+
+
+class _Request:
+    """One request as parsed, until it is answered."""
+
+    __slots__ = (
+        "answer",
+        "body",
+        "close",
+        "headers",
+        "keep_alive",
+        "method",
+        "path",
+        "query",
+        "size",
+        "start",
+        "storing",
+    )
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.method = ""
+        self.path = ""
+        self.query = ""
+        self.headers: list[list[str]] = []
+        self.body: list[bytes] = []
+        self.size = 0
+        self.storing = False
+        self.keep_alive = True
+        #: Whether the connection closes after the answer.
+        self.close = False
+        #: Set when the answer is known before the request is complete (a refusal).
+        self.answer: _Response | None = None
+
+
+class _Server:
+    """What the connections share: the app, the thread pool and the open connections
+    (their sockets, read from other threads under ``connections_lock``)."""
+
+    def __init__(self, app: HttpApp, pool: concurrent.futures.ThreadPoolExecutor) -> None:
+        self.app = app
+        self.pool = pool
+        self.connections: dict[Any, _Connection] = {}
+        self.connections_lock = threading.Lock()
+
+    def close_idle(self) -> None:
+        """Close the connections not serving a request (on the loop's thread, at stop)."""
+        for conn in self._open():
+            conn.close_if_idle()
+
+    def close_all(self) -> None:
+        """Close every connection (on the loop's thread, at the end of stop)."""
+        for conn in self._open():
+            if conn.transport is not None:
+                conn.transport.abort()
+
+    def _open(self) -> list[_Connection]:
+        with self.connections_lock:
+            return list(self.connections.values())
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection: httptools parses what it sends; requests are answered in
+    order, one at a time."""
+
+    def __init__(self, server: _Server) -> None:
+        self.server = server
+        self.app = server.app
+        self.parser = httptools.HttpRequestParser(self)
+        # Folded header lines (obsolete, still sent by old clients) continue their header.
+        self.parser.set_dangerous_leniencies(lenient_headers=True)
+        self.transport: asyncio.Transport | None = None
+        self.socket: Any = None
+        self.loop = asyncio.get_running_loop()
+        self.request: _Request | None = None
+        self.ready: deque[_Request] = deque()
+        self.serving: _Request | None = None
+        self.head_bytes = 0
+        self.in_head = True
+        self.peer_done = False
+        self.paused = False
+        self.broken = False
+        self.lingered = 0
+        self.idle_timer: asyncio.TimerHandle | None = None
+
+    # -- the connection --------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.socket = transport.get_extra_info("socket")
+        # A large answer goes out as headers then body: with Nagle's algorithm the body would
+        # wait for the client's delayed ACK of the headers (40 ms per request).
+        self.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with self.server.connections_lock:
+            self.server.connections[self.socket] = self
+        self._arm_idle()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.peer_done = True
+        self._disarm_idle()
+        with self.server.connections_lock:
+            self.server.connections.pop(self.socket, None)
+
+    def eof_received(self) -> bool | None:
+        """The client is done sending: it may still wait for its answers (a half-close), so
+        the connection stays open until they are written."""
+        self.peer_done = True
+        if self.serving is None and not self.ready:
+            return None
+        return True
+
+    def gone(self) -> bool:
+        """Whether the client closed its connection (asked from a query's thread)."""
+        return self.peer_done
+
+    def data_received(self, data: bytes) -> None:
+        if self.broken:
+            self._linger(len(data))
+            return
+        self._disarm_idle()
+        if self.in_head:
+            self.head_bytes += len(data)
+        try:
+            if self.head_bytes > MAX_HEAD_BYTES:
+                raise _Refused(431, f"Request head larger than {MAX_HEAD_BYTES} bytes")
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            pass  # no protocol is upgraded to: the request was answered as HTTP/1.1
+        except httptools.HttpParserError as e:
+            self._refuse_connection(_protocol_error(e))
+        except _Refused as e:
+            self._refuse_connection(e)
+        if len(self.ready) >= MAX_PIPELINED and self.transport is not None:
+            self.paused = True
+            self.transport.pause_reading()
+        self._serve_next()
+
+    def close_if_idle(self) -> None:
+        if self.serving is None and not self.ready and self.transport is not None:
+            self.transport.close()
+
+    def _arm_idle(self) -> None:
+        self.idle_timer = self.loop.call_later(IDLE_TIMEOUT_S, self._idle)
+
+    def _disarm_idle(self) -> None:
+        if self.idle_timer is not None:
+            self.idle_timer.cancel()
+            self.idle_timer = None
+
+    def _idle(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    # -- parser callbacks ------------------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self.request = _Request()
+        self.in_head = True
+
+    def on_url(self, url: bytes) -> None:
+        assert self.request is not None
+        self.request.path += url.decode("iso-8859-1")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        request = self.request
+        assert request is not None
+        if len(name) + len(value) + 2 > MAX_HEADER_LINE:
+            raise _Refused(431, "Header line too long")
+        if len(request.headers) >= MAX_HEADERS:
+            raise _Refused(431, f"More than {MAX_HEADERS} headers")
+        request.headers.append([name.decode("iso-8859-1"), value.decode("iso-8859-1")])
+
+    def on_headers_complete(self) -> None:
+        request = self.request
+        assert request is not None
+        self.in_head = False
+        self.head_bytes = 0
+        parser = self.parser
+        request.method = parser.get_method().decode("ascii")
+        version = parser.get_http_version()
+        if version == "0.9":
+            raise _Refused(400, f"Bad request syntax ({request.method} {request.path!r})")
+        if version not in ("1.0", "1.1"):
+            raise _Refused(505, f"Unsupported HTTP version ('HTTP/{version}')")
+        request.keep_alive = parser.should_keep_alive()
+        request.path, request.query = _target(request.path.encode("iso-8859-1"))
+        if request.path in _WITH_BODY and request.method == "POST":
+            self._admit_body(request)
+
+    def _admit_body(self, request: _Request) -> None:
+        """Refuse an announced oversize body at once (before a client expecting 100-continue
+        sends it); invite the others to send theirs."""
+        headers = RequestHeaders(request.headers)
+        limit = self.app.max_body_bytes
+        length = headers.get("Content-Length", "")
+        if length.isdigit() and int(length) > limit:
+            self._refuse_body(request, _too_large(limit, int(length)))
+            return
+        request.storing = True
+        expect = headers.get("Expect", "").lower()
+        if expect == "100-continue" and self.transport is not None:
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def on_body(self, body: bytes) -> None:
+        request = self.request
+        assert request is not None
+        if not request.storing:
+            return
+        request.size += len(body)
+        if request.size > self.app.max_body_bytes:
+            request.body.clear()
+            self._refuse_body(request, _too_large(self.app.max_body_bytes))
+            return
+        request.body.append(body)
+
+    def on_message_complete(self) -> None:
+        request, self.request = self.request, None
+        self.in_head = True
+        if request is not None and request.answer is None:
+            self.ready.append(request)
+
+    # -- refusals --------------------------------------------------------------------------------
+
+    def _refuse_body(self, request: _Request, error: TooLarge) -> None:
+        """Answer 413 as soon as it is due; what the client still sends is read and dropped
+        (see LINGER_BYTES) so that it gets the answer rather than a reset."""
+        request.storing = False
+        request.answer = self._failure(error, request.path)
+        request.close = True
+        self.ready.append(request)
+
+    def _refuse_connection(self, refused: _Refused) -> None:
+        """Answer a request the parser cannot take, then close: where the next request
+        would start is unknown."""
+        request = self.request or _Request()
+        self.request = None
+        request.answer = _error(refused.status, refused.message)
+        request.close = True
+        self.broken = True
+        if not request.method:
+            request.method = "GET"
+        self.ready.append(request)
+
+    def _linger(self, size: int) -> None:
+        self.lingered += size
+        if self.lingered > LINGER_BYTES and self.transport is not None:
+            self.transport.close()
+
+    # -- answering -------------------------------------------------------------------------------
+
+    def _serve_next(self) -> None:
+        while self.serving is None and self.ready:
+            request = self.ready.popleft()
+            if self.paused and self.transport is not None:
+                self.paused = False
+                self.transport.resume_reading()
+            self.serving = request
+            self.app.begin()
+            if request.answer is not None:
+                self._answer(request, request.answer)
+                continue
+            try:
+                outcome = self._dispatch(request)
+            except Exception as e:
+                self._answer(request, self._failure(e, request.path))
+                continue
+            if isinstance(outcome, _Response):
+                self._answer(request, outcome)
+            else:
+                future = self.loop.run_in_executor(self.server.pool, outcome)
+                future.add_done_callback(functools.partial(self._ran, request))
+
+    def _ran(self, request: _Request, future: asyncio.Future[_Response]) -> None:
+        try:
+            response = future.result()
+        except BaseException as e:
+            response = self._failure(e, request.path)
+        self._answer(request, response)
+        self._serve_next()
+
+    def _dispatch(self, request: _Request) -> _Response | Callable[[], _Response]:
+        """The answer, or the blocking work that makes it (run on the pool)."""
+        app = self.app
+        path, method = request.path, request.method
+        allowed = _ROUTES.get(path)
+        if allowed is None:
+            return _error(404, f"no endpoint {path!r}; see GET /openapi.json")
+        if method not in allowed:
+            resp = _error(405, f"{path} accepts {', '.join(allowed)}, not {method}")
+            resp.headers["Allow"] = ", ".join(allowed)
+            return resp
+        if path == "/health":
+            return app.health()
+        if path == "/metrics":
+            return app.prometheus()
+        if path == "/openapi.json":
+            return app.openapi()
+        headers = RequestHeaders(request.headers)
+        params = _parameters(request.query)
+        body = b"".join(request.body)
+        encoding = headers.get("Content-Encoding", "identity").lower()
+        limit = app.max_body_bytes
+        if path == "/sql":
+            arrow = _wants_arrow(params, headers.get("Accept", ""))
+            return lambda: app.sql(_decoded(body, encoding, limit), arrow=arrow, gone=self.gone)
+        app.metrics.request_bytes.inc("influxdb", amount=len(body))
+        return lambda: app.influx_write(_decoded(body, encoding, limit), params)
+
+    def _failure(self, e: BaseException, path: str) -> _Response:
+        status = http_status(e)
+        endpoint = path if path in _ROUTES else "other"
+        fields = {"endpoint": endpoint, "status": status, "error": message_of(e)}
+        if status >= 500 and not isinstance(e, Unavailable | Cancelled):
+            log.error("request failed", extra=fields, exc_info=e)
+        else:
+            log.info("request rejected", extra=fields)
+        return _error(status, message_of(e))
+
+    def _answer(self, request: _Request, resp: _Response) -> None:
+        """Write the answer to the request being served; close the connection after it if
+        the request or the server says so, or if the client is done sending."""
+        app = self.app
+        close = request.close or not request.keep_alive or app.stopping
+        self._write(resp, head=request.method == "HEAD", close=close)
+        self.serving = None
+        endpoint = request.path if request.path in _ROUTES else "other"
+        app.metrics.observe_request(
+            "http", endpoint, resp.status, time.perf_counter() - request.start
+        )
+        app.end()
+        transport = self.transport
+        if transport is None:
+            return
+        if close:
+            self.ready.clear()
+            if request.answer is not None and request.answer.status == 413:
+                self._linger_then_close(transport)
+            else:
+                transport.close()
+        elif self.peer_done and not self.ready:
+            transport.close()
+        elif not self.ready:
+            self._arm_idle()
+
+    def _linger_then_close(self, transport: asyncio.Transport) -> None:
+        self.broken = True
+        transport.write_eof()
+        self.loop.call_later(LINGER_S, transport.close)
+
+    def _write(self, resp: _Response, *, head: bool, close: bool) -> None:
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        lines = [
+            f"HTTP/1.1 {resp.status} {_PHRASES[resp.status]}",
+            "Server: gnomon",
+            f"Date: {_http_date()}",
+        ]
+        if resp.content_type:
+            lines.append(f"Content-Type: {resp.content_type}")
+        lines.extend(f"{name}: {value}" for name, value in resp.headers.items())
+        if resp.status != 204:
+            lines.append(f"Content-Length: {len(resp.body)}")
+        if close:
+            lines.append("Connection: close")
+        header = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        body = resp.body if not head and resp.status != 204 else b""
+        if len(body) <= ONE_WRITE_BYTES:
+            transport.write(header + body)
+        else:
+            transport.write(header)
+            transport.write(body)
+
+
 class HttpServer:
-    """The HTTP server on a background thread."""
+    """The HTTP server: an event loop on a background thread, blocking work on a pool of
+    ``workers`` threads."""
 
     def __init__(
         self,
@@ -570,52 +742,88 @@ class HttpServer:
         bind: str = "127.0.0.1",
         port: int = 5440,
         port_setting: str = "http_port",
+        workers: int = DEFAULT_WORKERS,
     ) -> None:
         self.app = app
         self.bind = bind
         self._requested_port = port
         self.port = port
         self.port_setting = port_setting
+        self.workers = workers
         self._server: _Server | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._listening: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
 
     def start(self) -> int:
         """Bind and serve; returns the port (useful when 0 asked for a free one). Unavailable,
         naming the port and its setting, when it cannot listen there."""
-        try:
-            self._server = _Server((self.bind, self._requested_port), self.app)
-        except OSError as e:
-            raise listen_error(
-                "HTTP", self.bind, self._requested_port, self.port_setting, e
-            ) from None
-        self.port = int(self._server.server_address[1])
+        sock = self._listen()
+        self.port = int(sock.getsockname()[1])
+        pool = concurrent.futures.ThreadPoolExecutor(self.workers, thread_name_prefix="gnomon-http")
+        server = _Server(self.app, pool)
+        loop = asyncio.new_event_loop()
+        listening = loop.run_until_complete(
+            loop.create_server(lambda: _Connection(server), sock=sock, backlog=BACKLOG)
+        )
+        self._server, self._loop, self._listening = server, loop, listening
         self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.2},
-            name="gnomon-http",
-            daemon=True,
+            target=self._serve, args=(loop,), name="gnomon-http", daemon=True
         )
         self._thread.start()
         log.info("HTTP server listening", extra={"address": f"{self.bind}:{self.port}"})
         return self.port
 
+    def _listen(self) -> socket.socket:
+        family = socket.AF_INET6 if ":" in self.bind else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.bind, self._requested_port))
+            sock.listen(BACKLOG)
+        except OSError as e:
+            sock.close()
+            raise listen_error(
+                "HTTP", self.bind, self._requested_port, self.port_setting, e
+            ) from None
+        sock.setblocking(False)
+        return sock
+
+    @staticmethod
+    def _serve(loop: asyncio.AbstractEventLoop) -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_forever()
+            # The connections closed at stop finish closing (their sockets) here.
+            loop.run_until_complete(asyncio.sleep(0))
+        finally:
+            loop.close()
+
+    def _stop_accepting(self, server: _Server) -> None:
+        """On the loop's thread: close the listening socket and the idle connections."""
+        if self._listening is not None:
+            self._listening.close()
+        server.close_idle()
+
     def stop(self, grace_s: float = 10.0) -> None:
         """Stop accepting connections, let requests in flight finish (up to ``grace_s``),
-        then close the idle keep-alive connections."""
-        server = self._server
-        if server is None:
+        then close every connection."""
+        server, loop, thread = self._server, self._loop, self._thread
+        if server is None or loop is None or thread is None:
             return
         self.app.stopping = True
-        server.shutdown()
+        loop.call_soon_threadsafe(self._stop_accepting, server)
         if not self.app.wait_idle(grace_s):
             log.warning("requests still running at stop", extra={"grace_s": grace_s})
+        loop.call_soon_threadsafe(server.close_all)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=grace_s)
+        # Only if the loop did not stop: its connections are cut from here.
         with server.connections_lock:
             connections = list(server.connections)
-        for conn in connections:
+        for sock in connections:
             with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
-        server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=grace_s)
-        self._server = None
+                sock.shutdown(socket.SHUT_RDWR)
+        server.pool.shutdown(wait=False, cancel_futures=True)
+        self._server, self._loop, self._listening, self._thread = None, None, None, None
         log.info("HTTP server stopped", extra={"port": self.port})

@@ -1,0 +1,151 @@
+"""The HTTP server's connection handling on httptools and asyncio: blocking work kept off the
+event loop, pipelined answers in order, Expect: 100-continue, bodies refused as too large
+while they arrive, and stopping."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from node.engine.engine import Engine
+from node.ingest.writer import Ingestor
+from node.server.http import HttpApp, HttpServer
+from node.server.metrics import Registry
+from node.sql.result import QueryResult
+
+#: Bound on every wait of these tests.
+WAIT_S = 30.0
+LIMIT = 1024
+
+
+class Gate:
+    """An executor whose query ``SELECT 'held'`` waits until released; others answer at once."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def execute(self, sql: str) -> QueryResult:
+        if "held" in sql:
+            self.started.set()
+            assert self.release.wait(WAIT_S)
+        return QueryResult.rows(pa.table({"q": [sql]}))
+
+
+@pytest.fixture
+def gate() -> Gate:
+    return Gate()
+
+
+@pytest.fixture
+def server(tmp_path: Path, gate: Gate) -> Iterator[HttpServer]:
+    with Engine.open(str(tmp_path / "data"), wal_sync="never") as engine:
+        app = HttpApp(
+            ingestor=Ingestor(engine),
+            execute=gate.execute,
+            metrics=Registry(),
+            max_body_bytes=LIMIT,
+            healthy=lambda: True,
+        )
+        running = HttpServer(app, port=0)
+        running.start()
+        try:
+            yield running
+        finally:
+            gate.release.set()
+            running.stop(grace_s=5.0)
+
+
+def _sql(query: str) -> bytes:
+    body = json.dumps({"query": query}).encode()
+    return b"POST /sql HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
+def _read_until_closed(sock: socket.socket) -> bytes:
+    data = b""
+    for _ in range(10_000):
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def test_the_loop_answers_while_a_query_blocks(server: HttpServer, gate: Gate) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S) as held:
+        held.sendall(_sql("SELECT 'held'"))
+        assert gate.started.wait(WAIT_S)
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=WAIT_S)
+        conn.request("GET", "/health")
+        assert conn.getresponse().status == 200
+        conn.close()
+        gate.release.set()
+        assert held.recv(65536).startswith(b"HTTP/1.1 200 OK")
+
+
+def test_pipelined_requests_are_answered_in_order(server: HttpServer, gate: Gate) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S) as sock:
+        sock.sendall(
+            _sql("SELECT 'held'")
+            + _sql("SELECT 'second'")
+            + b"GET /health HTTP/1.1\r\nConnection: close\r\n\r\n"
+        )
+        assert gate.started.wait(WAIT_S)
+        gate.release.set()
+        data = _read_until_closed(sock)
+    assert data.count(b"HTTP/1.1 200 OK") == 3
+    assert data.index(b"held") < data.index(b"second") < data.index(b'"status":"ok"')
+
+
+def test_expect_100_continue(server: HttpServer) -> None:
+    body = json.dumps({"query": "SELECT 1"}).encode()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S) as sock:
+        sock.sendall(
+            b"POST /sql HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body)
+        )
+        assert sock.recv(65536) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(body)
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200 OK")
+    # An announced body over the limit is refused before it is sent, without a 100.
+    with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S) as sock:
+        sock.sendall(
+            b"POST /sql HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+            b"Content-Length: %d\r\n\r\n" % (LIMIT + 1)
+        )
+        answer = _read_until_closed(sock)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413") and b"Connection: close" in head
+    assert json.loads(body)["message"].startswith(f"request body of {LIMIT + 1} bytes exceeds")
+
+
+def test_a_chunked_body_past_the_limit_is_refused_as_it_arrives(server: HttpServer) -> None:
+    chunk = b"x" * 512
+    with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S) as sock:
+        sock.sendall(b"POST /influxdb/v1/write HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for _ in range(3):
+            sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        # No final chunk: the answer comes while the client could still be sending.
+        answer = _read_until_closed(sock)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413"), head
+    assert json.loads(body)["code"] == 413
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=WAIT_S)
+    conn.request("GET", "/health")
+    assert conn.getresponse().status == 200
+    conn.close()
+
+
+def test_stop_closes_idle_keep_alive_connections(server: HttpServer) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\n\r\n")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200 OK")
+        server.stop(grace_s=5.0)
+        assert sock.recv(65536) == b""
