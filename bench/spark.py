@@ -13,7 +13,7 @@ The gnomon tables use snappy, as the Parquet files Spark writes; both sides are 
 alternately, so both see the same machine. The JSON line adds where one gnomon read spent
 CPU (the server, the Spark JVM, its Python workers).
 
-The server runs as a subprocess (``python -m node.server.standalone``) on free ports.
+The server runs as a subprocess (``python -m gnomon.cli standalone``) on free ports.
 """
 
 from __future__ import annotations
@@ -99,7 +99,8 @@ def main() -> None:
         [
             sys.executable,
             "-m",
-            "node.server.standalone",
+            "gnomon.cli",
+            "standalone",
             "--data-dir",
             os.path.join(scratch, "data"),
             "--http-port",

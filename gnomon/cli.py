@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 import numpy as np
@@ -14,11 +14,21 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table as RichTable
 
 from gnomon import __version__
-from gnomon.config import LOG_LEVELS, check_log_level
+from gnomon.config import (
+    LOG_LEVELS,
+    NodeConfig,
+    RoleConfig,
+    ServerConfig,
+    StandaloneConfig,
+    check_log_level,
+    options,
+)
 from gnomon.errors import GnomonError
 from gnomon.shell import DEFAULT_MAX_ROWS
 
 console = Console()
+#: Where a command says why it could not run (scripts read stdout, people both).
+errors = Console(stderr=True)
 
 
 @click.group()
@@ -50,7 +60,11 @@ def _log_level_flag() -> str | None:
 
 
 if TYPE_CHECKING:
+    from node.cluster.placement import Placement
     from node.engine.engine import Engine
+    from node.server.standalone import Standalone
+
+C = TypeVar("C", bound=RoleConfig)
 
 
 def _demo_batch(hosts: int, start_ms: int, steps: int, rng: np.random.Generator) -> pa.Table:
@@ -171,90 +185,49 @@ def demo(data_dir: str, hosts: int, hours: int) -> None:
         console.print(f"query took {elapsed * 1000:.1f} ms; data in {os.path.abspath(data_dir)}")
 
 
+def _start(role: str, cfg: ServerConfig, placement: Placement | None = None) -> Standalone:
+    """Configure logging and start a data-serving process, or exit with one line saying why
+    not (a port in use, a data directory in use, a bad setting)."""
+    from node.server import logfmt
+    from node.server.standalone import Standalone
+
+    try:
+        logfmt.configure(cfg.log_level)
+        server = Standalone.from_config(cfg, placement=placement)
+        server.start()
+    except GnomonError as e:
+        errors.print(f"[red]gnomon {role}:[/red] {e.message}", soft_wrap=True)
+        raise SystemExit(2) from None
+    except OSError as e:
+        errors.print(f"[red]gnomon {role}:[/red] {e}", soft_wrap=True)
+        raise SystemExit(1) from None
+    return server
+
+
+def _load_config(cls: type[C], config_file: str | None, flags: dict[str, object]) -> C:
+    try:
+        return cls.load(config_file, flags={**flags, "log_level": _log_level_flag()})
+    except GnomonError as e:
+        raise click.UsageError(e.message) from None
+
+
 @main.command()
 @click.option("--config", "config_file", default=None, help="TOML file with a [standalone] table.")
-@click.option("--data-dir", default=None, help="Data directory [default: data/standalone].")
-@click.option("--bind", default=None, help="Address to listen on [default: 127.0.0.1].")
-@click.option("--http-port", type=int, default=None, help="HTTP port [default: 5440].")
-@click.option("--grpc-port", type=int, default=None, help="gRPC port [default: 8831].")
-@click.option("--flight-port", type=int, default=None, help="Arrow Flight port [default: 8832].")
-@click.option(
-    "--wal-sync",
-    type=click.Choice(["always", "never"]),
-    default=None,
-    help="fsync the WAL before acknowledging writes [default: always].",
-)
-@click.option(
-    "--max-request-bytes", type=int, default=None, help="Largest request [default: 268435456]."
-)
-@click.option(
-    "--compress-min-bytes",
-    type=int,
-    default=None,
-    help="SQL results of this many bytes or more go zstd-compressed over gRPC [default: 4194304].",
-)
-@click.option(
-    "--decoded-cache-bytes",
-    type=int,
-    default=None,
-    help="Memory for decoded SST column chunks queries read again, 0 for none "
-    "[default: 536870912].",
-)
-@click.option(
-    "--advertise", default=None, help="host:port that gRPC Route answers name for every table."
-)
+@options(StandaloneConfig)
 @click.option(
     "--demo",
     "with_demo",
     is_flag=True,
     help=f"Load the demo table {DEMO_TABLE} unless it holds rows already, then serve.",
 )
-def standalone(
-    config_file: str | None,
-    data_dir: str | None,
-    bind: str | None,
-    http_port: int | None,
-    grpc_port: int | None,
-    flight_port: int | None,
-    wal_sync: str | None,
-    max_request_bytes: int | None,
-    compress_min_bytes: int | None,
-    decoded_cache_bytes: int | None,
-    advertise: str | None,
-    with_demo: bool,
-) -> None:
+def standalone(config_file: str | None, with_demo: bool, **flags: object) -> None:
     """Run gnomon standalone: HoraeDB-compatible gRPC, HTTP and Arrow Flight on one embedded
     engine.
 
     Settings come from defaults, then --config, then GNOMON_* environment variables, then
     flags. Stops gracefully (flushing) on SIGTERM or Ctrl-C."""
-    from gnomon.config import load
-    from node.server import logfmt
-    from node.server.standalone import Standalone
-
-    flags = {
-        "data_dir": data_dir,
-        "bind": bind,
-        "http_port": http_port,
-        "grpc_port": grpc_port,
-        "flight_port": flight_port,
-        "wal_sync": wal_sync,
-        "max_request_bytes": max_request_bytes,
-        "compress_min_bytes": compress_min_bytes,
-        "decoded_cache_bytes": decoded_cache_bytes,
-        "log_level": _log_level_flag(),
-    }
-    try:
-        cfg = load(config_file, flags=flags)
-        logfmt.configure(cfg.log_level)
-        server = Standalone.from_config(cfg, advertise=advertise)
-        server.start()
-    except GnomonError as e:
-        console.print(f"[red]gnomon standalone:[/red] {e.message}")
-        raise SystemExit(2) from None
-    except OSError as e:
-        console.print(f"[red]gnomon standalone:[/red] {e}")
-        raise SystemExit(1) from None
+    cfg = _load_config(StandaloneConfig, config_file, flags)
+    server = _start("standalone", cfg)
     if with_demo and server.engine is not None:
         _load_demo(server.engine, hosts=100, hours=24)
     http = f"{cfg.bind}:{server.http_port}"
@@ -267,6 +240,48 @@ def standalone(
         f"  curl:   curl -s -X POST http://{http}/sql -H 'Content-Type: application/json' "
         """-d '{"query": "SHOW TABLES"}'\n"""
         "  stop:   Ctrl-C",
+        soft_wrap=True,
+    )
+    server.run_forever()
+
+
+@main.command()
+@click.option("--config", "config_file", default=None, help="TOML file with a [node] table.")
+@options(NodeConfig)
+def node(config_file: str | None, **flags: object) -> None:
+    """Run a data node of a cluster: it registers with the meta service, serves the shards
+    the meta service gives it (WAL regions on Kafka, SSTs on S3, catalog on etcd) and routes
+    requests for other tables to their owners.
+
+    Settings come from defaults, then --config, then GNOMON_* environment variables, then
+    flags. Stops gracefully (flushing) on SIGTERM or Ctrl-C."""
+    from node.backends import Storage
+    from node.cluster.placement import MetaPlacement
+
+    cfg = _load_config(NodeConfig, config_file, flags)
+    assert cfg.advertise is not None  # NodeConfig requires it
+    try:
+        placement = MetaPlacement(
+            cfg.meta,
+            cfg.advertise,
+            Storage(
+                wal=cfg.wal,
+                store=cfg.store,
+                catalog=cfg.catalog,
+                kafka_namespace=cfg.kafka_namespace,
+                s3_endpoint=cfg.s3_endpoint,
+                s3_region=cfg.s3_region,
+                wal_sync="never" if cfg.wal_sync == "never" else "always",
+            ),
+            ttl_s=cfg.lease_ttl_s,
+        )
+    except GnomonError as e:
+        raise click.UsageError(e.message) from None
+    server = _start("node", cfg, placement)
+    console.print(
+        f"gnomon node {cfg.advertise}: HTTP on {cfg.bind}:{server.http_port}, gRPC on "
+        f"{cfg.bind}:{server.grpc_port}, Arrow Flight on {cfg.bind}:{server.flight_port}; "
+        f"meta {cfg.meta}, WAL {cfg.wal}, SSTs {cfg.store}, catalog {cfg.catalog}",
         soft_wrap=True,
     )
     server.run_forever()

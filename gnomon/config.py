@@ -1,17 +1,30 @@
-"""Configuration of ``gnomon standalone``: built-in defaults, then a TOML file, then
-``GNOMON_*`` environment variables, then command-line flags — each overriding the previous."""
+"""Configuration of each gnomon process, one type per role: :class:`StandaloneConfig`
+(``gnomon standalone``), :class:`NodeConfig` (``gnomon node``) and :class:`MetaConfig`
+(``gnomon meta``).
+
+Each setting comes from its built-in default, then a TOML file (``--config``; a table named
+after the role, e.g. ``[node]``), then a ``GNOMON_<NAME>`` environment variable, then its
+flag (``--<name>``) — each overriding the previous. A setting is declared once, as a field
+with its help text; the command-line flags are made from the fields (:func:`options`), so
+flags, files, environment and ``--help`` cannot disagree.
+"""
 
 from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
-from typing import Any
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, ClassVar, Self, TypeVar
+
+import click
 
 from gnomon.errors import InvalidArgument
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def check_log_level(value: str, *, source: str) -> str:
@@ -24,36 +37,171 @@ def check_log_level(value: str, *, source: str) -> str:
     return level
 
 
+def setting(default: Any, help: str, *, flag: bool = True) -> Any:
+    """A field of a role's config: its default and help text (``flag=False``: no flag,
+    as for ``log_level``, which the main command takes)."""
+    return field(default=default, metadata={"help": help, "flag": flag})
+
+
+def _check_port(name: str, port: int) -> None:
+    if not 0 <= port <= 65535:
+        raise InvalidArgument(f"invalid port {port}: must be 0..65535 ({name})")
+
+
 @dataclass(frozen=True)
-class StandaloneConfig:
-    #: Directory holding the catalog, manifests, WAL and SSTs.
-    data_dir: str = "data/standalone"
-    #: Address the servers bind to.
-    bind: str = "127.0.0.1"
-    http_port: int = 5440
-    grpc_port: int = 8831
-    #: Arrow Flight (bulk reads and writes, the Spark data source).
-    flight_port: int = 8832
-    #: WAL sync policy: "always" (fsync before acknowledging) or "never".
-    wal_sync: str = "always"
-    #: Largest accepted request, in bytes.
-    max_request_bytes: int = 256 * 1024**2
-    #: Longest a SQL query may run, in seconds (0: no limit); past it the query is stopped
-    #: and answered 504 (a gRPC client's own shorter deadline applies too).
-    query_timeout_s: int = 300
-    #: SQL results of this many bytes or more go zstd-compressed over gRPC (HoraeDB's
-    #: ``resp_compress_min_length``: 4 MiB).
-    compress_min_bytes: int = 4 * 1024**2
-    #: Memory for decoded SST column chunks that queries read again without decoding;
-    #: 0 keeps none.
-    decoded_cache_bytes: int = 512 * 1024**2
-    #: Level of the JSON log lines on stderr (the ``gnomon --log-level`` flag overrides it).
-    log_level: str = "INFO"
+class RoleConfig:
+    #: The TOML table holding this role's settings.
+    SECTION: ClassVar[str] = ""
+
+    log_level: str = setting("INFO", "Level of the JSON log lines on stderr.", flag=False)
 
     def __post_init__(self) -> None:
-        for port in (self.http_port, self.grpc_port, self.flight_port):
-            if not 0 <= port <= 65535:
-                raise InvalidArgument(f"invalid port {port}: must be 0..65535")
+        check_log_level(self.log_level, source=self.SECTION)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        flags: Mapping[str, Any] | None = None,
+    ) -> Self:
+        values: dict[str, Any] = {}
+        if path is not None:
+            try:
+                with open(path, "rb") as f:
+                    doc = tomllib.load(f)
+            except FileNotFoundError:
+                raise InvalidArgument(f"config file {path!r} does not exist") from None
+            except tomllib.TOMLDecodeError as e:
+                raise InvalidArgument(f"config file {path!r} is not valid TOML: {e}") from None
+            section = doc.get(cls.SECTION, doc)
+            if not isinstance(section, dict):
+                raise InvalidArgument(f"config file {path!r}: [{cls.SECTION}] is not a table")
+            values.update(_with_source(section, path))
+        environ = os.environ if env is None else env
+        names = [f.name for f in fields(cls)]
+        values.update(
+            _with_source({n: environ[_env(n)] for n in names if _env(n) in environ}, "environment")
+        )
+        values.update(_with_source(flags or {}, "command line"))
+        # Defaults of required settings are empty: check them once every source is in.
+        return cls._from(values)
+
+    @classmethod
+    def _from(cls, values: Mapping[str, tuple[Any, str]]) -> Self:
+        known = {f.name: f for f in fields(cls)}
+        types = typing.get_type_hints(cls)
+        kwargs: dict[str, Any] = {}
+        for key, (value, source) in values.items():
+            if key not in known:
+                raise InvalidArgument(
+                    f"{source}: unknown setting {key!r}; known: {', '.join(sorted(known))}"
+                )
+            kwargs[key] = _convert(key, value, types[key], source)
+            if key == "log_level":
+                kwargs[key] = check_log_level(kwargs[key], source=source)
+        return cls(**kwargs)
+
+
+def _with_source(values: Mapping[str, Any], source: str) -> dict[str, tuple[Any, str]]:
+    """The values given (None: not given), each with where it came from."""
+    return {k: (v, source) for k, v in values.items() if v is not None}
+
+
+def _env(name: str) -> str:
+    return f"GNOMON_{name.upper()}"
+
+
+def _base_type(annotation: Any) -> type:
+    """``int`` for ``int`` and ``int | None``."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    return args[0] if args else annotation  # type: ignore[no-any-return]
+
+
+_KINDS = {int: "an integer", float: "a number", bool: "true or false", str: "text"}
+
+
+def _convert(key: str, value: Any, annotation: Any, source: str) -> Any:
+    kind = _base_type(annotation)
+    try:
+        if kind is bool:
+            if isinstance(value, str):
+                if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                    raise ValueError(value)
+                return value.lower() in ("true", "1", "yes")
+            return bool(value)
+        if kind is int:
+            if isinstance(value, (float, bool)):
+                raise ValueError(value)
+            return int(value)
+        if kind is float:
+            return float(value)
+        return str(value)
+    except ValueError:
+        raise InvalidArgument(f"{source}: {key} must be {_KINDS[kind]}, not {value!r}") from None
+
+
+def options(cls: type[RoleConfig]) -> Callable[[F], F]:
+    """Click options for every flag-bearing setting of ``cls`` (``--data-dir`` for
+    ``data_dir``), each defaulting to None so that an absent flag leaves the setting to the
+    file, the environment or the default; the help shows the default."""
+    types = typing.get_type_hints(cls)
+
+    def decorate(fn: F) -> F:
+        for f in reversed(fields(cls)):
+            if not f.metadata.get("flag", True):
+                continue
+            kind = _base_type(types[f.name])
+            default = "" if f.default is MISSING else f.default
+            shown = f" [default: {default}]" if default not in ("", None) else ""
+            fn = click.option(
+                "--" + f.name.replace("_", "-"),
+                f.name,
+                type=kind if kind in (int, float, bool) else str,
+                default=None,
+                help=f"{f.metadata.get('help', '')}{shown}",
+            )(fn)
+        return fn
+
+    return decorate
+
+
+@dataclass(frozen=True)
+class ServerConfig(RoleConfig):
+    """What every process serving data (standalone or a cluster's data node) is set with."""
+
+    data_dir: str = setting(
+        "data/standalone", "Directory of this process's data (a node's local scratch)."
+    )
+    bind: str = setting("127.0.0.1", "Address the servers listen on.")
+    http_port: int = setting(5440, "HTTP port (SQL, line protocol, health, metrics).")
+    grpc_port: int = setting(8831, "gRPC port (the HoraeDB protocol).")
+    flight_port: int = setting(8832, "Arrow Flight port (bulk Arrow reads and writes, Spark).")
+    wal_sync: str = setting(
+        "always",
+        "'always': fsync the WAL before acknowledging a write; 'never': leave it to the OS.",
+    )
+    max_request_bytes: int = setting(256 * 1024**2, "Largest accepted request, in bytes.")
+    query_timeout_s: int = setting(
+        300,
+        "Longest a SQL query may run, in seconds (0: no limit); past it the query is stopped "
+        "and answered 504 (a gRPC client's shorter deadline applies too).",
+    )
+    compress_min_bytes: int = setting(
+        4 * 1024**2, "SQL results of this many bytes or more go zstd-compressed over gRPC."
+    )
+    decoded_cache_bytes: int = setting(
+        512 * 1024**2, "Memory for decoded SST column chunks queries read again (0: none)."
+    )
+    advertise: str | None = setting(
+        None, "host:port clients reach this node's gRPC at (routes name it)."
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("http_port", "grpc_port", "flight_port"):
+            _check_port(name, getattr(self, name))
         if self.wal_sync not in ("always", "never"):
             raise InvalidArgument(f"invalid wal_sync {self.wal_sync!r}: 'always' or 'never'")
         if self.max_request_bytes < 1024:
@@ -65,50 +213,73 @@ class StandaloneConfig:
         if self.decoded_cache_bytes < 0:
             raise InvalidArgument("decoded_cache_bytes must be at least 0")
 
-    def with_values(self, values: Mapping[str, Any], *, source: str) -> StandaloneConfig:
-        known = {f.name: f for f in fields(self)}
-        changes: dict[str, Any] = {}
-        for key, value in values.items():
-            if value is None:
-                continue
-            f = known.get(key)
-            if f is None:
+
+@dataclass(frozen=True)
+class StandaloneConfig(ServerConfig):
+    SECTION: ClassVar[str] = "standalone"
+
+
+@dataclass(frozen=True)
+class NodeConfig(ServerConfig):
+    """A data node of a cluster: the meta service it joins and where it keeps what must
+    outlive it (shared by every node: the WAL regions, the SSTs, the catalog)."""
+
+    SECTION: ClassVar[str] = "node"
+
+    data_dir: str = setting("data/node", "Directory of this node's local scratch.")
+    meta: str = setting("", "Meta service endpoints, HOST:PORT[,HOST:PORT] (required).")
+    wal: str = setting("disk", "WAL: kafka://HOST:PORT[,HOST:PORT], or disk (one machine).")
+    store: str = setting("file", "SSTs: s3://BUCKET[/PREFIX], or file:///DIR (one machine).")
+    catalog: str = setting(
+        "",
+        "Catalog and manifests: etcd://HOST:PORT[,HOST:PORT]/NAMESPACE or postgresql://... "
+        "(required; shared by every node).",
+    )
+    kafka_namespace: str = setting("gnomon", "Prefix of the WAL regions' topic names.")
+    s3_endpoint: str | None = setting(None, "S3 endpoint URL of an S3-compatible store.")
+    s3_region: str | None = setting(None, "S3 region.")
+    lease_ttl_s: int = setting(
+        10,
+        "Lease with the meta service, in seconds: a node silent this long loses its shards "
+        "(it stops acknowledging writes a margin before).",
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name, example in (("meta", "HOST:PORT"), ("catalog", "etcd://HOST:PORT/gnomon")):
+            if not getattr(self, name):
                 raise InvalidArgument(
-                    f"{source}: unknown setting {key!r}; known: {', '.join(sorted(known))}"
+                    f"gnomon node needs {name}: --{name} {example} (or GNOMON_{name.upper()})"
                 )
-            try:
-                value = int(value) if f.type in ("int", int) else str(value)
-            except ValueError:
-                raise InvalidArgument(
-                    f"{source}: {key} must be an integer, not {value!r}"
-                ) from None
-            if key == "log_level":
-                value = check_log_level(str(value), source=source)
-            changes[key] = value
-        return replace(self, **changes)
+        if not self.advertise:
+            raise InvalidArgument(
+                "gnomon node needs advertise: the host:port other nodes and clients reach its "
+                "gRPC at (--advertise, GNOMON_ADVERTISE)"
+            )
+        if self.lease_ttl_s < 3:
+            raise InvalidArgument("lease_ttl_s must be at least 3")
 
 
-def load(
-    path: str | None = None,
-    *,
-    env: Mapping[str, str] | None = None,
-    flags: Mapping[str, Any] | None = None,
-) -> StandaloneConfig:
-    cfg = StandaloneConfig()
-    if path is not None:
-        try:
-            with open(path, "rb") as f:
-                doc = tomllib.load(f)
-        except FileNotFoundError:
-            raise InvalidArgument(f"config file {path!r} does not exist") from None
-        except tomllib.TOMLDecodeError as e:
-            raise InvalidArgument(f"config file {path!r} is not valid TOML: {e}") from None
-        cfg = cfg.with_values(doc.get("standalone", doc), source=path)
-    environ = os.environ if env is None else env
-    from_env = {
-        f.name: environ[f"GNOMON_{f.name.upper()}"]
-        for f in fields(cfg)
-        if f"GNOMON_{f.name.upper()}" in environ
-    }
-    cfg = cfg.with_values(from_env, source="environment")
-    return cfg.with_values(flags or {}, source="command line")
+@dataclass(frozen=True)
+class MetaConfig(RoleConfig):
+    """An instance of the meta service (several may run on one etcd; one leads)."""
+
+    SECTION: ClassVar[str] = "meta"
+
+    etcd: str = setting("", "etcd endpoints, HOST:PORT[,HOST:PORT] (required).")
+    bind: str = setting("127.0.0.1", "Address the gRPC server listens on.")
+    grpc_port: int = setting(2390, "gRPC port of the meta service.")
+    advertise: str | None = setting(None, "Endpoint others reach this instance at.")
+    namespace: str = setting("/gnomon", "etcd key prefix of this cluster.")
+    shards: int = setting(8, "Shards a new cluster is made with.")
+    node_ttl_s: int = setting(10, "Lease of a node that does not ask for one, in seconds.")
+    election_ttl_s: int = setting(3, "Lease of the leading instance, in seconds.")
+    interval_s: float = setting(1.0, "Seconds between scheduling rounds.")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.etcd:
+            raise InvalidArgument("gnomon meta needs etcd: --etcd HOST:PORT (or GNOMON_ETCD)")
+        _check_port("grpc_port", self.grpc_port)
+        if self.shards < 1:
+            raise InvalidArgument("shards must be at least 1")

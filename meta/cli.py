@@ -12,6 +12,7 @@ import click
 from rich.console import Console
 from rich.table import Table as RichTable
 
+from gnomon.config import MetaConfig, options
 from gnomon.errors import GnomonError
 from gnomon.proto import meta_pb2 as pb
 from meta.client import MetaClient
@@ -26,45 +27,35 @@ console = Console()
 
 
 @click.command("meta")
-@click.option("--etcd", "etcd", required=True, help="etcd endpoints, HOST:PORT[,HOST:PORT...].")
-@click.option("--grpc-port", type=int, default=2390, show_default=True)
-@click.option("--bind", default="127.0.0.1", show_default=True)
-@click.option("--advertise", default=None, help="Endpoint others reach this instance at.")
-@click.option("--namespace", default="/gnomon", show_default=True, help="etcd key prefix.")
-@click.option("--shards", type=int, default=8, show_default=True, help="Shards of a new cluster.")
-@click.option("--node-ttl", type=int, default=10, show_default=True, help="Node lease TTL (s).")
-@click.option("--election-ttl", type=int, default=3, show_default=True, help="Leader lease (s).")
-@click.option("--interval", type=float, default=1.0, show_default=True, help="Round period (s).")
-def meta_command(
-    etcd: str,
-    grpc_port: int,
-    bind: str,
-    advertise: str | None,
-    namespace: str,
-    shards: int,
-    node_ttl: int,
-    election_ttl: int,
-    interval: float,
-) -> None:
-    """Run a meta service instance (several may run; one leads)."""
+@click.option("--config", "config_file", default=None, help="TOML file with a [meta] table.")
+@options(MetaConfig)
+def meta_command(config_file: str | None, **flags: object) -> None:
+    """Run a meta service instance (several may run on one etcd; one leads).
+
+    Settings come from defaults, then --config, then GNOMON_* environment variables, then
+    flags."""
+    try:
+        cfg = MetaConfig.load(config_file, flags=flags)
+    except GnomonError as e:
+        raise click.UsageError(e.message) from None
     settings = MetaSettings(
-        shards=shards,
-        node_ttl_s=node_ttl,
-        interval_s=interval,
+        shards=cfg.shards,
+        node_ttl_s=cfg.node_ttl_s,
+        interval_s=cfg.interval_s,
         crash_after=os.environ.get(CRASH_ENV) or None,
     )
     config = ServerConfig(
-        etcd=etcd,
-        namespace=namespace,
-        bind=bind,
-        grpc_port=grpc_port,
-        advertise=advertise,
-        election_ttl_s=election_ttl,
+        etcd=cfg.etcd,
+        namespace=cfg.namespace,
+        bind=cfg.bind,
+        grpc_port=cfg.grpc_port,
+        advertise=cfg.advertise,
+        election_ttl_s=cfg.election_ttl_s,
         settings=settings,
     )
     server = MetaServer(config)
     port = server.start()
-    console.print(f"meta listening on {bind}:{port} (etcd {etcd})")
+    console.print(f"meta listening on {cfg.bind}:{port} (etcd {cfg.etcd})")
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         server.stop()

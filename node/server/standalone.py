@@ -1,14 +1,11 @@
-"""A standalone gnomon: one engine on a local data directory served over gRPC (the HoraeDB
-protocol) and HTTP.
-
-``python -m node.server.standalone --data-dir DIR --http-port P --grpc-port Q`` runs one until
-SIGTERM or SIGINT; settings also come from a TOML file (``--config``) and ``GNOMON_*``
-environment variables, as described in ``gnomon.example.toml``.
+"""A gnomon server: one engine served over gRPC (the HoraeDB protocol), HTTP and Arrow
+Flight, taking part in its deployment through a placement — standalone (every table local)
+or a cluster's data node (``node/cluster/placement.py``). ``gnomon standalone`` and ``gnomon
+node`` run one until SIGTERM or SIGINT.
 """
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import gc
 import logging
@@ -16,16 +13,15 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from types import FrameType
 
-from gnomon.config import StandaloneConfig, load
-from gnomon.errors import Closed, GnomonError, InvalidArgument, Unavailable
+from gnomon.config import ServerConfig
+from gnomon.errors import Closed, InvalidArgument, Unavailable
 from node.backends import Storage
 from node.cluster.placement import LocalPlacement, Placement
 from node.engine.engine import Engine, EngineConfig
 from node.ingest.writer import Ingestor
-from node.server import logfmt
 from node.server.arrow_wire import DEFAULT_COMPRESS_MIN_BYTES
 from node.server.flight import FlightService
 from node.server.grpc_service import GrpcServer, StorageService
@@ -125,7 +121,7 @@ class Standalone:
         self._stop_lock = threading.Lock()
 
     @classmethod
-    def from_config(cls, cfg: StandaloneConfig, *, advertise: str | None = None) -> Standalone:
+    def from_config(cls, cfg: ServerConfig, *, placement: Placement | None = None) -> Standalone:
         return cls(
             cfg.data_dir,
             http_port=cfg.http_port,
@@ -134,10 +130,11 @@ class Standalone:
             bind=cfg.bind,
             wal_sync=cfg.wal_sync,
             max_request_bytes=cfg.max_request_bytes,
-            advertise=advertise,
+            advertise=cfg.advertise,
             compress_min_bytes=cfg.compress_min_bytes,
             decoded_cache_bytes=cfg.decoded_cache_bytes,
             query_timeout_s=cfg.query_timeout_s,
+            placement=placement,
         )
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -371,75 +368,3 @@ def _is_open(engine: Engine) -> bool:
     except Closed:
         return False
     return True
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m node.server.standalone",
-        description="Run a standalone gnomon: HoraeDB-compatible gRPC and HTTP on one engine.",
-    )
-    parser.add_argument("--config", help="TOML file with a [standalone] table")
-    parser.add_argument("--data-dir", dest="data_dir")
-    parser.add_argument("--bind", help="address the servers listen on")
-    parser.add_argument("--http-port", dest="http_port", type=int)
-    parser.add_argument("--grpc-port", dest="grpc_port", type=int)
-    parser.add_argument("--flight-port", dest="flight_port", type=int, help="Arrow Flight port")
-    parser.add_argument("--wal-sync", dest="wal_sync", choices=["always", "never"])
-    parser.add_argument("--max-request-bytes", dest="max_request_bytes", type=int)
-    parser.add_argument("--log-level", dest="log_level")
-    parser.add_argument(
-        "--advertise",
-        help="host:port the gRPC Route answer names for every table (default: no routes, so "
-        "clients keep using the address they were given)",
-    )
-    parser.add_argument(
-        "--compress-min-bytes",
-        dest="compress_min_bytes",
-        type=int,
-        help="SQL results of this many bytes or more are sent zstd-compressed over gRPC",
-    )
-    parser.add_argument(
-        "--decoded-cache-bytes",
-        dest="decoded_cache_bytes",
-        type=int,
-        help="memory for decoded SST column chunks queries read again (0: none)",
-    )
-    parser.add_argument(
-        "--query-timeout-s",
-        dest="query_timeout_s",
-        type=int,
-        help="longest a SQL query may run, in seconds (0: no limit)",
-    )
-    args = parser.parse_args(argv)
-    flags = {
-        k: getattr(args, k)
-        for k in (
-            "data_dir",
-            "bind",
-            "http_port",
-            "grpc_port",
-            "flight_port",
-            "wal_sync",
-            "max_request_bytes",
-            "compress_min_bytes",
-            "decoded_cache_bytes",
-            "query_timeout_s",
-            "log_level",
-        )
-    }
-    try:
-        cfg = load(args.config, flags=flags)
-        logfmt.configure(cfg.log_level)
-        server = Standalone.from_config(cfg, advertise=args.advertise)
-        server.run_forever()
-    except GnomonError as e:
-        print(f"gnomon standalone: {e.message}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"gnomon standalone: {e}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

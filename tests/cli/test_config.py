@@ -1,23 +1,24 @@
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
-from gnomon.config import StandaloneConfig, load
+from gnomon.config import MetaConfig, NodeConfig, StandaloneConfig
 from gnomon.errors import InvalidArgument
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_example_file_holds_the_defaults() -> None:
-    assert load(str(ROOT / "gnomon.example.toml"), env={}) == StandaloneConfig()
+    assert StandaloneConfig.load(str(ROOT / "gnomon.example.toml"), env={}) == StandaloneConfig()
 
 
 def test_precedence_file_env_flags(tmp_path: Path) -> None:
     f = tmp_path / "g.toml"
     f.write_text('[standalone]\nhttp_port = 6000\ngrpc_port = 7000\ndata_dir = "x"\n')
-    cfg = load(
+    cfg = StandaloneConfig.load(
         str(f),
         env={"GNOMON_GRPC_PORT": "7001", "GNOMON_DATA_DIR": "y"},
         flags={"data_dir": "z", "http_port": None},
@@ -42,18 +43,18 @@ def test_bad_config_is_rejected(
     f = tmp_path / "g.toml"
     f.write_text(text)
     with pytest.raises(InvalidArgument, match=message):
-        load(str(f), env=env)
+        StandaloneConfig.load(str(f), env=env)
 
 
 def test_missing_file() -> None:
     with pytest.raises(InvalidArgument, match="does not exist"):
-        load("/nonexistent/gnomon.toml", env={})
+        StandaloneConfig.load("/nonexistent/gnomon.toml", env={})
 
 
 def test_the_decoded_cache_budget_reaches_the_engine(tmp_path: Path) -> None:
     from node.server.standalone import Standalone
 
-    cfg = load(
+    cfg = StandaloneConfig.load(
         None,
         env={"GNOMON_DECODED_CACHE_BYTES": "1048576"},
         flags={"data_dir": str(tmp_path / "d"), "http_port": 0, "grpc_port": 0, "flight_port": 0},
@@ -71,3 +72,51 @@ def test_the_decoded_cache_default_is_the_engines() -> None:
     from node.engine.engine import EngineConfig
 
     assert StandaloneConfig().decoded_cache_bytes == EngineConfig.decoded_cache_bytes
+
+
+def test_each_role_reads_its_own_table(tmp_path: Path) -> None:
+    f = tmp_path / "g.toml"
+    f.write_text(
+        '[standalone]\nhttp_port = 1\n[node]\nhttp_port = 2\nmeta = "m:1"\n'
+        'catalog = "etcd://e:2/x"\nadvertise = "n:3"\n[meta]\netcd = "e:2"\nshards = 4\n'
+    )
+    assert StandaloneConfig.load(str(f), env={}).http_port == 1
+    node = NodeConfig.load(str(f), env={"GNOMON_LEASE_TTL_S": "6"})
+    assert (node.http_port, node.meta, node.lease_ttl_s, node.data_dir) == (
+        2,
+        "m:1",
+        6,
+        "data/node",
+    )
+    meta = MetaConfig.load(str(f), env={}, flags={"interval_s": "0.5"})
+    assert (meta.etcd, meta.shards, meta.interval_s) == ("e:2", 4, 0.5)
+
+
+@pytest.mark.parametrize(
+    ("cls", "values", "message"),
+    [
+        (NodeConfig, {"catalog": "etcd://e:1/x", "advertise": "n:1"}, "needs meta: --meta"),
+        (NodeConfig, {"meta": "m:1", "advertise": "n:1"}, "needs catalog: --catalog"),
+        (NodeConfig, {"meta": "m:1", "catalog": "etcd://e:1/x"}, "needs advertise"),
+        (MetaConfig, {}, "needs etcd: --etcd"),
+        (MetaConfig, {"etcd": "e:1", "interval_s": "often"}, "interval_s must be a number"),
+    ],
+)
+def test_required_and_typed_settings(
+    cls: type[NodeConfig | MetaConfig], values: dict[str, str], message: str
+) -> None:
+    with pytest.raises(InvalidArgument, match=message):
+        cls.load(None, env={}, flags=values)
+
+
+@pytest.mark.parametrize("role", ["standalone", "node", "meta"])
+def test_every_setting_has_its_flag(role: str) -> None:
+    from click.testing import CliRunner
+
+    from gnomon.cli import main
+
+    cls = {"standalone": StandaloneConfig, "node": NodeConfig, "meta": MetaConfig}[role]
+    text = CliRunner().invoke(main, [role, "--help"], terminal_width=200).output
+    for f in dataclasses.fields(cls):
+        if f.name != "log_level":
+            assert "--" + f.name.replace("_", "-") in text, f.name

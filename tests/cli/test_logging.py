@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gnomon.config import load
+from gnomon.config import StandaloneConfig
 from gnomon.errors import InvalidArgument
 from tests.cli.conftest import wait_for_output
 from tests.support.procs import Server, free_port
@@ -87,12 +87,14 @@ def test_log_level_precedence(
 ) -> None:
     config = tmp_path / "g.toml"
     config.write_text(f'log_level = "{file_level}"\n' if file_level else "")
-    assert load(str(config), env=env, flags={"log_level": flag}).log_level == expected
+    assert (
+        StandaloneConfig.load(str(config), env=env, flags={"log_level": flag}).log_level == expected
+    )
 
 
 def test_an_unknown_log_level_is_named() -> None:
     with pytest.raises(InvalidArgument, match="environment: invalid log level 'LOUD'"):
-        load(None, env={"GNOMON_LOG_LEVEL": "LOUD"})
+        StandaloneConfig.load(None, env={"GNOMON_LOG_LEVEL": "LOUD"})
     bad = subprocess.run(
         [sys.executable, "-m", "gnomon.cli", "sql", "--help"],
         env={"GNOMON_LOG_LEVEL": "LOUD", "PATH": "/usr/bin:/bin"},

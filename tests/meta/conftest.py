@@ -61,9 +61,9 @@ class MetaProcess:
             f"--grpc-port={self.port}",
             f"--namespace={self.namespace}",
             f"--shards={self.shards}",
-            f"--node-ttl={NODE_TTL_S}",
-            f"--election-ttl={ELECTION_TTL_S}",
-            f"--interval={INTERVAL_S}",
+            f"--node-ttl-s={NODE_TTL_S}",
+            f"--election-ttl-s={ELECTION_TTL_S}",
+            f"--interval-s={INTERVAL_S}",
         ]
         env = {CRASH_ENV: crash_after} if crash_after else {}
         log = self.workdir / f"meta-{self.port}-{self.starts}.log"

@@ -63,7 +63,8 @@ def start_standalone(data_dir: Path, log: Path, *extra: str) -> Running:
         [
             sys.executable,
             "-m",
-            "node.server.standalone",
+            "gnomon.cli",
+            "standalone",
             "--data-dir",
             str(data_dir),
             "--http-port",

@@ -134,7 +134,8 @@ def test_main_rejects_bad_settings(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "node.server.standalone",
+            "gnomon.cli",
+            "standalone",
             "--data-dir",
             str(tmp_path / "d"),
             "--advertise",
