@@ -52,6 +52,15 @@ class NotFound(GnomonError):
     status = Status.NOT_FOUND
 
 
+class UnknownTable(NotFound):
+    """A statement names a table this node does not know; ``table`` is its name (a cluster
+    node asks where it lives before giving up)."""
+
+    def __init__(self, table: str) -> None:
+        super().__init__(f"table {table!r} does not exist")
+        self.table = table
+
+
 class AlreadyExists(GnomonError):
     status = Status.ALREADY_EXISTS
 

@@ -466,7 +466,15 @@ class Engine:
             self.manifest.create_table(table_id)
 
     def drop_table(self, name: str, *, if_exists: bool = False) -> bool:
+        """Drop a table served here (NotOwner naming the owner of one served elsewhere: only
+        its owner deletes its data)."""
         self._check_open()
+        try:
+            self.table(name)
+        except NotFound:
+            if if_exists:
+                return False
+            raise
         with self._lock:
             table = self._tables.get(name)
             if table is None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from gnomon.errors import InvalidArgument, NotFound
+from gnomon.errors import InvalidArgument, UnknownTable
 from node.engine.engine import Engine
 from node.engine.lru import Lru
 from node.engine.schema import ColumnType, Schema
@@ -175,7 +175,7 @@ def analyse(tokens: Sequence[Token], engine: Engine) -> Analysis:
             and tokens[i + 3].is_word("OF")
         ):
             if name not in known:
-                raise NotFound(f"table {name!r} does not exist")
+                raise UnknownTable(name)
             version = tokens[i + 1].is_word("VERSION")
             lit = tokens[i + 4]
             if version and (lit.kind is not Kind.NUMBER or not lit.text.isdigit()):

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import datafusion
 import pyarrow as pa
 
-from gnomon.errors import GnomonError, InvalidArgument, NotFound
+from gnomon.errors import GnomonError, InvalidArgument, UnknownTable
 from node.engine.engine import Engine
 from node.engine.options import UpdateMode
 from node.engine.schema import TSID, ColumnType
@@ -238,6 +238,15 @@ class SqlExecutor:
         self._analyses = Analyses()
 
     def execute(self, sql: str) -> QueryResult:
+        try:
+            return self._execute(sql)
+        except UnknownTable as e:
+            # Not open here: opened now if its shard is served here (made through another
+            # node since), else NotOwner naming the node that serves it, or NotFound.
+            self.engine.table(e.table)
+            return self._execute(sql)
+
+    def _execute(self, sql: str) -> QueryResult:
         # A query of a shape seen before runs on the analysis kept for it, untokenized.
         text = statement_text(sql)
         kept = self._analyses.bound(text, self.engine)
@@ -524,7 +533,7 @@ def _translate(e: Exception, names: dict[str, str]) -> GnomonError:
     text = str(e)
     m = _DF_NOT_FOUND.search(text)
     if m:
-        return NotFound(f"table {names.get(m.group(1), m.group(1))!r} does not exist")
+        return UnknownTable(names.get(m.group(1), m.group(1)))
     if _DF_RECURSION.search(text):
         return InvalidArgument(
             "query too complex: nested deeper than the SQL parser's limit of 50 levels "

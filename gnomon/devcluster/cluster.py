@@ -1,0 +1,187 @@
+"""A whole gnomon cluster on loopback under one directory: etcd, a Kafka-protocol broker, an S3
+server, meta instances and data nodes, each a subprocess on free ports, stopped together.
+
+The data nodes are real ``gnomon node`` processes with their WAL regions on the broker, their
+SSTs in a bucket of the S3 server and the catalog on etcd, exactly as in a deployment; only
+the three external services are development stand-ins (tansu and moto keep everything in
+memory, so the cluster's data lives as long as they run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gnomon.devcluster.brokers import running_moto, running_tansu
+from gnomon.devcluster.etcd import EtcdServer
+from gnomon.devcluster.procs import Server, free_port
+from gnomon.errors import Unavailable
+
+#: Credentials of the development S3 server (it accepts any).
+S3_ENV = {
+    "AWS_ACCESS_KEY_ID": "gnomon-dev",
+    "AWS_SECRET_ACCESS_KEY": "gnomon-dev-secret",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+BUCKET = "gnomon"
+NAMESPACE = "/gnomon"
+
+
+@dataclass(frozen=True)
+class NodeEndpoints:
+    name: str
+    http: str
+    grpc: str
+    flight: str
+
+
+@dataclass
+class DevCluster:
+    root: Path
+    nodes: int = 3
+    metas: int = 1
+    shards: int = 8
+    #: Seconds a silent node keeps its shards; short, so failover shows quickly.
+    lease_ttl_s: int = 6
+    etcd: EtcdServer | None = None
+    bootstrap: str = ""
+    s3_endpoint: str = ""
+    meta_endpoints: list[str] = field(default_factory=list)
+    node_endpoints: list[NodeEndpoints] = field(default_factory=list)
+    processes: dict[str, Server] = field(default_factory=dict)
+    _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+
+    @property
+    def meta(self) -> str:
+        return ",".join(self.meta_endpoints)
+
+    def _log(self, name: str) -> Path:
+        return self.root / "logs" / f"{name}.log"
+
+    def start(self) -> None:
+        """Start everything (stopping what started if a part fails)."""
+        (self.root / "logs").mkdir(parents=True, exist_ok=True)
+        try:
+            self._start_services()
+            for i in range(self.metas):
+                self.start_meta(i)
+            for i in range(self.nodes):
+                self.node_endpoints.append(self._endpoints(i))
+                self.start_node(i)
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start_services(self) -> None:
+        (self.root / "etcd").mkdir(exist_ok=True)
+        self.etcd = EtcdServer(self.root / "etcd")
+        self.etcd.start()
+        self._stack.callback(self.etcd.stop)
+        broker = self._stack.enter_context(running_tansu(self.root / "logs"))
+        self.bootstrap = broker.bootstrap
+        self.s3_endpoint = self._stack.enter_context(running_moto(self.root / "logs"))
+        import boto3
+
+        boto3.client("s3", endpoint_url=self.s3_endpoint, **_boto_credentials()).create_bucket(
+            Bucket=BUCKET
+        )
+
+    def start_meta(self, index: int) -> None:
+        assert self.etcd is not None
+        if len(self.meta_endpoints) <= index:
+            self.meta_endpoints.append(f"127.0.0.1:{free_port()}")
+        port = self.meta_endpoints[index].rsplit(":", 1)[1]
+        name = f"meta-{index}"
+        self.processes[name] = server = Server(
+            [
+                sys.executable,
+                "-m",
+                "gnomon.cli",
+                "--log-level=INFO",
+                "meta",
+                f"--etcd={self.etcd.endpoint}",
+                f"--grpc-port={port}",
+                f"--namespace={NAMESPACE}",
+                f"--shards={self.shards}",
+                f"--node-ttl-s={self.lease_ttl_s}",
+            ],
+            log=self._log(name),
+        )
+        server.wait_for_port(int(port))
+
+    def _endpoints(self, index: int) -> NodeEndpoints:
+        grpc = f"127.0.0.1:{free_port()}"
+        return NodeEndpoints(
+            f"node-{index}", f"127.0.0.1:{free_port()}", grpc, f"127.0.0.1:{free_port()}"
+        )
+
+    def start_node(self, index: int) -> None:
+        assert self.etcd is not None
+        ep = self.node_endpoints[index]
+        self.processes[ep.name] = server = Server(
+            [
+                sys.executable,
+                "-m",
+                "gnomon.cli",
+                "--log-level=INFO",
+                "node",
+                f"--data-dir={self.root / ep.name}",
+                f"--http-port={ep.http.rsplit(':', 1)[1]}",
+                f"--grpc-port={ep.grpc.rsplit(':', 1)[1]}",
+                f"--flight-port={ep.flight.rsplit(':', 1)[1]}",
+                f"--advertise={ep.grpc}",
+                f"--meta={self.meta}",
+                f"--wal=kafka://{self.bootstrap}",
+                f"--store=s3://{BUCKET}/sst",
+                f"--s3-endpoint={self.s3_endpoint}",
+                f"--catalog=etcd://{self.etcd.endpoint}{NAMESPACE}/catalog",
+                f"--lease-ttl-s={self.lease_ttl_s}",
+            ],
+            log=self._log(ep.name),
+            env=S3_ENV,
+        )
+        server.wait_for_port(int(ep.grpc.rsplit(":", 1)[1]))
+
+    def wait_ready(self, timeout_s: float = 60.0) -> None:
+        """Until every shard has a live leader among the nodes."""
+        from meta.client import MetaClient
+
+        deadline = time.monotonic() + timeout_s
+        with MetaClient(self.meta) as client:
+            while True:
+                names = {n.name for n in client.nodes() if n.live}
+                shards = client.shards()
+                if shards and all(s.leader in names for s in shards):
+                    return
+                if time.monotonic() > deadline:
+                    raise Unavailable(
+                        f"the dev cluster did not become ready in {timeout_s}s: "
+                        f"{sum(1 for s in shards if s.leader in names)} of {len(shards)} shards "
+                        f"led; logs in {self.root / 'logs'}"
+                    )
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        for server in reversed(list(self.processes.values())):
+            server.stop()
+        self.processes.clear()
+        self._stack.close()
+
+    def __enter__(self) -> DevCluster:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _boto_credentials() -> dict[str, str]:
+    return {
+        "aws_access_key_id": S3_ENV["AWS_ACCESS_KEY_ID"],
+        "aws_secret_access_key": S3_ENV["AWS_SECRET_ACCESS_KEY"],
+        "region_name": S3_ENV["AWS_DEFAULT_REGION"],
+    }
