@@ -1,72 +1,36 @@
 """The few etcd calls meta makes beside the StructuredTable store: leases (node liveness, the
-leader election) and single keys bound to them. Thin wrappers over the ``pyetcd`` gRPC stubs,
-moving to the next endpoint when one is unreachable."""
+leader election) and single keys bound to them. Thin wrappers over the ``pyetcd`` gRPC stubs on
+a :class:`~gnomon.etcd.EtcdConnection`, which moves to the next endpoint when one is
+unreachable."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+import contextlib
+from collections.abc import Sequence
 
-import grpc
 from pyetcd import etcdrpc  # type: ignore[import-untyped]
 
-from gnomon.errors import Unavailable
-from gnomon.store.etcd import prefix_end
-
-T = TypeVar("T")
-
-_OPTIONS = [
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 1000),
-]
+from gnomon.errors import NotFound
+from gnomon.etcd import Endpoint, EtcdConnection, prefix_end
 
 
 class EtcdClient:
-    """Leases and keys on an etcd cluster given as ``host:port[,host:port...]``."""
+    """Leases and keys on an etcd cluster given as ``host:port[,host:port...]`` (see
+    :func:`gnomon.etcd.parse_endpoints`). Every request may go on to the next endpoint, as
+    each is safe to repeat (a repeated create reads as lost, which the election checks)."""
 
     def __init__(self, endpoints: str | Sequence[str], *, timeout_s: float = 5.0) -> None:
-        items = endpoints.split(",") if isinstance(endpoints, str) else list(endpoints)
-        self.targets = [i.strip().removeprefix("http://").rstrip("/") for i in items if i.strip()]
-        if not self.targets:
-            raise Unavailable("no etcd endpoint given")
-        self._timeout_s = timeout_s
-        self._channels = [grpc.insecure_channel(t, options=_OPTIONS) for t in self.targets]
-        self._current = 0
-        self._lock = threading.Lock()
+        self._etcd = EtcdConnection(endpoints, timeout_s=timeout_s, owner="meta etcd client")
 
     def close(self) -> None:
-        for channel in self._channels:
-            channel.close()
-
-    def _call(self, fn: Callable[[grpc.Channel], T]) -> T:
-        first = self._current
-        error: grpc.RpcError | None = None
-        for i in range(len(self._channels)):
-            index = (first + i) % len(self._channels)
-            try:
-                return fn(self._channels[index])
-            except grpc.RpcError as e:
-                code = e.code() if isinstance(e, grpc.Call) else None
-                if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                    raise
-                error = e
-                with self._lock:
-                    self._current = (index + 1) % len(self._channels)
-        raise Unavailable(f"etcd at {','.join(self.targets)} is unavailable: {error}") from error
-
-    def _kv(self, method: str, request: Any) -> Any:
-        return self._call(
-            lambda ch: getattr(etcdrpc.KVStub(ch), method)(request, timeout=self._timeout_s)
-        )
+        self._etcd.close()
 
     # -- leases ---------------------------------------------------------------------------------
 
     def grant(self, ttl_s: int) -> int:
         request = etcdrpc.LeaseGrantRequest(TTL=ttl_s)
-        response = self._call(
-            lambda ch: etcdrpc.LeaseStub(ch).LeaseGrant(request, timeout=self._timeout_s)
+        response = self._etcd.call(
+            lambda ep: ep.lease.LeaseGrant(request, timeout=self._etcd.timeout_s)
         )
         return int(response.ID)
 
@@ -74,31 +38,24 @@ class EtcdClient:
         """Refresh a lease; its TTL in seconds, 0 when it already expired."""
         request = etcdrpc.LeaseKeepAliveRequest(ID=lease_id)
 
-        def call(ch: grpc.Channel) -> int:
-            responses = etcdrpc.LeaseStub(ch).LeaseKeepAlive(
-                iter([request]), timeout=self._timeout_s
-            )
+        def call(ep: Endpoint) -> int:
+            responses = ep.lease.LeaseKeepAlive(iter([request]), timeout=self._etcd.timeout_s)
             for response in responses:
                 return int(response.TTL)
             return 0
 
-        return self._call(call)
+        return self._etcd.call(call)
 
     def revoke(self, lease_id: int) -> None:
         request = etcdrpc.LeaseRevokeRequest(ID=lease_id)
-        try:
-            self._call(
-                lambda ch: etcdrpc.LeaseStub(ch).LeaseRevoke(request, timeout=self._timeout_s)
-            )
-        except grpc.RpcError as e:
-            # Revoking a lease that already expired is what we wanted anyway.
-            if not isinstance(e, grpc.Call) or e.code() is not grpc.StatusCode.NOT_FOUND:
-                raise
+        # Revoking a lease that already expired is what we wanted anyway.
+        with contextlib.suppress(NotFound):
+            self._etcd.call(lambda ep: ep.lease.LeaseRevoke(request, timeout=self._etcd.timeout_s))
 
     # -- keys -----------------------------------------------------------------------------------
 
     def put(self, key: bytes, value: bytes, *, lease: int = 0) -> None:
-        self._kv("Put", etcdrpc.PutRequest(key=key, value=value, lease=lease))
+        self._etcd.kv("Put", etcdrpc.PutRequest(key=key, value=value, lease=lease))
 
     def create(self, key: bytes, value: bytes, *, lease: int = 0) -> bool:
         """Put ``key`` only if it does not exist; whether it was created."""
@@ -109,21 +66,21 @@ class EtcdClient:
             create_revision=0,
         )
         put = etcdrpc.RequestOp(request_put=etcdrpc.PutRequest(key=key, value=value, lease=lease))
-        response = self._kv("Txn", etcdrpc.TxnRequest(compare=[compare], success=[put]))
+        response = self._etcd.kv("Txn", etcdrpc.TxnRequest(compare=[compare], success=[put]))
         return bool(response.succeeded)
 
     def get(self, key: bytes) -> bytes | None:
-        response = self._kv("Range", etcdrpc.RangeRequest(key=key))
+        response = self._etcd.kv("Range", etcdrpc.RangeRequest(key=key))
         return bytes(response.kvs[0].value) if response.kvs else None
 
     def lease_of(self, key: bytes) -> int | None:
         """The lease ``key`` hangs on (0 for none), or None if the key does not exist."""
-        response = self._kv("Range", etcdrpc.RangeRequest(key=key))
+        response = self._etcd.kv("Range", etcdrpc.RangeRequest(key=key))
         return int(response.kvs[0].lease) if response.kvs else None
 
     def get_prefix(self, prefix: bytes) -> dict[bytes, bytes]:
         request = etcdrpc.RangeRequest(key=prefix, range_end=prefix_end(prefix))
-        return {bytes(kv.key): bytes(kv.value) for kv in self._kv("Range", request).kvs}
+        return {bytes(kv.key): bytes(kv.value) for kv in self._etcd.kv("Range", request).kvs}
 
     def delete(self, key: bytes) -> None:
-        self._kv("DeleteRange", etcdrpc.DeleteRangeRequest(key=key))
+        self._etcd.kv("DeleteRange", etcdrpc.DeleteRangeRequest(key=key))

@@ -31,12 +31,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import grpc
 from pyetcd import etcdrpc  # type: ignore[import-untyped]
 
 from gnomon.errors import (
     AlreadyExists,
-    Closed,
     Conflict,
     Corrupted,
     GnomonError,
@@ -44,8 +42,8 @@ from gnomon.errors import (
     NotFound,
     SchemaMismatch,
     TooLarge,
-    Unavailable,
 )
+from gnomon.etcd import EtcdConnection, prefix_end
 from gnomon.store.api import KeyRange, Row, TableContext
 from gnomon.store.filters import And, Eq, Filter, In, Not, Or, Range, matches
 from gnomon.store.spec import FieldType, TableSpec
@@ -66,15 +64,6 @@ _ADMIN_ATTEMPTS = 16
 _FLOAT_TYPES = frozenset({FieldType.FLOAT, FieldType.DOUBLE})
 _SIGN = 1 << 63
 _ALL_BITS = (1 << 64) - 1
-
-_CHANNEL_OPTIONS = [
-    # Rows are bounded by etcd's request size, pages of them are not.
-    ("grpc.max_receive_message_length", -1),
-    # Come back quickly after the server restarts instead of backing off for minutes.
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 1000),
-]
 
 
 # -- key encoding -----------------------------------------------------------------------------
@@ -110,14 +99,6 @@ def encode_key(spec: TableSpec, values: Sequence[Any]) -> bytes:
         encode_value(spec.field(name).type, value)
         for name, value in zip(spec.primary_key, values, strict=False)
     )
-
-
-def prefix_end(prefix: bytes) -> bytes:
-    """The smallest key greater than every key starting with ``prefix`` (etcd's range end)."""
-    stripped = prefix.rstrip(b"\xff")
-    if not stripped:
-        raise InvalidArgument(f"no key follows every key starting with {prefix!r}")
-    return stripped[:-1] + bytes([stripped[-1] + 1])
 
 
 def _successor(key: bytes) -> bytes:
@@ -276,38 +257,16 @@ def _delete_op(key: bytes, range_end: bytes = b"") -> Any:
     )
 
 
-class _Endpoint:
-    def __init__(self, target: str) -> None:
-        self.target = target
-        self.channel = grpc.insecure_channel(target, options=_CHANNEL_OPTIONS)
-        self.kv = etcdrpc.KVStub(self.channel)
-
-
-def _parse_endpoints(endpoints: str | Sequence[str]) -> list[str]:
-    items = endpoints.split(",") if isinstance(endpoints, str) else list(endpoints)
-    targets: list[str] = []
-    for item in items:
-        target = item.strip()
-        if target.startswith("https://"):
-            raise InvalidArgument(f"etcd endpoint {target!r}: TLS is not supported")
-        target = target.removeprefix("http://").rstrip("/")
-        if not target or "/" in target:
-            raise InvalidArgument(f"etcd endpoint {item!r} is not host:port")
-        targets.append(target)
-    if not targets:
-        raise InvalidArgument("EtcdStore needs at least one endpoint")
-    return targets
-
-
 # -- the store --------------------------------------------------------------------------------
 
 
 class EtcdStore:
     """A :class:`~gnomon.store.api.StructuredStore` in an etcd v3 cluster.
 
-    ``endpoints`` is one ``host:port`` (``http://`` allowed), a comma-separated list of them or
-    a sequence; requests go to one endpoint and move to the next when it is unreachable, which
-    raises :class:`~gnomon.errors.Unavailable` naming it (reads try every endpoint first).
+    ``endpoints`` is ``host:port[,host:port...]`` or a sequence of endpoints, as
+    :func:`gnomon.etcd.parse_endpoints` reads them; requests go to one endpoint and move to the
+    next when it is unreachable, which raises :class:`~gnomon.errors.Unavailable` naming it
+    (reads try every endpoint first).
     ``namespace`` is the key prefix of this store; stores with different namespaces are
     independent (namespaces must not be nested in each other). ``timeout_s`` bounds every
     request. ``max_txn_ops`` must not exceed the server's ``--max-txn-ops``: a transaction that
@@ -330,19 +289,16 @@ class EtcdStore:
             raise InvalidArgument(f"EtcdStore needs a non-empty namespace, got {namespace!r}")
         if max_txn_ops < 8:
             raise InvalidArgument(f"max_txn_ops must be at least 8, got {max_txn_ops}")
-        self._targets = _parse_endpoints(endpoints)
         self._namespace = namespace
-        self._timeout_s = timeout_s
         self.max_txn_ops = max_txn_ops
         self.layout = _Layout(namespace)
-        self._endpoints = [_Endpoint(t) for t in self._targets]
-        self._current = 0
-        self._lock = threading.Lock()
+        self._etcd = EtcdConnection(
+            endpoints, timeout_s=timeout_s, owner=f"EtcdStore(namespace={namespace!r})"
+        )
         self._local = threading.local()
-        self._closed = False
 
     def __repr__(self) -> str:
-        return f"EtcdStore({','.join(self._targets)!r}, namespace={self._namespace!r})"
+        return f"EtcdStore({','.join(self._etcd.targets)!r}, namespace={self._namespace!r})"
 
     # -- admin ---------------------------------------------------------------------------------
 
@@ -406,18 +362,12 @@ class EtcdStore:
             self._local.txn = None
 
     def close(self) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-        for endpoint in self._endpoints:
-            endpoint.channel.close()
+        self._etcd.close()
 
     # -- internals -----------------------------------------------------------------------------
 
     def _check_open(self) -> None:
-        if self._closed:
-            raise Closed(f"{self!r} is closed")
+        self._etcd.check_open()
 
     def _admin(self, op: Callable[[_Txn], T]) -> T:
         self._check_open()
@@ -440,49 +390,7 @@ class EtcdStore:
 
     def _rpc(self, method: str, request: Any, *, idempotent: bool) -> Any:
         """Send one KV request; reads go on to the next endpoint when one is unreachable."""
-        self._check_open()
-        first = self._current
-        tries = len(self._endpoints) if idempotent else 1
-        failed: tuple[GnomonError, grpc.RpcError] | None = None
-        for index in [(first + i) % len(self._endpoints) for i in range(tries)]:
-            endpoint = self._endpoints[index]
-            try:
-                return getattr(endpoint.kv, method)(request, timeout=self._timeout_s)
-            except grpc.RpcError as e:
-                error = self._map_error(e, endpoint)
-                if not isinstance(error, Unavailable):
-                    raise error from e
-                failed = (error, e)
-                # Later requests start at the next endpoint.
-                with self._lock:
-                    if self._current == index:
-                        self._current = (index + 1) % len(self._endpoints)
-            except ValueError as e:
-                # grpc raises ValueError for a channel that close() closed meanwhile.
-                if self._closed:
-                    raise Closed(f"{self!r} is closed") from e
-                raise
-        assert failed is not None
-        raise failed[0] from failed[1]
-
-    def _map_error(self, e: grpc.RpcError, endpoint: _Endpoint) -> GnomonError:
-        code = e.code() if isinstance(e, grpc.Call) else None
-        details = (e.details() if isinstance(e, grpc.Call) else None) or str(e)
-        where = f"etcd at {endpoint.target}"
-        if self._closed:
-            return Closed(f"{self!r} is closed")
-        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-            return Unavailable(f"{where} is unavailable: {details}")
-        if code is grpc.StatusCode.OUT_OF_RANGE and "compacted" in details:
-            return Conflict(f"{where}: the transaction's snapshot was compacted: {details}")
-        if any(s in details for s in ("too many operations", "too large", "larger than max")):
-            return TooLarge(
-                f"{where} refused the transaction: {details} (this store allows "
-                f"max_txn_ops={self.max_txn_ops})"
-            )
-        if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
-            return Unavailable(f"{where}: {details}", retryable=False)
-        return GnomonError(f"{where} failed: {code}: {details}")
+        return self._etcd.kv(method, request, failover=idempotent)
 
 
 class _Writes:
@@ -679,7 +587,10 @@ class _Txn:
                 f"may write at most max_txn_ops={limit}"
             )
         request = etcdrpc.TxnRequest(compare=self._compares(), success=ops)
-        response = self.store._rpc("Txn", request, idempotent=False)
+        try:
+            response = self.store._rpc("Txn", request, idempotent=False)
+        except TooLarge as e:
+            raise TooLarge(f"{e.message} (this store allows max_txn_ops={limit})") from e
         if not response.succeeded:
             raise Conflict(
                 f"{self.store!r}: a concurrent transaction changed what this transaction read"

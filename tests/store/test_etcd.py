@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 from pyetcd import etcdrpc  # type: ignore[import-untyped]
 
 from gnomon.errors import Conflict, InvalidArgument, TooLarge, Unavailable
+from gnomon.etcd import prefix_end
 from gnomon.store.api import KeyRange, Row, StructuredStore, TableContext, run_with_retries
-from gnomon.store.etcd import EtcdStore, encode_key, prefix_end
+from gnomon.store.etcd import EtcdStore, encode_key
 from gnomon.store.filters import eq
 from gnomon.store.spec import spec
 from tests.support.etcd import EtcdServer
@@ -235,6 +236,18 @@ def test_writes_beyond_max_txn_ops_are_too_large(etcd: EtcdServer) -> None:
         write_rows(store, "kv", [{"k": str(i), "v": i} for i in range(16)])
         # Deleting them all is one range deletion, whatever the number of rows.
         assert store.transact(lambda ctx: ctx.table("kv").delete_all({})) == 16
+    finally:
+        store.close()
+
+
+def test_server_refusing_a_large_txn_is_too_large(etcd: EtcdServer) -> None:
+    # The store allows more than the server's --max-txn-ops (128): the server refuses.
+    store = EtcdStore(etcd.endpoint, namespace=f"/test/{uuid.uuid4().hex}", max_txn_ops=200)
+    try:
+        store.create(KV)
+        with pytest.raises(TooLarge, match=rf"etcd at {etcd.endpoint}.*max_txn_ops=200"):
+            write_rows(store, "kv", [{"k": str(i), "v": i} for i in range(150)])
+        assert scan_rows(store, "kv") == []
     finally:
         store.close()
 
