@@ -31,13 +31,18 @@ class ShardKeeper:
         *,
         lease: Callable[[], bool],
         interval_s: float = 2.0,
+        on_event: Callable[[pb.ShardEvent], None] = lambda _e: None,
     ) -> None:
         self.engine = engine
         self.client = client
         self.name = name
         self._lease = lease
         self._interval_s = interval_s
+        #: Told of every node's shard events (route caches drop the shard's routes).
+        self._on_event = on_event
         self._wake = threading.Event()
+        # One pass at a time: the loop's and those requests ask for (see MetaPlacer).
+        self._pass = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         #: Passes completed (tests wait on it).
@@ -62,10 +67,12 @@ class ShardKeeper:
 
     def _watch(self) -> None:
         try:
-            for _event in self.client.watch_shards(self.name):
+            for event in self.client.watch_shards():
                 if self._stop.is_set():
                     return
-                self._wake.set()
+                self._on_event(event)
+                if event.node == self.name:
+                    self._wake.set()
         except GnomonError as e:  # the periodic pass still runs
             log.warning("shard watch ended", extra={"node": self.name, "error": str(e)})
 
@@ -83,6 +90,10 @@ class ShardKeeper:
     def reconcile(self) -> None:
         """One pass: close shards this node no longer leads (or leads at another epoch), open
         those it leads, and open tables created on its shards since."""
+        with self._pass:
+            self._reconcile()
+
+    def _reconcile(self) -> None:
         shards = self.client.shards()
         wanted = {s.id: s.epoch for s in shards if s.leader == self.name}
         for shard_id, epoch in self.engine.shards().items():

@@ -82,11 +82,10 @@ class MetaPlacement:
         self._reconcile_s = reconcile_s
         self._agent: NodeAgent | None = None
         self._keeper: ShardKeeper | None = None
+        self._placer = MetaPlacer(self.client, self.routes, me=advertise)
 
     def open_engine(self, data_dir: str, **config: object) -> Engine:
-        return open_engine(
-            data_dir, self.storage, placer=MetaPlacer(self.client, self.routes), **config
-        )
+        return open_engine(data_dir, self.storage, placer=self._placer, **config)
 
     def router(self, engine: Engine) -> Router:
         return ClusterRouter(
@@ -111,8 +110,14 @@ class MetaPlacement:
         )
         self._agent.start()
         self._keeper = ShardKeeper(
-            engine, self.client, self.advertise, lease=self.lease, interval_s=self._reconcile_s
+            engine,
+            self.client,
+            self.advertise,
+            lease=self.lease,
+            interval_s=self._reconcile_s,
+            on_event=lambda e: self.routes.invalidate(shard_id=e.shard_id),
         )
+        self._placer.catch_up = self._keeper.reconcile
         self._keeper.start()
 
     def leave(self) -> None:

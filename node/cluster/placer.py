@@ -3,6 +3,8 @@ and a table not open here is looked up in the route cache (then the meta service
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from gnomon.errors import NotFound
 from meta.client import MetaClient
 from node.cluster import tables
@@ -13,9 +15,13 @@ from node.engine.schema import Schema
 
 
 class MetaPlacer:
-    def __init__(self, client: MetaClient, routes: RouteCache) -> None:
+    def __init__(self, client: MetaClient, routes: RouteCache, *, me: str = "") -> None:
         self._client = client
         self._routes = routes
+        self._me = me
+        #: Brings the shards open here up to date with the meta service (the keeper's pass),
+        #: for a table whose route names this node before its keeper has opened the shard.
+        self.catch_up: Callable[[], None] = lambda: None
 
     def place(self, name: str, schema: Schema, options: TableOptions) -> Placed:
         created = self._client.create_table(name, tables.encode(schema, options))
@@ -34,4 +40,6 @@ class MetaPlacer:
         route = self._routes.lookup([name]).get(name)
         if route is None or route.shard_id is None:
             return None
+        if route.endpoint and route.endpoint == self._me:
+            self.catch_up()
         return Placed(route.shard_id, route.table_id, route.endpoint)
