@@ -29,7 +29,7 @@ import threading
 import time
 import zlib
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
 from types import MappingProxyType
 from typing import Any, overload
@@ -67,6 +67,12 @@ BACKLOG = 1024
 #: Threads running SQL and writes. A write waits on the WAL's sync, and the writes waiting
 #: together share it: too few threads would cap how many share one.
 DEFAULT_WORKERS = 64
+#: Line-protocol bodies up to this size are written in batches with the others that arrive
+#: together (see _Writes); at most WRITE_BATCHES batches run at once (one converting while
+#: another waits for its WAL sync), each of at most WRITE_BATCH_MAX writes.
+SMALL_WRITE_BYTES = 64 * 1024
+WRITE_BATCHES = 2
+WRITE_BATCH_MAX = 1024
 #: Requests parsed ahead on one connection while an earlier one is served; past this the
 #: connection is not read until they are answered.
 MAX_PIPELINED = 16
@@ -128,6 +134,20 @@ def _wants_arrow(params: Mapping[str, list[str]], accept: str) -> bool:
     if fmt not in ("", "json", "arrow"):
         raise InvalidArgument(f"unknown format {fmt!r}: use json or arrow")
     return fmt == "arrow" or (not fmt and ARROW_STREAM in accept)
+
+
+def _line_protocol(body: bytes, params: Mapping[str, list[str]]) -> tuple[str, str]:
+    """A line-protocol write's text and precision, once its database is checked."""
+    db = params.get("db", [DATABASE])[-1]
+    if db and db != DATABASE:
+        raise InvalidArgument(
+            f"database {db!r} does not exist: gnomon has one database, {DATABASE!r}"
+        )
+    try:
+        text = body.decode()
+    except UnicodeDecodeError as e:
+        raise InvalidArgument(f"line protocol body is not UTF-8: {e}") from None
+    return text, params.get("precision", ["ns"])[-1] or "ns"
 
 
 class HttpApp:
@@ -193,19 +213,53 @@ class HttpApp:
         return _json(200, {"affected_rows": result.affected_rows or 0})
 
     def influx_write(self, body: bytes, params: Mapping[str, list[str]]) -> _Response:
-        db = params.get("db", [DATABASE])[-1]
-        if db and db != DATABASE:
-            raise InvalidArgument(
-                f"database {db!r} does not exist: gnomon has one database, {DATABASE!r}"
-            )
-        precision = params.get("precision", ["ns"])[-1] or "ns"
-        try:
-            text = body.decode()
-        except UnicodeDecodeError as e:
-            raise InvalidArgument(f"line protocol body is not UTF-8: {e}") from None
+        text, precision = _line_protocol(body, params)
         written = self.ingestor.write_all(line_protocol.parse(text, precision=precision))
         self.metrics.rows_written.inc("influxdb", amount=written)
         return _NO_CONTENT
+
+    def influx_writes(
+        self, writes: Sequence[tuple[bytes, Mapping[str, list[str]]]]
+    ) -> list[_Response | Exception]:
+        """Several small line-protocol writes that arrived together, each answered on its
+        own. Those of one precision are parsed and written as one body: one conversion, one
+        engine write and one WAL record for all. If that fails (a bad line, a type one write
+        gives a column and another contradicts), nothing was written and each is written
+        alone, so each gets the answer its own body earns."""
+        answers: list[_Response | Exception] = [_NO_CONTENT] * len(writes)
+        texts: dict[str, list[tuple[int, str]]] = {}
+        for i, (body, params) in enumerate(writes):
+            try:
+                text, precision = _line_protocol(body, params)
+            except InvalidArgument as e:
+                answers[i] = e
+                continue
+            texts.setdefault(precision, []).append((i, text))
+        for precision, group in texts.items():
+            try:
+                if len(group) > 1 and self._write_joined([text for _, text in group], precision):
+                    continue
+            except Exception as e:
+                for i, _ in group:
+                    answers[i] = e
+                continue
+            for i, _ in group:
+                try:
+                    self.influx_write(*writes[i])
+                except Exception as e:
+                    answers[i] = e
+        return answers
+
+    def _write_joined(self, texts: list[str], precision: str) -> bool:
+        """Write ``texts`` as one body; False if it is refused (nothing was written)."""
+        try:
+            written = self.ingestor.write_all(
+                line_protocol.parse("\n".join(texts), precision=precision)
+            )
+        except InvalidArgument:
+            return False
+        self.metrics.rows_written.inc("influxdb", amount=written)
+        return True
 
     def health(self) -> _Response:
         if self.stopping or not self.healthy():
@@ -395,9 +449,15 @@ class _Server:
     """What the connections share: the app, the thread pool and the open connections
     (their sockets, read from other threads under ``connections_lock``)."""
 
-    def __init__(self, app: HttpApp, pool: concurrent.futures.ThreadPoolExecutor) -> None:
+    def __init__(
+        self,
+        app: HttpApp,
+        pool: concurrent.futures.ThreadPoolExecutor,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
         self.app = app
         self.pool = pool
+        self.writes = _Writes(app, pool, loop)
         self.connections: dict[Any, _Connection] = {}
         self.connections_lock = threading.Lock()
 
@@ -415,6 +475,56 @@ class _Server:
     def _open(self) -> list[_Connection]:
         with self.connections_lock:
             return list(self.connections.values())
+
+
+class _Writes:
+    """Small line-protocol writes queued on the loop for the pool: those that arrive while
+    earlier batches run go together, as one batch (see :meth:`HttpApp.influx_writes`).
+    Without this each paid a hand-over to a pool thread and back, and the threads woke by
+    dozens fought the loop for the interpreter lock."""
+
+    def __init__(
+        self, app: HttpApp, pool: concurrent.futures.Executor, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self.app = app
+        self.pool = pool
+        self.loop = loop
+        self.pending: list[tuple[bytes, Mapping[str, list[str]], asyncio.Future[_Response]]] = []
+        self.running = 0
+
+    def add(self, body: bytes, params: Mapping[str, list[str]]) -> asyncio.Future[_Response]:
+        answer: asyncio.Future[_Response] = self.loop.create_future()
+        self.pending.append((body, params, answer))
+        if self.running < WRITE_BATCHES:
+            self._send()
+        return answer
+
+    def _send(self) -> None:
+        batch = self.pending[:WRITE_BATCH_MAX]
+        del self.pending[:WRITE_BATCH_MAX]
+        self.running += 1
+        job = self.loop.run_in_executor(
+            self.pool, self.app.influx_writes, [(body, params) for body, params, _ in batch]
+        )
+        job.add_done_callback(functools.partial(self._done, batch))
+
+    def _done(
+        self,
+        batch: list[tuple[bytes, Mapping[str, list[str]], asyncio.Future[_Response]]],
+        job: asyncio.Future[list[_Response | Exception]],
+    ) -> None:
+        self.running -= 1
+        try:
+            answers = job.result()
+        except Exception as e:
+            answers = [e] * len(batch)
+        for (_, _, answer), outcome in zip(batch, answers, strict=True):
+            if isinstance(outcome, Exception):
+                answer.set_exception(outcome)
+            else:
+                answer.set_result(outcome)
+        if self.pending:
+            self._send()
 
 
 class _Connection(asyncio.Protocol):
@@ -625,6 +735,8 @@ class _Connection(asyncio.Protocol):
                 continue
             if isinstance(outcome, _Response):
                 self._answer(request, outcome)
+            elif isinstance(outcome, asyncio.Future):
+                outcome.add_done_callback(functools.partial(self._ran, request))
             else:
                 future = self.loop.run_in_executor(self.server.pool, outcome)
                 future.add_done_callback(functools.partial(self._ran, request))
@@ -637,8 +749,11 @@ class _Connection(asyncio.Protocol):
         self._answer(request, response)
         self._serve_next()
 
-    def _dispatch(self, request: _Request) -> _Response | Callable[[], _Response]:
-        """The answer, or the blocking work that makes it (run on the pool)."""
+    def _dispatch(
+        self, request: _Request
+    ) -> _Response | Callable[[], _Response] | asyncio.Future[_Response]:
+        """The answer, the blocking work that makes it (run on the pool), or the answer to
+        come from a batch of writes."""
         app = self.app
         path, method = request.path, request.method
         allowed = _ROUTES.get(path)
@@ -663,6 +778,8 @@ class _Connection(asyncio.Protocol):
             arrow = _wants_arrow(params, headers.get("Accept", ""))
             return lambda: app.sql(_decoded(body, encoding, limit), arrow=arrow, gone=self.gone)
         app.metrics.request_bytes.inc("influxdb", amount=len(body))
+        if encoding in ("identity", "") and len(body) <= SMALL_WRITE_BYTES:
+            return self.server.writes.add(body, params)
         return lambda: app.influx_write(_decoded(body, encoding, limit), params)
 
     def _failure(self, e: BaseException, path: str) -> _Response:
@@ -761,8 +878,8 @@ class HttpServer:
         sock = self._listen()
         self.port = int(sock.getsockname()[1])
         pool = concurrent.futures.ThreadPoolExecutor(self.workers, thread_name_prefix="gnomon-http")
-        server = _Server(self.app, pool)
         loop = asyncio.new_event_loop()
+        server = _Server(self.app, pool, loop)
         listening = loop.run_until_complete(
             loop.create_server(lambda: _Connection(server), sock=sock, backlog=BACKLOG)
         )

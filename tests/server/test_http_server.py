@@ -14,10 +14,12 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from gnomon.errors import InvalidArgument
 from node.engine.engine import Engine
 from node.ingest.writer import Ingestor
-from node.server.http import HttpApp, HttpServer
+from node.server.http import HttpApp, HttpServer, _Response
 from node.server.metrics import Registry
+from node.sql.executor import SqlExecutor
 from node.sql.result import QueryResult
 
 #: Bound on every wait of these tests.
@@ -149,3 +151,63 @@ def test_stop_closes_idle_keep_alive_connections(server: HttpServer) -> None:
         assert sock.recv(65536).startswith(b"HTTP/1.1 200 OK")
         server.stop(grace_s=5.0)
         assert sock.recv(65536) == b""
+
+
+def test_writes_batched_together_are_answered_each_on_its_own(tmp_path: Path) -> None:
+    """Writes that arrive together are written as one body; when that body is refused, each
+    is written alone and gets its own answer."""
+    with Engine.open(str(tmp_path / "data"), wal_sync="never") as engine:
+        sql = SqlExecutor(engine)
+        app = HttpApp(
+            ingestor=Ingestor(engine),
+            execute=sql.execute,
+            metrics=Registry(),
+            max_body_bytes=LIMIT,
+            healthy=lambda: True,
+        )
+        ms = {"precision": ["ms"]}
+        answers = app.influx_writes(
+            [(b"b_cpu,host=a v=1i 1", ms), (b"b_cpu,host=b v=2i 2", ms), (b"b_mem free=3 5", ms)]
+        )
+        assert [a.status for a in answers if isinstance(a, _Response)] == [204, 204, 204]
+        answers = app.influx_writes(
+            [
+                (b"b_cpu,host=c v=3i 3", ms),
+                (b"b_cpu,host=d v=1.5 4", ms),  # v is an integer column
+                (b"b_cpu,host=e v=5i 5", {"db": ["other"]}),
+                (b"b_cpu,host=f v=6i 6", ms),
+            ]
+        )
+        ok, float_v, other_db, ok_too = answers
+        assert isinstance(ok, _Response) and isinstance(ok_too, _Response)
+        assert isinstance(float_v, InvalidArgument) and "Value type is not same" in str(float_v)
+        assert isinstance(other_db, InvalidArgument) and "'other' does not exist" in str(other_db)
+        rows = sql.execute("SELECT host, v FROM b_cpu ORDER BY timestamp").table().to_pylist()
+        assert rows == [{"host": h, "v": v} for h, v in zip("abcf", (1, 2, 3, 6), strict=True)]
+        assert sql.execute("SELECT free FROM b_mem").table().to_pylist() == [{"free": 3.0}]
+
+
+def test_concurrent_small_writes_each_get_their_answer(server: HttpServer) -> None:
+    clients = 16
+    statuses: list[int] = []
+
+    def write(k: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=WAIT_S)
+        for i in range(5):
+            bad = k == 0 and i == 2
+            value = "1.5" if bad else f"{i}i"
+            body = f"c_cpu,client=c{k} v={value} {k * 100 + i}".encode()
+            conn.request("POST", "/influxdb/v1/write?precision=ms", body=body)
+            resp = conn.getresponse()
+            resp.read()
+            statuses.append(resp.status)
+        conn.close()
+
+    # One write first: it fixes v's type as integer for those that follow.
+    write(1)
+    threads = [threading.Thread(target=write, args=(k,)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT_S)
+    assert sorted(statuses) == [204] * (5 * (clients + 1) - 1) + [400]
