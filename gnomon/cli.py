@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import click
@@ -60,6 +61,7 @@ def _log_level_flag() -> str | None:
 
 
 if TYPE_CHECKING:
+    from gnomon.devcluster.cluster import DevCluster
     from node.cluster.placement import Placement
     from node.engine.engine import Engine
     from node.server.standalone import Standalone
@@ -285,6 +287,67 @@ def node(config_file: str | None, **flags: object) -> None:
         soft_wrap=True,
     )
     server.run_forever()
+
+
+@main.command("dev-cluster")
+@click.option("--nodes", type=click.IntRange(1, 16), default=3, show_default=True)
+@click.option("--metas", type=click.IntRange(1, 5), default=1, show_default=True)
+@click.option("--shards", type=click.IntRange(1, 256), default=8, show_default=True)
+@click.option(
+    "--data-dir", default="data/dev-cluster", show_default=True, help="Everything goes here."
+)
+def dev_cluster(nodes: int, metas: int, shards: int, data_dir: str) -> None:
+    """Run a whole cluster on loopback: etcd, a Kafka-protocol broker, an S3 server, meta
+    instances and data nodes, each a process on free ports (logs under --data-dir/logs).
+    For trying gnomon as a cluster; the broker and the S3 server keep data in memory.
+    Ctrl-C stops everything."""
+    import signal
+    import threading
+
+    from gnomon.devcluster.cluster import DevCluster
+
+    cluster = DevCluster(Path(data_dir).absolute(), nodes=nodes, metas=metas, shards=shards)
+    try:
+        with console.status("starting etcd, the broker, the S3 server, meta and the nodes"):
+            cluster.start()
+    except GnomonError as e:
+        errors.print(f"[red]gnomon dev-cluster:[/red] {e.message}", soft_wrap=True)
+        raise SystemExit(2) from None
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        console.print(_cluster_summary(cluster), soft_wrap=True)
+        while not stop.wait(0.5):
+            pass
+    finally:
+        with console.status("stopping"):
+            cluster.stop()
+
+
+def _cluster_summary(cluster: DevCluster) -> str:
+    first = cluster.node_endpoints[0]
+    assert cluster.etcd is not None
+    lines = [
+        f"gnomon dev cluster: {len(cluster.node_endpoints)} data nodes, "
+        f"{len(cluster.meta_endpoints)} meta, data and logs in {cluster.root}",
+        f"  etcd     {cluster.etcd.endpoint}",
+        f"  kafka    {cluster.bootstrap} (tansu)",
+        f"  s3       {cluster.s3_endpoint} (moto)",
+        f"  meta     {cluster.meta}",
+    ]
+    for n in cluster.node_endpoints:
+        lines.append(f"  {n.name}   gRPC {n.grpc}  HTTP {n.http}  Flight {n.flight}")
+    lines += [
+        "examples (any node answers; requests go on to the table's owner):",
+        f"  gnomon sql --endpoint {first.http}",
+        f"  curl -s -X POST http://{first.http}/sql -H 'Content-Type: application/json' "
+        """-d '{"query": "SHOW TABLES"}'""",
+        f"  gnomon admin shards --meta {cluster.meta}",
+        f"  horaedb-client: Builder('{first.grpc}', Mode.Direct)",
+        "  stop: Ctrl-C",
+    ]
+    return "\n".join(lines)
 
 
 @main.command()

@@ -10,6 +10,7 @@ memory, so the cluster's data lives as long as they run).
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -84,7 +85,7 @@ class DevCluster:
         broker = self._stack.enter_context(running_tansu(self.root / "logs"))
         self.bootstrap = broker.bootstrap
         self.s3_endpoint = self._stack.enter_context(running_moto(self.root / "logs"))
-        import boto3
+        import boto3  # type: ignore[import-untyped]
 
         boto3.client("s3", endpoint_url=self.s3_endpoint, **_boto_credentials()).create_bucket(
             Bucket=BUCKET
@@ -166,7 +167,12 @@ class DevCluster:
                 time.sleep(0.1)
 
     def stop(self) -> None:
-        for server in reversed(list(self.processes.values())):
+        # Nodes first, all at once (each flushes), then meta; the services last.
+        servers = list(reversed(self.processes.values()))
+        for server in servers:
+            if server.proc.poll() is None:
+                server.kill(signal.SIGTERM)
+        for server in servers:
             server.stop()
         self.processes.clear()
         self._stack.close()

@@ -56,10 +56,12 @@ class ShardKeeper:
             self._threads.append(t)
 
     def stop(self) -> None:
+        """Stop passes (waiting for one running). The watch ends when its client closes."""
         self._stop.set()
         self._wake.set()
         for t in self._threads:
-            t.join(timeout=10)
+            if t.name == "gnomon-keeper":
+                t.join(timeout=10)
 
     def poke(self) -> None:
         """Reconcile soon (a shard event arrived, or a request found a table missing)."""

@@ -85,6 +85,10 @@ class Ingestor:
                 self._admit(plans)
                 for plan in plans:
                     self._apply_ddl(plan)
+            # A table just created may have been placed on another node: all are served
+            # here, or NotOwner before any is written (the caller sends them on).
+            for plan in plans:
+                self.engine.table(plan.rows.table)
         elif len(plans) > 1:
             self._admit(plans)
         return sum(self._write(plan) for plan in plans if plan.data.num_rows)

@@ -105,10 +105,14 @@ class StorageService:
         # (HoraeDB keeps the tables written before the first bad one).
         return self.ingestor.write_all([decode_table_request(t) for t in req.table_requests])
 
-    def _write_tables(self, req: storage_pb2.WriteRequest, forwarded: bool) -> int:
+    def _write_tables(
+        self, req: storage_pb2.WriteRequest, forwarded: bool, *, again: bool = True
+    ) -> int:
         """Write the tables served here, and send the others to their owners (in parallel),
         unless the request was forwarded already: then everything is written here or
-        refused, never forwarded twice."""
+        refused, never forwarded twice. ``again``: the part found served elsewhere after
+        all (tables it created were placed on other nodes, or a route was stale) is split
+        by owner once more."""
         _check_database(req.HasField("context"), req.context)
         remote = {} if forwarded else self.router.remote([t.table for t in req.table_requests])
         groups: dict[str, storage_pb2.WriteRequest] = {}
@@ -118,27 +122,26 @@ class StorageService:
                 group.context.CopyFrom(req.context)
             group.table_requests.append(t)
         if len(groups) == 1 and "" in groups:
-            return self._write_here(req, forwarded)
+            return self._write_here(req, forwarded, again)
         calls: dict[str, Callable[[], int]] = {
             owner: (
                 functools.partial(self._forward_write, group, owner)
                 if owner
-                else functools.partial(self._write_here, group, forwarded)
+                else functools.partial(self._write_here, group, forwarded, again)
             )
             for owner, group in groups.items()
         }
         return _sum_parallel(calls)
 
-    def _write_here(self, req: storage_pb2.WriteRequest, forwarded: bool) -> int:
+    def _write_here(self, req: storage_pb2.WriteRequest, forwarded: bool, again: bool) -> int:
         try:
             return self._write_local(req)
         except NotOwner as e:
-            # Placed elsewhere on creation, or moved since the route was cached: on to the
-            # owner, once.
+            # Nothing was written (the ingestor checks every table is served here first).
             self.router.owner_moved(e)
-            if forwarded or not e.owner:
+            if forwarded or not again:
                 raise
-            return self._forward_write(req, e.owner)
+            return self._write_tables(req, forwarded, again=False)
 
     def _forward_write(self, req: storage_pb2.WriteRequest, owner: str) -> int:
         forwarder = self.router.forwarder

@@ -1,0 +1,135 @@
+"""A running cluster, as `gnomon dev-cluster` starts it: real etcd, broker and S3 server, a
+meta process and three `gnomon node` processes. The published HoraeDB SDK in Direct mode
+(routes, then the owner) and Proxy mode (everything through one node, which forwards),
+DDL through any node, and the forwarding loop guard."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from gnomon.devcluster.cluster import DevCluster
+from gnomon.proto import storage_pb2
+from meta.client import MetaClient
+from node.cluster.forward import FORWARDED_FROM
+from tests.server.sdk import run_sdk
+
+TABLES = [f"dc_{i}" for i in range(8)]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+    with DevCluster(tmp_path_factory.mktemp("dev-cluster"), nodes=3, shards=6) as running:
+        yield running
+
+
+def _owners(cluster: DevCluster, tables: list[str]) -> dict[str, str]:
+    with MetaClient(cluster.meta) as client:
+        return {r.table: r.endpoint for r in client.route(tables)}
+
+
+def _write_and_count(mode: str, tables: list[str]) -> str:
+    return f"""
+        async def scenario(ctx):
+            c = client({mode!r})
+            t0 = 1700000000000
+            tables = {tables!r}
+            pts = [point(t, t0 + i, {{"host": V().string(f"h{{i % 3}}")}}, {{"v": V().double(i)}})
+                   for t in tables for i in range(10)]
+            w = await write(c, ctx, pts)
+            counts = {{}}
+            for t in tables:
+                r = await query(c, ctx, [t], f"SELECT count(*) AS n, sum(v) AS s FROM {{t}}")
+                counts[t] = [rows(r)[0]["n"][0], rows(r)[0]["s"][0]]
+            return {{"write": w, "counts": counts}}
+        """
+
+
+def test_direct_mode_writes_and_reads_every_owner(cluster: DevCluster, tmp_path: Path) -> None:
+    tables = TABLES[:4]
+    out = run_sdk(cluster.node_endpoints[0].grpc, _write_and_count("Direct", tables), tmp_path)
+    assert out["write"] == [40, 0]
+    assert out["counts"] == {t: [10, 45.0] for t in tables}
+    owners = _owners(cluster, tables)
+    # Auto-created on first write through one node, they spread over the cluster's nodes.
+    assert set(owners) == set(tables)
+    assert len(set(owners.values())) > 1
+
+
+def test_proxy_mode_through_one_node_reaches_every_owner(
+    cluster: DevCluster, tmp_path: Path
+) -> None:
+    tables = TABLES[4:]
+    entry = cluster.node_endpoints[2].grpc
+    out = run_sdk(entry, _write_and_count("Proxy", tables), tmp_path)
+    assert out["write"] == [40, 0]
+    assert out["counts"] == {t: [10, 45.0] for t in tables}
+    assert any(owner != entry for owner in _owners(cluster, tables).values())
+
+
+def test_route_names_each_tables_owner(cluster: DevCluster) -> None:
+    owners = _owners(cluster, TABLES[:4])
+    for node in cluster.node_endpoints:
+        with grpc.insecure_channel(node.grpc) as channel:
+            req = storage_pb2.RouteRequest(tables=TABLES[:4])
+            req.context.database = "public"
+            resp = channel.unary_unary(
+                "/storage.StorageService/Route",
+                request_serializer=storage_pb2.RouteRequest.SerializeToString,
+                response_deserializer=storage_pb2.RouteResponse.FromString,
+            )(req, timeout=10)
+        got = {r.table: f"{r.endpoint.ip}:{r.endpoint.port}" for r in resp.routes}
+        assert got == owners
+
+
+def test_ddl_through_any_node(cluster: DevCluster, tmp_path: Path) -> None:
+    a, b, c = (n.grpc for n in cluster.node_endpoints)
+    out = run_sdk(
+        a,
+        f"""
+        async def scenario(ctx):
+            def at(endpoint):
+                b = Builder(endpoint, Mode.Proxy)
+                b.set_default_database("public")
+                return b.build()
+            create = await query(at({a!r}), ctx, [], "CREATE TABLE dc_ddl (host string TAG, "
+                                 "v double, ts timestamp NOT NULL, TIMESTAMP KEY(ts))")
+            insert = await query(at({b!r}), ctx, [],
+                                 "INSERT INTO dc_ddl (host, v, ts) VALUES ('x', 2.5, 1)")
+            sel = await query(at({c!r}), ctx, [], "SELECT host, v FROM dc_ddl")
+            drop = await query(at({c!r}), ctx, [], "DROP TABLE dc_ddl")
+            gone = await error(query(at({a!r}), ctx, [], "SELECT * FROM dc_ddl"))
+            return {{"create": create.affected_rows, "insert": insert.affected_rows,
+                    "rows": rows(sel), "drop": drop.affected_rows, "gone": gone}}
+        """,
+        tmp_path,
+    )
+    assert out["create"] == 0 and out["insert"] == 1 and out["drop"] == 0
+    assert out["rows"] == [{"host": ["x", "String"], "v": [2.5, "Double"]}]
+    assert "does not exist" in out["gone"]
+
+
+def test_a_forwarded_request_is_never_forwarded_again(cluster: DevCluster) -> None:
+    """A write marked as forwarded that reaches a node not serving its table is refused,
+    naming the owner, instead of travelling on."""
+    owners = _owners(cluster, TABLES[:1])
+    owner = owners[TABLES[0]]
+    other = next(n.grpc for n in cluster.node_endpoints if n.grpc != owner)
+    req = storage_pb2.WriteRequest()
+    req.context.database = "public"
+    t = req.table_requests.add(table=TABLES[0], tag_names=["host"], field_names=["v"])
+    entry = t.entries.add()
+    entry.tags.add(name_index=0).value.string_value = "h9"
+    point = entry.field_groups.add(timestamp=1700000001000)
+    point.fields.add(name_index=0).value.float64_value = 1.0
+    with grpc.insecure_channel(other) as channel:
+        resp = channel.unary_unary(
+            "/storage.StorageService/Write",
+            request_serializer=storage_pb2.WriteRequest.SerializeToString,
+            response_deserializer=storage_pb2.WriteResponse.FromString,
+        )(req, timeout=10, metadata=((FORWARDED_FROM, "127.0.0.1:1"),))
+    assert resp.header.code != 200
+    assert owner in resp.header.error
