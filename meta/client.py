@@ -112,8 +112,16 @@ class MetaClient:
 
     # -- nodes ----------------------------------------------------------------------------------
 
-    def register_node(self, name: str, kind: NodeKind, ttl_s: int = 0) -> pb.RegisterNodeResponse:
-        request = pb.RegisterNodeRequest(name=name, kind=NODE_KINDS[kind], ttl_s=ttl_s)
+    def register_node(
+        self,
+        name: str,
+        kind: NodeKind,
+        ttl_s: int = 0,
+        endpoints: Mapping[str, str] | None = None,
+    ) -> pb.RegisterNodeResponse:
+        request = pb.RegisterNodeRequest(
+            name=name, kind=NODE_KINDS[kind], ttl_s=ttl_s, endpoints=dict(endpoints or {})
+        )
         return self._unary("RegisterNode", request, pb.RegisterNodeResponse)
 
     def heartbeat(
@@ -236,8 +244,10 @@ class NodeAgent:
         interval_s: float = 1.0,
         load: Callable[[], tuple[float, Mapping[int, float]]] = lambda: (0.0, {}),
         on_renewed: Callable[[float, int], None] = lambda _sent, _ttl: None,
+        endpoints: Mapping[str, str] | None = None,
     ) -> None:
         self.client = client
+        self._endpoints = dict(endpoints or {})
         self.name = name
         self.kind = kind
         self._ttl_s = ttl_s
@@ -267,7 +277,7 @@ class NodeAgent:
 
     def _register(self) -> None:
         sent = time.monotonic()
-        granted = self.client.register_node(self.name, self.kind, self._ttl_s)
+        granted = self.client.register_node(self.name, self.kind, self._ttl_s, self._endpoints)
         self._ttl_granted = int(granted.ttl_s)
         self.registrations += 1
         self._on_renewed(sent, self._ttl_granted)

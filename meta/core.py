@@ -13,7 +13,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from gnomon.errors import AlreadyExists, InvalidArgument, NotFound, Unavailable
@@ -72,6 +72,8 @@ class RouteInfo:
     table: Table
     shard: Shard | None
     partitions: tuple[RouteInfo, ...] = ()
+    #: The shard leader's other endpoints by protocol.
+    endpoints: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -116,14 +118,22 @@ class MetaCore:
 
     # -- nodes -------------------------------------------------------------------------------------
 
-    def register_node(self, name: str, kind: NodeKind, ttl_s: int | None = None) -> tuple[int, int]:
-        """Register (or re-register) a node under a fresh lease; (lease id, TTL)."""
+    def register_node(
+        self,
+        name: str,
+        kind: NodeKind,
+        ttl_s: int | None = None,
+        endpoints: Mapping[str, str] | None = None,
+    ) -> tuple[int, int]:
+        """Register (or re-register) a node under a fresh lease; (lease id, TTL).
+        ``endpoints`` are its other endpoints by protocol (routes carry the leader's)."""
         if not name or ":" not in name:
             raise InvalidArgument(f"node name {name!r} must be its host:port endpoint")
         ttl = ttl_s or self.settings.node_ttl_s
         lease = self.liveness.register(name, ttl)
         with self.lock:
-            self._commit(Batch(nodes=[Node(name, kind, True, lease, now_ms())]))
+            node = Node(name, kind, True, lease, now_ms(), tuple(sorted((endpoints or {}).items())))
+            self._commit(Batch(nodes=[node]))
             self.state.live.add(name)
         log.info("node registered", extra={"node": name, "kind": kind.value, "ttl_s": ttl})
         return lease, ttl
@@ -241,7 +251,8 @@ class MetaCore:
             if table.partitions
             else ()
         )
-        return RouteInfo(table, shard, subs)
+        leader = None if shard is None or not shard.leader else self.state.nodes.get(shard.leader)
+        return RouteInfo(table, shard, subs, () if leader is None else leader.endpoints)
 
     # -- events ------------------------------------------------------------------------------------
 

@@ -42,6 +42,8 @@ class Node:
     #: The etcd lease its liveness key hangs on; heartbeats refresh it.
     lease_id: int
     registered_ms: int
+    #: Its other endpoints by protocol ("http", "flight"), as (protocol, host:port) pairs.
+    endpoints: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

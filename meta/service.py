@@ -59,6 +59,7 @@ def _route(r: RouteInfo) -> pb.Route:
         endpoint=(shard.leader or "") if shard is not None else "",
         epoch=0 if shard is None else shard.epoch,
         partitions=[_route(p) for p in r.partitions],
+        endpoints=dict(r.endpoints),
     )
 
 
@@ -81,7 +82,9 @@ class MetaService:
 
     @staticmethod
     def register_node(core: MetaCore, r: pb.RegisterNodeRequest) -> pb.RegisterNodeResponse:
-        lease, ttl = core.register_node(r.name, NODE_KINDS_BACK[r.kind], r.ttl_s or None)
+        lease, ttl = core.register_node(
+            r.name, NODE_KINDS_BACK[r.kind], r.ttl_s or None, dict(r.endpoints)
+        )
         return pb.RegisterNodeResponse(lease_id=lease, ttl_s=ttl)
 
     @staticmethod
@@ -114,6 +117,7 @@ class MetaService:
                     load=n.load,
                     leader_shards=n.leader_shards,
                     follower_shards=n.follower_shards,
+                    endpoints=dict(n.node.endpoints),
                 )
                 for n in core.nodes()
             ]

@@ -28,6 +28,7 @@ NODES = spec(
         ("online", "int"),
         ("lease_id", "long"),
         ("registered_ms", "long"),
+        ("endpoints", "string"),
     ],
     ["name"],
 )
@@ -80,12 +81,18 @@ def node_row(n: Node) -> Row:
         "online": int(n.online),
         "lease_id": n.lease_id,
         "registered_ms": n.registered_ms,
+        "endpoints": json.dumps(dict(n.endpoints)),
     }
 
 
 def node_of(r: Mapping[str, Any]) -> Node:
     return Node(
-        r["name"], NodeKind(r["kind"]), bool(r["online"]), r["lease_id"], r["registered_ms"]
+        r["name"],
+        NodeKind(r["kind"]),
+        bool(r["online"]),
+        r["lease_id"],
+        r["registered_ms"],
+        tuple(sorted(json.loads(r.get("endpoints") or "{}").items())),
     )
 
 

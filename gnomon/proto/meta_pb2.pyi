@@ -18,14 +18,23 @@ DATA: NodeKind
 COMPACTION: NodeKind
 
 class RegisterNodeRequest(_message.Message):
-    __slots__ = ("name", "kind", "ttl_s")
+    __slots__ = ("name", "kind", "ttl_s", "endpoints")
+    class EndpointsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     NAME_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     TTL_S_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     kind: NodeKind
     ttl_s: int
-    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[NodeKind, str]] = ..., ttl_s: _Optional[int] = ...) -> None: ...
+    endpoints: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[NodeKind, str]] = ..., ttl_s: _Optional[int] = ..., endpoints: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class RegisterNodeResponse(_message.Message):
     __slots__ = ("lease_id", "ttl_s")
@@ -57,7 +66,14 @@ class HeartbeatResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class NodeInfo(_message.Message):
-    __slots__ = ("name", "kind", "online", "live", "load", "leader_shards", "follower_shards")
+    __slots__ = ("name", "kind", "online", "live", "load", "leader_shards", "follower_shards", "endpoints")
+    class EndpointsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     NAME_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     ONLINE_FIELD_NUMBER: _ClassVar[int]
@@ -65,6 +81,7 @@ class NodeInfo(_message.Message):
     LOAD_FIELD_NUMBER: _ClassVar[int]
     LEADER_SHARDS_FIELD_NUMBER: _ClassVar[int]
     FOLLOWER_SHARDS_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     kind: NodeKind
     online: bool
@@ -72,7 +89,8 @@ class NodeInfo(_message.Message):
     load: float
     leader_shards: int
     follower_shards: int
-    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[NodeKind, str]] = ..., online: _Optional[bool] = ..., live: _Optional[bool] = ..., load: _Optional[float] = ..., leader_shards: _Optional[int] = ..., follower_shards: _Optional[int] = ...) -> None: ...
+    endpoints: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[NodeKind, str]] = ..., online: _Optional[bool] = ..., live: _Optional[bool] = ..., load: _Optional[float] = ..., leader_shards: _Optional[int] = ..., follower_shards: _Optional[int] = ..., endpoints: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ShardInfo(_message.Message):
     __slots__ = ("id", "leader", "followers", "epoch", "status", "tables", "load")
@@ -145,20 +163,29 @@ class RouteRequest(_message.Message):
     def __init__(self, tables: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Route(_message.Message):
-    __slots__ = ("table", "table_id", "shard_id", "endpoint", "epoch", "partitions")
+    __slots__ = ("table", "table_id", "shard_id", "endpoint", "epoch", "partitions", "endpoints")
+    class EndpointsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     TABLE_FIELD_NUMBER: _ClassVar[int]
     TABLE_ID_FIELD_NUMBER: _ClassVar[int]
     SHARD_ID_FIELD_NUMBER: _ClassVar[int]
     ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
     table: str
     table_id: int
     shard_id: int
     endpoint: str
     epoch: int
     partitions: _containers.RepeatedCompositeFieldContainer[Route]
-    def __init__(self, table: _Optional[str] = ..., table_id: _Optional[int] = ..., shard_id: _Optional[int] = ..., endpoint: _Optional[str] = ..., epoch: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[Route, _Mapping]]] = ...) -> None: ...
+    endpoints: _containers.ScalarMap[str, str]
+    def __init__(self, table: _Optional[str] = ..., table_id: _Optional[int] = ..., shard_id: _Optional[int] = ..., endpoint: _Optional[str] = ..., epoch: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[Route, _Mapping]]] = ..., endpoints: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class RouteResponse(_message.Message):
     __slots__ = ("routes",)

@@ -10,6 +10,7 @@ tables served elsewhere are routed there (:class:`ClusterRouter`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol
 
 from meta.client import MetaClient, NodeAgent
@@ -31,8 +32,9 @@ class Placement(Protocol):
 
     def router(self, engine: Engine) -> Router: ...
 
-    def join(self, engine: Engine) -> None:
-        """The servers listen: start taking part (register, heartbeat, follow shards)."""
+    def join(self, engine: Engine, endpoints: Mapping[str, str]) -> None:
+        """The servers listen (``endpoints``: where, by protocol): start taking part
+        (register, heartbeat, follow shards)."""
 
     def leave(self) -> None:
         """Stop taking part; the engine is closed after this."""
@@ -55,7 +57,7 @@ class LocalPlacement:
     def router(self, engine: Engine) -> Router:
         return LocalRouter(self.advertise)
 
-    def join(self, engine: Engine) -> None:
+    def join(self, engine: Engine, endpoints: Mapping[str, str]) -> None:
         return None
 
     def leave(self) -> None:
@@ -92,7 +94,7 @@ class MetaPlacement:
             self.advertise, self.routes, self.forwarder, local_shards=lambda: list(engine.shards())
         )
 
-    def join(self, engine: Engine) -> None:
+    def join(self, engine: Engine, endpoints: Mapping[str, str]) -> None:
         def load() -> tuple[float, dict[int, float]]:
             shards = engine.shards()
             tables = engine.stats().tables
@@ -107,6 +109,7 @@ class MetaPlacement:
             interval_s=self.ttl_s / 3,
             load=load,
             on_renewed=self.lease.renewed,
+            endpoints=endpoints,
         )
         self._agent.start()
         self._keeper = ShardKeeper(

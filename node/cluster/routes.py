@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from meta.client import MetaClient
 
@@ -25,6 +25,8 @@ class Route:
     #: The shard leader's gRPC endpoint (host:port); empty while the shard has no leader.
     endpoint: str
     epoch: int
+    #: The leader's other endpoints by protocol ("http", "flight").
+    endpoints: Mapping[str, str] = field(default_factory=dict)
 
 
 class RouteCache:
@@ -52,6 +54,7 @@ class RouteCache:
                     r.shard_id if r.HasField("shard_id") else None,
                     r.endpoint,
                     r.epoch,
+                    dict(r.endpoints),
                 )
                 for r in self._client.route(missing)
             }

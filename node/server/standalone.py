@@ -192,7 +192,10 @@ class Standalone:
                 metrics=self.metrics,
             )
             self.flight_port = self._flight.port
-            self.placement.join(engine)
+            host = self.bind if self.advertise is None else self.advertise[0]
+            self.placement.join(
+                engine, {"http": f"{host}:{self.http_port}", "flight": f"{host}:{self.flight_port}"}
+            )
         except BaseException:
             self.stop()
             raise

@@ -72,6 +72,11 @@ def test_proxy_mode_through_one_node_reaches_every_owner(
 
 def test_route_names_each_tables_owner(cluster: DevCluster) -> None:
     owners = _owners(cluster, TABLES[:4])
+    nodes = {n.grpc: n for n in cluster.node_endpoints}
+    with MetaClient(cluster.meta) as client:
+        for r in client.route(TABLES[:4]):
+            owner = nodes[r.endpoint]
+            assert dict(r.endpoints) == {"http": owner.http, "flight": owner.flight}
     for node in cluster.node_endpoints:
         with grpc.insecure_channel(node.grpc) as channel:
             req = storage_pb2.RouteRequest(tables=TABLES[:4])
