@@ -51,8 +51,27 @@ def _hash_values(column: str, values: pa.Array[Any]) -> np.ndarray[Any, np.dtype
     )
 
 
+#: Batches of up to this many rows are hashed row by row in Python: the vectorised way costs a
+#: fixed 20-odd microseconds in Arrow and numpy calls, most of a one-row write's conversion.
+SMALL_ROWS = 16
+_MASK = (1 << 64) - 1
+
+
+def _compute_small(batch: pa.RecordBatch, tags: Sequence[str]) -> pa.Array[Any]:
+    """:func:`compute_tsid` for a few rows, with the same arithmetic on Python ints."""
+    mul = int(_MUL)
+    hashes = [int(_SEED)] * batch.num_rows
+    for name in tags:
+        for row, v in enumerate(batch.column(name).to_pylist()):
+            if v is not None:
+                hashes[row] = ((hashes[row] ^ _hash_value(name, v)) * mul) & _MASK
+    return pa.array([h ^ (h >> 31) for h in hashes], type=pa.uint64())
+
+
 def compute_tsid(batch: pa.RecordBatch, tags: Sequence[str]) -> pa.Array[Any]:
     """The tsid of every row of ``batch`` from its ``tags`` columns (in schema order)."""
+    if batch.num_rows <= SMALL_ROWS:
+        return _compute_small(batch, tags)
     h = np.full(batch.num_rows, _SEED, dtype=np.uint64)
     for name in tags:
         encoded: Any = pc.dictionary_encode(batch.column(name))
