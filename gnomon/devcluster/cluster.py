@@ -13,13 +13,14 @@ import contextlib
 import signal
 import sys
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gnomon.devcluster.brokers import running_moto, running_tansu
 from gnomon.devcluster.etcd import EtcdServer
 from gnomon.devcluster.procs import Server, free_port
-from gnomon.errors import Unavailable
+from gnomon.errors import GnomonError, Unavailable
 
 #: Credentials of the development S3 server (it accepts any).
 S3_ENV = {
@@ -60,7 +61,14 @@ class DevCluster:
         return ",".join(self.meta_endpoints)
 
     def _log(self, name: str) -> Path:
-        return self.root / "logs" / f"{name}.log"
+        """A fresh log per start of ``name``: a restart keeps what the killed run wrote."""
+        logs = self.root / "logs"
+        path = logs / f"{name}.log"
+        run = 1
+        while path.exists():
+            run += 1
+            path = logs / f"{name}.{run}.log"
+        return path
 
     def start(self) -> None:
         """Start everything (stopping what started if a part fails)."""
@@ -149,20 +157,81 @@ class DevCluster:
 
     def wait_ready(self, timeout_s: float = 60.0) -> None:
         """Until every shard has a live leader among the nodes."""
+        self.wait_settled(timeout_s=timeout_s)
+
+    # -- faults (the failover tests) ---------------------------------------------------------------
+
+    def node_index(self, name: str) -> int:
+        """The index of the data node advertised as ``name`` (its gRPC endpoint)."""
+        return next(i for i, ep in enumerate(self.node_endpoints) if ep.grpc == name)
+
+    def kill_node(self, index: int, sig: int = signal.SIGKILL) -> None:
+        """Kill data node ``index`` (SIGKILL: no flush, no goodbye) and wait until it is gone;
+        :meth:`start_node` restarts it on the same ports."""
+        self._kill(self.node_endpoints[index].name, sig)
+
+    def kill_meta(self, index: int, sig: int = signal.SIGKILL) -> None:
+        self._kill(f"meta-{index}", sig)
+
+    def _kill(self, name: str, sig: int) -> None:
+        server = self.processes[name]
+        server.kill(sig)
+        server.proc.wait(timeout=30)
+        server.stop()
+
+    def pause_node(self, index: int) -> None:
+        """SIGSTOP data node ``index``: it keeps its sockets and state but runs nothing (its
+        heartbeats stop, so meta fails its shards over once its lease expires)."""
+        self.processes[self.node_endpoints[index].name].kill(signal.SIGSTOP)
+
+    def resume_node(self, index: int) -> None:
+        self.processes[self.node_endpoints[index].name].kill(signal.SIGCONT)
+
+    def meta_leader(self) -> int:
+        """The index of the meta instance leading now (the one that answers, not redirects)."""
+        from meta.client import MetaClient
+
+        for i, endpoint in enumerate(self.meta_endpoints):
+            proc = self.processes.get(f"meta-{i}")
+            if proc is None or proc.proc.poll() is not None:
+                continue
+            # No retry budget: a follower's redirect is an error here instead of followed.
+            with MetaClient(endpoint, retry_for_s=0, timeout_s=2) as client:
+                try:
+                    client.shards()
+                except GnomonError:
+                    continue
+                return i
+        raise Unavailable("no meta instance is leading")
+
+    def leader_of(self, table: str) -> int:
+        """The index of the data node meta names as the leader of ``table``'s shard."""
+        from meta.client import MetaClient
+
+        with MetaClient(self.meta) as client:
+            routes = client.route([table])
+        if not routes or not routes[0].endpoint:
+            raise Unavailable(f"table {table!r} has no leader now")
+        return self.node_index(routes[0].endpoint)
+
+    def wait_settled(self, *, without: Collection[str] = (), timeout_s: float = 60.0) -> None:
+        """Until every shard is ready and led by a live node other than those in ``without``
+        (the names of nodes just killed or paused: meta still names them until their lease
+        expires)."""
         from meta.client import MetaClient
 
         deadline = time.monotonic() + timeout_s
         with MetaClient(self.meta) as client:
             while True:
-                names = {n.name for n in client.nodes() if n.live}
+                names = {n.name for n in client.nodes() if n.live} - set(without)
                 shards = client.shards()
-                if shards and all(s.leader in names for s in shards):
+                pending = [s.id for s in shards if s.leader not in names or s.status != "ready"]
+                if shards and not pending:
                     return
                 if time.monotonic() > deadline:
                     raise Unavailable(
-                        f"the dev cluster did not become ready in {timeout_s}s: "
-                        f"{sum(1 for s in shards if s.leader in names)} of {len(shards)} shards "
-                        f"led; logs in {self.root / 'logs'}"
+                        f"the dev cluster did not become ready in {timeout_s}s: shards {pending} "
+                        f"not ready on a live node; logs in {self.root / 'logs'}"
                     )
                 time.sleep(0.1)
 
@@ -171,6 +240,8 @@ class DevCluster:
         servers = list(reversed(self.processes.values()))
         for server in servers:
             if server.proc.poll() is None:
+                # A paused process would not act on the SIGTERM.
+                server.kill(signal.SIGCONT)
                 server.kill(signal.SIGTERM)
         for server in servers:
             server.stop()

@@ -1,0 +1,257 @@
+"""Failover on a running cluster (real etcd, broker, S3 server, meta and ``gnomon node``
+processes): data nodes SIGKILLed and restarted under a steady writer, a node paused past its
+lease and resumed, the leading meta instance killed in the middle of a failover.
+
+The writer is the published HoraeDB SDK in Direct mode, in a subprocess, writing APPEND rows
+that each carry a unique id and printing every acknowledged batch's ids as soon as the ack
+arrives. A refused write is retried with fresh ids, never the same ones: a write that failed
+may still have reached the log (and then the new owner replays it), so resending its ids
+could legitimately store them twice. The check after each failover is the contract: every
+acknowledged id is stored exactly once; unacknowledged ids may or may not be.
+
+``GNOMON_KILLS`` sets how many kills the kill test makes (default 20; 200 for a long run).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from gnomon.devcluster.cluster import DevCluster
+from gnomon.proto import storage_pb2
+from node.cluster.forward import FORWARDED_FROM
+from tests.server.sdk import PRELUDE
+
+KILLS = int(os.environ.get("GNOMON_KILLS", "20"))
+#: The shortest lease a node may ask for (``--lease-ttl-s``): failover shows quickly.
+LEASE_TTL_S = 3
+#: Bounds of each wait; far above what a failover takes with the lease above.
+SETTLE_S = 90.0
+PROGRESS_S = 60.0
+T0 = 1_700_000_000_000
+
+WRITER = """
+TABLES = {tables!r}
+STOP = {stop!r}
+BATCH = {batch}
+
+
+def build(endpoint):
+    b = Builder(endpoint, Mode.Direct)
+    b.set_default_database("public")
+    return b.build()
+
+
+async def run():
+    ctx = RpcContext()
+    ctx.timeout_ms = 5000
+    entry = 0
+    c = build(ENDPOINTS[entry])
+    next_id = 0
+    k = 0
+    while not os.path.exists(STOP):
+        table = TABLES[k % len(TABLES)]
+        k += 1
+        ids = list(range(next_id, next_id + BATCH))
+        next_id += BATCH
+        pts = [point(table, {t0} + i, {{"w": V().string("w")}}, {{"id": V().int64(i)}})
+               for i in ids]
+        try:
+            ok = await write(c, ctx, pts) == [len(ids), 0]
+            err = None if ok else "partial"
+        except Exception as e:
+            ok, err = False, str(e)[:300]
+        if ok:
+            print(json.dumps({{"table": table, "ids": ids}}), flush=True)
+            continue
+        print(json.dumps({{"table": table, "error": err}}), flush=True)
+        # The SDK keeps a route to a dead node until that node answers again: start over
+        # from another entry node, as an application would after repeated failures.
+        entry += 1
+        c = build(ENDPOINTS[entry % len(ENDPOINTS)])
+        await asyncio.sleep(0.2)
+
+
+asyncio.run(run())
+sys.stdout.flush()
+os._exit(0)
+"""
+
+
+class Writer:
+    """The SDK writer subprocess; a thread collects the acknowledged ids it prints."""
+
+    def __init__(self, cluster: DevCluster, tables: list[str], tmp: Path, batch: int = 20) -> None:
+        self._stop_file = tmp / "writer.stop"
+        script = tmp / "writer.py"
+        endpoints = [n.grpc for n in cluster.node_endpoints]
+        script.write_text(
+            f"ENDPOINTS = {endpoints!r}\nENDPOINT = ENDPOINTS[0]\n"
+            + PRELUDE
+            + WRITER.format(tables=tables, stop=str(self._stop_file), batch=batch, t0=T0)
+        )
+        self.acked: dict[str, list[int]] = {t: [] for t in tables}
+        self.batches = 0
+        self.errors: list[str] = []
+        self._cond = threading.Condition()
+        self._stderr = (tmp / "writer.err").open("w")
+        self._proc = subprocess.Popen(
+            [sys.executable, str(script)],
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            msg = json.loads(line)
+            with self._cond:
+                if "ids" in msg:
+                    self.acked[msg["table"]].extend(msg["ids"])
+                    self.batches += 1
+                else:
+                    self.errors.append(msg["error"])
+                self._cond.notify_all()
+
+    def snapshot(self) -> dict[str, list[int]]:
+        with self._cond:
+            return {t: list(ids) for t, ids in self.acked.items()}
+
+    def wait_progress(self, batches: int, timeout_s: float = PROGRESS_S) -> None:
+        """Until ``batches`` more batches than now are acknowledged, for every table."""
+        with self._cond:
+            target = {t: len(ids) for t, ids in self.acked.items()}
+            need = batches
+
+            def done() -> bool:
+                return all(len(self.acked[t]) >= n + need for t, n in target.items())
+
+            if not self._cond.wait_for(done, timeout=timeout_s):
+                raise AssertionError(
+                    f"the writer made no progress in {timeout_s}s on some table; last errors: "
+                    f"{self.errors[-3:]}"
+                )
+
+    def stop(self) -> None:
+        self._stop_file.touch()
+        try:
+            self._proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait(timeout=10)
+        self._reader.join(timeout=10)
+        self._stderr.close()
+
+
+def sql(endpoint: str, query: str) -> tuple[int, Any]:
+    host, port = endpoint.rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        conn.request(
+            "POST",
+            "/sql",
+            json.dumps({"query": query}).encode(),
+            {"Content-Type": "application/json"},
+        )
+        resp = conn.getresponse()
+        return resp.status, json.loads(resp.read())
+    finally:
+        conn.close()
+
+
+def stored_ids(cluster: DevCluster, table: str, *, down: set[int] = frozenset()) -> Counter[int]:
+    """How many times each id is stored in ``table``, read by SQL through some live node."""
+    last: Any = None
+    deadline = time.monotonic() + SETTLE_S
+    for attempt in range(200):
+        i = attempt % len(cluster.node_endpoints)
+        if i in down:
+            continue
+        try:
+            status, body = sql(cluster.node_endpoints[i].http, f"SELECT id FROM {table}")
+        except OSError as e:
+            status, body = 0, str(e)
+        if status == 200:
+            return Counter(int(r["id"]) for r in body["rows"])
+        last = (status, body)
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    raise AssertionError(f"reading {table} failed: {last}")
+
+
+def assert_acked_once(
+    cluster: DevCluster, acked: dict[str, list[int]], *, down: set[int] = frozenset()
+) -> None:
+    for table, ids in acked.items():
+        stored = stored_ids(cluster, table, down=down)
+        lost = [i for i in ids if stored[i] == 0]
+        doubled = [i for i in ids if stored[i] > 1]
+        assert not lost, f"{table}: {len(lost)} acknowledged ids lost, e.g. {lost[:10]}"
+        assert not doubled, f"{table}: acknowledged ids stored twice, e.g. {doubled[:10]}"
+
+
+def create_tables(cluster: DevCluster, tables: list[str]) -> None:
+    for table in tables:
+        status, body = sql(
+            cluster.node_endpoints[0].http,
+            f"CREATE TABLE {table} (w string TAG, id bigint, ts timestamp NOT NULL, "
+            "TIMESTAMP KEY(ts)) WITH (update_mode='APPEND')",
+        )
+        assert status == 200, body
+
+
+def wait_until(what: str, check: Callable[[], bool], timeout_s: float = SETTLE_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout_s}s")
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[DevCluster]:
+    with DevCluster(tmp_path / "cluster", nodes=3, shards=6, lease_ttl_s=LEASE_TTL_S) as running:
+        yield running
+
+
+def test_kill_nodes_under_a_writer_loses_no_acknowledged_row(
+    cluster: DevCluster, tmp_path: Path
+) -> None:
+    tables = [f"fo_kill_{i}" for i in range(4)]
+    create_tables(cluster, tables)
+    started = time.monotonic()
+    writer = Writer(cluster, tables, tmp_path)
+    try:
+        writer.wait_progress(3)
+        for k in range(KILLS):
+            # The owner of a table being written, so every kill interrupts acknowledged work.
+            victim = cluster.leader_of(tables[k % len(tables)])
+            cluster.kill_node(victim)
+            cluster.wait_settled(without={cluster.node_endpoints[victim].grpc}, timeout_s=SETTLE_S)
+            writer.wait_progress(2)
+            assert_acked_once(cluster, writer.snapshot(), down={victim})
+            cluster.start_node(victim)
+            cluster.wait_settled(timeout_s=SETTLE_S)
+    finally:
+        writer.stop()
+    assert_acked_once(cluster, writer.snapshot())
+    print(
+        f"\n{KILLS} kills, {writer.batches} batches acknowledged, {len(writer.errors)} refused, "
+        f"in {time.monotonic() - started:.0f}s"
+    )
