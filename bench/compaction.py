@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 from bench.common import median, report, timed
 from bench.engine_ingest import SCHEMA
 from bench.tsbs.cpu_only import FIELDS, INTERVAL_MS, cpu_only_batches
+from node.backends import open_standalone
 from node.engine.engine import Engine
 from node.engine.options import TableOptions
 from node.engine.schema import DELETE, KIND, SEQ
@@ -91,7 +92,7 @@ class Input:
 
 def build(root: str, *, hosts: int, steps: int, files: int, batch: int = 10_000) -> Input:
     """A data directory holding the cpu table as ``files`` overlapping SSTs of one window."""
-    with Engine.open(root, **ENGINE_CONFIG) as engine:
+    with open_standalone(root, **ENGINE_CONFIG) as engine:
         engine.create_table("cpu", SCHEMA, table_options(steps))
         for writes in _flushes(hosts, steps, files, batch):
             for w in writes:
@@ -115,7 +116,7 @@ def _describe(engine: Engine, root: str, *, distinct: int) -> Input:
 
 def compact_engine(root: str) -> tuple[float, int, int]:
     """Compact the cpu table in ``root``: (seconds, output rows, output SSTs)."""
-    with Engine.open(root, **ENGINE_CONFIG) as engine:
+    with open_standalone(root, **ENGINE_CONFIG) as engine:
         before = engine.manifest.current(engine.describe("cpu").table_id).files
         seconds = timed(lambda: engine.compact("cpu"))
         after = engine.manifest.current(engine.describe("cpu").table_id).files

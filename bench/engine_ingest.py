@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from bench.common import median, report, timed
 from bench.tsbs.cpu_only import FIELDS, TAGS, cpu_only_batches
-from node.engine.engine import Engine
+from node.backends import open_standalone
 from node.engine.schema import Column, ColumnType, Schema
 
 SCHEMA = Schema.build(
@@ -32,7 +32,7 @@ SCHEMA = Schema.build(
 
 
 def ingest_engine(batches: list[pa.Table], root: str) -> None:
-    with Engine.open(root) as engine:
+    with open_standalone(root) as engine:
         engine.create_table("cpu", SCHEMA)
         for b in batches:
             engine.write("cpu", b)

@@ -18,7 +18,7 @@ import pyarrow.dataset as ds
 from bench.common import median, report, timed
 from bench.engine_ingest import SCHEMA
 from bench.tsbs.cpu_only import cpu_only_batches
-from node.engine.engine import Engine
+from node.backends import open_standalone
 
 START = 1_451_606_400_000
 
@@ -37,7 +37,7 @@ def main() -> None:
     args = ap.parse_args()
     scratch = tempfile.mkdtemp(prefix="gnomon-bench-scan-")
     try:
-        engine = Engine.open(scratch)
+        engine = open_standalone(scratch)
         engine.create_table("cpu", SCHEMA)
         for b in cpu_only_batches(args.hosts, args.steps):
             engine.write("cpu", b)

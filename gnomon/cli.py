@@ -26,6 +26,7 @@ from gnomon.config import (
 )
 from gnomon.errors import GnomonError
 from gnomon.shell import DEFAULT_MAX_ROWS
+from node.backends import open_standalone
 
 console = Console()
 #: Where a command says why it could not run (scripts read stdout, people both).
@@ -168,10 +169,9 @@ _DEMO_QUERY = (
 def demo(data_dir: str, hosts: int, hours: int) -> None:
     """Load a small cpu dataset into an embedded engine (once: the table demo_cpu is reused
     when it holds rows) and query it (no server)."""
-    from node.engine.engine import Engine
     from node.sql.executor import SqlExecutor
 
-    with Engine.open(data_dir) as engine:
+    with open_standalone(data_dir) as engine:
         _load_demo(engine, hosts, hours)
         t0 = time.perf_counter()
         top = SqlExecutor(engine).execute(_DEMO_QUERY).table()

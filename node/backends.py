@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from gnomon.errors import InvalidArgument
 from gnomon.store.api import StructuredStore
 from node.engine.engine import Engine, EngineConfig
 from node.engine.placement import TablePlacer
+from node.engine.shard import STANDALONE_SHARD
 from node.wal.api import Wal
 from objectstore.api import ObjectStore
 
@@ -136,3 +137,17 @@ def open_engine(
         store=store,
         placer=placer,
     )
+
+
+def open_standalone(data_dir: str, **config: Any) -> Engine:
+    """A standalone engine on ``data_dir`` (catalog, WAL and SSTs all inside it) serving
+    every table from its one shard; ``wal_sync`` and the :class:`EngineConfig` fields may
+    be given."""
+    storage = Storage(wal_sync=config.pop("wal_sync", "always"))
+    engine = open_engine(data_dir, storage, placer=None, **config)
+    try:
+        engine.open_shard(STANDALONE_SHARD)
+    except BaseException:
+        engine.close()
+        raise
+    return engine

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from meta.client import MetaClient, NodeAgent
 from meta.model import NodeKind
-from node.backends import Storage, open_engine
+from node.backends import Storage, open_engine, open_standalone
 from node.cluster.forward import Forwarder
 from node.cluster.keeper import ShardKeeper
 from node.cluster.lease import LeaseClock
@@ -23,7 +23,6 @@ from node.cluster.placer import MetaPlacer
 from node.cluster.router import ClusterRouter, LocalRouter, Router
 from node.cluster.routes import RouteCache
 from node.engine.engine import Engine
-from node.engine.shard import STANDALONE_SHARD
 
 
 class Placement(Protocol):
@@ -41,18 +40,12 @@ class Placement(Protocol):
 
 
 class LocalPlacement:
-    def __init__(self, storage: Storage | None = None, *, advertise: str | None = None) -> None:
-        self.storage = storage or Storage()
+    def __init__(self, *, wal_sync: str = "always", advertise: str | None = None) -> None:
+        self.wal_sync = wal_sync
         self.advertise = advertise
 
     def open_engine(self, data_dir: str, **config: object) -> Engine:
-        engine = open_engine(data_dir, self.storage, placer=None, **config)
-        try:
-            engine.open_shard(STANDALONE_SHARD)
-        except BaseException:
-            engine.close()
-            raise
-        return engine
+        return open_standalone(data_dir, wal_sync=self.wal_sync, **config)
 
     def router(self, engine: Engine) -> Router:
         return LocalRouter(self.advertise)

@@ -18,7 +18,6 @@ import pyarrow.compute as pc
 
 from gnomon.errors import AlreadyExists, Closed, Conflict, InvalidArgument, NotFound, NotOwner
 from gnomon.store.api import StructuredStore, TableContext
-from gnomon.store.sqlite import SqliteStore
 from node.engine import fences
 from node.engine.bounds import Bounds
 from node.engine.catalog import Catalog, TableInfo
@@ -32,15 +31,13 @@ from node.engine.placement import LocalPlacer, TablePlacer
 from node.engine.revisions import Revisions
 from node.engine.scan import Order, Scan, ScanRequest
 from node.engine.schema import Column, Schema
-from node.engine.shard import STANDALONE_SHARD, ShardGuard
+from node.engine.shard import ShardGuard
 from node.engine.splits import time_splits, window_rows
 from node.engine.sst.reader import SstFiles
 from node.engine.stats import EngineStats
 from node.engine.table import Pinned, Table
 from node.wal.api import Wal
-from node.wal.disk import DiskWal
 from objectstore.api import ObjectStore
-from objectstore.local import LocalObjectStore
 
 log = logging.getLogger("gnomon.engine")
 
@@ -199,22 +196,6 @@ class Engine:
 
     def _table_by_id(self, table_id: int) -> Table | None:
         return next((t for t in self._tables.values() if t.table_id == table_id), None)
-
-    @classmethod
-    def open(cls, data_dir: str, **config: object) -> Engine:
-        """Open (creating if needed) a standalone engine on ``data_dir``."""
-        cfg = EngineConfig(data_dir=os.path.abspath(data_dir), **config)  # type: ignore[arg-type]
-        os.makedirs(cfg.data_dir, exist_ok=True)
-        meta = SqliteStore(os.path.join(cfg.data_dir, "meta.db"))
-        wal = DiskWal(os.path.join(cfg.data_dir, "wal"), sync=cfg.wal_sync)
-        store = LocalObjectStore(os.path.join(cfg.data_dir, "sst"))
-        engine = cls(cfg, meta=meta, wal=wal, store=store)
-        try:
-            engine.open_shard(STANDALONE_SHARD)
-        except BaseException:
-            engine.close()
-            raise
-        return engine
 
     # -- shards ----------------------------------------------------------------------------------
 

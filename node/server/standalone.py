@@ -18,7 +18,6 @@ from types import FrameType
 
 from gnomon.config import ServerConfig
 from gnomon.errors import Closed, InvalidArgument, Unavailable
-from node.backends import Storage
 from node.cluster.placement import LocalPlacement, Placement
 from node.engine.engine import Engine, EngineConfig
 from node.ingest.writer import Ingestor
@@ -102,7 +101,7 @@ class Standalone:
         self.advertise = _parse_endpoint(advertise) if advertise else None
         #: Standalone: every table local; a cluster node: a placement that joins the cluster.
         self.placement: Placement = placement or LocalPlacement(
-            Storage(wal_sync="never" if wal_sync == "never" else "always"), advertise=advertise
+            wal_sync=wal_sync, advertise=advertise
         )
         self.compress_min_bytes = compress_min_bytes
         self.decoded_cache_bytes = decoded_cache_bytes

@@ -17,7 +17,7 @@ from bench.compaction import (
     run,
     table_options,
 )
-from node.engine.engine import Engine
+from node.backends import open_standalone
 
 HOSTS, STEPS, FILES = 20, 200, 4
 
@@ -39,7 +39,7 @@ def test_engine_and_limit_write_the_same_rows(tmp_path: Path) -> None:
     shutil.copytree(src.root, work)
     _, ours, _ = compact_engine(work)
     assert ours == rows == HOSTS * STEPS
-    with Engine.open(work, **ENGINE_CONFIG) as engine:
+    with open_standalone(work, **ENGINE_CONFIG) as engine:
         files = engine.manifest.current(engine.describe("cpu").table_id).files
         got = pa.concat_tables(pq.read_table(engine._sst_files.path(f.path)) for f in files)
     want = pq.read_table(out)

@@ -12,6 +12,7 @@ import pytest
 
 from bench.engine_ingest import SCHEMA
 from bench.tsbs.cpu_only import cpu_only_batches
+from node.backends import open_standalone
 from node.engine.engine import Engine
 from node.engine.options import TableOptions
 
@@ -20,7 +21,7 @@ HOSTS, STEPS = 40, 720  # 2 h of readings: one segment window
 
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Engine, pa.Table]]:
-    engine = Engine.open(str(tmp_path_factory.mktemp("prune") / "db"), wal_sync="never")
+    engine = open_standalone(str(tmp_path_factory.mktemp("prune") / "db"), wal_sync="never")
     engine.create_table(
         "cpu", SCHEMA, TableOptions.from_strings({"num_rows_per_row_group": "1440"})
     )

@@ -12,7 +12,7 @@ import pytest
 from bench.engine_ingest import SCHEMA
 from bench.tsbs.cpu_only import cpu_only_batches
 from bench.tsbs.queries import QUERY_TYPES, Span, generate
-from node.engine.engine import Engine
+from node.backends import open_standalone
 from node.sql.executor import SqlExecutor
 
 START = 1_451_606_400_000
@@ -21,7 +21,7 @@ SPAN = Span(hosts=10, start_ms=START, duration_ms=24 * 3_600_000)
 
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SqlExecutor, pa.Table]]:
-    engine = Engine.open(str(tmp_path_factory.mktemp("tsbs") / "db"), wal_sync="never")
+    engine = open_standalone(str(tmp_path_factory.mktemp("tsbs") / "db"), wal_sync="never")
     engine.create_table("cpu", SCHEMA)
     batches = list(cpu_only_batches(SPAN.hosts, SPAN.duration_ms // 10_000, start_ms=START))
     for b in batches:

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from gnomon.cli import DEMO_TABLE, main
-from node.engine.engine import Engine
+from node.backends import open_standalone
 from node.engine.revisions import Revisions
 from node.sql.executor import SqlExecutor
 from tests.cli.conftest import start_demo
@@ -28,13 +28,13 @@ def test_demo_loads_and_queries(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "loaded 4,320 rows" in result.output
     assert "host_" in result.output
-    with Engine.open(data_dir) as e:
+    with open_standalone(data_dir) as e:
         assert e.read_all(DEMO_TABLE).num_rows == 6 * 2 * 360
 
 
 def test_demo_keeps_a_users_cpu_table_and_loads_once(tmp_path: Path) -> None:
     data_dir = str(tmp_path / "demo")
-    with Engine.open(data_dir) as e:
+    with open_standalone(data_dir) as e:
         sql = SqlExecutor(e)
         sql.execute(CPU)
         sql.execute("INSERT INTO cpu (host, usage_user, ts) VALUES ('mine', 1.5, 1000)")
@@ -44,7 +44,7 @@ def test_demo_keeps_a_users_cpu_table_and_loads_once(tmp_path: Path) -> None:
     assert first.exit_code == 0 and again.exit_code == 0, first.output + again.output
     assert "loaded 1,080 rows" in first.output
     assert "already loaded" in again.output and "loaded 1,080" not in again.output
-    with Engine.open(data_dir) as e:
+    with open_standalone(data_dir) as e:
         assert e.read_all("cpu").column("host").to_pylist() == ["mine"]
         assert e.read_all(DEMO_TABLE).num_rows == 3 * 360
 
@@ -61,11 +61,11 @@ def test_a_cut_short_load_is_loaded_again(tmp_path: Path, monkeypatch: pytest.Mo
     with monkeypatch.context() as m:
         m.setattr(Revisions, "commit", interrupted)
         assert CliRunner().invoke(main, args).exit_code != 0
-    with Engine.open(data_dir) as e:
+    with open_standalone(data_dir) as e:
         assert e.read_all(DEMO_TABLE).num_rows == 0
     result = CliRunner().invoke(main, args)
     assert "loaded 2,160 rows" in result.output, result.output
-    with Engine.open(data_dir) as e:
+    with open_standalone(data_dir) as e:
         assert e.read_all(DEMO_TABLE).num_rows == 3 * 2 * 360
         assert e.revisions.open_revisions(DEMO_TABLE) == []
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pytest
 
+from node.backends import open_standalone
 from node.engine.schema import Column, ColumnType, Schema
 
 if TYPE_CHECKING:
@@ -46,9 +47,8 @@ def data_dir(tmp_path: Path) -> str:
 
 @pytest.fixture
 def engine(data_dir: str) -> Iterator[Engine]:
-    from node.engine.engine import Engine
 
-    e = Engine.open(data_dir)
+    e = open_standalone(data_dir)
     yield e
     e.close()
 
@@ -56,8 +56,7 @@ def engine(data_dir: str) -> Iterator[Engine]:
 @pytest.fixture
 def quiet(data_dir: str) -> Iterator[Engine]:
     """An engine without background compaction or GC, so tests decide when they run."""
-    from node.engine.engine import Engine
 
-    e = Engine.open(data_dir, compaction_threads=0, gc_interval_s=0)
+    e = open_standalone(data_dir, compaction_threads=0, gc_interval_s=0)
     yield e
     e.close()

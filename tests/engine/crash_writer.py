@@ -7,7 +7,7 @@ import sys
 
 import pyarrow as pa
 
-from node.engine.engine import Engine
+from node.backends import open_standalone
 from node.engine.options import TableOptions, UpdateMode
 from node.engine.schema import Column, ColumnType, Schema
 
@@ -16,7 +16,7 @@ BATCH = 50
 
 def main() -> None:
     data_dir, start = sys.argv[1], int(sys.argv[2])
-    engine = Engine.open(data_dir)
+    engine = open_standalone(data_dir)
     schema = Schema.build(
         [
             Column("host", ColumnType.STRING, is_tag=True),

@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 import pytest
 
 from gnomon.errors import InvalidArgument
+from node.backends import open_standalone
 from node.engine.bounds import Range, bounds_expression, intersect_all, time_window
 from node.engine.engine import Engine
 from node.engine.options import TableOptions
@@ -176,7 +177,7 @@ def test_mask_selects_what_the_expression_selects(kind: str) -> None:
 @pytest.fixture
 def many_groups(data_dir: str) -> Iterator[Engine]:
     """Four flushed SSTs of 20 hosts, 64 rows per row group, plus rows in the memtable."""
-    e = Engine.open(data_dir, compaction_threads=0, gc_interval_s=0)
+    e = open_standalone(data_dir, compaction_threads=0, gc_interval_s=0)
     e.create_table("cpu", CPU, TableOptions(num_rows_per_row_group=64))
     rng = random.Random(5)
     for part in range(4):
@@ -251,7 +252,7 @@ def test_bounds_on_a_column_older_files_lack(data_dir: str) -> None:
     SSTs read it as null (which no bound admits), the newer ones filter on it."""
     from node.sql.executor import SqlExecutor
 
-    e = Engine.open(data_dir, compaction_threads=0, gc_interval_s=0)
+    e = open_standalone(data_dir, compaction_threads=0, gc_interval_s=0)
     try:
         sql = SqlExecutor(e)
         sql.execute("CREATE TABLE m (host string TAG, ts timestamp NOT NULL, TIMESTAMP KEY(ts))")
@@ -282,7 +283,7 @@ def test_covers() -> None:
 
 
 def test_files_covered_by_bounds_are_read_unfiltered(data_dir: str) -> None:
-    e = Engine.open(data_dir, compaction_threads=0, gc_interval_s=0)
+    e = open_standalone(data_dir, compaction_threads=0, gc_interval_s=0)
     e.create_table("cpu", CPU, TableOptions(num_rows_per_row_group=64))
     e.write("cpu", cpu_batch(["a", "b"] * 50, list(range(0, 100_000, 1000)), [1.0] * 100))
     e.flush()
@@ -331,7 +332,7 @@ def test_bounds_on_memtable_rows_older_than_a_column(data_dir: str) -> None:
     admits none of them."""
     from node.sql.executor import SqlExecutor
 
-    e = Engine.open(data_dir, compaction_threads=0, gc_interval_s=0)
+    e = open_standalone(data_dir, compaction_threads=0, gc_interval_s=0)
     try:
         sql = SqlExecutor(e)
         sql.execute("CREATE TABLE m (host string TAG, ts timestamp NOT NULL, TIMESTAMP KEY(ts))")

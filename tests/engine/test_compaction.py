@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 from gnomon.errors import NotFound
+from node.backends import open_standalone
 from node.engine.compaction.picker import pick
 from node.engine.compaction.runner import run_task
 from node.engine.compaction.task import CompactionTask
@@ -229,13 +230,13 @@ def test_two_window_jobs_from_one_plan_both_commit(quiet: Engine) -> None:
 
 
 def test_kill_between_outputs_and_commit_leaves_only_orphans(data_dir: str) -> None:
-    e = Engine.open(data_dir, compaction_threads=0, gc_interval_s=0, gc_grace_ms=0)
+    e = open_standalone(data_dir, compaction_threads=0, gc_interval_s=0, gc_grace_ms=0)
     _three_flushes(e)
     compactor = e.compactor("cpu")
     (job,) = compactor.plan()
     outputs = compactor.run(job)  # written to the store, never committed: as if killed here
     e.close()
-    e = Engine.open(data_dir, compaction_threads=0, gc_interval_s=0, gc_grace_ms=0)
+    e = open_standalone(data_dir, compaction_threads=0, gc_interval_s=0, gc_grace_ms=0)
     try:
         got = Counter(rows(e.read_all("cpu", columns=["host", "ts"])))
         assert all(n == 1 for n in got.values()) and len(got) == 4
@@ -263,7 +264,7 @@ SOAK_BOUND = SOAK_OPTS.compaction_max_threshold - 1
 
 
 def test_soak_of_many_flushes_keeps_ssts_per_window_bounded(data_dir: str) -> None:
-    e = Engine.open(data_dir, compaction_threads=2, gc_interval_s=0, wal_sync="never")
+    e = open_standalone(data_dir, compaction_threads=2, gc_interval_s=0, wal_sync="never")
     try:
         e.create_table("cpu", CPU, SOAK_OPTS)
         hosts = [f"h{j}" for j in range(10)]
@@ -289,7 +290,7 @@ def test_soak_of_many_flushes_keeps_ssts_per_window_bounded(data_dir: str) -> No
 
 def test_a_window_turning_cold_while_closed_is_merged_on_open(data_dir: str) -> None:
     opts = TableOptions(segment_duration_ms=H, compaction_full_after_ms=500)
-    e = Engine.open(data_dir, gc_interval_s=0)
+    e = open_standalone(data_dir, gc_interval_s=0)
     e.create_table("cpu", CPU, opts)
     for part in range(2):
         e.write("cpu", cpu_batch(["a", "b"], [part * 1000, part * 1000 + 1], [1.0, 2.0]))
@@ -300,7 +301,7 @@ def test_a_window_turning_cold_while_closed_is_merged_on_open(data_dir: str) -> 
     assert len(data) == 2 and all(f.created_ms is not None for f in data)
     e.close()
     time.sleep(0.6)
-    e = Engine.open(data_dir, gc_interval_s=0)
+    e = open_standalone(data_dir, gc_interval_s=0)
     try:
         assert e.wait_for_compactions(30)
         (merged,) = [f for f in e.table("cpu").pin().version.files if f.is_data]

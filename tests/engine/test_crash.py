@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from node.engine.engine import Engine
+from node.backends import open_standalone
 
 from .crash_writer import BATCH
 
@@ -47,7 +47,7 @@ def test_sigkill_loses_no_acknowledged_row(tmp_path: Path) -> None:
         # the next writer starts past it so that it can only ever appear once.
         next_batch = max(batches) + 2
 
-        engine = Engine.open(data_dir, flush_on_close=kill % 2 == 0)
+        engine = open_standalone(data_dir, flush_on_close=kill % 2 == 0)
         try:
             ids = Counter(engine.read_all("crash", columns=["id"]).column("id").to_pylist())
         finally:
@@ -59,7 +59,7 @@ def test_sigkill_loses_no_acknowledged_row(tmp_path: Path) -> None:
 
     # Kills inside flushes and compactions leave files no version refers to: only those, and
     # garbage collection finds and removes them without touching a row.
-    engine = Engine.open(data_dir, compaction_threads=0, gc_grace_ms=0, gc_interval_s=0)
+    engine = open_standalone(data_dir, compaction_threads=0, gc_grace_ms=0, gc_interval_s=0)
     try:
         tid = engine.describe("crash").table_id
         store = engine.table("crash").store

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from gnomon.errors import InvalidArgument
-from node.engine.engine import Engine
+from node.backends import open_standalone
 from node.engine.sst.decoded import DecodedChunks
 from node.sql.executor import SqlExecutor
 
@@ -131,7 +131,7 @@ def test_a_negative_budget_is_refused() -> None:
 
 
 def test_scans_read_again_from_the_cache_and_say_so_in_stats(tmp_path: Path) -> None:
-    engine = Engine.open(str(tmp_path / "db"), compaction_threads=0, gc_interval_s=0)
+    engine = open_standalone(str(tmp_path / "db"), compaction_threads=0, gc_interval_s=0)
     try:
         SqlExecutor(engine).execute(
             "CREATE TABLE m (host string TAG, v double, ts timestamp NOT NULL, TIMESTAMP KEY(ts))"
@@ -170,7 +170,7 @@ def test_reads_not_worth_keeping_leave_the_cache_as_it_was(sst: str) -> None:
 
 
 def test_a_scan_larger_than_a_quarter_of_the_budget_keeps_nothing(tmp_path: Path) -> None:
-    engine = Engine.open(
+    engine = open_standalone(
         str(tmp_path / "db"), compaction_threads=0, gc_interval_s=0, decoded_cache_bytes=64_000
     )
     try:

@@ -7,6 +7,7 @@ import pyarrow as pa
 import pytest
 
 from gnomon.errors import InvalidArgument, SchemaMismatch
+from node.backends import open_standalone
 from node.engine.engine import Engine
 from node.engine.options import TableOptions, UpdateMode
 from node.engine.schema import Column, ColumnType, Schema
@@ -52,20 +53,20 @@ def test_row_delete_hides_rows_in_memtable_and_ssts(quiet: Engine) -> None:
 
 
 def test_deletes_survive_restart(data_dir: str) -> None:
-    e = Engine.open(data_dir, flush_on_close=False, compaction_threads=0)
+    e = open_standalone(data_dir, flush_on_close=False, compaction_threads=0)
     e.create_table("cpu", CPU)
     e.write("cpu", cpu_batch(["a", "b"], [1, 1], [1.0, 2.0]))
     e.flush()
     e.delete_rows("cpu", _keys(["a"], [1]))
     e.delete_range("cpu", tags={"host": "b"})
     e.close()  # both deletions only in the WAL
-    e = Engine.open(data_dir, compaction_threads=0)
+    e = open_standalone(data_dir, compaction_threads=0)
     try:
         assert _visible(e) == []
         e.flush()
     finally:
         e.close()
-    e = Engine.open(data_dir, compaction_threads=0)
+    e = open_standalone(data_dir, compaction_threads=0)
     try:
         assert _visible(e) == []
     finally:

@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 import pytest
 
 from gnomon.errors import AlreadyExists, InvalidArgument, NotFound, SchemaMismatch, TooLarge
+from node.backends import open_standalone
 from node.engine.engine import Engine
 from node.engine.options import TableOptions, UpdateMode
 from node.engine.scan import overlap_zones
@@ -224,13 +225,13 @@ def test_time_travel_reads_earlier_versions(engine: Engine) -> None:
 
 
 def test_recovery_replays_unflushed_writes(data_dir: str) -> None:
-    e = Engine.open(data_dir, flush_on_close=False)
+    e = open_standalone(data_dir, flush_on_close=False)
     e.create_table("cpu", CPU)
     e.write("cpu", cpu_batch(["a"], [1], [1.0]))
     e.flush()
     e.write("cpu", cpu_batch(["b"], [2], [2.0]))
     e.close()
-    e = Engine.open(data_dir)
+    e = open_standalone(data_dir)
     try:
         assert rows(e.read_all("cpu", columns=["host"])) == [("a",), ("b",)]
         e.write("cpu", cpu_batch(["c"], [3], [3.0]))
@@ -238,7 +239,7 @@ def test_recovery_replays_unflushed_writes(data_dir: str) -> None:
         assert len(e.read_all("cpu")) == 3
     finally:
         e.close()
-    e = Engine.open(data_dir)
+    e = open_standalone(data_dir)
     try:
         assert len(e.read_all("cpu")) == 3
     finally:
@@ -247,7 +248,7 @@ def test_recovery_replays_unflushed_writes(data_dir: str) -> None:
 
 def test_background_flush_while_writing(data_dir: str) -> None:
     # Without background compaction, which would merge the flushed files at any moment.
-    e = Engine.open(data_dir, compaction_threads=0)
+    e = open_standalone(data_dir, compaction_threads=0)
     try:
         e.create_table("cpu", CPU, TableOptions(write_buffer_size=64 * 1024))
         for i in range(60):
@@ -361,7 +362,7 @@ def test_bad_batches_are_rejected_and_change_nothing(
 
 
 def test_oversize_write_is_rejected(data_dir: str) -> None:
-    e = Engine.open(data_dir, max_write_bytes=1024)
+    e = open_standalone(data_dir, max_write_bytes=1024)
     try:
         e.create_table("cpu", CPU)
         with pytest.raises(TooLarge, match="exceeds"):

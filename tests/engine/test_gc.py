@@ -9,6 +9,7 @@ import time
 import pytest
 
 from gnomon.errors import NotFound
+from node.backends import open_standalone
 from node.engine.engine import Engine
 from node.engine.gc import keep_from
 from node.engine.options import TableOptions
@@ -17,7 +18,7 @@ from .conftest import CPU, cpu_batch
 
 
 def _open(data_dir: str, **kw: object) -> Engine:
-    return Engine.open(data_dir, compaction_threads=0, gc_interval_s=0, **kw)
+    return open_standalone(data_dir, compaction_threads=0, gc_interval_s=0, **kw)
 
 
 def _flushes(e: Engine, n: int) -> None:
@@ -110,7 +111,7 @@ def test_orphans_of_failed_writes_are_removed(data_dir: str) -> None:
 
 
 def test_background_gc_runs(data_dir: str) -> None:
-    e = Engine.open(data_dir, compaction_threads=0, gc_interval_s=0.05, gc_grace_ms=0)
+    e = open_standalone(data_dir, compaction_threads=0, gc_interval_s=0.05, gc_grace_ms=0)
     try:
         e.create_table("cpu", CPU)
         tid = e.describe("cpu").table_id

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import node.engine.scan as scan_module
+from node.backends import open_standalone
 from node.engine.engine import Engine
 from node.engine.options import TableOptions, UpdateMode
 from node.engine.schema import Column, ColumnType
@@ -109,7 +110,7 @@ def _scan(engine: Engine, base: int, model: Model, **kw: Any) -> list[Row]:
 
 
 def _open(data_dir: str) -> Engine:
-    return Engine.open(
+    return open_standalone(
         data_dir, wal_sync="never", flush_on_close=False, compaction_threads=0, gc_interval_s=0
     )
 

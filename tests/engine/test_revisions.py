@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from gnomon.errors import InvalidArgument, NotFound
+from node.backends import open_standalone
 from node.engine.engine import Engine
 from node.engine.revisions import RevisionState
 
@@ -21,7 +22,7 @@ HOUR = 3_600_000
 
 @pytest.fixture
 def eng(data_dir: str) -> Iterator[Engine]:
-    e = Engine.open(data_dir, compaction_threads=0, gc_interval_s=0, gc_grace_ms=0)
+    e = open_standalone(data_dir, compaction_threads=0, gc_interval_s=0, gc_grace_ms=0)
     e.create_table("cpu", CPU)
     yield e
     e.close()
@@ -137,7 +138,7 @@ def test_overwrite_replaces_a_time_range_with_one_update(eng: Engine) -> None:
 
 
 def test_restart_keeps_open_revisions_and_finishes_interrupted_publish(data_dir: str) -> None:
-    e = Engine.open(data_dir, compaction_threads=0, gc_interval_s=0)
+    e = open_standalone(data_dir, compaction_threads=0, gc_interval_s=0)
     e.create_table("cpu", CPU)
     r1 = e.revisions.reserve("cpu")
     e.revisions.stage("cpu", r1.revision, _batch("a", 4))
@@ -150,7 +151,7 @@ def test_restart_keeps_open_revisions_and_finishes_interrupted_publish(data_dir:
     table.manifest.commit(table.table_id, "append", add=files)
     e.close()
 
-    e = Engine.open(data_dir, compaction_threads=0, gc_interval_s=0)
+    e = open_standalone(data_dir, compaction_threads=0, gc_interval_s=0)
     try:
         assert [r.revision for r in e.revisions.open_revisions("cpu")] == [1, 2]
         assert rows(e.read_all("cpu"), "host") == [("b",)] * 4

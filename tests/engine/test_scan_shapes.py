@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 import pytest
 
 from gnomon.errors import InvalidArgument
+from node.backends import open_standalone
 from node.engine.engine import Engine
 from node.engine.options import TableOptions
 from node.engine.schema import Column, ColumnType, Schema
@@ -22,7 +23,7 @@ HOSTS = [f"h{i}" for i in range(7)]
 
 @pytest.fixture
 def loaded(data_dir: str) -> Iterator[Engine]:
-    e = Engine.open(data_dir, compaction_threads=0, gc_interval_s=0)
+    e = open_standalone(data_dir, compaction_threads=0, gc_interval_s=0)
     e.create_table("cpu", CPU, TableOptions(segment_duration_ms=H, num_rows_per_row_group=16))
     for step in range(5):
         ts = [step * 20 * 60_000 + i * 1000 for i in range(10)]  # five steps over two windows

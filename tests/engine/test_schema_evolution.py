@@ -8,6 +8,7 @@ import pyarrow.compute as pc
 import pytest
 
 from gnomon.errors import InvalidArgument
+from node.backends import open_standalone
 from node.engine.engine import Engine
 from node.engine.options import TableOptions
 from node.engine.schema import Column, ColumnType
@@ -58,13 +59,13 @@ def test_add_column_reads_default_or_null_from_older_data(quiet: Engine) -> None
 
 
 def test_wal_records_from_before_an_alter_replay_into_the_new_schema(data_dir: str) -> None:
-    e = Engine.open(data_dir, flush_on_close=False, compaction_threads=0)
+    e = open_standalone(data_dir, flush_on_close=False, compaction_threads=0)
     e.create_table("cpu", CPU)
     e.write("cpu", cpu_batch(["a"], [1], [1.0]))
     e.alter_table("cpu", add_columns=[Column("dc", ColumnType.STRING, default="x1")])
     e.write("cpu", pa.table({"host": ["b"], "ts": pa.array([2], pa.timestamp("ms")), "dc": ["z"]}))
     e.close()
-    e = Engine.open(data_dir, compaction_threads=0)
+    e = open_standalone(data_dir, compaction_threads=0)
     try:
         assert rows(e.read_all("cpu", columns=["host", "dc"])) == [("a", "x1"), ("b", "z")]
     finally:

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from node.backends import open_standalone
 from node.engine.bounds import Bounds, Range
 from node.engine.engine import Engine
 from node.engine.options import TableOptions, UpdateMode
@@ -46,7 +47,7 @@ def _data(schema_hosts: list[str] = HOSTS) -> pa.Table:
 
 
 def _engine(data_dir: str, schema: Schema = CPU) -> Engine:
-    e = Engine.open(data_dir, compaction_threads=0, gc_interval_s=0)
+    e = open_standalone(data_dir, compaction_threads=0, gc_interval_s=0)
     # Row groups of 100 rows: a host's hour (60 rows) is cut by row group ends.
     e.create_table("cpu", schema, TableOptions(num_rows_per_row_group=100))
     return e
@@ -250,7 +251,7 @@ def test_a_file_without_usable_offsets_is_read_whole_and_filtered(
         e.flush()
     (path,) = _sst_paths(data_dir)
     _rewrite_starts(path, change)
-    with Engine.open(data_dir, compaction_threads=0, gc_interval_s=0) as e:
+    with open_standalone(data_dir, compaction_threads=0, gc_interval_s=0) as e:
         bounds: Bounds = {
             "host": Range(values=frozenset({"h04"})),
             "ts": Range(lo=T0 + 5 * 60_000, hi=T0 + 50 * 60_000, hi_inclusive=False),
@@ -269,7 +270,7 @@ def test_no_offsets_where_a_series_is_not_one_run(data_dir: str, row_group: int)
     hosts = [f"h{i:02d}" for i in range(48)]
     regions = [f"r{i % 8}" for i in range(len(hosts)) for _ in range(STEPS)]
     data = _data(hosts).set_column(1, "region", pa.array(regions))
-    with Engine.open(data_dir, compaction_threads=0, gc_interval_s=0) as e:
+    with open_standalone(data_dir, compaction_threads=0, gc_interval_s=0) as e:
         e.create_table("cpu", schema, TableOptions(num_rows_per_row_group=row_group))
         e.write("cpu", data)
         e.flush()
@@ -444,7 +445,7 @@ def test_other_filters_take_the_general_path(loaded: tuple[Engine, pa.Table]) ->
 
 def test_append_mode_reads_overlapping_files_located(data_dir: str) -> None:
     data = _data()
-    with Engine.open(data_dir, compaction_threads=0, gc_interval_s=0) as e:
+    with open_standalone(data_dir, compaction_threads=0, gc_interval_s=0) as e:
         e.create_table(
             "cpu", CPU, TableOptions(num_rows_per_row_group=100, update_mode=UpdateMode.APPEND)
         )
@@ -472,7 +473,7 @@ def test_a_located_read_honours_the_ttl(data_dir: str) -> None:
     options = TableOptions(
         num_rows_per_row_group=100, enable_ttl=True, ttl_ms=int(time.time() * 1000) - floor
     )
-    with Engine.open(data_dir, compaction_threads=0, gc_interval_s=0) as e:
+    with open_standalone(data_dir, compaction_threads=0, gc_interval_s=0) as e:
         e.create_table("cpu", CPU, options)
         e.write("cpu", data)
         e.flush()
@@ -518,7 +519,7 @@ def test_a_located_read_gives_its_rows_as_numpy_arrays_as_the_table_holds_them(
         files = [data.filter(pc.less(ts, half)), data.filter(pc.greater_equal(ts, half))]
     else:  # the hour twice, in overlapping files
         files = [data, data]
-    with Engine.open(data_dir, compaction_threads=0, gc_interval_s=0) as e:
+    with open_standalone(data_dir, compaction_threads=0, gc_interval_s=0) as e:
         # Row groups of two or three hosts' half hours, as the series directory needs.
         e.create_table("cpu", CPU, TableOptions(num_rows_per_row_group=60, update_mode=mode))
         for rows_ in files:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from gnomon.errors import InvalidArgument
+from node.backends import open_standalone
 from node.engine.engine import Engine
 from node.engine.schema import Column, ColumnType, Schema
 from node.ingest import line_protocol
@@ -25,7 +26,7 @@ WAIT_S = 10.0
 
 @pytest.fixture
 def engine(tmp_path: Path) -> Iterator[Engine]:
-    e = Engine.open(
+    e = open_standalone(
         str(tmp_path / "db"), wal_sync="always", compaction_check_interval_s=0, gc_interval_s=0
     )
     yield e

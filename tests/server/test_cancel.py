@@ -22,6 +22,7 @@ import pytest
 
 from gnomon.errors import Cancelled, DeadlineExceeded
 from gnomon.proto import storage_pb2 as pb
+from node.backends import open_standalone
 from node.engine.engine import Engine
 from node.ingest.writer import Ingestor
 from node.server import standalone
@@ -84,7 +85,7 @@ class Held:
 
 @pytest.fixture
 def engine(tmp_path: Path) -> Iterator[Engine]:
-    with Engine.open(str(tmp_path / "data"), wal_sync="never") as opened:
+    with open_standalone(str(tmp_path / "data"), wal_sync="never") as opened:
         yield opened
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from node.engine.engine import Engine
+from node.backends import open_standalone
 from node.ingest.writer import Ingestor
 from node.server.http import ONE_WRITE_BYTES, HttpApp, HttpServer, _read_headers
 from node.server.metrics import Registry
@@ -315,7 +315,7 @@ def test_responses_are_not_held_back_by_nagle(tmp_path: Path) -> None:
     def execute(sql: str) -> QueryResult:
         return QueryResult.rows(pa.table({"x": [1] if sql == "SELECT 1" else range(rows)}))
 
-    with Engine.open(str(tmp_path / "data"), wal_sync="never") as engine:
+    with open_standalone(str(tmp_path / "data"), wal_sync="never") as engine:
         app = HttpApp(
             ingestor=Ingestor(engine),
             execute=execute,

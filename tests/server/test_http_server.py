@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from gnomon.errors import InvalidArgument
-from node.engine.engine import Engine
+from node.backends import open_standalone
 from node.ingest.writer import Ingestor
 from node.server.http import HttpApp, HttpServer, _Response
 from node.server.metrics import Registry
@@ -48,7 +48,7 @@ def gate() -> Gate:
 
 @pytest.fixture
 def server(tmp_path: Path, gate: Gate) -> Iterator[HttpServer]:
-    with Engine.open(str(tmp_path / "data"), wal_sync="never") as engine:
+    with open_standalone(str(tmp_path / "data"), wal_sync="never") as engine:
         app = HttpApp(
             ingestor=Ingestor(engine),
             execute=gate.execute,
@@ -156,7 +156,7 @@ def test_stop_closes_idle_keep_alive_connections(server: HttpServer) -> None:
 def test_writes_batched_together_are_answered_each_on_its_own(tmp_path: Path) -> None:
     """Writes that arrive together are written as one body; when that body is refused, each
     is written alone and gets its own answer."""
-    with Engine.open(str(tmp_path / "data"), wal_sync="never") as engine:
+    with open_standalone(str(tmp_path / "data"), wal_sync="never") as engine:
         sql = SqlExecutor(engine)
         app = HttpApp(
             ingestor=Ingestor(engine),

@@ -11,6 +11,7 @@ import pytest
 
 from gnomon.errors import InvalidArgument
 from gnomon.proto import storage_pb2 as pb
+from node.backends import open_standalone
 from node.engine.engine import Engine
 from node.engine.schema import Column, ColumnType, Schema
 from node.ingest import line_protocol
@@ -21,7 +22,7 @@ from node.ingest.writer import Ingestor
 
 @pytest.fixture
 def engine(tmp_path: Path) -> Iterator[Engine]:
-    e = Engine.open(str(tmp_path / "db"), wal_sync="never")
+    e = open_standalone(str(tmp_path / "db"), wal_sync="never")
     yield e
     e.close()
 

@@ -20,7 +20,7 @@ import pytest
 
 from gnomon.errors import Unavailable
 from gnomon.proto import storage_pb2 as pb
-from node.engine.engine import Engine
+from node.backends import open_standalone
 from node.ingest.writer import Ingestor
 from node.server.grpc_service import GrpcServer, StorageService
 from node.server.http import HttpApp, HttpServer
@@ -49,7 +49,7 @@ def test_sigterm_flushes_and_closes(tmp_path: Path) -> None:
     assert len(frozen) == 1 and frozen[0]["objects"] > 10_000, log
     # Flushed on the way out: the rows are in SSTs, not only in the WAL.
     assert list((tmp_path / "data" / "sst").rglob("*.parquet"))
-    with Engine.open(str(tmp_path / "data"), wal_sync="never") as engine:
+    with open_standalone(str(tmp_path / "data"), wal_sync="never") as engine:
         assert sorted(engine.read_all("s_cpu", columns=["v"]).column("v").to_pylist()) == [1, 2]
 
 
@@ -62,7 +62,7 @@ def _slow(seconds: float) -> Any:
 
 
 def test_stop_lets_requests_in_flight_finish(tmp_path: Path) -> None:
-    with Engine.open(str(tmp_path / "data"), wal_sync="never") as engine:
+    with open_standalone(str(tmp_path / "data"), wal_sync="never") as engine:
         metrics = Registry()
         ingestor = Ingestor(engine)
         app = HttpApp(
@@ -126,7 +126,7 @@ def test_port_in_use_fails_start_and_releases_the_engine(tmp_path: Path) -> None
         with pytest.raises(Unavailable, match=f"HTTP port {port} on 127.0.0.1 is in use"):
             server.start()
     # The engine was closed again: the data directory opens cleanly.
-    Engine.open(str(tmp_path / "data"), wal_sync="never").close()
+    open_standalone(str(tmp_path / "data"), wal_sync="never").close()
 
 
 def test_main_rejects_bad_settings(tmp_path: Path) -> None:

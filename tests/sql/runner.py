@@ -65,6 +65,7 @@ import numpy as np
 import pyarrow as pa
 
 from gnomon import errors
+from node.backends import open_standalone
 from node.engine.engine import Engine
 from node.sql.executor import SqlExecutor
 
@@ -271,7 +272,9 @@ class Session:
 
     def _open(self) -> Engine:
         # No background compaction or GC: manifest versions (time travel) stay deterministic.
-        return Engine.open(self.data_dir, wal_sync="never", compaction_threads=0, gc_interval_s=0)
+        return open_standalone(
+            self.data_dir, wal_sync="never", compaction_threads=0, gc_interval_s=0
+        )
 
     def directive(self, name: str, arg: str) -> None:
         if name == "flush":

@@ -25,7 +25,7 @@ import pytest
 
 import node.engine.scan as scan_module
 import node.sql.executor as executor_module
-from node.engine.engine import Engine
+from node.backends import open_standalone
 from node.sql.executor import SqlExecutor
 
 SEED = 20240101
@@ -414,7 +414,7 @@ def both(
         scan_module.SPLIT_MAX_ZONE_ROWS = -1
     if request.param == "streamed":
         executor_module.SMALL_SCAN_VALUES = -1
-    engine = Engine.open(
+    engine = open_standalone(
         str(tmp_path_factory.mktemp("differential") / "db"),
         wal_sync="never",
         compaction_threads=0,
@@ -486,7 +486,7 @@ def test_bucket_functions_align_at_the_epoch(tmp_path: Path) -> None:
     time_bucket does with that origin given (its default origin is 2000-01-03, which only
     agrees for widths dividing a week), before 1970 too."""
     stamps = [-3_600_001, -420_000, -1, 0, 1, 419_999, 420_000, START_MS + 123_456]
-    with Engine.open(str(tmp_path / "db"), wal_sync="never") as engine:
+    with open_standalone(str(tmp_path / "db"), wal_sync="never") as engine:
         sql = SqlExecutor(engine)
         sql.execute("CREATE TABLE b (ts timestamp NOT NULL, TIMESTAMP KEY(ts))")
         engine.write("b", pa.table({"ts": pa.array(stamps, pa.timestamp("ms"))}))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gnomon.errors import InvalidArgument
-from node.engine.engine import Engine
+from node.backends import open_standalone
 from node.sql import executor as executor_module
 from node.sql.executor import SqlExecutor, _translate
 from node.sql.lexer import (
@@ -30,7 +30,7 @@ DDL = (
 
 @pytest.fixture
 def sql(tmp_path: Path) -> Iterator[SqlExecutor]:
-    engine = Engine.open(str(tmp_path / "db"))
+    engine = open_standalone(str(tmp_path / "db"))
     x = SqlExecutor(engine)
     x.execute(DDL)
     values = ", ".join(f"('h{i % 50}', {i}.5, {i}, {1000 + i})" for i in range(500))

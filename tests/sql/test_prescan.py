@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import node.sql.executor as executor_module
+from node.backends import open_standalone
 from node.engine.bounds import Range
-from node.engine.engine import Engine
 from node.engine.schema import Column, ColumnType, Schema
 from node.sql.executor import SqlExecutor
 from node.sql.lexer import tokenize
@@ -117,7 +117,7 @@ def test_columns_read() -> None:
 
 @pytest.fixture
 def sql(tmp_path: Path) -> Iterator[SqlExecutor]:
-    engine = Engine.open(str(tmp_path / "db"), compaction_threads=0, gc_interval_s=0)
+    engine = open_standalone(str(tmp_path / "db"), compaction_threads=0, gc_interval_s=0)
     ex = SqlExecutor(engine)
     ex.execute(
         "CREATE TABLE cpu (host string TAG, usage double, ts timestamp NOT NULL, "
@@ -175,7 +175,7 @@ def test_bounds_prune_the_scan_of_a_query(sql: SqlExecutor) -> None:
 def test_small_scans_are_read_up_front_whatever_the_table_name(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    engine = Engine.open(str(tmp_path / "db"), compaction_threads=0, gc_interval_s=0)
+    engine = open_standalone(str(tmp_path / "db"), compaction_threads=0, gc_interval_s=0)
     ex = SqlExecutor(engine)
     ex.execute(
         'CREATE TABLE "Odd.Name" (host string TAG, v double, ts timestamp NOT NULL, '

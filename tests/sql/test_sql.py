@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gnomon.errors import AlreadyExists, InvalidArgument, NotFound
-from node.engine.engine import Engine
+from node.backends import open_standalone
 from node.sql.executor import SqlExecutor
 from node.sql.parser import parse
 
@@ -22,7 +22,7 @@ DDL = (
 
 @pytest.fixture
 def sql(tmp_path: Path) -> Iterator[SqlExecutor]:
-    engine = Engine.open(str(tmp_path / "db"))
+    engine = open_standalone(str(tmp_path / "db"))
     yield SqlExecutor(engine)
     engine.close()
 

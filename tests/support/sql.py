@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from node.engine.engine import Engine
+from node.backends import open_standalone
 from node.sql.executor import SqlExecutor
 
 
@@ -18,7 +18,7 @@ def executor_over(
     """An executor over an engine at ``path`` with the table of ``ddl``: the ``flushed``
     rows (SQL tuples) written by ``insert`` (``INSERT INTO t (...) VALUES``) and flushed to
     an SST, then the ``fresh`` one left in the memtable."""
-    engine = Engine.open(str(path), compaction_threads=0, gc_interval_s=0)
+    engine = open_standalone(str(path), compaction_threads=0, gc_interval_s=0)
     try:
         ex = SqlExecutor(engine)
         ex.execute(ddl)
