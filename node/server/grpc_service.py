@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import grpc
 import pyarrow as pa
 
-from gnomon.errors import GnomonError, InvalidArgument, NotOwner, Status, Unavailable
+from gnomon.errors import InvalidArgument, NotOwner, Unavailable
 from gnomon.proto import common_pb2, storage_pb2
 from node.cluster.forward import forwarded_from
 from node.cluster.router import LocalRouter, Router
@@ -26,6 +26,7 @@ from node.ingest.horaedb import decode_table_request
 from node.ingest.writer import Ingestor
 from node.server import sql_response
 from node.server.arrow_wire import DEFAULT_COMPRESS_MIN_BYTES, encode_payload
+from node.server.forwarding import DATABASE, Forwarded, ask_owner
 from node.server.listen import bind_failed, check_free
 from node.server.metrics import Registry
 from node.server.sql_response import EncodedSqlResponse
@@ -36,8 +37,6 @@ from node.sql.result import QueryResult
 log = logging.getLogger("gnomon.grpc")
 
 SERVICE = "storage.StorageService"
-#: The one schema (HoraeDB "database") gnomon has.
-DATABASE = "public"
 _MAX_UINT32 = 2**32 - 1
 
 Req = TypeVar("Req")
@@ -202,12 +201,10 @@ class StorageService:
         try:
             return self._answer(self._query(req, context))
         except NotOwner as e:
-            self.router.owner_moved(e)
-            forwarder = self.router.forwarder
-            if forwarder is None or not e.owner or _was_forwarded(context):
+            if _was_forwarded(context):
                 return self._sql_error(req, e)
             try:
-                data = forwarder.sql_query(e.owner, req)
+                data = ask_owner(self.router, e, req)
             except Exception as failed:
                 return self._sql_error(req, failed)
             return EncodedSqlResponse(sql_response.decode(data).header, data)
@@ -335,14 +332,6 @@ def _without_context(fn: Callable[[Req], Resp]) -> Callable[[Req, grpc.ServicerC
 
 def _encoded(response: EncodedSqlResponse) -> bytes:
     return response.data
-
-
-class Forwarded(GnomonError):
-    """The owner a request was forwarded to refused it: its answer, passed on."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.status = Status.INVALID_ARGUMENT if code == 400 else Status.UNAVAILABLE
 
 
 def _was_forwarded(context: grpc.ServicerContext | None) -> bool:

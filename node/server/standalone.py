@@ -23,6 +23,7 @@ from node.engine.engine import Engine, EngineConfig
 from node.ingest.writer import Ingestor
 from node.server.arrow_wire import DEFAULT_COMPRESS_MIN_BYTES
 from node.server.flight import FlightService
+from node.server.forwarding import forwarding
 from node.server.grpc_service import GrpcServer, StorageService
 from node.server.http import HttpApp, HttpServer
 from node.server.listen import check_free
@@ -157,11 +158,12 @@ class Standalone:
             executor = SqlExecutor(engine)
             ingestor = Ingestor(engine)
             self._register_engine_gauges(engine)
+            router = self.placement.router(engine)
             service = StorageService(
                 ingestor,
                 executor.execute,
                 self.metrics,
-                router=self.placement.router(engine),
+                router=router,
                 compress_min_bytes=self.compress_min_bytes,
                 queries=self.queries,
             )
@@ -175,7 +177,7 @@ class Standalone:
             self.grpc_port = self._grpc.start()
             app = HttpApp(
                 ingestor=ingestor,
-                execute=executor.execute,
+                execute=forwarding(executor.execute, router),
                 metrics=self.metrics,
                 max_body_bytes=self.max_request_bytes,
                 healthy=lambda: _is_open(engine),

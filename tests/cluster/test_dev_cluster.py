@@ -5,8 +5,12 @@ DDL through any node, and the forwarding loop guard."""
 
 from __future__ import annotations
 
+import json
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -138,3 +142,37 @@ def test_a_forwarded_request_is_never_forwarded_again(cluster: DevCluster) -> No
         )(req, timeout=10, metadata=((FORWARDED_FROM, "127.0.0.1:1"),))
     assert resp.header.code != 200
     assert owner in resp.header.error
+
+
+def _http_sql(endpoint: str, query: str) -> tuple[int, Any]:
+    req = urllib.request.Request(
+        f"http://{endpoint}/sql",
+        data=json.dumps({"query": query}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_sql_over_http_on_any_node(cluster: DevCluster) -> None:
+    nodes = [n.http for n in cluster.node_endpoints]
+    status, _ = _http_sql(
+        nodes[0],
+        "CREATE TABLE dc_http (host string TAG, v double, ts timestamp NOT NULL, "
+        "TIMESTAMP KEY(ts)) WITH (update_mode='APPEND')",
+    )
+    assert status == 200
+    for i, node in enumerate(nodes):
+        status, body = _http_sql(
+            node, f"INSERT INTO dc_http (host, v, ts) VALUES ('n{i}', {i}.5, {1000 + i})"
+        )
+        assert (status, body) == (200, {"affected_rows": 1})
+    for node in nodes:
+        status, body = _http_sql(node, "SELECT host, v FROM dc_http ORDER BY host")
+        assert status == 200
+        assert body["rows"] == [{"host": f"n{i}", "v": i + 0.5} for i in range(len(nodes))]
+    status, body = _http_sql(nodes[1], "SELECT nosuch FROM dc_http")
+    assert status == 400 and "nosuch" in body["message"]

@@ -1,0 +1,61 @@
+"""Statements that met "not owner" answered by the owner, for every server.
+
+gRPC SqlQuery passes the owner's serialised answer on as it is; HTTP ``/sql`` (and anything
+else that runs SQL through :func:`forwarding`) gets it back as a :class:`QueryResult`. The
+statement travels to the owner over gRPC marked ``forwarded-from``, so it is never forwarded
+again there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gnomon.errors import GnomonError, NotOwner, Status
+from gnomon.proto import storage_pb2
+from node.cluster.router import Router
+from node.server import sql_response
+from node.server.arrow_wire import decode_payload
+from node.sql.result import QueryResult
+
+#: The one schema (HoraeDB "database") gnomon has.
+DATABASE = "public"
+
+
+class Forwarded(GnomonError):
+    """The owner a request was forwarded to refused it: its answer, passed on."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.status = Status.INVALID_ARGUMENT if code == 400 else Status.UNAVAILABLE
+
+
+def ask_owner(router: Router, error: NotOwner, request: storage_pb2.SqlQueryRequest) -> bytes:
+    """The serialised answer of the owner ``error`` names; ``error`` itself where there is
+    no owner to ask."""
+    router.owner_moved(error)
+    forwarder = router.forwarder
+    if forwarder is None or not error.owner:
+        raise error
+    return forwarder.sql_query(error.owner, request)
+
+
+def forwarding(
+    execute: Callable[[str], QueryResult], router: Router
+) -> Callable[[str], QueryResult]:
+    """``execute``, with statements about tables served elsewhere run by their owner."""
+
+    def run(sql: str) -> QueryResult:
+        try:
+            return execute(sql)
+        except NotOwner as e:
+            request = storage_pb2.SqlQueryRequest(sql=sql)
+            request.context.database = DATABASE
+            answer = sql_response.decode(ask_owner(router, e, request))
+            owner = e.owner
+        if answer.header.code != 200:
+            raise Forwarded(answer.header.code, f"{answer.header.error} (at {owner})")
+        if answer.batches is None:
+            return QueryResult.affected(answer.affected_rows or 0)
+        return QueryResult.rows(decode_payload(answer.batches, answer.compressed))
+
+    return run
