@@ -290,23 +290,33 @@ def node(config_file: str | None, **flags: object) -> None:
 
 
 @main.command("dev-cluster")
-@click.option("--nodes", type=click.IntRange(1, 16), default=3, show_default=True)
+@click.option("--nodes", type=click.IntRange(1, 10), default=3, show_default=True)
 @click.option("--metas", type=click.IntRange(1, 5), default=1, show_default=True)
 @click.option("--shards", type=click.IntRange(1, 256), default=8, show_default=True)
 @click.option(
     "--data-dir", default="data/dev-cluster", show_default=True, help="Everything goes here."
 )
-def dev_cluster(nodes: int, metas: int, shards: int, data_dir: str) -> None:
+@click.option(
+    "--port-base",
+    type=click.IntRange(1024, 65000),
+    default=6000,
+    show_default=True,
+    help="Meta instance j listens on BASE+j; data node i serves HTTP on BASE+10+i, gRPC on "
+    "BASE+20+i and Flight on BASE+30+i.",
+)
+def dev_cluster(nodes: int, metas: int, shards: int, data_dir: str, port_base: int) -> None:
     """Run a whole cluster on loopback: etcd, a Kafka-protocol broker, an S3 server, meta
-    instances and data nodes, each a process on free ports (logs under --data-dir/logs).
-    For trying gnomon as a cluster; the broker and the S3 server keep data in memory.
+    instances and data nodes, each a process (logs under --data-dir/logs). For trying gnomon
+    as a cluster: the broker and the S3 server keep data in memory, so each run starts empty.
     Ctrl-C stops everything."""
     import signal
     import threading
 
     from gnomon.devcluster.cluster import DevCluster
 
-    cluster = DevCluster(Path(data_dir).absolute(), nodes=nodes, metas=metas, shards=shards)
+    cluster = DevCluster(
+        Path(data_dir).absolute(), nodes=nodes, metas=metas, shards=shards, port_base=port_base
+    )
     try:
         with console.status("starting etcd, the broker, the S3 server, meta and the nodes"):
             cluster.start()

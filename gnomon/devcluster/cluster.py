@@ -10,6 +10,7 @@ memory, so the cluster's data lives as long as they run).
 from __future__ import annotations
 
 import contextlib
+import shutil
 import signal
 import sys
 import time
@@ -29,6 +30,9 @@ S3_ENV = {
     "AWS_DEFAULT_REGION": "us-east-1",
 }
 BUCKET = "gnomon"
+#: With a port base B: meta instance j listens on B + j, data node i serves HTTP on B + 10 + i,
+#: gRPC on B + 20 + i and Arrow Flight on B + 30 + i (so at most 10 of each).
+META_PORTS, HTTP_PORTS, GRPC_PORTS, FLIGHT_PORTS = 0, 10, 20, 30
 NAMESPACE = "/gnomon"
 
 
@@ -48,6 +52,8 @@ class DevCluster:
     shards: int = 8
     #: Seconds a silent node keeps its shards; short, so failover shows quickly.
     lease_ttl_s: int = 6
+    #: Fixed ports from this base (see META_PORTS); None picks free ones.
+    port_base: int | None = None
     etcd: EtcdServer | None = None
     bootstrap: str = ""
     s3_endpoint: str = ""
@@ -71,7 +77,11 @@ class DevCluster:
         return path
 
     def start(self) -> None:
-        """Start everything (stopping what started if a part fails)."""
+        """Start everything, empty (stopping what started if a part fails). What an earlier
+        run left under the root is removed first: its WAL and SSTs lived in the memory of
+        that run's broker and S3 server, so its catalog would name data that is gone."""
+        for leftover in ("etcd", *(f"node-{i}" for i in range(10))):
+            shutil.rmtree(self.root / leftover, ignore_errors=True)
         (self.root / "logs").mkdir(parents=True, exist_ok=True)
         try:
             self._start_services()
@@ -102,7 +112,7 @@ class DevCluster:
     def start_meta(self, index: int) -> None:
         assert self.etcd is not None
         if len(self.meta_endpoints) <= index:
-            self.meta_endpoints.append(f"127.0.0.1:{free_port()}")
+            self.meta_endpoints.append(f"127.0.0.1:{self._port(index, META_PORTS)}")
         port = self.meta_endpoints[index].rsplit(":", 1)[1]
         name = f"meta-{index}"
         self.processes[name] = server = Server(
@@ -122,11 +132,15 @@ class DevCluster:
         )
         server.wait_for_port(int(port))
 
+    def _port(self, index: int, offset: int) -> int:
+        return free_port() if self.port_base is None else self.port_base + offset + index
+
     def _endpoints(self, index: int) -> NodeEndpoints:
-        grpc = f"127.0.0.1:{free_port()}"
-        return NodeEndpoints(
-            f"node-{index}", f"127.0.0.1:{free_port()}", grpc, f"127.0.0.1:{free_port()}"
+        http, grpc, flight = (
+            f"127.0.0.1:{self._port(index, offset)}"
+            for offset in (HTTP_PORTS, GRPC_PORTS, FLIGHT_PORTS)
         )
+        return NodeEndpoints(f"node-{index}", http, grpc, flight)
 
     def start_node(self, index: int) -> None:
         assert self.etcd is not None

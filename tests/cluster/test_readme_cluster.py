@@ -1,0 +1,137 @@
+"""The README's Cluster section as a new user follows it: `gnomon dev-cluster` started as
+written (ports moved to a free range), the commands shown run against it from another
+"terminal", the documented `gnomon node` command joins it as a fourth node once its
+placeholders are filled in, and one Ctrl-C stops everything."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gnomon.devcluster.cluster import S3_ENV
+from gnomon.devcluster.procs import Server, free_port, wait_for_port
+from meta.client import MetaClient
+from tests.docs.readme import BIN, ROOT, blocks
+
+
+def _free_range(span: int = 40) -> int:
+    """A base port with ``span`` free ports after it (bounded attempts)."""
+    for _ in range(50):
+        base = free_port() // 100 * 100
+        if not 20_000 <= base <= 60_000:
+            continue
+        try:
+            socks = []
+            for port in range(base, base + span):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+        return base
+    pytest.fail("no free range of ports")
+
+
+def _aim(text: str, base: int) -> str:
+    text = re.sub(
+        r"127\.0\.0\.1:(60\d\d)\b", lambda m: f"127.0.0.1:{base + int(m[1]) - 6000}", text
+    )
+    text = text.replace("--port-base 6000", f"--port-base {base}")
+    return text.replace(".venv/bin/", f"{BIN}/")
+
+
+def _run(cmd: str) -> str:
+    done = subprocess.run(
+        ["bash", "-c", cmd], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert done.returncode == 0, f"{cmd}\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def test_the_cluster_section(tmp_path: Path) -> None:
+    start, tries, real = (b.commands() for b in blocks() if b.lang == "bash")
+    (command,) = start
+    base = _free_range()
+    log = tmp_path / "dev-cluster.out"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            ["bash", "-c", "exec " + _aim(command, base) + f" --data-dir {tmp_path / 'dc'}"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while "stop: Ctrl-C" not in log.read_text():
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        summary = log.read_text()
+        assert f"127.0.0.1:{base}" in summary and f"127.0.0.1:{base + 20}" in summary
+
+        answers = [_run(_aim(cmd, base)) for cmd in tries]
+        created, inserted, selected = (json.loads(a) for a in answers[:3])
+        assert created == {"affected_rows": 0} and inserted == {"affected_rows": 1}
+        assert selected["rows"][0]["site"] == "a" and selected["rows"][0]["v"] == 1.5
+        shards, nodes = answers[3:]
+        assert "leader" in shards.lower() and nodes.count("127.0.0.1:") >= 3
+
+        _join_a_fourth_node(real, base, summary, tmp_path)
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        code = proc.wait(timeout=60)
+    assert code == 0, log.read_text()
+    for port in (base, base + 10, base + 20):
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def _join_a_fourth_node(real: list[str], base: int, summary: str, tmp_path: Path) -> None:
+    """The documented `gnomon node` command, its placeholders filled with the dev cluster's
+    services: it registers and the meta service sees it live."""
+    (command,) = real
+    found = {k: re.search(rf"{k}\s+(\S+)", summary) for k in ("etcd", "kafka", "s3", "meta")}
+    etcd, kafka, s3 = (m[1] for m in (found["etcd"], found["kafka"], found["s3"]))  # type: ignore[index]
+    grpc = free_port()
+    filled = (
+        command.replace("META1:2390,META2:2390", f"127.0.0.1:{base}")
+        .replace("THIS_HOST:8831", f"127.0.0.1:{grpc}")
+        .replace("BROKER:9092", kafka)
+        .replace("BUCKET/gnomon", "gnomon/readme")
+        .replace("ETCD:2379", etcd)
+    )
+    assert not re.search(r"[A-Z]{4,}", filled.replace("--", "")), filled
+    argv = [
+        sys.executable,
+        "-m",
+        "gnomon.cli",
+        *filled.split()[1:],
+        f"--s3-endpoint={s3}",
+        f"--data-dir={tmp_path / 'node-4'}",
+        f"--grpc-port={grpc}",
+        f"--http-port={free_port()}",
+        f"--flight-port={free_port()}",
+    ]
+    node = Server(argv, log=tmp_path / "node-4.log", env=S3_ENV, cwd=ROOT)
+    try:
+        wait_for_port(grpc, proc=node.proc, log=node.log)
+        with MetaClient(f"127.0.0.1:{base}") as client:
+            deadline = time.monotonic() + 30
+            while not any(n.name == f"127.0.0.1:{grpc}" and n.live for n in client.nodes()):
+                assert time.monotonic() < deadline, node.log.read_text()
+                time.sleep(0.2)
+    finally:
+        node.stop()
