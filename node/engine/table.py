@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from gnomon.errors import Closed, Unavailable
+from gnomon.errors import Closed, NotOwner, Unavailable
 from node.engine.batch import conform, conform_keys, deletion_markers
 from node.engine.catalog import TableInfo
 from node.engine.flush import flush_memtable
@@ -238,8 +238,12 @@ class Table:
                 memtable = self._active
             break
         try:
+            # NotOwner here means nothing was logged: the caller may take the write to the owner.
             self.guard.check()
-            seq = self._wal.write(self._region, self.table_id, payload)
+            try:
+                seq = self._wal.write(self._region, self.table_id, payload)
+            except NotOwner as e:  # the region was fenced with this write on its way
+                raise self._outcome_unknown(e) from None
             self._apply(memtable, op, batch, seq)
         finally:
             with self._cond:
@@ -249,8 +253,21 @@ class Table:
             self.freeze(memtable)
         # Checked again after the append: the shard may have been lost while it waited for
         # the WAL, and then the write must not be acknowledged (a new owner replays it or not).
-        self.guard.check()
+        try:
+            self.guard.check()
+        except NotOwner as e:
+            raise self._outcome_unknown(e) from None
         return batch.num_rows
+
+    def _outcome_unknown(self, lost: NotOwner) -> Unavailable:
+        """The shard was lost after this write's record may have reached the log, which the
+        next owner replays: refused, but not as NotOwner, which tells servers nothing was
+        written and sends the write on to the owner, storing it twice."""
+        return Unavailable(
+            f"table {self.name!r}: {lost.message}; the write was not acknowledged and may or "
+            "may not be stored (its record may have reached the log the next owner replays)",
+            retryable=False,
+        )
 
     def reserve_seq(self) -> int:
         """A WAL sequence for rows written straight to SSTs (revisioned ingest): they order

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from gnomon.devcluster.brokers import running_tansu
-from gnomon.errors import Closed, Conflict, Fenced, NotFound, NotOwner
+from gnomon.errors import Closed, Conflict, Fenced, NotFound, NotOwner, Unavailable
 from gnomon.store.sqlite import SqliteStore
 from node.engine.engine import Engine, EngineConfig
 from node.engine.fences import ShardFences
@@ -151,3 +152,60 @@ def test_fences_only_rise(tmp_path: Path) -> None:
     with pytest.raises(Fenced):
         fences.take(5, 8)
     assert fences.held(5) == 9
+
+
+class _HeldWal(DiskWal):
+    """A disk WAL whose next write, once armed, logs its record and then waits for a go."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.armed = False
+        self.logged = threading.Event()
+        self.go = threading.Event()
+
+    def write(self, region: int, table_id: int, payload: bytes) -> int:
+        seq = super().write(region, table_id, payload)
+        if self.armed:
+            self.armed = False
+            self.logged.set()
+            self.go.wait(timeout=30)
+        return seq
+
+
+def test_a_shard_lost_while_a_write_is_logged_fails_it_as_unknown_not_as_not_owner(
+    tmp_path: Path,
+) -> None:
+    """The write's record is in the log when the shard goes, so the next owner replays it:
+    the write is refused (never acknowledged by a node that lost the shard), but not with
+    NotOwner, which tells servers that nothing was written and the owner can take the write
+    instead (it would then be stored twice)."""
+    wal = _HeldWal(str(tmp_path / "wal"))
+    a, b = _node(tmp_path, "a", wal), _node(tmp_path, "b")
+    try:
+        a.open_shard(1, epoch=1)
+        a.create_table("cpu", CPU, shard_id=1, table_id=7)
+        errors: list[BaseException] = []
+
+        def write() -> None:
+            try:
+                a.write("cpu", cpu_batch(["h"], [1], [1.0]))
+            except BaseException as e:
+                errors.append(e)
+
+        wal.armed = True
+        writer = threading.Thread(target=write)
+        writer.start()
+        assert wal.logged.wait(timeout=30)
+        a.table("cpu").guard.close()  # what close_shard does first
+        wal.go.set()
+        writer.join(timeout=30)
+        assert len(errors) == 1
+        assert isinstance(errors[0], Unavailable)
+        assert not isinstance(errors[0], NotOwner)
+        assert "may or may not" in str(errors[0])
+        a.close_shard(1)
+        assert b.open_shard(1, epoch=2, table_ids=[7]) == ["cpu"]
+        assert _ids(b, "cpu") == [1.0]
+    finally:
+        a.close()
+        b.close()
