@@ -47,6 +47,8 @@ Name = Annotated[StrictStr, Field(min_length=1, max_length=1024)]
 MAX_LEASE_MS = 24 * 3600 * 1000
 #: The longest a ``commit`` may wait for its revision to be published.
 MAX_COMMIT_WAIT_S = 3600.0
+#: The longest encoded row predicate a scan request carries (base64 characters).
+MAX_PREDICATE_CHARS = 4 * 1024**2
 #: JSON scalars a filter compares with.
 _SCALARS = (str, int, float, bool)
 
@@ -118,6 +120,12 @@ class ScanSpec:
     table: Name
     columns: list[Name] | None = None
     filters: Annotated[list[Filter], BeforeValidator(_filters)] = field(default_factory=list)
+    #: A row predicate ANDed with ``filters``: a Substrait ExtendedExpression, base64, as
+    #: ``node.cluster.remote.encode_predicate`` makes it (what a node's SQL engine pushes to
+    #: the owner of a table it reads remotely).
+    predicate: Annotated[StrictStr, Field(min_length=1, max_length=MAX_PREDICATE_CHARS)] | None = (
+        None
+    )
     time_range: TimeRange = (None, None)
     version: Annotated[StrictInt, Field(ge=0, le=2**63 - 1)] | None = None
     timestamp_ms: Int64 | None = None

@@ -20,9 +20,11 @@ from node.cluster.forward import Forwarder
 from node.cluster.keeper import ShardKeeper
 from node.cluster.lease import LeaseClock
 from node.cluster.placer import MetaPlacer
+from node.cluster.remote import FlightRemoteTables
 from node.cluster.router import ClusterRouter, LocalRouter, Router
 from node.cluster.routes import RouteCache
 from node.engine.engine import Engine
+from node.sql.provider import NoRemoteTables, RemoteTables
 
 
 class Placement(Protocol):
@@ -30,6 +32,9 @@ class Placement(Protocol):
         """The node's engine on its backends, with the shards it serves from the start."""
 
     def router(self, engine: Engine) -> Router: ...
+
+    def remote_tables(self) -> RemoteTables:
+        """Where queries find the tables other nodes serve."""
 
     def join(self, engine: Engine, endpoints: Mapping[str, str]) -> None:
         """The servers listen (``endpoints``: where, by protocol): start taking part
@@ -49,6 +54,9 @@ class LocalPlacement:
 
     def router(self, engine: Engine) -> Router:
         return LocalRouter(self.advertise)
+
+    def remote_tables(self) -> RemoteTables:
+        return NoRemoteTables()
 
     def join(self, engine: Engine, endpoints: Mapping[str, str]) -> None:
         return None
@@ -74,6 +82,7 @@ class MetaPlacement:
         self.routes = RouteCache(self.client)
         self.lease = LeaseClock()
         self.forwarder = Forwarder(advertise)
+        self.remote = FlightRemoteTables(self.routes, advertise)
         self._reconcile_s = reconcile_s
         self._agent: NodeAgent | None = None
         self._keeper: ShardKeeper | None = None
@@ -86,6 +95,9 @@ class MetaPlacement:
         return ClusterRouter(
             self.advertise, self.routes, self.forwarder, local_shards=lambda: list(engine.shards())
         )
+
+    def remote_tables(self) -> RemoteTables:
+        return self.remote
 
     def join(self, engine: Engine, endpoints: Mapping[str, str]) -> None:
         def load() -> tuple[float, dict[int, float]]:
@@ -122,4 +134,5 @@ class MetaPlacement:
         if self._agent is not None:
             self._agent.stop()
         self.forwarder.close()
+        self.remote.close()
         self.client.close()

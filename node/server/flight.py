@@ -5,8 +5,10 @@
   splits: one endpoint per split, located at the table's owner (the address route answers
   name), whose ticket is a ``ScanSpec`` carrying the pinned version, the split's time range
   and a scan id ``<scan_id>/<split>`` (the request's ``scan_id``, or a fresh one).
-- ``do_get(ticket = ScanSpec JSON)``: streams the engine scan as record batches; when the
-  stream ends its statistics are kept under the scan id for ``scan_stats``.
+- ``do_get(ticket = ScanSpec JSON)``: streams the engine scan as record batches, only the rows
+  matching the ticket's ``predicate`` (a Substrait expression, node/cluster/remote.py) when it
+  carries one; when the stream ends its statistics are kept under the scan id for
+  ``scan_stats`` (``rows_returned``: after the predicate).
 - ``do_put(descriptor = PutSpec JSON)``: rows written like any other write, or staged under a
   reserved revision (invisible until it is committed).
 - ``do_action``: ``describe``, ``reserve``, ``commit``, ``abort``, ``heartbeat`` (the revision
@@ -45,6 +47,7 @@ from gnomon.spark.ticket import (
     TableArgs,
     parse_action,
 )
+from node.cluster.remote import decode_predicate
 from node.engine.engine import Engine
 from node.engine.scan import Scan
 from node.engine.schema import Column, ColumnType, Schema
@@ -272,23 +275,38 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
             spec = ScanSpec.from_json(ticket.ticket)
             info = self.engine.describe(spec.table)
             predicate, time_range = compile_filters(spec, info.schema)
+            schema = self._schema(spec)
+            rows = (
+                None
+                if spec.predicate is None
+                else decode_predicate(spec.predicate, spec.table, info.schema)
+            )
             scan = self.engine.plan_scan(
                 spec.table,
-                columns=spec.columns,
+                columns=spec.columns if rows is None else rows.read_columns(schema.names),
                 time_range=time_range,
                 predicate=predicate,
                 version=spec.version,
                 timestamp_ms=spec.timestamp_ms,
             )
-            schema = self._schema(spec)
-            return flight.GeneratorStream(schema, self._stream(spec, scan, schema))
+            batches: Iterator[pa.RecordBatch] = iter(scan)
+            if rows is not None:
+                batches = (rows.apply(b, schema.names) for b in batches)
+            return flight.GeneratorStream(schema, self._stream(spec, scan, batches, schema))
 
         return _guarded("do_get", run)
 
-    def _stream(self, spec: ScanSpec, scan: Scan, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    def _stream(
+        self,
+        spec: ScanSpec,
+        scan: Scan,
+        batches: Iterator[pa.RecordBatch],
+        schema: pa.Schema,
+    ) -> Iterator[pa.RecordBatch]:
+        """``batches`` (of ``scan``, filtered by the request's predicate) as ``schema``."""
         rows = 0
         try:
-            for batch in scan:
+            for batch in batches:
                 rows += batch.num_rows
                 yield batch.cast(schema) if batch.schema != schema else batch
         except Exception as e:

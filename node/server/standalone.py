@@ -155,7 +155,7 @@ class Standalone:
                 self.data_dir, decoded_cache_bytes=self.decoded_cache_bytes
             )
             self.engine = engine
-            executor = SqlExecutor(engine)
+            executor = SqlExecutor(engine, self.placement.remote_tables())
             ingestor = Ingestor(engine)
             self._register_engine_gauges(engine)
             router = self.placement.router(engine)

@@ -1,5 +1,7 @@
 """Executing SQL against the engine: gnomon's own statements are interpreted here, queries
-run on DataFusion over the engine's tables (with projection and filter pushdown)."""
+run on DataFusion over the engine's tables (with projection and filter pushdown), and over
+tables of other nodes (:class:`~node.sql.provider.RemoteTables`) when a query reads tables of
+more than one node."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import contextvars
 import os
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -15,7 +17,7 @@ from typing import Any, TypeVar
 import datafusion
 import pyarrow as pa
 
-from gnomon.errors import GnomonError, InvalidArgument, UnknownTable
+from gnomon.errors import GnomonError, InvalidArgument, NotOwner, UnknownTable
 from node.engine.engine import Engine
 from node.engine.options import UpdateMode
 from node.engine.schema import TSID, ColumnType
@@ -38,7 +40,13 @@ from node.sql.ast import (
 from node.sql.lexer import MAX_EXPRESSION_DEPTH, Token, check_size, tokenize
 from node.sql.parser import parse, statement_text
 from node.sql.prescan import Prescan
-from node.sql.provider import EngineDataset, ScanRecord
+from node.sql.provider import (
+    EngineDataset,
+    NoRemoteTables,
+    RemoteTable,
+    RemoteTables,
+    ScanRecord,
+)
 from node.sql.result import QueryResult
 
 _DF_NOT_FOUND = re.compile(r"table '(?:[\w]+\.)*([^']+)' not found", re.IGNORECASE)
@@ -96,6 +104,12 @@ class _LiteralFilterPushdown(Exception):
     is ``false``) and then failed to hand it to the dataset: its pyarrow form is a
     ``BooleanScalar``, which is no ``Expression`` and cannot be combined with one."""
 
+
+#: Runs of a query that met a table not open here: each finds it opened here (made through
+#: another node since) or served elsewhere, with the query's other tables of other nodes.
+RESOLVE_ATTEMPTS = 3
+
+Remote = Mapping[str, RemoteTable]
 
 #: A query reading one table whose pruned scan reads at most this many values (rows x
 #: columns, about 64 MiB of 8-byte values) has it read before DataFusion runs and handed to
@@ -195,6 +209,15 @@ class _QueryContext:
             bounds=None if prescan is None else prescan.bounds,
             dictionary_tags=self.mode.dictionary_tags,
         )
+        self._register_dataset(name, table, dataset)
+
+    def register_remote(self, name: str, table: RemoteTable) -> None:
+        """Register ``name``, served by another node, read from there."""
+        if name not in self._registered:
+            self._registered.add(name)
+            self._register_dataset(name, name, table.dataset(self.scans, self.errors))
+
+    def _register_dataset(self, name: str, table: str, dataset: Any) -> None:
         # DataFusion reads the name as SQL (unquoted folds to lower case): quote it.
         if self.mode.pushdown:
             self.ctx.register_dataset(_dq(name), dataset)
@@ -233,34 +256,64 @@ class _QueryContext:
 
 
 class SqlExecutor:
-    def __init__(self, engine: Engine) -> None:
+    """Runs statements on ``engine``; tables it does not serve are looked up in ``remote``."""
+
+    def __init__(self, engine: Engine, remote: RemoteTables | None = None) -> None:
         self.engine = engine
+        self.remote = remote or NoRemoteTables()
         self._analyses = Analyses()
 
     def execute(self, sql: str) -> QueryResult:
-        try:
-            return self._execute(sql)
-        except UnknownTable as e:
-            # Not open here: opened now if its shard is served here (made through another
-            # node since), else NotOwner naming the node that serves it, or NotFound.
-            self.engine.table(e.table)
-            return self._execute(sql)
+        remote: Remote = {}
+        for _ in range(RESOLVE_ATTEMPTS):
+            try:
+                return self._execute(sql, remote)
+            except UnknownTable as e:
+                remote = self._resolve(sql, e.table, remote)
+        return self._execute(sql, remote)
 
-    def _execute(self, sql: str) -> QueryResult:
+    def _resolve(self, sql: str, name: str, remote: Remote) -> Remote:
+        """After the query ``sql`` met ``name``, not open here: ``remote`` when the table was
+        opened now (its shard is served here, it was made through another node since), else
+        the tables of the query served elsewhere. Raises NotOwner naming the owner (servers
+        forward the query there) when that one node serves every table the query reads,
+        which is cheaper than reading them here, or when the table is served elsewhere but
+        cannot be read from here (such as with time travel); NotFound if it does not
+        exist."""
+        if name in remote:
+            raise NotOwner(
+                f"table {name!r} is served by {remote[name].owner}", owner=remote[name].owner
+            )
+        try:
+            self.engine.table(name)
+            return remote
+        except NotOwner as elsewhere:
+            local = set(self.engine.list_tables())
+            named = [n for t in tokenize(sql) if (n := t.identifier) is not None]
+            found = self.remote.find(list(dict.fromkeys(n for n in named if n not in local)))
+            reads_local = any(n in local for n in named)
+            if name not in found or (
+                not reads_local and len({t.owner for t in found.values()}) == 1
+            ):
+                raise elsewhere from None
+            return found
+
+    def _execute(self, sql: str, remote: Remote) -> QueryResult:
         # A query of a shape seen before runs on the analysis kept for it, untokenized.
         text = statement_text(sql)
         kept = self._analyses.bound(text, self.engine)
         if kept is not None:
             analysis, tokens = kept
-            return self._query(text, tokens, analysis)
-        return self.run(parse(sql))
+            return self._query(text, tokens, analysis, remote)
+        return self.run(parse(sql), remote)
 
-    def run(self, stmt: Statement) -> QueryResult:
+    def run(self, stmt: Statement, remote: Remote | None = None) -> QueryResult:
+        """Run ``stmt``; a query reads the tables of other nodes in ``remote`` from there."""
         match stmt:
             case Query(sql, tokens):
-                return self._query(sql, tokens)
+                return self._query(sql, tokens, remote=remote or {})
             case Explain(query, analyze):
-                return self._explain(query, analyze)
+                return self._explain(query, analyze, remote or {})
             case Insert():
                 return self._insert(stmt)
             case Delete(table, where):
@@ -297,13 +350,18 @@ class SqlExecutor:
 
     # -- queries ---------------------------------------------------------------------------------
 
-    def _prepare(self, analysis: Analysis, tokens: Sequence[Token], mode: _Mode) -> _QueryContext:
+    def _prepare(
+        self, analysis: Analysis, tokens: Sequence[Token], mode: _Mode, remote: Remote
+    ) -> _QueryContext:
         """Register the tables of a query (``tokens``, of ``analysis``' shape): the tables it
-        travels to under their registered names, and the others as they are. A query
+        travels to under their registered names, the others as they are, and those of other
+        nodes (``remote``, which the analysis does not see) read from there. A query
         reading no table but one tells the engine the columns it may read and the bounds
         of its WHERE clause (:mod:`node.sql.prescan`); in ``in_memory`` mode a small such
         scan is read up front, once for all the query's uses of the table."""
         qc = _QueryContext(self.engine, mode)
+        for name, table in remote.items():
+            qc.register_remote(name, table)
         for t in analysis.travel:
             literal = tokens[t.literal_at]
             if t.version:
@@ -311,7 +369,9 @@ class SqlExecutor:
             else:
                 qc.register(t.alias, t.table, timestamp_ms=timestamp_ms(literal))
         bounds = None
-        if analysis.prescan is not None:
+        # The analysis took a query of one local table and remote ones for one of that
+        # table alone: its prescan and plan do not hold.
+        if analysis.prescan is not None and not remote:
             bounds = analysis.prescan.bind(tokens)
             if bounds.exact and analysis.direct is not None:
                 qc.direct = direct.bind(analysis.direct, tokens)
@@ -349,6 +409,7 @@ class SqlExecutor:
         prefix: str = "",
         tokens: Sequence[Token] = (),
         analysis: Analysis | None = None,
+        remote: Remote | None = None,
     ) -> tuple[_QueryContext, pa.Table]:
         """Runs ``prefix`` + ``sql`` as DataFusion takes it (:meth:`Analysis.rewrite`); when
         DataFusion cannot push a filter it simplified to a literal, runs it again with
@@ -356,7 +417,9 @@ class SqlExecutor:
         plain ones, and when it fails on tables read up front, streamed. An EXPLAIN (a
         ``prefix``) shows the streaming plan, never one over rows read up front. With an
         ``analysis``, ``tokens`` are those :meth:`Analyses.bound` made. Long ORs of one
-        column's values reach DataFusion as IN lists (:func:`rewrite.in_lists`)."""
+        column's values reach DataFusion as IN lists (:func:`rewrite.in_lists`). Tables of
+        other nodes are read from there (``remote``)."""
+        remote = remote or {}
         check_size(sql)
         if analysis is None:
             tokens = tokens or tokenize(sql)
@@ -375,7 +438,7 @@ class SqlExecutor:
 
         mode = _Mode(in_memory=not prefix)
         for _ in range(3):  # each retry turns one of the three features off
-            qc = self._prepare(analysis, tokens, mode)
+            qc = self._prepare(analysis, tokens, mode, remote)
             if qc.answer is not None:
                 return qc, qc.answer  # an aggregation's: buckets and numbers, no dictionaries
             if qc.direct is not None and len(qc.rows) == 1:
@@ -389,23 +452,36 @@ class SqlExecutor:
                 mode = replace(mode, pushdown=False)
             except _DictionaryUnsupported:
                 mode = replace(mode, dictionary_tags=False)
-        qc = self._prepare(analysis, tokens, mode)
+        qc = self._prepare(analysis, tokens, mode, remote)
         return qc, self._collect(qc, rewritten(), depth)
 
     def _query(
-        self, sql: str, tokens: Sequence[Token] = (), analysis: Analysis | None = None
+        self,
+        sql: str,
+        tokens: Sequence[Token] = (),
+        analysis: Analysis | None = None,
+        remote: Remote | None = None,
     ) -> QueryResult:
-        qc, table = self._run(sql, tokens=tokens, analysis=analysis)
+        qc, table = self._run(sql, tokens=tokens, analysis=analysis, remote=remote)
         result = QueryResult.rows(table)
         result.scans = qc.scans
         return result
 
-    def _explain(self, query: str, analyze: bool) -> QueryResult:
-        qc, plan = self._run(query, "EXPLAIN ANALYZE " if analyze else "EXPLAIN ")
+    def _explain(self, query: str, analyze: bool, remote: Remote) -> QueryResult:
+        prefix = "EXPLAIN ANALYZE " if analyze else "EXPLAIN "
+        qc, plan = self._run(query, prefix, remote=remote)
         rows = {name: plan.column(name).to_pylist() for name in plan.column_names}
         for scan in qc.scans:
             s = scan.stats
             rows.setdefault("plan_type", []).append("gnomon_scan")
+            if scan.owner:
+                # Read at its owner, whose scan_stats under the scan id tell what it read.
+                rows.setdefault("plan", []).append(
+                    f"table={scan.table} projection={scan.columns} filter={scan.filter} "
+                    f"owner={scan.owner} scan_id={scan.scan_id} "
+                    f"rows_received={scan.rows_received}"
+                )
+                continue
             rows.setdefault("plan", []).append(
                 f"table={scan.table} projection={scan.columns} filter={scan.filter} "
                 f"ssts_read={s.ssts_read}/{s.ssts_total} "

@@ -8,9 +8,9 @@ answer stays right while the engine reads only what it must.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,6 +33,11 @@ class ScanRecord:
     #: point query's whole read does.
     expression: Callable[[], pc.Expression | None]
     stats: ScanStats = field(default_factory=ScanStats)
+    #: A table read from another node: that node (its gRPC endpoint), the scan's id there
+    #: (for its ``scan_stats``) and the rows that came over.
+    owner: str = ""
+    scan_id: str = ""
+    rows_received: int = 0
 
     @property
     def filter(self) -> str | None:
@@ -76,16 +81,18 @@ class EngineFragment:
             else pa.schema([d.arrow_schema.field(c) for c in columns])
         )
         return ds.Scanner.from_batches(
-            _conformed(iter(scan), out_schema, d.errors, d.token), schema=out_schema
+            conformed(iter(scan), out_schema, d.errors, d.token), schema=out_schema
         )
 
 
-def _conformed(
+def conformed(
     batches: Iterator[pa.RecordBatch],
     schema: pa.Schema,
     errors: list[GnomonError],
     token: cancel.CancelToken | None,
 ) -> Iterator[pa.RecordBatch]:
+    """``batches`` as ``schema``, stopping when the query is cancelled; a gnomon error is
+    kept in ``errors`` for the executor (DataFusion would flatten it into text)."""
     try:
         if token is not None:
             token.check()
@@ -132,3 +139,30 @@ class EngineDataset(ds.InMemoryDataset):  # type: ignore[misc]
 
     def get_fragments(self, filter: pc.Expression | None = None) -> list[EngineFragment]:
         return [EngineFragment(self)]
+
+
+class RemoteTable(Protocol):
+    """A table another node serves, readable here for one query."""
+
+    @property
+    def owner(self) -> str:
+        """The node serving it (its gRPC endpoint)."""
+
+    def dataset(self, scans: list[ScanRecord], errors: list[GnomonError]) -> ds.Dataset:
+        """The table as a DataFusion table, recording its scans in ``scans``."""
+
+
+class RemoteTables(Protocol):
+    """Where the SQL executor finds the tables a query names that this node does not
+    serve."""
+
+    def find(self, names: Sequence[str]) -> Mapping[str, RemoteTable]:
+        """Those of ``names`` that are tables served by another node (other names, such as
+        columns, are left out)."""
+
+
+class NoRemoteTables:
+    """A standalone server's: every table is served here."""
+
+    def find(self, names: Sequence[str]) -> Mapping[str, RemoteTable]:
+        return {}
