@@ -242,6 +242,8 @@ def parse(form: type[F], raw: bytes, what: str) -> F:
         doc = json.loads(raw or b"{}")
     except ValueError as e:
         raise InvalidArgument(f"{what} is not JSON: {e}") from None
+    except RecursionError:
+        raise InvalidArgument(f"{what} is not valid JSON: nested too deeply") from None
     if not isinstance(doc, dict):
         raise InvalidArgument(f"{what} must be a JSON object")
     adapter = _ADAPTERS.get(form)
