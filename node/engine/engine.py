@@ -179,6 +179,9 @@ class Engine:
         self._compactors: dict[str, Compactor] = {}
         #: The shards open here, by id: their guards and the names of their tables.
         self._shards: dict[int, _OpenShard] = {}
+        #: The guard of every table opened here, by table id, kept after its shard closes:
+        #: a flush or compaction finishing late is fenced at the epoch it was opened with.
+        self._guards: dict[int, ShardGuard] = {}
         self._lock = threading.RLock()
         self._closed = False
         #: Revisioned batch ingest (reserve / stage / commit / abort), see revisions.py.
@@ -307,9 +310,10 @@ class Engine:
         return self.table(name).guard.shard_id
 
     def _check_fence(self, ctx: TableContext, table_id: int) -> None:
-        table = self._table_by_id(table_id)
-        if table is not None:
-            fences.check(ctx, table.guard.shard_id, table.guard.epoch)
+        # Not the open tables: close_shard flushes its tables after taking them out.
+        guard = self._guards.get(table_id)
+        if guard is not None:
+            fences.check(ctx, guard.shard_id, guard.epoch)
 
     def _open_table(self, info: TableInfo, guard: ShardGuard) -> Table:
         table = Table(
@@ -326,6 +330,7 @@ class Engine:
             max_write_bytes=self.config.max_write_bytes,
         )
         self._compactors[info.name] = Compactor(table)
+        self._guards[info.table_id] = guard
         return table
 
     def _request_compaction(self, table: Table) -> None:
@@ -472,6 +477,7 @@ class Engine:
             compactor = self._compactors.pop(name)
         compactor.close()
         self.manifest.drop_table(info.table_id)
+        self._guards.pop(info.table_id, None)
         self.revisions.forget(info.table_id)
         region = table.guard.region
         self._wal.mark_deleted(region, info.table_id, self._wal.last_seq(region, info.table_id))

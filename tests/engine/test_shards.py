@@ -209,3 +209,22 @@ def test_a_shard_lost_while_a_write_is_logged_fails_it_as_unknown_not_as_not_own
     finally:
         a.close()
         b.close()
+
+
+def test_a_deposed_owner_closing_its_shard_cannot_commit_its_flush(tmp_path: Path) -> None:
+    """The flush on close runs after the shard's tables left the engine's registry; the
+    epoch fence must still hold it: B, which opened the shard since and replayed the row
+    (a shared log in a cluster; each its own here), would otherwise read it twice, from its
+    memtable and from A's late SST."""
+    a = _node(tmp_path, "a")
+    b = _node(tmp_path, "b", DiskWal(str(tmp_path / "wal-b")))
+    try:
+        a.open_shard(1, epoch=1)
+        a.create_table("cpu", CPU, shard_id=1, table_id=7)
+        a.write("cpu", cpu_batch(["h"], [1], [1.0]))
+        b.open_shard(1, epoch=2, table_ids=[7])
+        assert a.close_shard(1)
+        assert b.manifest.current(7).files == ()
+    finally:
+        a.close()
+        b.close()
