@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import FrameType
 
 import click
@@ -107,7 +107,19 @@ def nodes(meta: str) -> None:
         found = client.nodes()
     _show(
         "nodes",
-        ("name", "kind", "live", "load", "leader shards", "follower shards"),
+        (
+            "name",
+            "kind",
+            "live",
+            "load",
+            "leader shards",
+            "follower shards",
+            "tables",
+            "rows/s",
+            "memtable",
+            "queries/s",
+            "cpu",
+        ),
         (
             (
                 n.name,
@@ -116,9 +128,26 @@ def nodes(meta: str) -> None:
                 f"{n.load:.2f}",
                 str(n.leader_shards),
                 str(n.follower_shards),
+                *_figures(n.figures),
             )
             for n in found
         ),
+    )
+
+
+def _figures(figures: Mapping[str, float]) -> tuple[str, ...]:
+    """A data node's reported figures as table cells ("-" where it reported none)."""
+
+    def cell(name: str, fmt: str) -> str:
+        return format(figures[name], fmt) if name in figures else "-"
+
+    memtable = figures.get("memtable_bytes")
+    return (
+        cell("tables", ".0f"),
+        cell("rows_written_per_s", ",.0f"),
+        "-" if memtable is None else f"{memtable / 2**20:,.1f} MiB",
+        cell("queries_per_s", ",.1f"),
+        "-" if "cpu" not in figures else f"{figures['cpu']:.0%}",
     )
 
 

@@ -125,10 +125,16 @@ class MetaClient:
         return self._unary("RegisterNode", request, pb.RegisterNodeResponse)
 
     def heartbeat(
-        self, name: str, load: float = 0.0, shard_loads: Mapping[int, float] | None = None
+        self,
+        name: str,
+        load: float = 0.0,
+        shard_loads: Mapping[int, float] | None = None,
+        figures: Mapping[str, float] | None = None,
     ) -> None:
         """NotFound when the node must register again (its lease expired)."""
-        request = pb.HeartbeatRequest(name=name, load=load, shard_loads=dict(shard_loads or {}))
+        request = pb.HeartbeatRequest(
+            name=name, load=load, shard_loads=dict(shard_loads or {}), figures=dict(figures or {})
+        )
         self._unary("Heartbeat", request, pb.HeartbeatResponse)
 
     def nodes(self) -> list[pb.NodeInfo]:
@@ -245,9 +251,12 @@ class NodeAgent:
         load: Callable[[], tuple[float, Mapping[int, float]]] = lambda: (0.0, {}),
         on_renewed: Callable[[float, int], None] = lambda _sent, _ttl: None,
         endpoints: Mapping[str, str] | None = None,
+        figures: Callable[[], Mapping[str, float]] = dict,
     ) -> None:
         self.client = client
         self._endpoints = dict(endpoints or {})
+        #: What the node reports of itself with each heartbeat.
+        self._figures = figures
         self.name = name
         self.kind = kind
         self._ttl_s = ttl_s
@@ -288,7 +297,7 @@ class NodeAgent:
             try:
                 try:
                     sent = time.monotonic()
-                    self.client.heartbeat(self.name, load, shard_loads)
+                    self.client.heartbeat(self.name, load, shard_loads, self._figures())
                     self._on_renewed(sent, self._ttl_granted)
                 except NotFound:
                     if not self._stop.is_set():

@@ -14,7 +14,7 @@ import queue
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gnomon.errors import AlreadyExists, InvalidArgument, NotFound, Unavailable
 from meta.compaction import CompactionPicker
@@ -65,6 +65,8 @@ class NodeStatus:
     load: float
     leader_shards: int
     follower_shards: int
+    #: What its last heartbeat reported of itself.
+    figures: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,7 @@ class MetaCore:
             self.state, store, self.lock, self.bus, crash_after=settings.crash_after
         )
         self._compaction = CompactionPicker()
+        self._figures: dict[str, dict[str, float]] = {}
         #: Set when an admin operation started a procedure, to wake the worker.
         self.wakeup = threading.Event()
         log.info(
@@ -138,8 +141,15 @@ class MetaCore:
         log.info("node registered", extra={"node": name, "kind": kind.value, "ttl_s": ttl})
         return lease, ttl
 
-    def heartbeat(self, name: str, load: float, shard_loads: dict[int, float]) -> None:
-        """Refresh a node's lease and record its load; NotFound means: register again."""
+    def heartbeat(
+        self,
+        name: str,
+        load: float,
+        shard_loads: dict[int, float],
+        figures: Mapping[str, float] | None = None,
+    ) -> None:
+        """Refresh a node's lease and record its load (and the ``figures`` it reports of
+        itself, kept in memory for operators); NotFound means: register again."""
         with self.lock:
             node = self.state.nodes.get(name)
         if node is None:
@@ -152,6 +162,7 @@ class MetaCore:
             self.state.live.add(name)
             self.state.node_loads[name] = load
             self.state.shard_loads.update(shard_loads)
+            self._figures[name] = dict(figures or {})
 
     def nodes(self) -> list[NodeStatus]:
         with self.lock:
@@ -169,6 +180,7 @@ class MetaCore:
                     else view.node_loads.get(n.name, 0.0),
                     len(view.leader_shards.get(n.name, ())),
                     followers.get(n.name, 0),
+                    self._figures.get(n.name, {}),
                 )
                 for n in sorted(view.nodes.values(), key=lambda n: n.name)
             ]

@@ -89,7 +89,7 @@ class MetaService:
 
     @staticmethod
     def heartbeat(core: MetaCore, r: pb.HeartbeatRequest) -> pb.HeartbeatResponse:
-        core.heartbeat(r.name, r.load, dict(r.shard_loads))
+        core.heartbeat(r.name, r.load, dict(r.shard_loads), dict(r.figures))
         return pb.HeartbeatResponse()
 
     @staticmethod
@@ -118,6 +118,7 @@ class MetaService:
                     leader_shards=n.leader_shards,
                     follower_shards=n.follower_shards,
                     endpoints=dict(n.node.endpoints),
+                    figures=dict(n.figures),
                 )
                 for n in core.nodes()
             ]

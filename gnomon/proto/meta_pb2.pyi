@@ -45,7 +45,7 @@ class RegisterNodeResponse(_message.Message):
     def __init__(self, lease_id: _Optional[int] = ..., ttl_s: _Optional[int] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("name", "load", "shard_loads")
+    __slots__ = ("name", "load", "shard_loads", "figures")
     class ShardLoadsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -53,20 +53,29 @@ class HeartbeatRequest(_message.Message):
         key: int
         value: float
         def __init__(self, key: _Optional[int] = ..., value: _Optional[float] = ...) -> None: ...
+    class FiguresEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     NAME_FIELD_NUMBER: _ClassVar[int]
     LOAD_FIELD_NUMBER: _ClassVar[int]
     SHARD_LOADS_FIELD_NUMBER: _ClassVar[int]
+    FIGURES_FIELD_NUMBER: _ClassVar[int]
     name: str
     load: float
     shard_loads: _containers.ScalarMap[int, float]
-    def __init__(self, name: _Optional[str] = ..., load: _Optional[float] = ..., shard_loads: _Optional[_Mapping[int, float]] = ...) -> None: ...
+    figures: _containers.ScalarMap[str, float]
+    def __init__(self, name: _Optional[str] = ..., load: _Optional[float] = ..., shard_loads: _Optional[_Mapping[int, float]] = ..., figures: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class NodeInfo(_message.Message):
-    __slots__ = ("name", "kind", "online", "live", "load", "leader_shards", "follower_shards", "endpoints")
+    __slots__ = ("name", "kind", "online", "live", "load", "leader_shards", "follower_shards", "endpoints", "figures")
     class EndpointsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -74,6 +83,13 @@ class NodeInfo(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class FiguresEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     NAME_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     ONLINE_FIELD_NUMBER: _ClassVar[int]
@@ -82,6 +98,7 @@ class NodeInfo(_message.Message):
     LEADER_SHARDS_FIELD_NUMBER: _ClassVar[int]
     FOLLOWER_SHARDS_FIELD_NUMBER: _ClassVar[int]
     ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    FIGURES_FIELD_NUMBER: _ClassVar[int]
     name: str
     kind: NodeKind
     online: bool
@@ -90,7 +107,8 @@ class NodeInfo(_message.Message):
     leader_shards: int
     follower_shards: int
     endpoints: _containers.ScalarMap[str, str]
-    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[NodeKind, str]] = ..., online: _Optional[bool] = ..., live: _Optional[bool] = ..., load: _Optional[float] = ..., leader_shards: _Optional[int] = ..., follower_shards: _Optional[int] = ..., endpoints: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    figures: _containers.ScalarMap[str, float]
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[NodeKind, str]] = ..., online: _Optional[bool] = ..., live: _Optional[bool] = ..., load: _Optional[float] = ..., leader_shards: _Optional[int] = ..., follower_shards: _Optional[int] = ..., endpoints: _Optional[_Mapping[str, str]] = ..., figures: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class ShardInfo(_message.Message):
     __slots__ = ("id", "leader", "followers", "epoch", "status", "tables", "load")

@@ -10,7 +10,7 @@ tables served elsewhere are routed there (:class:`ClusterRouter`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from meta.client import MetaClient, NodeAgent
@@ -36,9 +36,14 @@ class Placement(Protocol):
     def remote_tables(self) -> RemoteTables:
         """Where queries find the tables other nodes serve."""
 
-    def join(self, engine: Engine, endpoints: Mapping[str, str]) -> None:
+    def join(
+        self,
+        engine: Engine,
+        endpoints: Mapping[str, str],
+        figures: Callable[[], Mapping[str, float]],
+    ) -> None:
         """The servers listen (``endpoints``: where, by protocol): start taking part
-        (register, heartbeat, follow shards)."""
+        (register, heartbeat with ``figures``, follow shards)."""
 
     def leave(self) -> None:
         """Stop taking part; the engine is closed after this."""
@@ -58,7 +63,12 @@ class LocalPlacement:
     def remote_tables(self) -> RemoteTables:
         return NoRemoteTables()
 
-    def join(self, engine: Engine, endpoints: Mapping[str, str]) -> None:
+    def join(
+        self,
+        engine: Engine,
+        endpoints: Mapping[str, str],
+        figures: Callable[[], Mapping[str, float]],
+    ) -> None:
         return None
 
     def leave(self) -> None:
@@ -99,7 +109,12 @@ class MetaPlacement:
     def remote_tables(self) -> RemoteTables:
         return self.remote
 
-    def join(self, engine: Engine, endpoints: Mapping[str, str]) -> None:
+    def join(
+        self,
+        engine: Engine,
+        endpoints: Mapping[str, str],
+        figures: Callable[[], Mapping[str, float]],
+    ) -> None:
         def load() -> tuple[float, dict[int, float]]:
             shards = engine.shards()
             tables = engine.stats().tables
@@ -115,6 +130,7 @@ class MetaPlacement:
             load=load,
             on_renewed=self.lease.renewed,
             endpoints=endpoints,
+            figures=figures,
         )
         self._agent.start()
         self._keeper = ShardKeeper(

@@ -50,6 +50,11 @@ class Counter:
         with self._lock:
             return self._values.get(labels, 0.0)
 
+    def total(self, where: Callable[[Labels], bool] = lambda _labels: True) -> float:
+        """The sum over the label values ``where`` accepts."""
+        with self._lock:
+            return sum(v for k, v in self._values.items() if where(k))
+
     def render(self) -> list[str]:
         with self._lock:
             items = sorted(self._values.items())

@@ -18,6 +18,7 @@ from types import FrameType
 
 from gnomon.config import ServerConfig
 from gnomon.errors import Closed, InvalidArgument, Unavailable
+from node.cluster.figures import QUERY_ENDPOINTS, Figures
 from node.cluster.placement import LocalPlacement, Placement
 from node.engine.engine import Engine, EngineConfig
 from node.ingest.writer import Ingestor
@@ -195,7 +196,15 @@ class Standalone:
             self.flight_port = self._flight.port
             host = self.bind if self.advertise is None else self.advertise[0]
             self.placement.join(
-                engine, {"http": f"{host}:{self.http_port}", "flight": f"{host}:{self.flight_port}"}
+                engine,
+                {"http": f"{host}:{self.http_port}", "flight": f"{host}:{self.flight_port}"},
+                Figures(
+                    engine,
+                    rows_written=self.metrics.rows_written.total,
+                    queries=lambda: self.metrics.requests.total(
+                        lambda labels: labels[1] in QUERY_ENDPOINTS
+                    ),
+                ),
             )
         except BaseException:
             self.stop()

@@ -6,6 +6,10 @@ DDL through any node, and the forwarding loop guard."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -176,3 +180,29 @@ def test_sql_over_http_on_any_node(cluster: DevCluster) -> None:
         assert body["rows"] == [{"host": f"n{i}", "v": i + 0.5} for i in range(len(nodes))]
     status, body = _http_sql(nodes[1], "SELECT nosuch FROM dc_http")
     assert status == 400 and "nosuch" in body["message"]
+
+
+def test_nodes_report_their_figures(cluster: DevCluster) -> None:
+    """Heartbeats carry each node's figures; the meta service shows them to operators."""
+    deadline = time.monotonic() + 30
+    with MetaClient(cluster.meta) as client:
+        while True:
+            nodes = [n for n in client.nodes() if n.live]
+            shards = {s.id for s in client.shards()}
+            figures = [dict(n.figures) for n in nodes]
+            if all(f for f in figures) and sum(f["shards"] for f in figures) == len(shards):
+                break
+            assert time.monotonic() < deadline, figures
+            time.sleep(0.2)
+    for f in figures:
+        assert set(f) >= {"tables", "memtable_bytes", "rows_written_per_s", "queries_per_s", "cpu"}
+        assert f["tables"] >= 0 and f["cpu"] >= 0
+    out = subprocess.run(
+        [sys.executable, "-m", "gnomon.cli", "admin", "nodes", "--meta", cluster.meta],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env={**os.environ, "COLUMNS": "200"},
+    ).stdout
+    assert "rows/s" in out and "MiB" in out
