@@ -161,6 +161,9 @@ class Table:
             meta = batch.schema.metadata or {}
             memtable.add_range(replace(RangeTombstone.from_json(json.loads(meta[_RANGE])), seq=seq))
             return
+        if op is RecordOp.PUT and batch.schema == schema.arrow():
+            memtable.append(batch, seq)  # what a write just logged: conformed already
+            return
         # The logged tsid is dropped with the unknown columns: conform recomputes it from the
         # same tags, and refuses a batch that carries one.
         known = batch.drop_columns(
@@ -174,9 +177,7 @@ class Table:
             keys = conform_keys(self.name, schema, known, max_bytes=self._max_write_bytes)
             memtable.append(deletion_markers(schema, keys), seq, DELETE)
             return
-        if batch.schema != schema.arrow():
-            batch = conform(self.name, schema, known, max_bytes=self._max_write_bytes)
-        memtable.append(batch, seq)
+        memtable.append(conform(self.name, schema, known, max_bytes=self._max_write_bytes), seq)
 
     # -- writes ----------------------------------------------------------------------------------
 
@@ -318,7 +319,7 @@ class Table:
         """Flush the oldest immutable memtable and commit it; False if there was none."""
         with self.commit_lock:
             with self._cond:
-                if not self._immutables:
+                if self._closed or not self._immutables:
                     return False
                 memtable = self._immutables[0]
             info = self.info
@@ -410,6 +411,9 @@ class Table:
         )
 
     def close(self) -> None:
-        with self._cond:
+        # After a commit in progress: from here on this instance commits nothing, so a flush
+        # retried after its shard moved (and maybe came back in a new instance) cannot
+        # install rows the shard's next owner replays from the log.
+        with self.commit_lock, self._cond:
             self._closed = True
             self._cond.notify_all()

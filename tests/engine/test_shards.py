@@ -228,3 +228,29 @@ def test_a_deposed_owner_closing_its_shard_cannot_commit_its_flush(tmp_path: Pat
     finally:
         a.close()
         b.close()
+
+
+def test_a_closed_tables_late_flush_cannot_commit_after_its_shard_reopens_here(
+    tmp_path: Path,
+) -> None:
+    """A's flush on close was fenced (B held the shard), so its memtable stays queued for
+    the background flusher's retries; A later gets the shard back at a newer epoch and
+    replays those rows into a new instance of the table. The old instance's retry must not
+    commit with the new epoch's fence: the rows would be stored twice."""
+    a = _node(tmp_path, "a")
+    b = _node(tmp_path, "b", DiskWal(str(tmp_path / "wal-b")))
+    try:
+        a.open_shard(1, epoch=1)
+        a.create_table("cpu", CPU, shard_id=1, table_id=7)
+        a.write("cpu", cpu_batch(["h"], [1], [1.0]))
+        old = a.table("cpu")
+        b.open_shard(1, epoch=2, table_ids=[7])
+        assert a.close_shard(1)
+        assert old.pending_flushes() == 1
+        assert b.close_shard(1)
+        assert a.open_shard(1, epoch=3, table_ids=[7]) == ["cpu"]
+        assert not old.flush_next()
+        assert a.manifest.current(7).files == ()
+    finally:
+        a.close()
+        b.close()
