@@ -52,6 +52,8 @@ class DevCluster:
     shards: int = 8
     #: Seconds a silent node keeps its shards; short, so failover shows quickly.
     lease_ttl_s: int = 6
+    #: Extra environment of the meta processes (tests arm meta's crash hook through it).
+    meta_env: dict[str, str] = field(default_factory=dict)
     #: Fixed ports from this base (see META_PORTS); None picks free ones.
     port_base: int | None = None
     etcd: EtcdServer | None = None
@@ -129,6 +131,7 @@ class DevCluster:
                 f"--node-ttl-s={self.lease_ttl_s}",
             ],
             log=self._log(name),
+            env=self.meta_env,
         )
         server.wait_for_port(int(port))
 
