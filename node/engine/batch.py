@@ -13,13 +13,16 @@ import pyarrow as pa
 
 from gnomon.errors import SchemaMismatch, TooLarge
 from node.engine.schema import TSID, Schema, repeat
-from node.engine.tsid import compute_tsid
+from node.engine.tsid import tsid_of
 
 
 def as_record_batch(data: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
     if isinstance(data, pa.RecordBatch):
         return data
     if isinstance(data, pa.Table):
+        batches = data.to_batches()
+        if len(batches) == 1:
+            return batches[0]  # one chunk per column already: nothing to combine
         table = data.combine_chunks()
         batches = table.to_batches()
         if not batches:
@@ -33,13 +36,15 @@ def conform(
 ) -> pa.RecordBatch:
     """``data`` as a batch of ``schema.arrow()``, tsid computed; raises SchemaMismatch."""
     batch = as_record_batch(data)
-    if batch.nbytes > max_bytes:
+    # The whole buffers bound the bytes the batch reaches, and cost nothing to add up.
+    if batch.get_total_buffer_size() > max_bytes and batch.nbytes > max_bytes:
         raise TooLarge(
             f"table {table!r}: write of {batch.nbytes} bytes exceeds the limit of {max_bytes}; "
             "split it into smaller batches"
         )
     given = batch.schema.names
-    if len(set(given)) != len(given):
+    position = {name: i for i, name in enumerate(given)}
+    if len(position) != len(given):
         dup = sorted({n for n in given if given.count(n) > 1})
         raise SchemaMismatch(f"table {table!r}: duplicate columns {dup} in write")
     for name in given:
@@ -50,14 +55,15 @@ def conform(
                 f"table {table!r}: column {TSID!r} is computed from the tags; do not write it"
             )
     n = batch.num_rows
-    arrays: list[pa.Array[Any]] = []
+    has_tsid = schema.has_tsid
+    arrays: dict[str, pa.Array[Any]] = {}
     for col in schema.columns:
-        if col.name == TSID and schema.has_tsid:
-            arrays.append(pa.nulls(n, pa.uint64()))  # replaced below, once tags are cast
-            continue
+        if has_tsid and col.name == TSID:
+            continue  # computed below, once the tags are cast
         target: Any = col.type.arrow()
-        if col.name in given:
-            arr = batch.column(col.name)
+        i = position.get(col.name)
+        if i is not None:
+            arr = batch.column(i)
             if arr.type != target:
                 try:
                     arr = arr.cast(target, safe=True)
@@ -77,12 +83,12 @@ def conform(
                 f"table {table!r}: column {col.name!r} is NOT NULL but {arr.null_count} "
                 "values are null"
             )
-        arrays.append(arr)
-    out = pa.RecordBatch.from_arrays(arrays, schema=schema.arrow())
-    if schema.has_tsid:
-        idx = schema.names.index(TSID)
-        out = out.set_column(idx, schema.arrow().field(idx), compute_tsid(out, schema.tags))
-    return out
+        arrays[col.name] = arr
+    if has_tsid:
+        arrays[TSID] = tsid_of(arrays, schema.tags, n)
+    return pa.RecordBatch.from_arrays(
+        [arrays[name] for name in schema.names], schema=schema.arrow()
+    )
 
 
 def key_columns_of_delete(schema: Schema) -> list[str]:

@@ -13,8 +13,9 @@ import pyarrow as pa
 
 from node.engine.options import UpdateMode
 from node.engine.rows import resolve_versions, sort_by_key
-from node.engine.schema import KIND, PUT, Schema
+from node.engine.schema import DELETE, KIND, PUT, Schema
 from node.engine.tombstones import RangeTombstone
+from node.engine.tsid import SMALL_ROWS
 
 
 @dataclass(frozen=True)
@@ -48,11 +49,19 @@ class MemtableWindow:
 
 def _time_range(timestamps: pa.Array[Any]) -> tuple[int, int]:
     """The least and greatest of a batch's timestamps (a NOT NULL column), read off its
-    buffer: a compute call costs a small write more than the numbers take."""
+    buffer: a compute call costs a small write more than the numbers take, and so do two
+    numpy reductions of a few values more than Python's."""
     data: Any = timestamps.buffers()[1]
     values = np.frombuffer(data, dtype=np.int64)
     window = values[timestamps.offset : timestamps.offset + len(timestamps)]
+    if len(window) <= SMALL_ROWS:
+        few = window.tolist()
+        return min(few), max(few)
     return int(window.min()), int(window.max())
+
+
+#: The kind column of a batch, by kind, as scalars to repeat.
+_KINDS = {kind: pa.scalar(kind, pa.uint8()) for kind in (PUT, DELETE)}
 
 
 class Memtable:
@@ -87,13 +96,17 @@ class Memtable:
         if batch.num_rows == 0:
             return
         n = batch.num_rows
-        seqs = pa.array(np.full(n, seq, dtype=np.uint64))
-        kinds = pa.array(np.full(n, kind, dtype=np.uint8))
-        stored = pa.RecordBatch.from_arrays([*batch.columns, seqs, kinds], schema=self._storage)
+        seqs = pa.repeat(pa.scalar(seq, pa.uint64()), n)
+        stored = pa.RecordBatch.from_arrays(
+            [*batch.columns, seqs, pa.repeat(_KINDS[kind], n)], schema=self._storage
+        )
         lo, hi = _time_range(batch.column(self.schema.timestamp_key))
+        # The whole buffers, not the bytes the batch's slices reach (nbytes): they are what
+        # the batch keeps in memory, and nbytes costs a small write more than its insert.
+        size = stored.get_total_buffer_size()
         with self._lock:
             self._batches.append(stored)
-            self.nbytes += stored.nbytes
+            self.nbytes += size
             self.rows += n
             if kind != PUT:
                 self.deletes += n

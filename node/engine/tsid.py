@@ -8,7 +8,7 @@ the hash unchanged, so adding a nullable tag column later keeps the ids of exist
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -57,12 +57,14 @@ SMALL_ROWS = 16
 _MASK = (1 << 64) - 1
 
 
-def _compute_small(batch: pa.RecordBatch, tags: Sequence[str]) -> pa.Array[Any]:
-    """:func:`compute_tsid` for a few rows, with the same arithmetic on Python ints."""
+def _compute_small(
+    columns: Mapping[str, pa.Array[Any]], tags: Sequence[str], n: int
+) -> pa.Array[Any]:
+    """:func:`tsid_of` for a few rows, with the same arithmetic on Python ints."""
     mul = int(_MUL)
-    hashes = [int(_SEED)] * batch.num_rows
+    hashes = [int(_SEED)] * n
     for name in tags:
-        for row, v in enumerate(batch.column(name).to_pylist()):
+        for row, v in enumerate(columns[name].to_pylist()):
             if v is not None:
                 hashes[row] = ((hashes[row] ^ _hash_value(name, v)) * mul) & _MASK
     return pa.array([h ^ (h >> 31) for h in hashes], type=pa.uint64())
@@ -70,11 +72,17 @@ def _compute_small(batch: pa.RecordBatch, tags: Sequence[str]) -> pa.Array[Any]:
 
 def compute_tsid(batch: pa.RecordBatch, tags: Sequence[str]) -> pa.Array[Any]:
     """The tsid of every row of ``batch`` from its ``tags`` columns (in schema order)."""
-    if batch.num_rows <= SMALL_ROWS:
-        return _compute_small(batch, tags)
-    h = np.full(batch.num_rows, _SEED, dtype=np.uint64)
+    return tsid_of({name: batch.column(name) for name in tags}, tags, batch.num_rows)
+
+
+def tsid_of(columns: Mapping[str, pa.Array[Any]], tags: Sequence[str], n: int) -> pa.Array[Any]:
+    """The tsid of each of ``n`` rows from the arrays of its ``tags`` in ``columns`` (a
+    batch being built need not exist as one first)."""
+    if n <= SMALL_ROWS:
+        return _compute_small(columns, tags, n)
+    h = np.full(n, _SEED, dtype=np.uint64)
     for name in tags:
-        encoded: Any = pc.dictionary_encode(batch.column(name))
+        encoded: Any = pc.dictionary_encode(columns[name])
         if len(encoded.dictionary) == 0:
             continue  # all null: the hash stays as it is
         uniq = _hash_values(name, encoded.dictionary)
