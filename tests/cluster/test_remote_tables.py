@@ -111,7 +111,7 @@ class _Capturing(ds.InMemoryDataset):  # type: ignore[misc]
     def get_fragments(self, filter: pc.Expression | None = None) -> list[Any]:
         return [self]
 
-    def scanner(
+    def scanner(  # type: ignore[override]  # the fragment protocol DataFusion calls
         self, schema: Any = None, columns: Any = None, filter: Any = None, **_: Any
     ) -> ds.Scanner:
         if filter is not None:
