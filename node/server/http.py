@@ -416,6 +416,7 @@ class _Request:
         "answer",
         "body",
         "close",
+        "fields",
         "headers",
         "keep_alive",
         "method",
@@ -432,6 +433,8 @@ class _Request:
         self.path = ""
         self.query = ""
         self.headers: list[list[str]] = []
+        #: ``headers`` by name, once a body endpoint looked them up.
+        self.fields: RequestHeaders | None = None
         self.body: list[bytes] = []
         self.size = 0
         self.storing = False
@@ -548,6 +551,9 @@ class _Connection(asyncio.Protocol):
         self.paused = False
         self.broken = False
         self.lingered = 0
+        #: When the connection last became idle (nothing sent, nothing to answer), None while
+        #: it is not. One timer per connection checks it, instead of a timer per request.
+        self.idle_since: float | None = None
         self.idle_timer: asyncio.TimerHandle | None = None
 
     # -- the connection --------------------------------------------------------------------------
@@ -561,11 +567,13 @@ class _Connection(asyncio.Protocol):
         self.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with self.server.connections_lock:
             self.server.connections[self.socket] = self
-        self._arm_idle()
+        self.idle_since = self.loop.time()
+        self._check_idle()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.peer_done = True
-        self._disarm_idle()
+        if self.idle_timer is not None:
+            self.idle_timer.cancel()
         with self.server.connections_lock:
             self.server.connections.pop(self.socket, None)
 
@@ -585,7 +593,7 @@ class _Connection(asyncio.Protocol):
         if self.broken:
             self._linger(len(data))
             return
-        self._disarm_idle()
+        self.idle_since = None
         if self.in_head:
             self.head_bytes += len(data)
         try:
@@ -607,17 +615,15 @@ class _Connection(asyncio.Protocol):
         if self.serving is None and not self.ready and self.transport is not None:
             self.transport.close()
 
-    def _arm_idle(self) -> None:
-        self.idle_timer = self.loop.call_later(IDLE_TIMEOUT_S, self._idle)
-
-    def _disarm_idle(self) -> None:
-        if self.idle_timer is not None:
-            self.idle_timer.cancel()
-            self.idle_timer = None
-
-    def _idle(self) -> None:
-        if self.transport is not None:
+    def _check_idle(self) -> None:
+        """Close the connection once it has been idle for IDLE_TIMEOUT_S, else look again
+        when it could be."""
+        since = self.idle_since
+        wait = IDLE_TIMEOUT_S if since is None else since + IDLE_TIMEOUT_S - self.loop.time()
+        if wait <= 0 and self.transport is not None:
             self.transport.close()
+        else:
+            self.idle_timer = self.loop.call_later(max(wait, 0.0), self._check_idle)
 
     # -- parser callbacks ------------------------------------------------------------------------
 
@@ -658,7 +664,7 @@ class _Connection(asyncio.Protocol):
     def _admit_body(self, request: _Request) -> None:
         """Refuse an announced oversize body at once (before a client expecting 100-continue
         sends it); invite the others to send theirs."""
-        headers = RequestHeaders(request.headers)
+        headers = request.fields = RequestHeaders(request.headers)
         limit = self.app.max_body_bytes
         length = headers.get("Content-Length", "")
         if length.isdigit() and int(length) > limit:
@@ -768,7 +774,7 @@ class _Connection(asyncio.Protocol):
             return app.prometheus()
         if path == "/openapi.json":
             return app.openapi()
-        headers = RequestHeaders(request.headers)
+        headers = request.fields or RequestHeaders(request.headers)
         params = _parameters(request.query)
         body = b"".join(request.body)
         encoding = headers.get("Content-Encoding", "identity").lower()
@@ -815,7 +821,7 @@ class _Connection(asyncio.Protocol):
         elif self.peer_done and not self.ready:
             transport.close()
         elif not self.ready:
-            self._arm_idle()
+            self.idle_since = self.loop.time()
 
     def _linger_then_close(self, transport: asyncio.Transport) -> None:
         self.broken = True
@@ -826,25 +832,35 @@ class _Connection(asyncio.Protocol):
         transport = self.transport
         if transport is None or transport.is_closing():
             return
-        lines = [
-            f"HTTP/1.1 {resp.status} {_PHRASES[resp.status]}",
-            "Server: gnomon",
-            f"Date: {_http_date()}",
-        ]
-        if resp.content_type:
-            lines.append(f"Content-Type: {resp.content_type}")
-        lines.extend(f"{name}: {value}" for name, value in resp.headers.items())
-        if resp.status != 204:
-            lines.append(f"Content-Length: {len(resp.body)}")
-        if close:
-            lines.append("Connection: close")
-        header = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        if resp is _NO_CONTENT:
+            transport.write(_no_content_head(_http_date(), close))
+            return
+        header = _head(resp, _http_date(), close)
         body = resp.body if not head and resp.status != 204 else b""
         if len(body) <= ONE_WRITE_BYTES:
             transport.write(header + body)
         else:
             transport.write(header)
             transport.write(body)
+
+
+def _head(resp: _Response, date: str, close: bool) -> bytes:
+    """The status line and headers of ``resp``."""
+    lines = [f"HTTP/1.1 {resp.status} {_PHRASES[resp.status]}", "Server: gnomon", f"Date: {date}"]
+    if resp.content_type:
+        lines.append(f"Content-Type: {resp.content_type}")
+    lines.extend(f"{name}: {value}" for name, value in resp.headers.items())
+    if resp.status != 204:
+        lines.append(f"Content-Length: {len(resp.body)}")
+    if close:
+        lines.append("Connection: close")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+@functools.lru_cache(maxsize=4)
+def _no_content_head(date: str, close: bool) -> bytes:
+    """The whole answer to a write (most answers are), built once a second."""
+    return _head(_NO_CONTENT, date, close)
 
 
 class HttpServer:

@@ -17,6 +17,7 @@ import pytest
 from gnomon.errors import InvalidArgument
 from node.backends import open_standalone
 from node.ingest.writer import Ingestor
+from node.server import http as http_module
 from node.server.http import HttpApp, HttpServer, _Response
 from node.server.metrics import Registry
 from node.sql.executor import SqlExecutor
@@ -151,6 +152,42 @@ def test_stop_closes_idle_keep_alive_connections(server: HttpServer) -> None:
         assert sock.recv(65536).startswith(b"HTTP/1.1 200 OK")
         server.stop(grace_s=5.0)
         assert sock.recv(65536) == b""
+
+
+def test_idle_keep_alive_connections_close_after_the_idle_timeout(
+    server: HttpServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection is closed once it has been idle for IDLE_TIMEOUT_S after its answers,
+    whatever it sent before; one still sending its request is not idle."""
+    monkeypatch.setattr(http_module, "IDLE_TIMEOUT_S", 0.2)
+    write = b"POST /influxdb/v1/write?precision=ms HTTP/1.1\r\nContent-Length: 14\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S) as sock:
+        for ts in range(3):
+            sock.sendall(write + b"idle v=1i %d" % (1000 + ts))
+            assert sock.recv(65536).startswith(b"HTTP/1.1 204 No Content\r\n")
+        assert _read_until_closed(sock) == b""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S) as sock:
+        sock.sendall(write)  # the head only: the body is still to come
+        sock.settimeout(1.0)
+        with pytest.raises(TimeoutError):
+            sock.recv(65536)
+        sock.settimeout(WAIT_S)
+        sock.sendall(b"idle v=1i 1003")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 204 No Content\r\n")
+
+
+def test_write_answers_carry_their_connection_header(server: HttpServer) -> None:
+    """The 204 a write gets (built once a second) says when the connection closes."""
+    write = b"POST /influxdb/v1/write?precision=ms HTTP/1.1\r\nContent-Length: 11\r\n"
+    with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S) as sock:
+        sock.sendall(write + b"\r\nhd v=1i 100")
+        head = sock.recv(65536)
+        assert head.startswith(b"HTTP/1.1 204 No Content\r\nServer: gnomon\r\nDate: ")
+        assert head.endswith(b"\r\n\r\n") and b"Connection" not in head
+        sock.sendall(write + b"Connection: close\r\n\r\nhd v=2i 101")
+        last = _read_until_closed(sock)
+    assert last.startswith(b"HTTP/1.1 204 No Content\r\n"), last
+    assert last.endswith(b"\r\nConnection: close\r\n\r\n"), last
 
 
 def test_writes_batched_together_are_answered_each_on_its_own(tmp_path: Path) -> None:
