@@ -196,20 +196,24 @@ def _top(heap: list[tuple[float, str]], loads: dict[str, float], *, sign: int) -
 
 
 def pick_table_shard(view: ClusterView) -> int | None:
-    """The shard for a new table: on the least-loaded live data node, its shard holding the
-    fewest tables (ready shards first). None when no live node leads a shard."""
-    best: tuple[bool, float, int, int] | None = None
+    """The shard for a new table: on the live data node holding the fewest tables (then the
+    least loaded), its shard holding the fewest tables (ready shards first). None when no
+    live node leads a shard. Table counts come first because they are this service's own,
+    current to the last commit, while loads arrive with heartbeats: tables made in a burst
+    would all land on the node that looked idlest a heartbeat ago."""
+    best: tuple[bool, int, float, int, int] | None = None
     for node in view.live_nodes(NodeKind.DATA):
         shard_ids = view.leader_shards.get(node, ())
         if not shard_ids:
             continue
         load = view.data_load(node)
+        tables = sum(len(view.shard_tables.get(s, ())) for s in shard_ids)
         for shard_id in shard_ids:
             busy = view.shards[shard_id].status is not ShardStatus.READY
-            key = (busy, load, len(view.shard_tables.get(shard_id, ())), shard_id)
+            key = (busy, tables, load, len(view.shard_tables.get(shard_id, ())), shard_id)
             if best is None or key < best:
                 best = key
-    return None if best is None else best[3]
+    return None if best is None else best[4]
 
 
 def place_partitions(view: ClusterView, count: int) -> list[int]:

@@ -132,8 +132,24 @@ def test_rebalance_ignores_dead_nodes_and_stops_when_balanced() -> None:
 def test_new_table_goes_to_the_least_loaded_node_and_its_emptiest_shard() -> None:
     state = cluster({"a": True, "b": True}, [("a", ()), ("a", ()), ("b", ()), ("b", ())])
     state.shard_loads.update({0: 5.0, 1: 5.0})
-    state.apply(Batch(tables=[Table(1, "t", b"", 2, 0)]))
+    state.apply(Batch(tables=[Table(1, "t", b"", 2, 0), Table(2, "u", b"", 0, 0)]))
     assert pick_table_shard(state.view()) == 3
+
+
+def test_new_tables_made_in_a_burst_spread_over_the_nodes() -> None:
+    """Loads arrive with heartbeats; table counts are current: a burst of new tables must not
+    all land on the node that looked idlest before it began."""
+    state = cluster(
+        {"a": True, "b": True, "c": True}, [("a", ())] * 3 + [("b", ())] * 3 + [("c", ())] * 2
+    )
+    placed: dict[str | None, int] = {}
+    for i in range(12):
+        shard_id = pick_table_shard(state.view())
+        assert shard_id is not None
+        state.apply(Batch(tables=[Table(i + 1, f"t{i}", b"", shard_id, 0)]))
+        leader = state.shards[shard_id].leader
+        placed[leader] = placed.get(leader, 0) + 1
+    assert placed == {"a": 4, "b": 4, "c": 4}
 
 
 def test_no_shard_for_a_table_without_live_nodes() -> None:
