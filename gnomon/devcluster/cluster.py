@@ -30,6 +30,8 @@ S3_ENV = {
     "AWS_DEFAULT_REGION": "us-east-1",
 }
 BUCKET = "gnomon"
+#: A started cluster is ready once no shard changed hands for this long.
+SETTLE_QUIET_S = 2.0
 #: With a port base B: meta instance j listens on B + j, data node i serves HTTP on B + 10 + i,
 #: gRPC on B + 20 + i and Arrow Flight on B + 30 + i (so at most 10 of each).
 META_PORTS, HTTP_PORTS, GRPC_PORTS, FLIGHT_PORTS = 0, 10, 20, 30
@@ -173,8 +175,9 @@ class DevCluster:
         server.wait_for_port(int(ep.grpc.rsplit(":", 1)[1]))
 
     def wait_ready(self, timeout_s: float = 60.0) -> None:
-        """Until every shard has a live leader among the nodes."""
-        self.wait_settled(timeout_s=timeout_s)
+        """Until every shard has a live leader among the nodes and the meta service has
+        stopped moving shards onto the nodes that joined last."""
+        self.wait_settled(timeout_s=timeout_s, quiet_s=SETTLE_QUIET_S)
 
     # -- faults (the failover tests) ---------------------------------------------------------------
 
@@ -231,19 +234,27 @@ class DevCluster:
             raise Unavailable(f"table {table!r} has no leader now")
         return self.node_index(routes[0].endpoint)
 
-    def wait_settled(self, *, without: Collection[str] = (), timeout_s: float = 60.0) -> None:
+    def wait_settled(
+        self, *, without: Collection[str] = (), timeout_s: float = 60.0, quiet_s: float = 0.0
+    ) -> None:
         """Until every shard is ready and led by a live node other than those in ``without``
         (the names of nodes just killed or paused: meta still names them until their lease
-        expires)."""
+        expires), and no shard has changed hands for ``quiet_s`` (the meta service moves
+        shards onto nodes that joined later, one round at a time)."""
         from meta.client import MetaClient
 
         deadline = time.monotonic() + timeout_s
+        placement: dict[int, tuple[str, int]] = {}
+        since = time.monotonic()
         with MetaClient(self.meta) as client:
             while True:
                 names = {n.name for n in client.nodes() if n.live} - set(without)
                 shards = client.shards()
+                now = {s.id: (s.leader, s.epoch) for s in shards}
+                if now != placement:
+                    placement, since = now, time.monotonic()
                 pending = [s.id for s in shards if s.leader not in names or s.status != "ready"]
-                if shards and not pending:
+                if shards and not pending and time.monotonic() - since >= quiet_s:
                     return
                 if time.monotonic() > deadline:
                     raise Unavailable(
