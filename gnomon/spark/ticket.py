@@ -25,6 +25,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    StrictBool,
     StrictFloat,
     StrictInt,
     StrictStr,
@@ -144,15 +145,32 @@ class ScanSpec:
 
 @dataclass(frozen=True)
 class PutSpec:
-    """A ``do_put``: rows for ``table``, written visibly, or staged under ``revision``."""
+    """A ``do_put``: rows for ``table``, written visibly, or staged under ``revision``; or,
+    with ``ingest``, rows written like a line-protocol request (the table created and
+    columns added as they need, ``node/cluster/rows_wire.py`` their form). A node that
+    sends such a write on to the table's owner names itself in ``forwarded_from``: the
+    owner writes it or refuses it, never sends it on."""
 
     __pydantic_config__: ClassVar[ConfigDict] = _FORBID
 
     table: Name
     revision: Positive | None = None
+    ingest: StrictBool = False
+    forwarded_from: Name | None = None
+
+    def __post_init__(self) -> None:
+        if self.ingest and self.revision is not None:
+            raise ValueError("ingest writes rows at once; it takes no revision")
+        if self.forwarded_from is not None and not self.ingest:
+            raise ValueError("forwarded_from is for ingest puts only")
 
     def to_json(self) -> bytes:
-        return json.dumps(asdict(self)).encode()
+        doc = asdict(self)
+        # Left out at their defaults: a plain put's descriptor is what it always was.
+        for key, default in (("ingest", False), ("forwarded_from", None)):
+            if doc[key] == default:
+                del doc[key]
+        return json.dumps(doc).encode()
 
     @classmethod
     def from_json(cls, raw: bytes) -> PutSpec:

@@ -10,11 +10,12 @@ tables go to their owner through :class:`~node.cluster.forward.Forwarder`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Protocol
 
 from gnomon.errors import NotOwner
 from node.cluster.forward import Forwarder
-from node.cluster.routes import RouteCache
+from node.cluster.routes import Route, RouteCache
 
 
 class Router(Protocol):
@@ -24,6 +25,9 @@ class Router(Protocol):
     def remote(self, tables: Sequence[str]) -> dict[str, str]:
         """The tables served by another node, with its endpoint; tables served here or
         unknown (about to be created) are left out."""
+
+    def remote_routes(self, tables: Sequence[str]) -> dict[str, Route]:
+        """Like :meth:`remote`, with the owners' other endpoints (``Route.endpoints``)."""
 
     def owner_moved(self, error: NotOwner) -> None:
         """A request met "not owner": forget what pointed it there."""
@@ -45,6 +49,9 @@ class LocalRouter:
         return {t: self._advertise for t in tables} if self._advertise else {}
 
     def remote(self, tables: Sequence[str]) -> dict[str, str]:
+        return {}
+
+    def remote_routes(self, tables: Sequence[str]) -> dict[str, Route]:
         return {}
 
     def owner_moved(self, error: NotOwner) -> None:
@@ -69,17 +76,25 @@ class ClusterRouter:
         self._forwarder = forwarder
         self._local_shards = local_shards
 
-    def route(self, tables: Sequence[str]) -> dict[str, str]:
+    def _routes_now(self, tables: Sequence[str]) -> dict[str, Route]:
+        """The routes of ``tables`` that name a node, this one for shards open here."""
         local = set(self._local_shards())
         out = {}
         for name, r in self._routes.lookup(tables).items():
-            endpoint = self.me if r.shard_id in local else r.endpoint
-            if endpoint:
-                out[name] = endpoint
+            if r.shard_id in local and r.endpoint != self.me:
+                r = replace(r, endpoint=self.me)
+            if r.endpoint:
+                out[name] = r
         return out
 
+    def route(self, tables: Sequence[str]) -> dict[str, str]:
+        return {t: r.endpoint for t, r in self._routes_now(tables).items()}
+
     def remote(self, tables: Sequence[str]) -> dict[str, str]:
-        return {t: e for t, e in self.route(tables).items() if e != self.me}
+        return {t: r.endpoint for t, r in self.remote_routes(tables).items()}
+
+    def remote_routes(self, tables: Sequence[str]) -> dict[str, Route]:
+        return {t: r for t, r in self._routes_now(tables).items() if r.endpoint != self.me}
 
     def owner_moved(self, error: NotOwner) -> None:
         if error.shard_id is not None:

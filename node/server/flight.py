@@ -10,7 +10,10 @@
   carries one; when the stream ends its statistics are kept under the scan id for
   ``scan_stats`` (``rows_returned``: after the predicate).
 - ``do_put(descriptor = PutSpec JSON)``: rows written like any other write, or staged under a
-  reserved revision (invisible until it is committed).
+  reserved revision (invisible until it is committed); or, with ``ingest``, one table's part
+  of a line-protocol write (``node/cluster/rows_wire.py``) written whole through the node's
+  ingestor, which creates the table and adds columns as needed and sends it to the table's
+  owner if that is another node, unless the put was itself forwarded (``forwarded_from``).
 - ``do_action``: ``describe``, ``reserve``, ``commit``, ``abort``, ``heartbeat`` (the revision
   protocol, node/engine/revisions.py) and ``scan_stats`` (of one ticket, or summed over a
   planned scan's tickets: SSTs and row groups read out of the total, rows returned), so
@@ -37,7 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.flight as flight
 
-from gnomon.errors import GnomonError, InvalidArgument, NotFound, Status
+from gnomon.errors import GnomonError, InvalidArgument, NotFound, Status, TooLarge
 from gnomon.spark.ticket import (
     CommitArgs,
     PutSpec,
@@ -47,6 +50,8 @@ from gnomon.spark.ticket import (
     TableArgs,
     parse_action,
 )
+from node.cluster import rows_wire
+from node.cluster.ingest_forward import RowsWriter
 from node.cluster.remote import decode_predicate
 from node.engine.engine import Engine
 from node.engine.scan import Scan
@@ -184,6 +189,7 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         advertise_host: str | None = None,
         metrics: Registry | None = None,
         port_setting: str = "flight_port",
+        ingestor: RowsWriter | None = None,
     ) -> None:
         check_free("Arrow Flight", bind, port, port_setting)
         try:
@@ -197,6 +203,8 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
             else [flight.Location.for_grpc_tcp(advertise_host, self.port)]
         )
         self.metrics = metrics
+        #: Writes ingest puts; None: they are refused.
+        self.ingestor = ingestor
         self._stats: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._stats_lock = threading.Lock()
 
@@ -328,25 +336,51 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
     ) -> None:
         def run() -> None:
             spec = PutSpec.from_json(descriptor.command or b"")
-            self.engine.describe(spec.table)  # NotFound before reading anything
-            written = 0
-            pending: list[pa.RecordBatch] = []
-            size = 0
-            for chunk in reader:
-                if chunk.data is None or chunk.data.num_rows == 0:
-                    continue
-                pending.append(chunk.data)
-                size += chunk.data.nbytes
-                if size >= PUT_CHUNK_BYTES:
-                    written += self._put(spec, pending)
-                    pending, size = [], 0
-            if pending:
-                written += self._put(spec, pending)
+            put = self._ingest if spec.ingest else self._put_chunks
+            written = put(spec, reader)
             if self.metrics is not None:
                 self.metrics.rows_written.inc("flight", amount=written)
             writer.write(pa.py_buffer(json.dumps({"rows": written}).encode()))
 
         _guarded("do_put", run)
+
+    def _put_chunks(self, spec: PutSpec, reader: flight.MetadataRecordBatchReader) -> int:
+        self.engine.describe(spec.table)  # NotFound before reading anything
+        written = 0
+        pending: list[pa.RecordBatch] = []
+        size = 0
+        for chunk in reader:
+            if chunk.data is None or chunk.data.num_rows == 0:
+                continue
+            pending.append(chunk.data)
+            size += chunk.data.nbytes
+            if size >= PUT_CHUNK_BYTES:
+                written += self._put(spec, pending)
+                pending, size = [], 0
+        if pending:
+            written += self._put(spec, pending)
+        return written
+
+    def _ingest(self, spec: PutSpec, reader: flight.MetadataRecordBatchReader) -> int:
+        """An ingest put, written as one write (all or nothing, like the request it is part
+        of), so it is read whole: at most what one write of the engine may hold."""
+        if self.ingestor is None:
+            raise InvalidArgument("this Flight endpoint takes no ingest puts")
+        limit = self.engine.config.max_write_bytes
+        batches: list[pa.RecordBatch] = []
+        size = 0
+        for chunk in reader:
+            if chunk.data is None:
+                continue
+            size += chunk.data.nbytes
+            if size > limit:
+                raise TooLarge(
+                    f"ingest put to table {spec.table!r} holds more than the {limit} bytes one "
+                    "write may hold"
+                )
+            batches.append(chunk.data)
+        rows = rows_wire.decode(spec.table, pa.Table.from_batches(batches, schema=reader.schema))
+        return self.ingestor.write_all([rows], forwarded=spec.forwarded_from is not None)
 
     def _put(self, spec: PutSpec, batches: list[pa.RecordBatch]) -> int:
         data = pa.Table.from_batches(batches)

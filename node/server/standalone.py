@@ -15,10 +15,12 @@ import sys
 import threading
 from collections.abc import Iterable
 from types import FrameType
+from typing import cast
 
 from gnomon.config import ServerConfig
 from gnomon.errors import Closed, InvalidArgument, Unavailable
 from node.cluster.figures import QUERY_ENDPOINTS, Figures
+from node.cluster.ingest_forward import ForwardingIngestor, Owners
 from node.cluster.placement import LocalPlacement, Placement
 from node.engine.engine import Engine, EngineConfig
 from node.ingest.writer import Ingestor
@@ -119,6 +121,7 @@ class Standalone:
         self._grpc: GrpcServer | None = None
         self._http: HttpServer | None = None
         self._flight: FlightService | None = None
+        self._owners: Owners | None = None
         self._stop_lock = threading.Lock()
 
     @classmethod
@@ -176,8 +179,12 @@ class Standalone:
                 max_message_bytes=self.max_request_bytes,
             )
             self.grpc_port = self._grpc.start()
+            if router.forwarder is not None:
+                self._owners = Owners(router.forwarder.me)
+            writer = ForwardingIngestor(ingestor, router, self._owners)
             app = HttpApp(
-                ingestor=ingestor,
+                # HttpApp calls write_all alone, which the forwarding writer has.
+                ingestor=cast(Ingestor, writer),
                 execute=forwarding(executor.execute, router),
                 metrics=self.metrics,
                 max_body_bytes=self.max_request_bytes,
@@ -192,6 +199,7 @@ class Standalone:
                 port=self.flight_port,
                 advertise_host=None if self.advertise is None else self.advertise[0],
                 metrics=self.metrics,
+                ingestor=writer,
             )
             self.flight_port = self._flight.port
             host = self.bind if self.advertise is None else self.advertise[0]
@@ -258,6 +266,9 @@ class Standalone:
             self.unfinished = self._cancel_queries() or bool(
                 flight_stopper is not None and flight_stopper.is_alive()
             )
+            owners, self._owners = self._owners, None
+            if owners is not None:
+                owners.close()
             self.placement.leave()
             if engine is not None:
                 engine.close()

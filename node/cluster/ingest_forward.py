@@ -1,0 +1,237 @@
+"""Writes of decoded rows (line protocol over HTTP, ingest puts over Flight) that reach the
+owners of their tables, whichever node took them.
+
+:class:`ForwardingIngestor` has the ingestor's ``write_all``. It writes here first; only
+when the ingestor answers "not owner" (nothing was written: a table is served elsewhere,
+or one it just created was placed on another node) is the request split by owner. Tables
+served here or unknown stay here; each other table's rows go to its owner's Arrow Flight
+endpoint as an ingest ``do_put`` (``node/cluster/rows_wire.py``), in parallel, and the
+owner's own ingestor creates the table or adds columns as they need. A put is marked
+``forwarded_from`` this node, and a forwarded put is written by its receiver or refused,
+never sent on: a route stale on two nodes costs an error naming the owner, not a loop.
+
+A request is acknowledged only when every part was. One refused as a whole by the checks
+(InvalidArgument) wrote nothing anywhere; when some parts were stored and others not, the
+error (:class:`PartlyWritten`) names them and is no InvalidArgument, so a caller that
+retries refused writes one at a time does not write the stored parts twice. Within one
+owner each table is its own put: a table the owner refuses does not hold back the others.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Sequence
+from concurrent import futures
+from dataclasses import dataclass
+from typing import Protocol
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from gnomon.errors import GnomonError, InvalidArgument, NotOwner, Status, Unavailable
+from gnomon.spark.client import gnomon_error
+from gnomon.spark.ticket import PutSpec
+from node.cluster import rows_wire
+from node.cluster.router import Router
+from node.cluster.routes import Route
+from node.ingest.rows import TableRows
+from node.ingest.writer import Ingestor
+from node.server.status import message_of
+
+#: Longest one put to an owner may take.
+PUT_TIMEOUT_S = 30.0
+#: Puts to owners in flight at once, over all requests.
+MAX_PUTS = 16
+_HERE = "this node"
+
+
+class RowsWriter(Protocol):
+    def write_all(self, tables: Sequence[TableRows], *, forwarded: bool = False) -> int:
+        """Write every table's rows; the rows written. ``forwarded``: another node sent
+        them, so they are written here or refused, never sent on."""
+
+
+class PartlyWritten(GnomonError):
+    """Some parts of a write were stored and others not. Its status is the failures': 400
+    when every one was a refusal of the rows themselves, else 503."""
+
+    def __init__(self, message: str, *, refused: bool) -> None:
+        super().__init__(message, retryable=not refused)
+        self.status = Status.INVALID_ARGUMENT if refused else Status.UNAVAILABLE
+
+
+class Owners:
+    """Ingest puts to other nodes' Flight endpoints: one connection per endpoint, kept, and
+    one pool of threads sending them."""
+
+    def __init__(self, me: str, *, timeout_s: float = PUT_TIMEOUT_S) -> None:
+        self.me = me
+        self._options = flight.FlightCallOptions(timeout=timeout_s)
+        self._clients: dict[str, flight.FlightClient] = {}
+        self._lock = threading.Lock()
+        self._pool = futures.ThreadPoolExecutor(MAX_PUTS, thread_name_prefix="gnomon-ingest-put")
+
+    def submit(self, fn: Callable[[], int]) -> futures.Future[int]:
+        return self._pool.submit(fn)
+
+    def put(self, endpoint: str, table: str, data: pa.Table) -> int:
+        """Send ``data`` (:func:`rows_wire.encode`) to ``table`` at the Flight ``endpoint``
+        of its owner; the rows the owner wrote."""
+        spec = PutSpec(table=table, ingest=True, forwarded_from=self.me)
+        descriptor = flight.FlightDescriptor.for_command(spec.to_json())
+        client = self._client(endpoint)
+        try:
+            writer, reader = client.do_put(descriptor, data.schema, self._options)
+            with writer:
+                writer.write_table(data)
+                writer.done_writing()
+                # A FlightMetadataReader (the stubs name the wrong class).
+                ack = reader.read()  # type: ignore[attr-defined]
+        except flight.FlightError as e:
+            error = gnomon_error(e)
+            if isinstance(error, Unavailable) and not isinstance(error, NotOwner):
+                self._drop(endpoint, client)
+            raise error from None
+        except (pa.ArrowException, OSError) as e:
+            self._drop(endpoint, client)
+            raise Unavailable(f"flight: {e}") from None
+        if ack is None:
+            raise Unavailable("the put ended without an answer: its rows may or may not be stored")
+        return int(json.loads(ack.to_pybytes())["rows"])
+
+    def _client(self, endpoint: str) -> flight.FlightClient:
+        with self._lock:
+            client = self._clients.get(endpoint)
+            if client is None:
+                client = self._clients[endpoint] = flight.connect(f"grpc+tcp://{endpoint}")
+            return client
+
+    def _drop(self, endpoint: str, client: flight.FlightClient) -> None:
+        # A broken connection is made again on the next put rather than reused.
+        with self._lock:
+            if self._clients.get(endpoint) is client:
+                del self._clients[endpoint]
+        client.close()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for c in clients:
+            c.close()
+
+
+@dataclass
+class _Part:
+    """One part of a split request: where it goes and the tables it holds."""
+
+    where: str
+    tables: list[str]
+    future: futures.Future[int]
+
+
+class ForwardingIngestor:
+    """``ingestor``, with the rows of tables served elsewhere sent to their owners through
+    ``owners`` (None: nowhere to send them, as on a standalone server; "not owner" is then
+    the answer)."""
+
+    def __init__(self, ingestor: Ingestor, router: Router, owners: Owners | None) -> None:
+        self.ingestor = ingestor
+        self.router = router
+        self.owners = owners
+
+    def write_all(self, tables: Sequence[TableRows], *, forwarded: bool = False) -> int:
+        try:
+            return self.ingestor.write_all(tables)
+        except NotOwner:
+            if forwarded or self.owners is None:
+                raise
+        # No route sent the request here, so none is forgotten: split by the routes known.
+        return self._split(self.owners, tables, again=True)
+
+    def _split(self, owners: Owners, tables: Sequence[TableRows], *, again: bool) -> int:
+        """Write the tables served here, send each other one to its owner, at once.
+        ``again``: the part found served elsewhere after all (it created tables placed on
+        other nodes, or a route was stale) is split once more."""
+        routes = self.router.remote_routes([t.table for t in tables])
+        if not routes:
+            return self._local(owners, list(tables), again=again)
+        local = [t for t in tables if t.table not in routes]
+        # Every remote part is converted before anything is written: rows that do not fit
+        # their types refuse the whole request.
+        sends = [
+            (routes[t.table], t.table, rows_wire.encode(t)) for t in tables if t.table in routes
+        ]
+        parts = [
+            _Part(route.endpoint, [table], owners.submit(self._sender(owners, route, table, data)))
+            for route, table, data in sends
+        ]
+        if local:
+            done: futures.Future[int] = futures.Future()
+            parts.append(_Part(_HERE, [t.table for t in local], done))
+            try:
+                done.set_result(self._local(owners, local, again=again))
+            except Exception as e:
+                done.set_exception(e)
+        return _outcome(parts)
+
+    def _local(self, owners: Owners, tables: list[TableRows], *, again: bool) -> int:
+        try:
+            return self.ingestor.write_all(tables)
+        except NotOwner as e:
+            if not again:
+                raise
+            # Nothing was written; the routes that said "here" are forgotten.
+            self.router.owner_moved(e)
+        return self._split(owners, tables, again=False)
+
+    def _sender(
+        self, owners: Owners, route: Route, table: str, data: pa.Table
+    ) -> Callable[[], int]:
+        def send() -> int:
+            endpoint = route.endpoints.get("flight", "")
+            try:
+                if not endpoint:
+                    raise Unavailable(f"the owner of table {table!r} has no Arrow Flight endpoint")
+                return owners.put(endpoint, table, data)
+            except GnomonError as e:
+                if isinstance(e, NotOwner):
+                    self.router.owner_moved(e)
+                e.message = f"{e.message} (at {route.endpoint})"
+                e.args = (e.message,)
+                raise
+
+        return send
+
+
+def _outcome(parts: list[_Part]) -> int:
+    """The rows the parts wrote, or an error naming every part that failed, and whether
+    others were stored."""
+    written = 0
+    stored: list[str] = []
+    failed: list[tuple[str, Exception]] = []
+    for part in parts:
+        try:
+            written += part.future.result()
+            stored.extend(part.tables)
+        except Exception as e:
+            failed.append((part.where, e))
+    if not failed:
+        return written
+    refused = all(isinstance(e, InvalidArgument) for _, e in failed)
+    if stored:
+        raise PartlyWritten(
+            f"the write was stored in part: the rows of {', '.join(map(repr, stored))} were "
+            f"written, the others not: {_failures(failed)}",
+            refused=refused,
+        )
+    if len(failed) == 1:
+        raise failed[0][1]
+    if refused:
+        raise InvalidArgument(_failures(failed))
+    raise Unavailable(_failures(failed))
+
+
+def _failures(failed: list[tuple[str, Exception]]) -> str:
+    return "; ".join(f"{where}: {message_of(e)}" for where, e in failed)
