@@ -2,13 +2,22 @@
 
 A WAL holds regions; a region holds the log records of many tables, each record a payload of
 bytes for one table with a sequence number the WAL assigns. Sequence numbers are per table,
-start at 1 and strictly increase in the order writes are acknowledged. ``write`` returns only
-once the record is durable under the WAL's sync policy.
+start at 1 and strictly increase in the order records are appended to the region.
+
+A write is two steps: ``append`` assigns the record its seq and places it in the log, and the
+:class:`Ticket` it returns settles once the record is durable under the WAL's sync policy (one
+sync covers every record appended before it): ``sync_to`` waits for that, running the sync on the
+caller's thread if none is running, or (``background``) the WAL's own sync thread runs it and
+settles the ticket, which calls back. ``write`` is ``append`` then ``sync_to``. A record is
+readable (``read``) only once durable. ``append_blocks`` tells whether ``append``
+itself may wait on the network or a group in flight (Kafka: its append is the durable write,
+its ticket settled when returned); the disk WAL's appends only wait on a segment roll-over.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -20,7 +29,70 @@ class WalRecord:
     payload: bytes
 
 
+class Ticket:
+    """A record appended to a WAL region: its ``seq`` from the start, settled once the record
+    is durable (``error`` None) or once it cannot be (``error`` set; whether the record
+    reached the log is then unknown)."""
+
+    __slots__ = ("_callbacks", "_guard", "_waiter", "error", "position", "seq", "settled")
+
+    def __init__(self, seq: int, position: int = 0) -> None:
+        self.seq = seq
+        #: Where the record is among its region's appends (what a sync must cover).
+        self.position = position
+        self.settled = False
+        self.error: BaseException | None = None
+        self._guard = threading.Lock()
+        self._callbacks: list[Callable[[Ticket], None]] = []
+        #: Held until settled, made only if a thread waits (most tickets get a callback).
+        self._waiter: threading.Lock | None = None
+
+    @classmethod
+    def durable(cls, seq: int) -> Ticket:
+        """A ticket settled at once: its record was durable when appended."""
+        ticket = cls(seq)
+        ticket.settled = True
+        return ticket
+
+    def settle(self, error: BaseException | None = None) -> None:
+        """Called by the WAL, once: run the callbacks (on this thread) and wake the waiter."""
+        with self._guard:
+            self.error = error
+            self.settled = True
+            callbacks, self._callbacks = self._callbacks, []
+            waiter = self._waiter
+        if waiter is not None:
+            waiter.release()
+        for callback in callbacks:
+            callback(self)
+
+    def then(self, callback: Callable[[Ticket], None]) -> None:
+        """Call ``callback(ticket)`` once settled: at once on this thread if it is, else on the
+        thread that settles it (the WAL's sync thread: the callback must not block)."""
+        with self._guard:
+            if not self.settled:
+                self._callbacks.append(callback)
+                return
+        callback(self)
+
+    def wait(self) -> int:
+        """Block until settled (one thread at a time: the appender); the seq, or the error
+        raised."""
+        with self._guard:
+            waiter = None
+            if not self.settled:
+                waiter = self._waiter = threading.Lock()
+                waiter.acquire()
+        if waiter is not None:
+            waiter.acquire()
+        if self.error is not None:
+            raise self.error
+        return self.seq
+
+
 class Wal(Protocol):
+    append_blocks: bool
+
     def open_region(self, region_id: int, epoch: int = 0) -> None:
         """Open (creating if absent) a region at ``epoch``, the shard's ownership epoch from the
         meta service (0: unfenced, as in standalone); opening an open region at the same epoch
@@ -32,11 +104,22 @@ class Wal(Protocol):
     def close_region(self, region_id: int) -> None:
         """Flush and close a region; its files stay."""
 
-    def write(self, region_id: int, table_id: int, payload: bytes) -> int:
-        """Append one record durably and return its sequence number.
+    def append(
+        self, region_id: int, table_id: int, payload: bytes, *, background: bool = True
+    ) -> Ticket:
+        """Append one record; the ticket (with its seq) settles once it is durable. With
+        ``background`` the WAL makes it durable on its own; without, the caller must
+        ``sync_to`` the ticket.
 
-        Concurrent callers are group-committed: many records, one sync.
+        Concurrent appends are group-committed: many records, one sync.
         """
+
+    def sync_to(self, region_id: int, ticket: Ticket) -> int:
+        """Wait until the ticket's record is durable (syncing here if no sync is running);
+        its seq, or the WAL's error raised."""
+
+    def write(self, region_id: int, table_id: int, payload: bytes) -> int:
+        """Append one record, wait until it is durable and return its sequence number."""
 
     def read(self, region_id: int, table_id: int, from_seq: int) -> Iterator[WalRecord]:
         """The table's live records with ``seq >= from_seq``, in ascending sequence order."""

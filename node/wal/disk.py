@@ -6,9 +6,11 @@ Layout under ``root``::
     region_<id>/marks       per-table deletion floors (see _write_marks)
     region_<id>/seg_<id>    segment files (see node.wal.segment and node.wal.record)
 
-Writes are group-committed (see node.wal.group_commit): the leader writes the group's records
-with one ``pwrite`` and syncs once. A failed write or sync fails the whole group and stops the
-region taking writes until it is reopened.
+Appends and syncs are apart (see :class:`_Region`): each append writes its record at the
+segment's tail, and one ``fdatasync`` makes every record appended before it durable, run by a
+waiting writer or by the region's sync thread while the next records are appended. A failed
+write or sync fails every record not yet durable and stops the region taking writes until it
+is reopened.
 
 See README.md in this folder for the format and the recovery rules.
 """
@@ -25,14 +27,16 @@ import struct
 import threading
 import zlib
 from array import array
+from collections import deque
 from collections.abc import Iterator
 from typing import Literal
 
-from gnomon.errors import Corrupted, InvalidArgument, Unavailable
-from node.wal.api import WalRecord
-from node.wal.group_commit import GroupCommit, Pending
+from gnomon.errors import Closed, Corrupted, InvalidArgument, Unavailable
+from node.wal.api import Ticket, WalRecord
+from node.wal.group_commit import failed_error
 from node.wal.record import (
     HEADER_SIZE,
+    MAX_U64,
     MAX_VALUE_SIZE,
     RecordScanner,
     ScanEnd,
@@ -71,6 +75,8 @@ def _region_dir(root: str, region_id: int) -> str:
 
 
 class DiskWal(RegionWal["_Region"]):
+    append_blocks = False
+
     """A :class:`node.wal.api.Wal` on local disk.
 
     ``segment_size`` is the size a segment file grows to (preallocated an extent at a time)
@@ -127,8 +133,19 @@ class DiskWal(RegionWal["_Region"]):
             self.sync_count += 1
 
 
-class _Region(GroupCommit[None]):
-    """The open state of one region. ``_cond`` (see GroupCommit) guards every field below."""
+class _Region:
+    """The open state of one region. ``_cond`` guards every field below.
+
+    An append assigns the record its seq and writes it at the active segment's tail (no
+    sync). Under ``sync="always"`` a sync round then makes durable whatever has been appended
+    (one ``fdatasync`` for all of it), indexes those records and settles their tickets, while
+    the next appends go on. The round is run by a writer waiting in ``sync_to`` that finds none
+    running, as a group commit's leader, or by the region's sync thread, woken by a
+    ``background`` append: a writer that only waited for the thread would pay two thread
+    switches more.
+    A failed write or sync fails every record not yet durable and stops the region taking
+    writes until it is reopened.
+    """
 
     def __init__(
         self,
@@ -140,17 +157,40 @@ class _Region(GroupCommit[None]):
         last: dict[int, int],
         floors: dict[int, int],
     ) -> None:
-        super().__init__(f"WAL region {region_id} at {directory}", "the disk", last, logger)
+        self._where = f"WAL region {region_id} at {directory}"
         self._wal = wal
         self._id = region_id
         self._dir = directory
         self._lock_fd = lock_fd
+        lock = threading.Lock()
+        #: Writers waiting for a sync round (and a roll-over waiting for one to end).
+        self._cond = threading.Condition(lock)
+        #: The sync thread waiting for appends.
+        self._wake = threading.Condition(lock)
         # Held across the whole of mark_deleted (the marks file is rewritten outside _cond)
         # and by close, which must not close segments under a running mark_deleted.
         self._marks_lock = threading.Lock()
         #: Ascending by id; the last one is the active segment, the only one written to.
         self._segments = segments
         self._floors = floors
+        #: The highest seq assigned per table (including deletion floors and appends not yet
+        #: durable).
+        self._last = last
+        #: Appended, not yet durable, in log order: all in the active segment (a roll-over
+        #: syncs the full segment first).
+        self._unsynced: deque[_Appended] = deque()
+        #: Records appended, and made durable, since the region opened (their positions).
+        self._appended = 0
+        self._synced = 0
+        self._syncing = False
+        self._failure: BaseException | None = None
+        self._closed = False
+        self._syncer: threading.Thread | None = None
+        if wal.sync == "always":
+            self._syncer = threading.Thread(
+                target=self._sync_loop, name=f"gnomon-wal-sync-{region_id}", daemon=True
+            )
+            self._syncer.start()
 
     @classmethod
     def open(cls, wal: DiskWal, region_id: int) -> _Region:
@@ -183,51 +223,165 @@ class _Region(GroupCommit[None]):
 
     # -- writes -----------------------------------------------------------------------------
 
-    def _commit(self, batch: list[Pending]) -> None:
-        # Only the leader, which runs this, changes which segment is the active one.
-        with self._cond:
+    def append(self, table_id: int, payload: bytes, background: bool) -> Ticket:
+        """Append a record; with ``background`` the sync thread makes it durable, else the
+        caller's ``sync_to`` does."""
+        durable: list[_Appended] = []
+        failed: list[_Appended] = []
+        failure: BaseException | None = None
+        try:
+            with self._cond:
+                try:
+                    segment = self._room(HEADER_SIZE + len(payload), durable)
+                    seq = self._last.get(table_id, 0) + 1
+                    if seq > MAX_U64:
+                        # Only a floor set at the very top of the range gets here.
+                        raise InvalidArgument(f"{self._where}: table {table_id} has no seq left")
+                    record = encode(table_id, seq, payload)
+                    offset = segment.tail
+                    segment.reserve(offset + len(record))
+                    segment.pwrite(record, offset)
+                except OSError as e:
+                    failure = e
+                    failed = self._fail(e)
+                    raise failed_error(self._where, "the disk", e) from None
+                segment.tail = offset + len(record)
+                self._last[table_id] = seq
+                self._appended += 1
+                appended = _Appended(Ticket(seq, self._appended), table_id, offset)
+                if self._syncer is None:
+                    self._index([appended])
+                    self._synced = self._appended
+                    durable.append(appended)
+                else:
+                    self._unsynced.append(appended)
+                    if background:
+                        self._wake.notify()
+        finally:
+            _settle(durable, None)
+            if failure is not None:
+                _settle(failed, failed_error(self._where, "the disk", failure))
+        return appended.ticket
+
+    def sync_to(self, ticket: Ticket) -> int:
+        self._sync_until(ticket.position)
+        return ticket.wait()
+
+    def _room(self, record_size: int, durable: list[_Appended]) -> Segment:
+        """The active segment once the region takes appends and it has room for a record of
+        ``record_size`` bytes, rolling over to a new one if it has not (the records that made
+        durable are added to ``durable``). Called with ``_cond`` held, which a roll-over
+        waits on: the region's appends stall for it (once per segment)."""
+        while True:
+            if self._closed:
+                raise Closed(f"{self._where} is closed")
+            if self._failure is not None:
+                raise failed_error(self._where, "the disk", self._failure)
             segment = self._segments[-1]
-        parts: list[bytes] = []
-        placed: list[tuple[int, int, int]] = []
-        end = segment.tail
-        for pending in batch:
-            record = encode(pending.table_id, pending.seq, pending.payload)
-            if end + len(record) > segment.capacity:
-                if parts:
-                    self._flush(segment, parts, placed, end)
-                    parts, placed = [], []
-                segment = self._roll(segment, len(record))
-                end = segment.tail
-            parts.append(record)
-            placed.append((pending.table_id, pending.seq, end))
-            end += len(record)
-        self._flush(segment, parts, placed, end)
+            if segment.tail + record_size <= segment.capacity:
+                return segment
+            if self._syncing:
+                self._cond.wait()
+            else:
+                durable += self._roll(segment, record_size)
 
-    def _flush(
-        self, segment: Segment, parts: list[bytes], placed: list[tuple[int, int, int]], end: int
-    ) -> None:
-        segment.reserve(end)
-        segment.pwrite(parts[0] if len(parts) == 1 else b"".join(parts), segment.tail)
-        if self._wal.sync == "always":
-            self._wal._fdatasync(segment)
-        # Indexed only now, so readers never see a record before it is acknowledged-durable.
-        with self._cond:
-            segment.tail = end
-            for table_id, seq, offset in placed:
-                segment.add(table_id, seq, offset)
-
-    def _roll(self, full: Segment, record_size: int) -> Segment:
-        if self._wal.sync == "never":
-            # Recovery treats a bad record in any but the last segment as corruption, so a
-            # segment must be complete on disk before its successor exists.
-            self._wal._fdatasync(full)
+    def _roll(self, full: Segment, record_size: int) -> list[_Appended]:
+        """Sync the full segment and start its successor: recovery treats a bad record in any
+        but the last segment as corruption, and the sync thread syncs the active segment
+        only. Returns the records this made durable. Called with ``_cond`` held and no sync
+        running."""
+        self._wal._fdatasync(full)
         size = max(self._wal.segment_size, MAGIC_SIZE + record_size)
-        segment = Segment.create(self._dir, full.id + 1, size)
-        with self._cond:
-            self._segments.append(segment)
-        return segment
+        successor = Segment.create(self._dir, full.id + 1, size)
+        durable = list(self._unsynced)
+        self._unsynced.clear()
+        self._index(durable)
+        self._segments.append(successor)
+        return durable
+
+    def _sync_loop(self) -> None:
+        """The sync thread: run a sync round whenever records wait for one and no writer is
+        running it, until the region closes."""
+        while True:
+            with self._cond:
+                while not self._closed and (self._syncing or not self._unsynced):
+                    self._wake.wait()
+                if self._closed:
+                    return
+                done, outcome = self._sync_round()
+            _settle(done, outcome)
+
+    def _sync_until(self, position: int) -> None:
+        """Wait until the records up to ``position`` are durable (or failed), running sync
+        rounds while none is running."""
+        while True:
+            with self._cond:
+                if self._synced >= position or self._failure is not None:
+                    return
+                if self._syncing:
+                    self._cond.wait()
+                    continue
+                done, outcome = self._sync_round()
+            _settle(done, outcome)
+
+    def _sync_round(self) -> tuple[list[_Appended], Unavailable | None]:
+        """One ``fdatasync`` of the active segment, covering every record appended so far;
+        the records it settles and their error. Called with ``_cond`` held (released while
+        syncing), records waiting and no round running."""
+        count = len(self._unsynced)
+        position = self._unsynced[-1].ticket.position
+        segment = self._segments[-1]
+        self._syncing = True
+        outcome: Unavailable | None = None
+        self._cond.release()
+        try:
+            self._wal._fdatasync(segment)
+        except BaseException as e:
+            outcome = failed_error(self._where, "the disk", e)
+        finally:
+            self._cond.acquire()
+            self._syncing = False
+        if outcome is None:
+            done = [self._unsynced.popleft() for _ in range(count)]
+            self._index(done)
+            self._synced = position
+        else:
+            done = self._fail(outcome.__cause__ or outcome)
+        self._cond.notify_all()
+        if self._unsynced:
+            # Appended while this round ran; the sync thread may be what they wait for.
+            self._wake.notify()
+        return done, outcome
+
+    def _index(self, durable: list[_Appended]) -> None:
+        """Index records now durable, so reads see them; those already below their table's
+        floor (flushed before their sync finished) stay out. Called with ``_cond`` held."""
+        segment = self._segments[-1]
+        floors = self._floors
+        for appended in durable:
+            table_id, seq = appended.table_id, appended.ticket.seq
+            if seq > floors.get(table_id, 0):
+                segment.add(table_id, seq, appended.offset)
+
+    def _fail(self, failure: BaseException) -> list[_Appended]:
+        """Stop the region taking writes; the records not yet durable, to fail. Called with
+        ``_cond`` held."""
+        if self._failure is None:
+            self._failure = failure
+            logger.error(
+                "%s: a write or sync failed, region takes no more writes until reopened: %r",
+                self._where,
+                failure,
+            )
+        failed = list(self._unsynced)
+        self._unsynced.clear()
+        return failed
 
     # -- reads ------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise Closed(f"{self._where} is closed")
 
     def read(self, table_id: int, from_seq: int) -> Iterator[WalRecord]:
         with self._cond:
@@ -300,9 +454,17 @@ class _Region(GroupCommit[None]):
     # -- life cycle -------------------------------------------------------------------------
 
     def close(self) -> None:
+        """Refuse new appends, let the sync thread make those already accepted durable, then
+        close the files."""
         with self._cond:
-            if not self._stop_writes():
+            if self._closed:
                 return
+            self._closed = True
+            self._wake.notify()
+            appended = self._appended
+        self._sync_until(appended)
+        if self._syncer is not None:
+            self._syncer.join()
         with self._marks_lock, self._cond:
             try:
                 if self._wal.sync == "never" and self._failure is None:
@@ -315,6 +477,23 @@ class _Region(GroupCommit[None]):
                 for segment in self._segments:
                     segment.close()
                 os.close(self._lock_fd)
+
+
+class _Appended:
+    """A record appended to the active segment: its ticket, table and offset."""
+
+    __slots__ = ("offset", "table_id", "ticket")
+
+    def __init__(self, ticket: Ticket, table_id: int, offset: int) -> None:
+        self.ticket = ticket
+        self.table_id = table_id
+        self.offset = offset
+
+
+def _settle(records: list[_Appended], error: BaseException | None) -> None:
+    """Settle the tickets of ``records`` (called without the region's lock: callbacks run)."""
+    for appended in records:
+        appended.ticket.settle(error)
 
 
 #: A segment a read will visit: path (for errors), private map, record offsets, offsets to use.

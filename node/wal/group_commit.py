@@ -1,4 +1,6 @@
-"""Group commit of one WAL region's writes, shared by the disk WAL and the Kafka WAL.
+"""Group commit of one WAL region's writes by a leader, as the Kafka WAL makes them durable
+(the disk WAL appends and syncs apart, see node.wal.disk), and the error every WAL gives the
+writers of a failed group.
 
 Each region has a queue of pending writes and a condition variable. A writer queues its record;
 the first writer that finds no commit in progress becomes the leader: it takes the whole queue,
@@ -16,6 +18,7 @@ from abc import ABC, abstractmethod
 from typing import Generic, TypeVar
 
 from gnomon.errors import Closed, InvalidArgument, Unavailable
+from node.wal.api import Ticket
 from node.wal.record import MAX_U64
 
 #: What a backend's commit of a group hands back to apply once the group is durable.
@@ -64,6 +67,14 @@ class GroupCommit(ABC, Generic[R]):
     def _committed(self, batch: list[Pending], result: R | None) -> None:
         """Called with ``_cond`` held once ``batch`` is durable, before any of its writers
         returns; ``result`` is what ``_commit`` returned (None if nothing needed committing)."""
+
+    def append(self, table_id: int, payload: bytes, background: bool) -> Ticket:
+        """The write itself (a Kafka record is durable once the broker acknowledges it, and
+        nothing less tells its place), with its ticket settled."""
+        return Ticket.durable(self.write(table_id, payload))
+
+    def sync_to(self, ticket: Ticket) -> int:
+        return ticket.wait()
 
     def write(self, table_id: int, payload: bytes) -> int:
         pending = Pending(table_id, payload)
@@ -133,14 +144,7 @@ class GroupCommit(ABC, Generic[R]):
             raise failure
 
     def _failed_error(self, failure: BaseException) -> Unavailable:
-        error = Unavailable(
-            f"{self._where}: a write failed ({failure!r}); whether the records of that group "
-            f"reached {self._durable_in} is unknown, and the region takes no more writes until "
-            "it is closed and reopened",
-            retryable=False,
-        )
-        error.__cause__ = failure
-        return error
+        return failed_error(self._where, self._durable_in, failure)
 
     def _stop_writes(self) -> bool:
         """Called with ``_cond`` held, by close: refuse new writes and let those already queued
@@ -155,3 +159,16 @@ class GroupCommit(ABC, Generic[R]):
     def _check_open(self) -> None:
         if self._closed:
             raise Closed(f"{self._where} is closed")
+
+
+def failed_error(where: str, durable_in: str, failure: BaseException) -> Unavailable:
+    """What the writers of a group whose write or sync failed get, and every writer of the
+    region after them, until it is reopened."""
+    error = Unavailable(
+        f"{where}: a write failed ({failure!r}); whether the records of that group "
+        f"reached {durable_in} is unknown, and the region takes no more writes until "
+        "it is closed and reopened",
+        retryable=False,
+    )
+    error.__cause__ = failure
+    return error

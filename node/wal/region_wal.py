@@ -13,14 +13,16 @@ from collections.abc import Iterator
 from typing import Generic, Protocol, TypeVar
 
 from gnomon.errors import Closed, Conflict, InvalidArgument, NotFound, TooLarge
-from node.wal.api import WalRecord
+from node.wal.api import Ticket, WalRecord
 from node.wal.record import MAX_U64
 
 
 class Region(Protocol):
     """One open region of a backend: the Wal calls without the region id."""
 
-    def write(self, table_id: int, payload: bytes) -> int: ...
+    def append(self, table_id: int, payload: bytes, background: bool) -> Ticket: ...
+
+    def sync_to(self, ticket: Ticket) -> int: ...
 
     def read(self, table_id: int, from_seq: int) -> Iterator[WalRecord]: ...
 
@@ -47,6 +49,9 @@ class RegionWal(ABC, Generic[R]):
     ``where`` names the WAL in errors (``"WAL at <root>"``); ``max_payload`` is the largest
     payload a record may carry (None: no limit of its own).
     """
+
+    #: Whether ``append`` may wait for the network or a group in flight (see node.wal.api).
+    append_blocks = True
 
     def __init__(self, where: str, *, max_payload: int | None = None) -> None:
         self._where = where
@@ -92,9 +97,19 @@ class RegionWal(ABC, Generic[R]):
             if region is not None:
                 region.close()
 
-    def write(self, region_id: int, table_id: int, payload: bytes) -> int:
+    def append(
+        self, region_id: int, table_id: int, payload: bytes, *, background: bool = True
+    ) -> Ticket:
         _check_id("table id", table_id)
-        return self._region(region_id).write(table_id, self._check_payload(table_id, payload))
+        payload = self._check_payload(table_id, payload)
+        return self._region(region_id).append(table_id, payload, background)
+
+    def sync_to(self, region_id: int, ticket: Ticket) -> int:
+        return self._region(region_id).sync_to(ticket)
+
+    def write(self, region_id: int, table_id: int, payload: bytes) -> int:
+        ticket = self.append(region_id, table_id, payload, background=False)
+        return self.sync_to(region_id, ticket)
 
     def read(self, region_id: int, table_id: int, from_seq: int) -> Iterator[WalRecord]:
         _check_id("table id", table_id)

@@ -579,6 +579,91 @@ def test_group_commit_shares_syncs(wal_root: str) -> None:
         assert wal.sync_count < total // 2, f"{wal.sync_count} syncs for {total} writes"
 
 
+def _held_fdatasync(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
+    """Make fdatasync signal ``entered`` and wait for ``go`` (bounded) before syncing."""
+    real_fdatasync = os.fdatasync
+    entered, go = threading.Event(), threading.Event()
+
+    def held(fd: int) -> None:
+        entered.set()
+        assert go.wait(10)
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(os, "fdatasync", held)
+    return entered, go
+
+
+def test_appends_go_on_while_a_sync_runs_and_settle_once_covered(
+    wal_root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with opened(lambda: DiskWal(wal_root, segment_size=SEGMENT_SIZE)) as wal:
+        entered, go = _held_fdatasync(monkeypatch)
+        first = wal.append(REGION, 1, b"first")
+        assert entered.wait(10)
+        # The sync of the first record is running: the next appends do not wait for it.
+        second = wal.append(REGION, 1, b"second")
+        third = wal.append(REGION, 2, b"third")
+        assert (first.seq, second.seq, third.seq) == (1, 2, 1)
+        assert not (first.settled or second.settled or third.settled)
+        # Not durable, not readable.
+        assert seqs(wal, 1) == []
+        called: list[int] = []
+        third.then(lambda ticket: called.append(ticket.seq))
+        go.set()
+        assert [t.wait() for t in (first, second, third)] == [1, 2, 1]
+        assert seqs(wal, 1) == [1, 2] and seqs(wal, 2) == [1]
+        assert called == [1]
+        # One sync for the first record, one for the two appended while it ran.
+        assert wal.sync_count == 2
+        late: list[int] = []
+        third.then(lambda ticket: late.append(ticket.seq))
+        assert late == [1]
+
+
+def test_a_failed_sync_fails_the_records_appended_while_it_ran(
+    wal_root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entered, go = threading.Event(), threading.Event()
+
+    def failing(fd: int) -> None:
+        entered.set()
+        assert go.wait(10)
+        raise OSError(errno.EIO, "injected I/O error")
+
+    with opened(lambda: DiskWal(wal_root, segment_size=SEGMENT_SIZE)) as wal:
+        monkeypatch.setattr(os, "fdatasync", failing)
+        first = wal.append(REGION, 1, b"first")
+        assert entered.wait(10)
+        second = wal.append(REGION, 1, b"second")
+        go.set()
+        for ticket in (first, second):
+            with pytest.raises(Unavailable, match="reopen"):
+                ticket.wait()
+        with pytest.raises(Unavailable, match="reopen"):
+            wal.append(REGION, 1, b"refused")
+        monkeypatch.undo()
+
+
+def test_close_makes_appended_records_durable_first(
+    wal_root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wal = DiskWal(wal_root, segment_size=SEGMENT_SIZE)
+    wal.open_region(REGION)
+    entered, go = _held_fdatasync(monkeypatch)
+    tickets = [wal.append(REGION, 1, b"a")]
+    assert entered.wait(10)
+    tickets.append(wal.append(REGION, 1, b"b"))
+    closer = threading.Thread(target=wal.close)
+    closer.start()
+    go.set()
+    closer.join(10)
+    assert not closer.is_alive()
+    assert [t.wait() for t in tickets] == [1, 2]
+    monkeypatch.undo()
+    with opened(lambda: DiskWal(wal_root, segment_size=SEGMENT_SIZE)) as reopened:
+        assert seqs(reopened, 1) == [1, 2]
+
+
 def test_failed_sync_fails_the_whole_group(wal_root: str, monkeypatch: pytest.MonkeyPatch) -> None:
     real_fdatasync = os.fdatasync
     entered = threading.Event()
