@@ -241,3 +241,22 @@ def test_an_ingest_put_is_refused_where_no_ingestor_serves(tmp_path: Path) -> No
     finally:
         service.shutdown()
         engine.close()
+
+
+def test_put_descriptors_without_ingest_are_what_they_were() -> None:
+    assert PutSpec(table="t", revision=3).to_json() == b'{"table": "t", "revision": 3}'
+    spec = PutSpec(table="t", ingest=True, forwarded_from="a:1")
+    assert PutSpec.from_json(spec.to_json()) == spec
+
+
+@pytest.mark.parametrize(
+    ("doc", "problem"),
+    [
+        (b'{"table": "t", "ingest": true, "revision": 2}', "takes no revision"),
+        (b'{"table": "t", "forwarded_from": "a:1"}', "for ingest puts only"),
+        (b'{"table": "t", "ingest": "yes"}', "ingest: Input should be a valid boolean"),
+    ],
+)
+def test_inconsistent_put_descriptors_are_refused(doc: bytes, problem: str) -> None:
+    with pytest.raises(InvalidArgument, match=problem):
+        PutSpec.from_json(doc)
