@@ -29,7 +29,7 @@ from node.engine.sst.meta import SstKind
 from node.engine.sst.reader import SstFiles
 from node.engine.stats import TableStats
 from node.engine.tombstones import RangeTombstone
-from node.wal.api import Wal
+from node.wal.api import Ticket, Wal
 from objectstore.api import ObjectStore
 
 log = logging.getLogger("gnomon.engine")
@@ -67,6 +67,24 @@ def decode_record(payload: bytes) -> tuple[RecordOp, pa.RecordBatch]:
     batches = table.combine_chunks().to_batches()
     batch = batches[0] if batches else pa.RecordBatch.from_pylist([], schema=table.schema)
     return op, batch
+
+
+class Logged:
+    """A write logged and applied, acknowledged once ``ticket`` (its WAL record's) settles:
+    :meth:`finish` then says how many rows it wrote or why it is not acknowledged."""
+
+    __slots__ = ("_table", "rows", "ticket")
+
+    def __init__(self, table: Table | None, rows: int, ticket: Ticket) -> None:
+        self._table = table
+        self.rows = rows
+        self.ticket = ticket
+
+    def finish(self) -> int:
+        """Called once the ticket settled: the rows written, or the error."""
+        if self.ticket.error is not None:
+            raise self.ticket.error
+        return self.rows if self._table is None else self._table._acknowledge(self.rows)
 
 
 @dataclass(frozen=True)
@@ -128,6 +146,10 @@ class Table:
     def table_id(self) -> int:
         return self.info.table_id
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def _new_memtable(self) -> Memtable:
         return Memtable(self.info.schema, self.info.options.update_mode)
 
@@ -183,10 +205,19 @@ class Table:
 
     def write(self, data: pa.RecordBatch | pa.Table) -> int:
         """Durably write rows; returns the number written once they are acknowledged."""
-        return self._log(
-            RecordOp.PUT,
-            lambda schema: conform(self.name, schema, data, max_bytes=self._max_write_bytes),
-        )
+        return self._log(RecordOp.PUT, self._conform(data))
+
+    def start_write(self, data: pa.RecordBatch | pa.Table) -> Logged | None:
+        """Log and apply rows without blocking: the WAL's sync thread makes them durable, and
+        the write is acknowledged once :attr:`Logged.ticket` settles. None (nothing done) if
+        the table is waiting for flushes or its WAL's appends may block: write it with
+        :meth:`write` on a thread that may wait."""
+        if self._wal.append_blocks:
+            return None
+        return self._start(RecordOp.PUT, self._conform(data), wait=False)
+
+    def _conform(self, data: pa.RecordBatch | pa.Table) -> Callable[[Schema], pa.RecordBatch]:
+        return lambda schema: conform(self.name, schema, data, max_bytes=self._max_write_bytes)
 
     def delete_rows(self, keys: pa.RecordBatch | pa.Table) -> int:
         """Durably delete the rows with these primary keys (for implicit-tsid tables: tags and
@@ -211,19 +242,38 @@ class Table:
         self._log(RecordOp.RANGE, build)
 
     def _log(self, op: RecordOp, prepare: Callable[[Schema], pa.RecordBatch]) -> int:
-        """Log a record built by ``prepare`` for the current schema, then apply it to the
-        active memtable; an ALTER between the two makes it prepare again."""
+        """Log a record built by ``prepare`` and apply it (see :meth:`_start`), then wait
+        until it is durable, syncing the WAL on this thread if no sync is running."""
+        logged = self._start(op, prepare, wait=True)
+        assert logged is not None
+        self._wal.sync_to(self._region, logged.ticket)
+        return logged.finish()
+
+    def _start(
+        self, op: RecordOp, prepare: Callable[[Schema], pa.RecordBatch], *, wait: bool
+    ) -> Logged | None:
+        """Append a record built by ``prepare`` for the current schema to the WAL, then apply
+        it to the active memtable; an ALTER between the two makes it prepare again. Without
+        ``wait``, None if the table would wait for flushes, and the WAL's sync thread makes
+        the record durable.
+
+        Rows are readable from the memtable as soon as they are applied, a moment before
+        their record is durable and the write acknowledged (as with most databases' group
+        commit); a write is acknowledged only once durable, and one whose sync fails is
+        answered as not acknowledged, its rows maybe stored."""
         while True:
             info = self.info
             batch = prepare(info.schema)
             if batch.num_rows == 0 and op is not RecordOp.RANGE:
-                return 0
+                return Logged(None, 0, Ticket.durable(0))  # nothing logged, nothing to check
             payload = encode_batch(batch, op)
             deadline = time.monotonic() + self._stall_timeout_s
             with self._cond:
                 while not self._closed and (
                     self._freezing or len(self._immutables) >= self._max_immutables
                 ):
+                    if not wait and not self._freezing:
+                        return None
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         raise Unavailable(
@@ -242,23 +292,27 @@ class Table:
             # NotOwner here means nothing was logged: the caller may take the write to the owner.
             self.guard.check()
             try:
-                seq = self._wal.write(self._region, self.table_id, payload)
+                ticket = self._wal.append(self._region, self.table_id, payload, background=not wait)
             except NotOwner as e:  # the region was fenced with this write on its way
                 raise self._outcome_unknown(e) from None
-            self._apply(memtable, op, batch, seq)
+            self._apply(memtable, op, batch, ticket.seq)
         finally:
             with self._cond:
                 self._writers -= 1
                 self._cond.notify_all()
         if memtable.nbytes >= self.info.options.write_buffer_size:
             self.freeze(memtable)
-        # Checked again after the append: the shard may have been lost while it waited for
-        # the WAL, and then the write must not be acknowledged (a new owner replays it or not).
+        return Logged(self, batch.num_rows, ticket)
+
+    def _acknowledge(self, rows: int) -> int:
+        """``rows`` once their record is durable: checked again, as the shard may have been
+        lost while the write waited for the WAL, and then the write must not be acknowledged
+        (a new owner replays it or not)."""
         try:
             self.guard.check()
         except NotOwner as e:
             raise self._outcome_unknown(e) from None
-        return batch.num_rows
+        return rows
 
     def _outcome_unknown(self, lost: NotOwner) -> Unavailable:
         """The shard was lost after this write's record may have reached the log, which the

@@ -14,7 +14,8 @@ request refused for what it holds changes nothing.
 
 Small writes of one table that arrive together are written as one (see :class:`_Combiner`):
 one conversion, one WAL record and one memtable insert for all of them, acknowledged once
-that record is durable.
+that record is durable. A server's event loop may start a write without blocking
+(:meth:`Ingestor.start_write_all`) and answer it once its record is durable.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from gnomon.errors import InvalidArgument, NotFound
 from node.engine.batch import conform
 from node.engine.engine import Engine
 from node.engine.schema import TSID, Column, ColumnType, Schema
+from node.engine.table import Logged, Table
 from node.ingest.rows import TableRows
 
 log = logging.getLogger("gnomon.ingest")
@@ -69,6 +71,9 @@ class Ingestor:
         self._ddl_lock = threading.Lock()
         self._combiners: dict[str, _Combiner] = {}
         self._combiners_lock = threading.Lock()
+        #: The tables written to here, by name, for writes started without blocking (asking
+        #: the engine for a table it has not open may ask the cluster's meta service).
+        self._tables: dict[str, Table] = {}
 
     def write(self, rows: TableRows) -> int:
         """Write ``rows`` to their table; returns how many rows were written."""
@@ -91,7 +96,29 @@ class Ingestor:
                 self.engine.table(plan.rows.table)
         elif len(plans) > 1:
             self._admit(plans)
-        return sum(self._write(plan) for plan in plans if plan.data.num_rows)
+        written = sum(self._write(plan) for plan in plans if plan.data.num_rows)
+        for plan in plans:
+            known = self._tables.get(plan.rows.table)
+            if known is None or known.closed:
+                self._tables[plan.rows.table] = self.engine.table(plan.rows.table)
+        return written
+
+    def start_write_all(self, tables: Sequence[TableRows]) -> Logged | None:
+        """Start writing the rows of one request without blocking (see Table.start_write):
+        acknowledged once the returned write's WAL ticket settles. None, with nothing done,
+        if that cannot be done here: rows of several tables, of a table not yet written
+        through this ingestor or lacking columns, of a table waiting for flushes, or a WAL
+        whose appends block."""
+        if len(tables) != 1:
+            return None
+        rows = tables[0]
+        table = self._tables.get(rows.table)
+        if table is None or table.closed:
+            return None
+        plan = self._plan_one(rows, table.info.schema)
+        if plan.add:
+            return None
+        return table.start_write(plan.data)
 
     # -- checking ---------------------------------------------------------------------------------
 

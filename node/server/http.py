@@ -37,8 +37,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import httptools
 
-from gnomon.errors import Cancelled, InvalidArgument, TooLarge, Unavailable
+from gnomon.errors import Cancelled, Closed, InvalidArgument, NotOwner, TooLarge, Unavailable
+from node.engine.table import Logged
 from node.ingest import line_protocol
+from node.ingest.rows import TableRows
 from node.ingest.writer import Ingestor
 from node.server.arrow_wire import ipc_stream, json_rows, to_wire
 from node.server.listen import listen_error
@@ -47,6 +49,7 @@ from node.server.openapi import SPEC
 from node.server.status import http_status, message_of
 from node.sql.cancel import Queries
 from node.sql.result import QueryResult
+from node.wal.api import Ticket
 
 log = logging.getLogger("gnomon.http")
 
@@ -70,6 +73,10 @@ DEFAULT_WORKERS = 32
 #: together (see _Writes), each of at most WRITE_BATCH_MAX writes.
 SMALL_WRITE_BYTES = 64 * 1024
 WRITE_BATCH_MAX = 1024
+#: Batches of small writes started on the loop and not yet answered: one whose sync runs,
+#: one appended behind it for the next sync. Writes arriving meanwhile wait and go as one
+#: batch (one conversion) once the first is answered.
+WRITE_BATCHES_IN_FLIGHT = 2
 #: Requests parsed ahead on one connection while an earlier one is served; past this the
 #: connection is not read until they are answered.
 MAX_PIPELINED = 16
@@ -149,7 +156,10 @@ def _line_protocol(body: bytes, params: Mapping[str, list[str]]) -> tuple[str, s
 
 class HttpApp:
     """What the endpoints do, independent of the connection handling. Queries run under
-    ``queries`` (their time limit, cancelled when stopping)."""
+    ``queries`` (their time limit, cancelled when stopping). ``start_writes`` starts small
+    writes without blocking (:meth:`Ingestor.start_write_all`, the ingestor's own if it is
+    one); a writer that sends rows on to other nodes hands it that of its local ingestor,
+    whose refusal (None) makes the writes go through ``ingestor`` on a thread."""
 
     def __init__(
         self,
@@ -160,8 +170,12 @@ class HttpApp:
         max_body_bytes: int,
         healthy: Callable[[], bool],
         queries: Queries | None = None,
+        start_writes: Callable[[Sequence[TableRows]], Logged | None] | None = None,
     ) -> None:
         self.ingestor = ingestor
+        if start_writes is None and isinstance(ingestor, Ingestor):
+            start_writes = ingestor.start_write_all
+        self._start_writes = start_writes
         self.execute = execute
         self.metrics = metrics
         self.max_body_bytes = max_body_bytes
@@ -246,6 +260,30 @@ class HttpApp:
                 except Exception as e:
                     answers[i] = e
         return answers
+
+    def start_influx_writes(
+        self, writes: Sequence[tuple[bytes, Mapping[str, list[str]]]]
+    ) -> Logged | None:
+        """Start several small line-protocol writes that arrived together as one, without
+        blocking (see Ingestor.start_write_all): all of them are acknowledged, or refused,
+        once the returned write's WAL ticket settles. None, with nothing written, unless
+        they are all of one precision and one table and that table takes them now: write
+        them with :meth:`influx_writes` on a thread then."""
+        if self._start_writes is None:
+            return None
+        texts: list[str] = []
+        precisions: set[str] = set()
+        try:
+            for body, params in writes:
+                text, precision = _line_protocol(body, params)
+                texts.append(text)
+                precisions.add(precision)
+            if len(precisions) != 1:
+                return None
+            tables = line_protocol.parse("\n".join(texts), precision=precisions.pop())
+            return self._start_writes(tables)
+        except (InvalidArgument, NotOwner, Closed):
+            return None  # raised before anything was logged: each write is answered alone
 
     def _write_joined(self, texts: list[str], precision: str) -> bool:
         """Write ``texts`` as one body; False if it is refused (nothing was written)."""
@@ -477,13 +515,23 @@ class _Server:
             return list(self.connections.values())
 
 
+#: Small writes queued on the loop, each with the future its answer goes to.
+_Batch = list[tuple[bytes, Mapping[str, list[str]], asyncio.Future[_Response]]]
+
+
 class _Writes:
-    """Small line-protocol writes queued on the loop for the pool: those that arrive while a
-    batch runs go together as the next one (see :meth:`HttpApp.influx_writes`). Without this
-    each paid a hand-over to a pool thread and back, and the threads woke by dozens fought the
-    loop for the interpreter lock. One batch runs at a time: measured with 8 and 64 clients,
-    a second one running beside it (converting while the first waits for its WAL sync) made
-    both counts slower, by 10 to 30%."""
+    """Small line-protocol writes, batched on the loop: those read in one pass of the loop
+    go together (see :meth:`HttpApp.start_influx_writes`). The loop converts a batch, appends
+    its WAL record and applies it itself, and the WAL's sync thread makes it durable while the
+    loop goes on with the next batch (one sync covering all that was appended meanwhile);
+    the whole batch is answered in the loop pass after that sync. A request then costs the
+    loop one wake-up, where a hand-over to a pool thread and back cost two more thread
+    switches, and the threads woken by dozens fought the loop for the interpreter lock.
+
+    A batch that cannot be written without blocking (a new table or column, a table waiting
+    for flushes, a WAL whose appends block, several tables, a refusal that each write must
+    get alone) goes to the pool instead (:meth:`HttpApp.influx_writes`), one such batch at a
+    time: measured with 8 and 64 clients, a second one beside it made both slower."""
 
     def __init__(
         self, app: HttpApp, pool: concurrent.futures.Executor, loop: asyncio.AbstractEventLoop
@@ -491,42 +539,83 @@ class _Writes:
         self.app = app
         self.pool = pool
         self.loop = loop
-        self.pending: list[tuple[bytes, Mapping[str, list[str]], asyncio.Future[_Response]]] = []
+        self.pending: _Batch = []
+        self.taking = False
         self.running = False
+        self.in_flight = 0
 
     def add(self, body: bytes, params: Mapping[str, list[str]]) -> asyncio.Future[_Response]:
         answer: asyncio.Future[_Response] = self.loop.create_future()
         self.pending.append((body, params, answer))
-        if not self.running:
-            self._send()
+        if not self.taking:
+            # After the other requests this pass of the loop reads.
+            self.taking = True
+            self.loop.call_soon(self._take)
         return answer
 
-    def _send(self) -> None:
-        batch = self.pending[:WRITE_BATCH_MAX]
-        del self.pending[:WRITE_BATCH_MAX]
+    def _take(self) -> None:
+        self.taking = False
+        while self.pending and self.in_flight < WRITE_BATCHES_IN_FLIGHT:
+            batch = self.pending[:WRITE_BATCH_MAX]
+            try:
+                logged = self.app.start_influx_writes([(body, params) for body, params, _ in batch])
+            except Exception as e:
+                del self.pending[: len(batch)]
+                _answer_all(batch, e)
+                continue
+            if logged is None:
+                if not self.running:
+                    del self.pending[: len(batch)]
+                    self._send(batch)
+                return
+            del self.pending[: len(batch)]
+            self.in_flight += 1
+            logged.ticket.then(functools.partial(self._durable, batch, logged))
+
+    def _durable(self, batch: _Batch, logged: Logged, _: Ticket) -> None:
+        """On the thread that settled the ticket: answer the batch on the loop."""
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits for these
+            self.loop.call_soon_threadsafe(self._answer, batch, logged)
+
+    def _answer(self, batch: _Batch, logged: Logged) -> None:
+        self.in_flight -= 1
+        try:
+            written = logged.finish()
+        except Exception as e:
+            _answer_all(batch, e)
+        else:
+            self.app.metrics.rows_written.inc("influxdb", amount=written)
+            _answer_all(batch, _NO_CONTENT)
+        self._take()
+
+    def _send(self, batch: _Batch) -> None:
         self.running = True
         job = self.loop.run_in_executor(
             self.pool, self.app.influx_writes, [(body, params) for body, params, _ in batch]
         )
         job.add_done_callback(functools.partial(self._done, batch))
 
-    def _done(
-        self,
-        batch: list[tuple[bytes, Mapping[str, list[str]], asyncio.Future[_Response]]],
-        job: asyncio.Future[list[_Response | Exception]],
-    ) -> None:
+    def _done(self, batch: _Batch, job: asyncio.Future[list[_Response | Exception]]) -> None:
         self.running = False
         try:
             answers = job.result()
         except Exception as e:
             answers = [e] * len(batch)
         for (_, _, answer), outcome in zip(batch, answers, strict=True):
-            if isinstance(outcome, Exception):
-                answer.set_exception(outcome)
-            else:
-                answer.set_result(outcome)
-        if self.pending:
-            self._send()
+            _settle_answer(answer, outcome)
+        self._take()
+
+
+def _settle_answer(answer: asyncio.Future[_Response], outcome: _Response | Exception) -> None:
+    if isinstance(outcome, Exception):
+        answer.set_exception(outcome)
+    else:
+        answer.set_result(outcome)
+
+
+def _answer_all(batch: _Batch, outcome: _Response | Exception) -> None:
+    for _, _, answer in batch:
+        _settle_answer(answer, outcome)
 
 
 class _Connection(asyncio.Protocol):

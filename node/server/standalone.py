@@ -190,6 +190,7 @@ class Standalone:
                 max_body_bytes=self.max_request_bytes,
                 healthy=lambda: _is_open(engine),
                 queries=self.queries,
+                start_writes=ingestor.start_write_all,
             )
             self._http = HttpServer(app, bind=self.bind, port=self.http_port)
             self.http_port = self._http.start()

@@ -21,7 +21,7 @@ from gnomon.store.sqlite import SqliteStore
 from node.engine.engine import Engine, EngineConfig
 from node.engine.fences import ShardFences
 from node.engine.options import TableOptions
-from node.wal.api import Wal
+from node.wal.api import Ticket, Wal
 from node.wal.disk import DiskWal
 from objectstore.local import LocalObjectStore
 from wal_kafka import KafkaWal
@@ -155,7 +155,7 @@ def test_fences_only_rise(tmp_path: Path) -> None:
 
 
 class _HeldWal(DiskWal):
-    """A disk WAL whose next write, once armed, logs its record and then waits for a go."""
+    """A disk WAL whose next append, once armed, logs its record and then waits for a go."""
 
     def __init__(self, path: str) -> None:
         super().__init__(path)
@@ -163,13 +163,15 @@ class _HeldWal(DiskWal):
         self.logged = threading.Event()
         self.go = threading.Event()
 
-    def write(self, region: int, table_id: int, payload: bytes) -> int:
-        seq = super().write(region, table_id, payload)
+    def append(
+        self, region_id: int, table_id: int, payload: bytes, *, background: bool = True
+    ) -> Ticket:
+        ticket = super().append(region_id, table_id, payload, background=background)
         if self.armed:
             self.armed = False
             self.logged.set()
             self.go.wait(timeout=30)
-        return seq
+        return ticket
 
 
 def test_a_shard_lost_while_a_write_is_logged_fails_it_as_unknown_not_as_not_owner(

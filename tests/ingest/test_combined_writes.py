@@ -18,6 +18,7 @@ from node.engine.engine import Engine
 from node.engine.schema import Column, ColumnType, Schema
 from node.ingest import line_protocol
 from node.ingest.writer import Ingestor
+from node.wal.api import Ticket
 from node.wal.region_wal import RegionWal
 
 #: Bound on every wait here; none is expected to come near it.
@@ -46,16 +47,18 @@ def _run_held(
     written and each body's answer (rows written or the error)."""
     records: list[int] = []
     held, release = threading.Event(), threading.Event()
-    write = RegionWal.write
+    append = RegionWal.append
 
-    def counting(self: RegionWal[Any], region_id: int, table_id: int, payload: bytes) -> int:
+    def counting(
+        self: RegionWal[Any], region_id: int, table_id: int, payload: bytes, **how: bool
+    ) -> Ticket:
         records.append(table_id)
         if len(records) == 1:
             held.set()
             assert release.wait(WAIT_S)
-        return write(self, region_id, table_id, payload)
+        return append(self, region_id, table_id, payload, **how)
 
-    monkeypatch.setattr(RegionWal, "write", counting)
+    monkeypatch.setattr(RegionWal, "append", counting)
     answers: dict[int, object] = {}
 
     def one(i: int) -> None:

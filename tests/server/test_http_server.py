@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
 import threading
 from collections.abc import Iterator
@@ -248,3 +249,62 @@ def test_concurrent_small_writes_each_get_their_answer(server: HttpServer) -> No
     for t in threads:
         t.join(WAIT_S)
     assert sorted(statuses) == [204] * (5 * (clients + 1) - 1) + [400]
+
+
+def test_a_small_write_is_answered_once_its_record_is_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loop appends a small write to an existing table itself and answers it once the
+    WAL's sync covers it; the loop serves other requests while that sync runs."""
+    real_fdatasync = os.fdatasync
+    held, release = threading.Event(), threading.Event()
+    holding = False
+
+    def fdatasync(fd: int) -> None:
+        if holding:
+            held.set()
+            assert release.wait(WAIT_S)
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    with open_standalone(str(tmp_path / "data")) as engine:
+        sql = SqlExecutor(engine)
+        app = HttpApp(
+            ingestor=Ingestor(engine),
+            execute=sql.execute,
+            metrics=Registry(),
+            max_body_bytes=LIMIT,
+            healthy=lambda: True,
+        )
+        running = HttpServer(app, port=0)
+        running.start()
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", running.port, timeout=WAIT_S)
+            conn.request("POST", "/influxdb/v1/write?precision=ms", body=b"d_cpu v=1i 1")
+            first = conn.getresponse()
+            first.read()
+            assert first.status == 204
+            holding = True
+            conn.request("POST", "/influxdb/v1/write?precision=ms", body=b"d_cpu v=2i 2")
+            assert held.wait(WAIT_S)
+            # The sync of the second write is held: the loop still answers others.
+            other = http.client.HTTPConnection("127.0.0.1", running.port, timeout=WAIT_S)
+            other.request("GET", "/health")
+            assert other.getresponse().status == 200
+            conn.sock.settimeout(0.2)
+            with pytest.raises(TimeoutError):
+                conn.getresponse()
+            holding = False
+            release.set()
+            conn.sock.settimeout(WAIT_S)
+            conn.close()
+            conn = http.client.HTTPConnection("127.0.0.1", running.port, timeout=WAIT_S)
+            conn.request("POST", "/influxdb/v1/write?precision=ms", body=b"d_cpu v=3i 3")
+            assert conn.getresponse().status == 204
+            rows = sql.execute("SELECT v FROM d_cpu ORDER BY timestamp").table().to_pylist()
+            assert rows == [{"v": 1}, {"v": 2}, {"v": 3}]
+            other.close()
+            conn.close()
+        finally:
+            release.set()
+            running.stop(grace_s=5.0)
