@@ -91,12 +91,19 @@ def _client(meta: str) -> MetaClient:
 
 
 def _show(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
+    """A table whose cells are never cut or wrapped (an endpoint split over two lines cannot
+    be copied, nor found by a script): wider than the terminal, it is as wide as it needs."""
     out = RichTable(title=title)
     for col in columns:
-        out.add_column(col)
-    for row in rows:
+        out.add_column(col, no_wrap=True)
+    cells = [list(row) for row in rows]
+    for row in cells:
         out.add_row(*row)
-    console.print(out)
+    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+    # Each cell is padded by one space a side and bounded by one rule.
+    needed = sum(widths) + 3 * len(columns) + 1
+    wide = console if needed <= console.width else Console(width=needed)
+    wide.print(out)
 
 
 @admin.command()

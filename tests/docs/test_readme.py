@@ -61,7 +61,7 @@ def test_every_block_is_run_somewhere() -> None:
         # bash blocks are the Cluster section's: tests/cluster/test_readme_cluster.py runs them.
         runnable = b.lang in ("", "bash") or (
             b.lang == "python"
-            and any(k in b.text for k in ("horaedb_client", "node.engine", "gnomon.spark"))
+            and any(k in b.text for k in ("horaedb_client", "node.backends", "gnomon.spark"))
         )
         assert runnable, f"README line {b.line}: no test runs this {b.lang or 'shell'} block"
     assert len(_shell_blocks()) >= 4

@@ -204,7 +204,7 @@ def test_stop_cancels_the_queries_still_running(
     the engine closes under it."""
     held: list[Held] = []
 
-    def executor(engine: Engine) -> Held:
+    def executor(engine: Engine, remote: object = None) -> Held:
         held.append(Held(_tables(engine), until_cancelled=True))
         return held[0]
 
@@ -236,7 +236,7 @@ def test_stop_reports_work_it_cannot_cancel(
     reported, so that the process can end without waiting for it."""
     held: list[Held] = []
 
-    def executor(engine: Engine) -> Held:
+    def executor(engine: Engine, remote: object = None) -> Held:
         held.append(Held(_tables(engine)))
         return held[0]
 
@@ -314,7 +314,7 @@ class Endless(ds.InMemoryDataset):
         return [Fragment()]
 
 class Stuck:
-    def __init__(self, engine):
+    def __init__(self, engine, remote=None):
         pass
     def execute(self, sql):
         ctx = datafusion.SessionContext()
