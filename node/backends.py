@@ -21,10 +21,10 @@ from urllib.parse import urlsplit
 
 from gnomon.errors import InvalidArgument
 from gnomon.store.api import StructuredStore
+from gnomon.wal.api import Wal
 from node.engine.engine import Engine, EngineConfig
 from node.engine.placement import TablePlacer
 from node.engine.shard import STANDALONE_SHARD
-from node.wal.api import Wal
 from objectstore.api import ObjectStore
 
 

@@ -1,4 +1,4 @@
-"""WAL regions on Kafka: the same :class:`node.wal.api.Wal` as the disk WAL (see README.md)."""
+"""WAL regions on Kafka: the same :class:`gnomon.wal.api.Wal` as the disk WAL (see README.md)."""
 
 from .region import RecoveryInfo
 from .wal import KafkaWal

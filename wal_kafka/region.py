@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from gnomon.errors import Corrupted, Fenced, GnomonError, Unavailable
-from node.wal.api import WalRecord
-from node.wal.group_commit import GroupCommit, Pending
+from gnomon.wal.api import WalRecord
+from gnomon.wal.group_commit import GroupCommit, Pending
 
 from .frame import Assembler, Fence, Record, decode, encode_group, encode_marker
 from .kafka import (

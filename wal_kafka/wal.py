@@ -1,4 +1,4 @@
-"""KafkaWal: the :class:`node.wal.api.Wal` of cluster mode, with its regions on Kafka.
+"""KafkaWal: the :class:`gnomon.wal.api.Wal` of cluster mode, with its regions on Kafka.
 
 Region ``r`` of namespace ``ns`` is the topics ``ns-wal-r`` (the log) and ``ns-wal-r-meta``
 (RegionMeta snapshots), one partition each. One producer serves every region of a KafkaWal; a
@@ -22,7 +22,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from gnomon.errors import Closed, InvalidArgument
-from node.wal.region_wal import RegionWal
+from gnomon.wal.region_wal import RegionWal
 
 from .frame import MIN_RECORD_BYTES
 from .kafka import (
@@ -65,7 +65,7 @@ class _ProducerHealth:
 
 
 class KafkaWal(RegionWal[Region]):
-    """A :class:`node.wal.api.Wal` on Kafka.
+    """A :class:`gnomon.wal.api.Wal` on Kafka.
 
     ``bootstrap`` is the broker list (``host:port,...``) and ``namespace`` prefixes the topic
     names, so several WALs can share a cluster. ``timeout_s`` bounds every Kafka operation

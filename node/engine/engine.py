@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from gnomon.errors import AlreadyExists, Closed, Conflict, InvalidArgument, NotFound, NotOwner
 from gnomon.store.api import StructuredStore, TableContext
+from gnomon.wal.api import Wal
 from node.engine import fences
 from node.engine.bounds import Bounds
 from node.engine.catalog import Catalog, TableInfo
@@ -36,7 +37,6 @@ from node.engine.splits import time_splits, window_rows
 from node.engine.sst.reader import SstFiles
 from node.engine.stats import EngineStats
 from node.engine.table import Pinned, Table
-from node.wal.api import Wal
 from objectstore.api import ObjectStore
 
 log = logging.getLogger("gnomon.engine")

@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from gnomon.errors import Closed, NotOwner, Unavailable
+from gnomon.wal.api import Ticket, Wal
 from node.engine.batch import conform, conform_keys, deletion_markers
 from node.engine.catalog import TableInfo
 from node.engine.flush import flush_memtable
@@ -29,7 +30,6 @@ from node.engine.sst.meta import SstKind
 from node.engine.sst.reader import SstFiles
 from node.engine.stats import TableStats
 from node.engine.tombstones import RangeTombstone
-from node.wal.api import Ticket, Wal
 from objectstore.api import ObjectStore
 
 log = logging.getLogger("gnomon.engine")

@@ -38,6 +38,7 @@ from urllib.parse import parse_qs, urlsplit
 import httptools
 
 from gnomon.errors import Cancelled, Closed, InvalidArgument, NotOwner, TooLarge, Unavailable
+from gnomon.wal.api import Ticket
 from node.engine.table import Logged
 from node.ingest import line_protocol
 from node.ingest.rows import TableRows
@@ -49,7 +50,6 @@ from node.server.openapi import SPEC
 from node.server.status import http_status, message_of
 from node.sql.cancel import Queries
 from node.sql.result import QueryResult
-from node.wal.api import Ticket
 
 log = logging.getLogger("gnomon.http")
 

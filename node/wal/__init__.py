@@ -1,5 +1,1 @@
-"""Write-ahead logs: the :class:`Wal` contract and the disk implementation."""
-
-from node.wal.api import Wal, WalRecord
-
-__all__ = ["Wal", "WalRecord"]
+"""The disk WAL of a standalone node (the contract it implements is :mod:`gnomon.wal`)."""

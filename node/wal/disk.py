@@ -32,11 +32,11 @@ from collections.abc import Iterator
 from typing import Literal
 
 from gnomon.errors import Closed, Corrupted, InvalidArgument, Unavailable
-from node.wal.api import Ticket, WalRecord
-from node.wal.group_commit import failed_error
+from gnomon.wal.api import MAX_U64, Ticket, WalRecord
+from gnomon.wal.group_commit import failed_error
+from gnomon.wal.region_wal import RegionWal
 from node.wal.record import (
     HEADER_SIZE,
-    MAX_U64,
     MAX_VALUE_SIZE,
     RecordScanner,
     ScanEnd,
@@ -45,7 +45,6 @@ from node.wal.record import (
     nonzero_end,
     seq_at,
 )
-from node.wal.region_wal import RegionWal
 from node.wal.segment import (
     MAGIC_SIZE,
     Segment,
@@ -77,7 +76,7 @@ def _region_dir(root: str, region_id: int) -> str:
 class DiskWal(RegionWal["_Region"]):
     append_blocks = False
 
-    """A :class:`node.wal.api.Wal` on local disk.
+    """A :class:`gnomon.wal.api.Wal` on local disk.
 
     ``segment_size`` is the size a segment file grows to (preallocated an extent at a time)
     before the log rolls to a new one; a record too big for an empty segment gets a segment

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 from gnomon.errors import Corrupted, InvalidArgument, TooLarge
+from gnomon.wal.api import MAX_U64
 
 VERSION = 1
 HEADER = struct.Struct("<BIQQI")
@@ -37,7 +38,6 @@ _CRC_START = _PREFIX.size
 _SEQ = struct.Struct("<Q")
 _SEQ_OFFSET = 1 + 4 + 8
 
-MAX_U64 = (1 << 64) - 1
 MAX_VALUE_SIZE = (1 << 32) - 1
 
 #: What the scanner accepts: anything sliceable and searchable with ``find``.

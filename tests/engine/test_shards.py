@@ -18,10 +18,10 @@ import pytest
 from gnomon.devcluster.brokers import running_tansu
 from gnomon.errors import Closed, Conflict, Fenced, NotFound, NotOwner, Unavailable
 from gnomon.store.sqlite import SqliteStore
+from gnomon.wal.api import Ticket, Wal
 from node.engine.engine import Engine, EngineConfig
 from node.engine.fences import ShardFences
 from node.engine.options import TableOptions
-from node.wal.api import Ticket, Wal
 from node.wal.disk import DiskWal
 from objectstore.local import LocalObjectStore
 from wal_kafka import KafkaWal

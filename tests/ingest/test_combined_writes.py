@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 
 from gnomon.errors import InvalidArgument
+from gnomon.wal.api import Ticket
+from gnomon.wal.region_wal import RegionWal
 from node.backends import open_standalone
 from node.engine.engine import Engine
 from node.engine.schema import Column, ColumnType, Schema
 from node.ingest import line_protocol
 from node.ingest.writer import Ingestor
-from node.wal.api import Ticket
-from node.wal.region_wal import RegionWal
 
 #: Bound on every wait here; none is expected to come near it.
 WAIT_S = 10.0

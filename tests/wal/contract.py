@@ -1,4 +1,4 @@
-"""Backend-agnostic contract tests of :class:`node.wal.api.Wal`.
+"""Backend-agnostic contract tests of :class:`gnomon.wal.api.Wal`.
 
 A backend runs them by subclassing :class:`WalContract` in a test module (a ``Test*`` name, so
 pytest collects it) and providing a ``wal_factory`` fixture: a callable returning a new Wal over
@@ -20,7 +20,7 @@ from typing import TypeVar
 import pytest
 
 from gnomon.errors import Closed, Conflict, InvalidArgument, NotFound
-from node.wal.api import Wal, WalRecord
+from gnomon.wal.api import Wal, WalRecord
 
 WalFactory = Callable[[], Wal]
 W = TypeVar("W", bound=Wal)

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from node.wal.api import Wal
+from gnomon.wal.api import Wal
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -17,11 +17,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gnomon.errors import Closed, Corrupted, InvalidArgument, Unavailable
-from node.wal.api import Wal
+from gnomon.wal.api import MAX_U64, Wal
 from node.wal.disk import DiskWal
 from node.wal.record import (
     HEADER_SIZE,
-    MAX_U64,
     Record,
     RecordScanner,
     ScanEnd,

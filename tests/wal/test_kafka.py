@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from gnomon.devcluster.brokers import Broker, running_tansu
 from gnomon.errors import Corrupted, InvalidArgument, TooLarge, Unavailable
-from node.wal.api import Wal
+from gnomon.wal.api import Wal
 from tests.support.procs import free_port
 from wal_kafka import KafkaWal
 from wal_kafka import wal as wal_module

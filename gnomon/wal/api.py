@@ -21,6 +21,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
+#: Table ids and sequence numbers are unsigned 64-bit integers.
+MAX_U64 = (1 << 64) - 1
+
 
 @dataclass(frozen=True)
 class WalRecord:

@@ -1,4 +1,4 @@
-"""The front of a WAL backend: the :class:`node.wal.api.Wal` calls checked and routed to regions.
+"""The front of a WAL backend: the :class:`gnomon.wal.api.Wal` calls checked and routed to regions.
 
 Every backend (disk, Kafka) keeps a map of open regions behind the same calls; it only says how
 a region opens (and closes the WAL as a whole). The argument checks live here too, so each
@@ -13,8 +13,7 @@ from collections.abc import Iterator
 from typing import Generic, Protocol, TypeVar
 
 from gnomon.errors import Closed, Conflict, InvalidArgument, NotFound, TooLarge
-from node.wal.api import Ticket, WalRecord
-from node.wal.record import MAX_U64
+from gnomon.wal.api import MAX_U64, Ticket, WalRecord
 
 
 class Region(Protocol):
@@ -44,13 +43,13 @@ def _check_id(what: str, value: object) -> int:
 
 
 class RegionWal(ABC, Generic[R]):
-    """A :class:`node.wal.api.Wal` routing each call to an open region of type ``R``.
+    """A :class:`gnomon.wal.api.Wal` routing each call to an open region of type ``R``.
 
     ``where`` names the WAL in errors (``"WAL at <root>"``); ``max_payload`` is the largest
     payload a record may carry (None: no limit of its own).
     """
 
-    #: Whether ``append`` may wait for the network or a group in flight (see node.wal.api).
+    #: Whether ``append`` may wait for the network or a group in flight (see gnomon.wal.api).
     append_blocks = True
 
     def __init__(self, where: str, *, max_payload: int | None = None) -> None:

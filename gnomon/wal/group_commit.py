@@ -18,8 +18,7 @@ from abc import ABC, abstractmethod
 from typing import Generic, TypeVar
 
 from gnomon.errors import Closed, InvalidArgument, Unavailable
-from node.wal.api import Ticket
-from node.wal.record import MAX_U64
+from gnomon.wal.api import MAX_U64, Ticket
 
 #: What a backend's commit of a group hands back to apply once the group is durable.
 R = TypeVar("R")
