@@ -6,18 +6,15 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
-import grpc
 import pytest
 
 from gnomon.devcluster.cluster import DevCluster
-from gnomon.proto import storage_pb2
 from gnomon.spark.client import FlightClient
 from meta.client import MetaClient
-from tests.server.test_grpc import decode
+from tests.cluster.support import grpc_rows, http_sql
 
 #: Tables made until two land on different nodes (the meta service spreads them).
 CANDIDATES = 8
@@ -37,42 +34,15 @@ UNION = (
 )
 
 
-def _http_sql(endpoint: str, query: str) -> tuple[int, Any]:
-    req = urllib.request.Request(
-        f"http://{endpoint}/sql",
-        data=json.dumps({"query": query}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"{}")
-
-
 def _settled_sql(endpoint: str, query: str) -> Any:
     """The answer to ``query``, asked again while a shard it reads is moving (503)."""
     for _ in range(TRIES):
-        status, body = _http_sql(endpoint, query)
+        status, body = http_sql(endpoint, query)
         if status != 503:
             break
         time.sleep(1)
     assert status == 200, body
     return body
-
-
-def _grpc_rows(endpoint: str, query: str) -> list[dict[str, Any]]:
-    req = storage_pb2.SqlQueryRequest(tables=[], sql=query)
-    req.context.database = "public"
-    with grpc.insecure_channel(endpoint) as channel:
-        resp = channel.unary_unary(
-            "/storage.StorageService/SqlQuery",
-            request_serializer=storage_pb2.SqlQueryRequest.SerializeToString,
-            response_deserializer=storage_pb2.SqlQueryResponse.FromString,
-        )(req, timeout=30)
-    assert resp.header.code == 200, resp.header.error
-    rows: list[dict[str, Any]] = decode(resp.arrow).to_pylist()
-    return rows
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +105,7 @@ def test_join_and_union_across_nodes_from_every_node_over_grpc(
     a, b = tables
     for node in cluster.node_endpoints:
         for query, rows in _expected(a, b).items():
-            assert _grpc_rows(node.grpc, query) == rows, (node.name, query)
+            assert grpc_rows(node.grpc, query) == rows, (node.name, query)
 
 
 def test_the_owner_sends_only_the_columns_and_rows_asked_for(
@@ -176,4 +146,4 @@ def test_a_query_of_one_table_is_answered_by_every_node(
     b = list(tables)[1]
     query = f"SELECT count(*) AS n FROM {b} WHERE v > 1"
     for node in cluster.node_endpoints:
-        assert _grpc_rows(node.grpc, query) == [{"n": 3}], node.name
+        assert grpc_rows(node.grpc, query) == [{"n": 3}], node.name

@@ -5,16 +5,12 @@ DDL through any node, and the forwarding loop guard."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import grpc
 import pytest
@@ -23,6 +19,7 @@ from gnomon.devcluster.cluster import DevCluster
 from gnomon.proto import storage_pb2
 from meta.client import MetaClient
 from node.cluster.forward import FORWARDED_FROM
+from tests.cluster.support import http_sql, owners
 from tests.server.sdk import run_sdk
 
 TABLES = [f"dc_{i}" for i in range(8)]
@@ -32,11 +29,6 @@ TABLES = [f"dc_{i}" for i in range(8)]
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
     with DevCluster(tmp_path_factory.mktemp("dev-cluster"), nodes=3, shards=6) as running:
         yield running
-
-
-def _owners(cluster: DevCluster, tables: list[str]) -> dict[str, str]:
-    with MetaClient(cluster.meta) as client:
-        return {r.table: r.endpoint for r in client.route(tables)}
 
 
 def _write_and_count(mode: str, tables: list[str]) -> str:
@@ -61,10 +53,10 @@ def test_direct_mode_writes_and_reads_every_owner(cluster: DevCluster, tmp_path:
     out = run_sdk(cluster.node_endpoints[0].grpc, _write_and_count("Direct", tables), tmp_path)
     assert out["write"] == [40, 0]
     assert out["counts"] == {t: [10, 45.0] for t in tables}
-    owners = _owners(cluster, tables)
+    owned = owners(cluster, tables)
     # Auto-created on first write through one node, they spread over the cluster's nodes.
-    assert set(owners) == set(tables)
-    assert len(set(owners.values())) > 1
+    assert set(owned) == set(tables)
+    assert len(set(owned.values())) > 1
 
 
 def test_proxy_mode_through_one_node_reaches_every_owner(
@@ -75,11 +67,11 @@ def test_proxy_mode_through_one_node_reaches_every_owner(
     out = run_sdk(entry, _write_and_count("Proxy", tables), tmp_path)
     assert out["write"] == [40, 0]
     assert out["counts"] == {t: [10, 45.0] for t in tables}
-    assert any(owner != entry for owner in _owners(cluster, tables).values())
+    assert any(owner != entry for owner in owners(cluster, tables).values())
 
 
 def test_route_names_each_tables_owner(cluster: DevCluster) -> None:
-    owners = _owners(cluster, TABLES[:4])
+    owned = owners(cluster, TABLES[:4])
     nodes = {n.grpc: n for n in cluster.node_endpoints}
     with MetaClient(cluster.meta) as client:
         for r in client.route(TABLES[:4]):
@@ -95,7 +87,7 @@ def test_route_names_each_tables_owner(cluster: DevCluster) -> None:
                 response_deserializer=storage_pb2.RouteResponse.FromString,
             )(req, timeout=10)
         got = {r.table: f"{r.endpoint.ip}:{r.endpoint.port}" for r in resp.routes}
-        assert got == owners
+        assert got == owned
 
 
 def test_ddl_through_any_node(cluster: DevCluster, tmp_path: Path) -> None:
@@ -128,8 +120,7 @@ def test_ddl_through_any_node(cluster: DevCluster, tmp_path: Path) -> None:
 def test_a_forwarded_request_is_never_forwarded_again(cluster: DevCluster) -> None:
     """A write marked as forwarded that reaches a node not serving its table is refused,
     naming the owner, instead of travelling on."""
-    owners = _owners(cluster, TABLES[:1])
-    owner = owners[TABLES[0]]
+    owner = owners(cluster, TABLES[:1])[TABLES[0]]
     other = next(n.grpc for n in cluster.node_endpoints if n.grpc != owner)
     req = storage_pb2.WriteRequest()
     req.context.database = "public"
@@ -148,37 +139,24 @@ def test_a_forwarded_request_is_never_forwarded_again(cluster: DevCluster) -> No
     assert owner in resp.header.error
 
 
-def _http_sql(endpoint: str, query: str) -> tuple[int, Any]:
-    req = urllib.request.Request(
-        f"http://{endpoint}/sql",
-        data=json.dumps({"query": query}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
-
-
 def test_sql_over_http_on_any_node(cluster: DevCluster) -> None:
     nodes = [n.http for n in cluster.node_endpoints]
-    status, _ = _http_sql(
+    status, _ = http_sql(
         nodes[0],
         "CREATE TABLE dc_http (host string TAG, v double, ts timestamp NOT NULL, "
         "TIMESTAMP KEY(ts)) WITH (update_mode='APPEND')",
     )
     assert status == 200
     for i, node in enumerate(nodes):
-        status, body = _http_sql(
+        status, body = http_sql(
             node, f"INSERT INTO dc_http (host, v, ts) VALUES ('n{i}', {i}.5, {1000 + i})"
         )
         assert (status, body) == (200, {"affected_rows": 1})
     for node in nodes:
-        status, body = _http_sql(node, "SELECT host, v FROM dc_http ORDER BY host")
+        status, body = http_sql(node, "SELECT host, v FROM dc_http ORDER BY host")
         assert status == 200
         assert body["rows"] == [{"host": f"n{i}", "v": i + 0.5} for i in range(len(nodes))]
-    status, body = _http_sql(nodes[1], "SELECT nosuch FROM dc_http")
+    status, body = http_sql(nodes[1], "SELECT nosuch FROM dc_http")
     assert status == 400 and "nosuch" in body["message"]
 
 

@@ -14,7 +14,6 @@ acknowledged id is stored exactly once; unacknowledged ids may or may not be.
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import subprocess
@@ -34,6 +33,7 @@ from gnomon.proto import storage_pb2
 from meta.cli import CRASH_ENV
 from meta.runner import CRASH_EXIT_CODE
 from node.cluster.forward import FORWARDED_FROM
+from tests.cluster.support import http_sql
 from tests.server.sdk import PRELUDE
 
 KILLS = int(os.environ.get("GNOMON_KILLS", "20"))
@@ -160,22 +160,6 @@ class Writer:
         self._stderr.close()
 
 
-def sql(endpoint: str, query: str) -> tuple[int, Any]:
-    host, port = endpoint.rsplit(":", 1)
-    conn = http.client.HTTPConnection(host, int(port), timeout=30)
-    try:
-        conn.request(
-            "POST",
-            "/sql",
-            json.dumps({"query": query}).encode(),
-            {"Content-Type": "application/json"},
-        )
-        resp = conn.getresponse()
-        return resp.status, json.loads(resp.read())
-    finally:
-        conn.close()
-
-
 def stored_ids(cluster: DevCluster, table: str, *, down: Collection[int] = ()) -> Counter[int]:
     """How many times each id is stored in ``table``, read by SQL through some live node."""
     last: Any = None
@@ -185,7 +169,7 @@ def stored_ids(cluster: DevCluster, table: str, *, down: Collection[int] = ()) -
         if i in down:
             continue
         try:
-            status, body = sql(cluster.node_endpoints[i].http, f"SELECT id FROM {table}")
+            status, body = http_sql(cluster.node_endpoints[i].http, f"SELECT id FROM {table}")
         except OSError as e:
             status, body = 0, str(e)
         if status == 200:
@@ -210,7 +194,7 @@ def assert_acked_once(
 
 def create_tables(cluster: DevCluster, tables: list[str]) -> None:
     for table in tables:
-        status, body = sql(
+        status, body = http_sql(
             cluster.node_endpoints[0].http,
             f"CREATE TABLE {table} (w string TAG, id bigint, ts timestamp NOT NULL, "
             "TIMESTAMP KEY(ts)) WITH (update_mode='APPEND')",

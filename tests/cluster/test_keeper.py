@@ -147,9 +147,7 @@ def test_shards_follow_the_meta_service_and_fail_over(cluster: Cluster, broker: 
         assert sorted(got) == [1.0, 2.0, 3.0]
 
 
-def test_tables_made_through_any_node_live_on_their_owner(
-    cluster: Cluster, broker: Broker
-) -> None:
+def test_tables_made_through_any_node_live_on_their_owner(cluster: Cluster, broker: Broker) -> None:
     cluster.meta(shards=4)
     client = cluster.client()
     wal_ns = f"ns{uuid.uuid4().hex[:6]}"
@@ -157,8 +155,9 @@ def test_tables_made_through_any_node_live_on_their_owner(
         nodes = [_node(stack, cluster, broker, i, wal_ns) for i in (3, 4)]
         for node in nodes:
             wait_until(
-                lambda n=node: bool(_led_by(client, n.name))
-                and n.engine.shards() == _led_by(client, n.name),
+                lambda n=node: (
+                    bool(_led_by(client, n.name)) and n.engine.shards() == _led_by(client, n.name)
+                ),
                 what=f"{node.name} to open the shards it leads",
             )
         names = [f"t{i}" for i in range(6)]

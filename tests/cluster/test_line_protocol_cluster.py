@@ -8,8 +8,6 @@ naming the owner."""
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from concurrent import futures
 from typing import Any
@@ -22,9 +20,9 @@ from gnomon.devcluster.cluster import DevCluster, NodeEndpoints
 from gnomon.errors import InvalidArgument, NotOwner
 from gnomon.spark.client import gnomon_error
 from gnomon.spark.ticket import PutSpec
-from meta.client import MetaClient
 from node.cluster import rows_wire
 from node.ingest import line_protocol
+from tests.cluster.support import http_sql, owners, write_lines
 
 MEASUREMENTS = [f"lp_{i}" for i in range(6)]
 T0 = 1_700_000_000_000
@@ -36,35 +34,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
         yield running
 
 
-def _owners(cluster: DevCluster, tables: list[str]) -> dict[str, str]:
-    with MetaClient(cluster.meta) as client:
-        return {r.table: r.endpoint for r in client.route(tables)}
-
-
 def _node(cluster: DevCluster, grpc: str) -> NodeEndpoints:
     return next(n for n in cluster.node_endpoints if n.grpc == grpc)
 
 
-def _post(endpoint: str, path: str, body: bytes) -> tuple[int, Any]:
-    req = urllib.request.Request(f"http://{endpoint}{path}", data=body, method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            data = resp.read()
-            return resp.status, json.loads(data) if data else None
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
-
-
-def _write(endpoint: str, text: str) -> tuple[int, Any]:
-    return _post(endpoint, "/influxdb/v1/write?db=public&precision=ms", text.encode())
-
-
-def _sql(endpoint: str, query: str) -> tuple[int, Any]:
-    return _post(endpoint, "/sql", json.dumps({"query": query}).encode())
-
-
 def _rows(endpoint: str, query: str) -> list[dict[str, Any]]:
-    status, body = _sql(endpoint, query)
+    status, body = http_sql(endpoint, query)
     assert status == 200, body
     rows: list[dict[str, Any]] = body["rows"]
     return rows
@@ -76,8 +51,8 @@ def written(cluster: DevCluster) -> dict[str, str]:
     created them all); the owners of the measurements."""
     for i, node in enumerate(cluster.node_endpoints):
         text = "\n".join(f"{m},host=n{i},dc=eu v={i}.5,n={i}i {T0 + i}" for m in MEASUREMENTS)
-        assert _write(node.http, text) == (204, None)
-    return _owners(cluster, MEASUREMENTS)
+        assert write_lines(node.http, text) == (204, None)
+    return owners(cluster, MEASUREMENTS)
 
 
 def test_writes_to_every_node_reach_the_owners_and_read_back_everywhere(
@@ -100,7 +75,7 @@ def test_a_new_field_through_a_node_that_does_not_own_the_table(
 ) -> None:
     table = MEASUREMENTS[0]
     entry = next(n for n in cluster.node_endpoints if n.grpc != written[table])
-    assert _write(entry.http, f'{table},host=new v=9,extra=5i,note="hi" {T0 + 100}') == (
+    assert write_lines(entry.http, f'{table},host=new v=9,extra=5i,note="hi" {T0 + 100}') == (
         204,
         None,
     )
@@ -116,7 +91,7 @@ def test_a_value_of_another_type_is_refused_by_the_owner_naming_it(
     table = MEASUREMENTS[1]
     owner = written[table]
     entry = next(n for n in cluster.node_endpoints if n.grpc != owner)
-    status, body = _write(entry.http, f'{table},host=bad v="text" {T0 + 200}')
+    status, body = write_lines(entry.http, f'{table},host=bad v="text" {T0 + 200}')
     assert status == 400
     assert owner in body["message"] and "column:v" in body["message"]
     assert _rows(entry.http, f"SELECT count(*) AS c FROM {table} WHERE host = 'bad'") == [{"c": 0}]
@@ -132,7 +107,7 @@ def test_concurrent_small_writes_through_a_non_owner_each_get_their_own_answer(
     bodies = [f"{table},host=c{i} v={i} {T0 + 1000 + i}" for i in range(40)]
     bodies[17] = f'{table},host=c17 v="text" {T0 + 1017}'
     with futures.ThreadPoolExecutor(8) as pool:
-        answers = list(pool.map(lambda body: _write(entry.http, body)[0], bodies))
+        answers = list(pool.map(lambda body: write_lines(entry.http, body)[0], bodies))
     assert answers == [400 if i == 17 else 204 for i in range(len(bodies))]
     got = _rows(entry.http, f"SELECT host FROM {table} WHERE host LIKE 'c%' ORDER BY host")
     assert sorted(r["host"] for r in got) == sorted(f"c{i}" for i in range(40) if i != 17)
@@ -143,13 +118,13 @@ def test_a_bad_line_is_a_400_and_writes_nothing(
 ) -> None:
     table = MEASUREMENTS[2]
     for node in cluster.node_endpoints:
-        status, body = _write(
+        status, body = write_lines(
             node.http, f"{table},host=never v=1 {T0 + 300}\nlp_never v=1 1\nlp_never,, v=2"
         )
         assert status == 400 and "line 3" in body["message"], body
     node = cluster.node_endpoints[0]
     assert _rows(node.http, f"SELECT count(*) AS c FROM {table} WHERE host = 'never'") == [{"c": 0}]
-    status, body = _sql(node.http, "SELECT * FROM lp_never")
+    status, body = http_sql(node.http, "SELECT * FROM lp_never")
     assert status != 200 and "does not exist" in body["message"]
 
 
