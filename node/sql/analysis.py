@@ -18,11 +18,11 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from gnomon.errors import InvalidArgument, UnknownTable
-from node.engine.engine import Engine
 from node.engine.lru import Lru
 from node.engine.schema import ColumnType, Schema
 from node.sql import direct, prescan, rewrite
 from node.sql.lexer import Kind, Token, check_bounds, shaped
+from node.tables import TableCatalog
 
 _CLAUSE_WORDS = (
     "WHERE", "GROUP", "ORDER", "LIMIT", "JOIN", "INNER", "LEFT", "RIGHT", "FULL", "CROSS", "ON",
@@ -78,7 +78,7 @@ class Analysis:
     #: Integer arithmetic on literals alone (:func:`node.sql.rewrite.constant_spans`).
     constants: tuple[tuple[int, int], ...] = ()
 
-    def holds_for(self, engine: Engine) -> bool:
+    def holds_for(self, engine: TableCatalog) -> bool:
         """Whether the engine's tables are still those the analysis was found with."""
         if engine.list_tables() != self.tables:
             return False
@@ -120,7 +120,7 @@ class Analyses:
     def __init__(self, capacity: int = SHAPES) -> None:
         self._kept: Lru[str, Analysis] = Lru(capacity)
 
-    def bound(self, sql: str, engine: Engine) -> tuple[Analysis, list[Token]] | None:
+    def bound(self, sql: str, engine: TableCatalog) -> tuple[Analysis, list[Token]] | None:
         """The kept analysis of ``sql``'s shape, if the engine's tables are still those it
         was found with, and the tokens of ``sql``, made from those it was found in with
         the literals of ``sql``: without tokenizing the statement. Only the literals'
@@ -134,7 +134,7 @@ class Analyses:
             tokens[at] = literal
         return found, tokens
 
-    def of(self, sql: str, tokens: Sequence[Token], engine: Engine) -> Analysis:
+    def of(self, sql: str, tokens: Sequence[Token], engine: TableCatalog) -> Analysis:
         """The analysis of ``sql`` (of ``tokens``), kept for its shape."""
         shape = shaped(sql)
         if shape is not None:
@@ -149,7 +149,7 @@ class Analyses:
         return found
 
 
-def analyse(tokens: Sequence[Token], engine: Engine) -> Analysis:
+def analyse(tokens: Sequence[Token], engine: TableCatalog) -> Analysis:
     """The analysis of ``tokens``; raises on a query beyond the bounds DataFusion is given
     (:func:`node.sql.lexer.check_bounds`, checked first: the passes below recurse into
     parentheses) or a time-travel clause that cannot be one."""

@@ -1,7 +1,8 @@
-"""Executing SQL against the engine: gnomon's own statements are interpreted here, queries
-run on DataFusion over the engine's tables (with projection and filter pushdown), and over
-tables of other nodes (:class:`~node.sql.provider.RemoteTables`) when a query reads tables of
-more than one node."""
+"""Executing SQL against this node's tables (:class:`~node.tables.SqlTables`, the engine
+behind the table-source seam): gnomon's own statements are interpreted here, queries run on
+DataFusion over the tables (with projection and filter pushdown), and over tables of other
+nodes (:class:`~node.sql.provider.RemoteTables`) when a query reads tables of more than one
+node."""
 
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ from node.sql.provider import (
     ScanRecord,
 )
 from node.sql.result import QueryResult
+from node.tables import ScanRequest, SqlTables, local
 
 _DF_NOT_FOUND = re.compile(r"table '(?:[\w]+\.)*([^']+)' not found", re.IGNORECASE)
 
@@ -145,8 +147,8 @@ class _Mode:
 class _QueryContext:
     """The tables one query reads, registered on a fresh DataFusion session."""
 
-    def __init__(self, engine: Engine, mode: _Mode) -> None:
-        self.engine = engine
+    def __init__(self, tables: SqlTables, mode: _Mode) -> None:
+        self.tables = tables
         self.mode = mode
         self._ctx: datafusion.SessionContext | None = None
         self.scans: list[ScanRecord] = []
@@ -200,7 +202,7 @@ class _QueryContext:
         ):
             return
         dataset = EngineDataset(
-            self.engine,
+            self.tables,
             table,
             version=version,
             timestamp_ms=timestamp_ms,
@@ -230,11 +232,15 @@ class _QueryContext:
             self.ctx.register_view(_dq(name), view)
 
     def _register_small(self, name: str, prescan: Prescan) -> bool:
-        scan = self.engine.plan_scan(
-            prescan.table,
-            columns=prescan.columns,
-            bounds=prescan.bounds,
-            dictionary_tags=self.mode.dictionary_tags,
+        # The engine's own scan (a local reader's): its estimate and located reads are the
+        # point of reading up front.
+        scan = self.tables.scan(
+            ScanRequest(
+                prescan.table,
+                columns=prescan.columns,
+                bounds=prescan.bounds,
+                dictionary_tags=self.mode.dictionary_tags,
+            )
         )
         if scan.estimated_rows() * len(scan.columns) > SMALL_SCAN_VALUES:
             return False
@@ -256,10 +262,11 @@ class _QueryContext:
 
 
 class SqlExecutor:
-    """Runs statements on ``engine``; tables it does not serve are looked up in ``remote``."""
+    """Runs statements on ``tables`` (an engine is taken as :class:`~node.tables.LocalTables`);
+    tables not served here are looked up in ``remote``."""
 
-    def __init__(self, engine: Engine, remote: RemoteTables | None = None) -> None:
-        self.engine = engine
+    def __init__(self, tables: SqlTables | Engine, remote: RemoteTables | None = None) -> None:
+        self.tables: SqlTables = local(tables)
         self.remote = remote or NoRemoteTables()
         self._analyses = Analyses()
 
@@ -285,10 +292,10 @@ class SqlExecutor:
                 f"table {name!r} is served by {remote[name].owner}", owner=remote[name].owner
             )
         try:
-            self.engine.table(name)
+            self.tables.describe(name)
             return remote
         except NotOwner as elsewhere:
-            local = set(self.engine.list_tables())
+            local = set(self.tables.list_tables())
             named = [n for t in tokenize(sql) if (n := t.identifier) is not None]
             found = self.remote.find(list(dict.fromkeys(n for n in named if n not in local)))
             reads_local = any(n in local for n in named)
@@ -301,7 +308,7 @@ class SqlExecutor:
     def _execute(self, sql: str, remote: Remote) -> QueryResult:
         # A query of a shape seen before runs on the analysis kept for it, untokenized.
         text = statement_text(sql)
-        kept = self._analyses.bound(text, self.engine)
+        kept = self._analyses.bound(text, self.tables)
         if kept is not None:
             analysis, tokens = kept
             return self._query(text, tokens, analysis, remote)
@@ -320,32 +327,32 @@ class SqlExecutor:
                 return self._delete(table, where)
             case CreateTable():
                 schema, options = ddl.schema_of(stmt)
-                self.engine.create_table(
+                self.tables.create_table(
                     stmt.name, schema, options, if_not_exists=stmt.if_not_exists
                 )
                 return QueryResult.affected(0)
             case DropTable(name, if_exists):
-                self.engine.drop_table(name, if_exists=if_exists)
+                self.tables.drop_table(name, if_exists=if_exists)
                 return QueryResult.affected(0)
             case AlterAddColumns(table, columns):
-                self.engine.alter_table(table, add_columns=[ddl.to_column(c) for c in columns])
+                self.tables.alter_table(table, add_columns=[ddl.to_column(c) for c in columns])
                 return QueryResult.affected(0)
             case AlterModifySetting(table, options):
-                self.engine.alter_table(table, options=options)
+                self.tables.alter_table(table, options=options)
                 return QueryResult.affected(0)
             case ShowTables(like):
-                names = self.engine.list_tables()
+                names = self.tables.list_tables()
                 if like is not None:
                     rx = _like_regex(like)
                     names = [n for n in names if rx.match(n)]
                 return QueryResult.rows(pa.table({"Tables": pa.array(names, pa.string())}))
             case ShowCreateTable(name):
-                info = self.engine.describe(name)
+                info = self.tables.describe(name)
                 return QueryResult.rows(
                     pa.table({"Table": [name], "Create Table": [ddl.show_create(info)]})
                 )
             case Describe(name):
-                return QueryResult.rows(ddl.describe(self.engine.describe(name)))
+                return QueryResult.rows(ddl.describe(self.tables.describe(name)))
         raise InvalidArgument(f"unsupported statement {type(stmt).__name__}")
 
     # -- queries ---------------------------------------------------------------------------------
@@ -359,7 +366,7 @@ class SqlExecutor:
         reading no table but one tells the engine the columns it may read and the bounds
         of its WHERE clause (:mod:`node.sql.prescan`); in ``in_memory`` mode a small such
         scan is read up front, once for all the query's uses of the table."""
-        qc = _QueryContext(self.engine, mode)
+        qc = _QueryContext(self.tables, mode)
         for name, table in remote.items():
             qc.register_remote(name, table)
         for t in analysis.travel:
@@ -426,7 +433,7 @@ class SqlExecutor:
             flat = rewrite.in_lists(sql, tokens)
             if flat is not None:
                 sql, tokens = flat, tokenize(flat)
-            analysis = self._analyses.of(sql, tokens, self.engine)
+            analysis = self._analyses.of(sql, tokens, self.tables)
             positioned = tokens
         else:
             positioned = ()  # the bound tokens' positions are the kept analysis's
@@ -501,7 +508,7 @@ class SqlExecutor:
     # -- writes ----------------------------------------------------------------------------------
 
     def _insert(self, stmt: Insert) -> QueryResult:
-        schema = self.engine.describe(stmt.table).schema
+        schema = self.tables.describe(stmt.table).schema
         columns = stmt.columns or [c for c in schema.names if not (c == TSID and schema.has_tsid)]
         if stmt.columns is None and any(len(r) != len(columns) for r in stmt.rows):
             raise InvalidArgument(
@@ -514,11 +521,11 @@ class SqlExecutor:
         for j, name in enumerate(columns):
             col = schema.column(name)
             arrays.append(_column_array(name, col.type, [r[j] for r in stmt.rows]))
-        written = self.engine.write(stmt.table, pa.table(dict(zip(columns, arrays, strict=True))))
+        written = self.tables.write(stmt.table, pa.table(dict(zip(columns, arrays, strict=True))))
         return QueryResult.affected(written)
 
     def _delete(self, table: str, where: str | None) -> QueryResult:
-        schema = self.engine.describe(table).schema
+        schema = self.tables.describe(table).schema
         keys = [k for k in schema.primary_key if not (k == TSID and schema.has_tsid)]
         if schema.has_tsid:
             keys = schema.tags + keys
@@ -528,10 +535,10 @@ class SqlExecutor:
         _, matched = self._run(select)
         if matched.num_rows == 0:
             return QueryResult.affected(0)
-        info = self.engine.describe(table)
+        info = self.tables.describe(table)
         if where is not None and info.options.update_mode is UpdateMode.APPEND:
             self._check_whole_keys(table, keys, where, matched.num_rows)
-        return QueryResult.affected(self.engine.delete_rows(table, matched))
+        return QueryResult.affected(self.tables.delete_rows(table, matched))
 
     def _check_whole_keys(self, table: str, keys: list[str], where: str, matched: int) -> None:
         """An APPEND table may hold several rows under one key, and a deletion removes a key

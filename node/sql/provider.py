@@ -1,4 +1,4 @@
-"""Engine tables as DataFusion tables.
+"""This node's tables (a :class:`~node.tables.LocalReader`) as DataFusion tables.
 
 DataFusion takes a ``pyarrow.dataset.Dataset`` subclass: it hands the dataset the pushed-down
 filter (a pyarrow Expression) and the projection, and treats the filter as exact. The engine
@@ -18,9 +18,9 @@ import pyarrow.dataset as ds
 
 from gnomon.errors import GnomonError
 from node.engine.bounds import Bounds
-from node.engine.engine import Engine
 from node.engine.scan import ScanStats
 from node.sql import cancel
+from node.tables import LocalReader, ScanRequest
 
 
 @dataclass
@@ -59,15 +59,17 @@ class EngineFragment:
     ) -> ds.Scanner:
         d = self._dataset
         try:
-            scan = d.engine.plan_scan(
-                d.table,
-                columns=columns,
-                predicate=filter,
-                version=d.version,
-                timestamp_ms=d.timestamp_ms,
-                batch_size=batch_size or 65_536,
-                bounds=d.bounds,
-                dictionary_tags=d.dictionary_tags,
+            scan = d.source.scan(
+                ScanRequest(
+                    d.table,
+                    columns=columns,
+                    predicate=filter,
+                    version=d.version,
+                    timestamp_ms=d.timestamp_ms,
+                    batch_size=batch_size or 65_536,
+                    bounds=d.bounds,
+                    dictionary_tags=d.dictionary_tags,
+                )
             )
         except GnomonError as e:
             # DataFusion would flatten the error into text; keep it for the executor.
@@ -107,13 +109,13 @@ def conformed(
 
 
 class EngineDataset(ds.InMemoryDataset):  # type: ignore[misc]
-    """One engine table (optionally at a manifest version) as a DataFusion table, string
-    tags dictionary encoded with ``dictionary_tags``. ``bounds`` hold for every row the query
-    needs (see :mod:`node.sql.prescan`)."""
+    """One table of ``source`` (optionally at a manifest version) as a DataFusion table,
+    string tags dictionary encoded with ``dictionary_tags``. ``bounds`` hold for every row the
+    query needs (see :mod:`node.sql.prescan`)."""
 
     def __init__(
         self,
-        engine: Engine,
+        source: LocalReader,
         table: str,
         *,
         version: int | None = None,
@@ -123,7 +125,7 @@ class EngineDataset(ds.InMemoryDataset):  # type: ignore[misc]
         bounds: Bounds | None = None,
         dictionary_tags: bool = False,
     ) -> None:
-        self.engine = engine
+        self.source = source
         self.bounds = bounds
         self.dictionary_tags = dictionary_tags
         self.table = table
@@ -134,7 +136,7 @@ class EngineDataset(ds.InMemoryDataset):  # type: ignore[misc]
         #: The query's cancellation token, taken here, in the request's thread: DataFusion
         #: runs the scans on threads of its own.
         self.token = cancel.current()
-        self.arrow_schema = engine.describe(table).schema.arrow(dictionary_tags=dictionary_tags)
+        self.arrow_schema = source.schema(table).arrow(dictionary_tags=dictionary_tags)
         super().__init__(pa.Table.from_batches([], schema=self.arrow_schema))  # type: ignore[call-arg]
 
     def get_fragments(self, filter: pc.Expression | None = None) -> list[EngineFragment]:

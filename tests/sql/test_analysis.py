@@ -90,7 +90,7 @@ def _pairs(seed: int) -> Iterator[tuple[str, str]]:
 
 
 def test_a_query_of_a_kept_shape_gets_what_a_fresh_analysis_gives(sql: SqlExecutor) -> None:
-    engine = sql.engine
+    engine = sql.tables.engine
     schema = engine.describe("m").schema
     checked = {"prescan": 0, "direct": 0, "rewritten": 0}
     for first, second in _pairs(1):
@@ -130,25 +130,25 @@ def test_a_query_of_a_kept_shape_gets_what_a_fresh_analysis_gives(sql: SqlExecut
 
 
 def test_answers_after_a_kept_shape_match_a_fresh_executor(sql: SqlExecutor) -> None:
-    fresh = SqlExecutor(sql.engine)
+    fresh = SqlExecutor(sql.tables.engine)
     for first, second in _pairs(2):
         if "VERSION AS OF" in first:
             continue  # versions of another table's history
         sql.execute(first)
         got = sql.execute(second).table()
-        assert got.equals(SqlExecutor(sql.engine).execute(second).table()), second
+        assert got.equals(SqlExecutor(sql.tables.engine).execute(second).table()), second
         assert got.equals(fresh.execute(second).table()), second
 
 
 def test_literals_of_another_kind_are_another_shape(sql: SqlExecutor) -> None:
     kept = Analyses()
-    by_string = _of(kept, "SELECT v FROM m WHERE host = 'h1'", sql.engine)
-    by_number = _of(kept, "SELECT v FROM m WHERE host = 1", sql.engine)
+    by_string = _of(kept, "SELECT v FROM m WHERE host = 'h1'", sql.tables.engine)
+    by_number = _of(kept, "SELECT v FROM m WHERE host = 1", sql.tables.engine)
     assert by_number is not by_string
-    whole = _of(kept, "SELECT v FROM m WHERE ts > 5", sql.engine)
-    assert _of(kept, "SELECT v FROM m WHERE ts > 5.5", sql.engine) is not whole
+    whole = _of(kept, "SELECT v FROM m WHERE ts > 5", sql.tables.engine)
+    assert _of(kept, "SELECT v FROM m WHERE ts > 5.5", sql.tables.engine) is not whole
     assert (
-        whole.timestamps and not _of(kept, "SELECT v FROM m WHERE ts > 5.5", sql.engine).timestamps
+        whole.timestamps and not _of(kept, "SELECT v FROM m WHERE ts > 5.5", sql.tables.engine).timestamps
     )
 
 
@@ -156,18 +156,18 @@ def test_tables_changing_find_the_analysis_again(sql: SqlExecutor) -> None:
     kept = Analyses()
     query = "SELECT * FROM m, x WHERE m.ts > 10 AND x.at > 20"
     tokens = tokenize(query)
-    before = _of(kept, query, sql.engine)
+    before = _of(kept, query, sql.tables.engine)
     assert before.plain == ("m", "m") and before.rewrite(query, tokens).count("to_timestamp") == 1
     sql.execute("CREATE TABLE x (at timestamp NOT NULL, TIMESTAMP KEY(at))")
-    after = _of(kept, query, sql.engine)
+    after = _of(kept, query, sql.tables.engine)
     assert after is not before
     assert (
         after.plain == ("m", "x", "m", "x")
         and after.rewrite(query, tokens).count("to_timestamp") == 2
     )
-    assert _of(kept, query, sql.engine) is after
+    assert _of(kept, query, sql.tables.engine) is after
     sql.execute("ALTER TABLE x ADD COLUMN (w double)")
-    assert _of(kept, query, sql.engine) is not after
+    assert _of(kept, query, sql.tables.engine) is not after
 
 
 def test_a_schema_changed_under_a_kept_shape_is_read_as_it_is_now(sql: SqlExecutor) -> None:
@@ -206,4 +206,4 @@ def test_rewrite_for_datafusion(sql: SqlExecutor) -> None:
     for values in ((5, 6, 7, 8, 9), (50, 600, 7000, 80000, 900000), (1, 2, 3, 4, 5)):
         text = query.format(*values)
         tokens = tokenize(text)
-        assert _of(kept, text, sql.engine).rewrite(text, tokens) == expected.format(*values)
+        assert _of(kept, text, sql.tables.engine).rewrite(text, tokens) == expected.format(*values)

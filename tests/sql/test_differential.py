@@ -96,7 +96,7 @@ def _insert_sql(rows: list[Row]) -> str:
 def load(sql: SqlExecutor, rng: random.Random) -> pa.Table:
     """Writes the data set into gnomon in phases (flushed, overwritten, in the memtable,
     deleted by key and by range) and returns the rows it must hold."""
-    engine = sql.engine
+    engine = sql.tables.engine
     expected: dict[Key, Row] = {}
     keys: list[Key] = [
         (h, r, START_MS + k * STEP_MS)

@@ -43,7 +43,7 @@ def sql(tmp_path: Path) -> Iterator[SqlExecutor]:
 
 def _plan(sql: SqlExecutor, query: str) -> direct.Direct | None:
     tokens = tokenize(query)
-    schema = sql.engine.describe("m").schema
+    schema = sql.tables.engine.describe("m").schema
     p = analyse(tokens, "m", schema, mentions=1)
     return direct.plan(tokens, "m", schema, exact_where=p.exact)
 
@@ -163,7 +163,7 @@ def test_nan_under_max_and_min_as_datafusion(
     sql: SqlExecutor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     nan = float("nan")
-    sql.engine.write(
+    sql.tables.engine.write(
         "m",
         pa.table(
             {
@@ -319,7 +319,7 @@ def settled(tmp_path: Path) -> Iterator[SqlExecutor]:
     insert = "INSERT INTO m (host, v, n, f, ts) VALUES"
     with executor_over(tmp_path / "db", DDL, insert, rows[:1400], rows[1400]) as ex:
         ex.execute(f"{insert} {', '.join(rows[1401:])}")
-        ex.engine.flush()
+        ex.tables.engine.flush()
         yield ex
 
 

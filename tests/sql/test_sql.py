@@ -66,9 +66,9 @@ def test_insert_without_column_list_and_defaults(sql: SqlExecutor) -> None:
 def test_overwrite_keeps_newest_and_time_travel(sql: SqlExecutor) -> None:
     sql.execute(DDL)
     sql.execute("INSERT INTO cpu (ts, host, region, usage) VALUES (1000, 'a', 'eu', 1.0)")
-    sql.engine.flush()
+    sql.tables.engine.flush()
     sql.execute("INSERT INTO cpu (ts, host, region, usage) VALUES (1000, 'a', 'eu', 2.0)")
-    sql.engine.flush()
+    sql.tables.engine.flush()
     assert rows(sql, "SELECT usage FROM cpu") == [{"usage": 2.0}]
     assert rows(sql, "SELECT usage FROM cpu VERSION AS OF 1") == [{"usage": 1.0}]
     assert rows(sql, "SELECT c.usage FROM cpu VERSION AS OF 2 AS c") == [{"usage": 2.0}]
@@ -86,7 +86,7 @@ def test_filter_pushdown_prunes_row_groups(sql: SqlExecutor) -> None:
     sql.execute(DDL)
     values = ", ".join(f"({i}, 'h{i % 10}', 'eu', {float(i)})" for i in range(1000))
     sql.execute(f"INSERT INTO cpu (ts, host, region, usage) VALUES {values}")
-    sql.engine.flush()
+    sql.tables.engine.flush()
     r = sql.execute("SELECT count(*) AS n FROM cpu WHERE host = 'h3'")
     assert r.table().to_pylist() == [{"n": 100}]
     (scan,) = r.scans
@@ -134,10 +134,10 @@ def test_show_describe_and_show_create_round_trip(sql: SqlExecutor) -> None:
     assert desc["tsid"]["is_primary"] and desc["host"]["is_tag"] and not desc["ts"]["is_nullable"]
     for name in ("cpu", "Other"):
         ddl = rows(sql, f"SHOW CREATE TABLE `{name}`")[0]["Create Table"]
-        info = sql.engine.describe(name)
+        info = sql.tables.engine.describe(name)
         sql.execute(f"DROP TABLE `{name}`")
         sql.execute(ddl)
-        again = sql.engine.describe(name)
+        again = sql.tables.engine.describe(name)
         assert (again.schema.columns, again.schema.primary_key, again.options) == (
             info.schema.columns,
             info.schema.primary_key,
@@ -147,7 +147,7 @@ def test_show_describe_and_show_create_round_trip(sql: SqlExecutor) -> None:
 
 def test_identifiers_fold_unless_quoted(sql: SqlExecutor) -> None:
     sql.execute("CREATE TABLE Mixed (`Host` string TAG, ts timestamp NOT NULL, TIMESTAMP KEY(ts))")
-    assert sql.engine.list_tables() == ["mixed"]
+    assert sql.tables.engine.list_tables() == ["mixed"]
     sql.execute("INSERT INTO MIXED (`Host`, ts) VALUES ('a', 1)")
     assert rows(sql, 'SELECT "Host" FROM mixed') == [{"Host": "a"}]
     with pytest.raises(InvalidArgument, match="host"):
@@ -187,7 +187,7 @@ def test_bad_statements_get_clear_errors_and_change_nothing(
     sql.execute(DDL)
     with pytest.raises(error, match=message):
         sql.execute(statement)
-    assert sql.engine.list_tables() == ["cpu"]
+    assert sql.tables.engine.list_tables() == ["cpu"]
     assert rows(sql, "SELECT count(*) AS n FROM cpu") == [{"n": 0}]
 
 
@@ -212,14 +212,14 @@ def test_delete_where(sql: SqlExecutor) -> None:
         "INSERT INTO cpu (ts, host, region, usage) VALUES "
         "(1000, 'a', 'eu', 1.0), (2000, 'a', 'eu', 2.0), (1000, 'b', 'us', 3.0)"
     )
-    sql.engine.flush()
+    sql.tables.engine.flush()
     assert sql.execute("DELETE FROM cpu WHERE host = 'a' AND ts >= 2000").affected_rows == 1
     assert rows(sql, "SELECT host, usage FROM cpu ORDER BY usage") == [
         {"host": "a", "usage": 1.0},
         {"host": "b", "usage": 3.0},
     ]
     assert sql.execute("DELETE FROM cpu WHERE usage > 100").affected_rows == 0
-    sql.engine.compact("cpu")
+    sql.tables.engine.compact("cpu")
     assert rows(sql, "SELECT count(*) AS n FROM cpu") == [{"n": 2}]
     assert sql.execute("DELETE FROM cpu").affected_rows == 2
     assert rows(sql, "SELECT count(*) AS n FROM cpu") == [{"n": 0}]
@@ -228,7 +228,7 @@ def test_delete_where(sql: SqlExecutor) -> None:
 def test_alter_table(sql: SqlExecutor) -> None:
     sql.execute(DDL)
     sql.execute("INSERT INTO cpu (ts, host, region, usage) VALUES (1000, 'a', 'eu', 1.0)")
-    sql.engine.flush()
+    sql.tables.engine.flush()
     sql.execute("ALTER TABLE cpu ADD COLUMN idle double DEFAULT 5.5, ADD COLUMN note string")
     sql.execute(
         "INSERT INTO cpu (ts, host, region, usage, note) VALUES (2000, 'a', 'eu', 2.0, 'x')"

@@ -1,0 +1,258 @@
+"""The table-source seam: what SQL, ingest and Flight need of tables, as small protocols split
+by capability, so they depend on these and not on the concrete :class:`~node.engine.engine.Engine`.
+
+- :class:`TableCatalog`: list, describe, create, drop, alter (DDL and ingest).
+- :class:`TableReader`: a table's schema and a scan of a :class:`ScanRequest` (projection,
+  predicate, bounds, time range, snapshot). Implemented by :class:`LocalTables` (this node's
+  engine) and by :class:`node.cluster.remote.FlightTableReader` (a table another node serves,
+  read over its Arrow Flight endpoint with the projection and predicate pushed down).
+- :class:`TableWriter`: writes and deletions by key.
+- :class:`Snapshots` and :class:`Staging`: the pinned, split scans and staged revisions the
+  Flight endpoint serves.
+
+:class:`LocalTables` is a thin adapter over an engine. Its scans are the engine's own
+:class:`~node.engine.scan.Scan`: the hot paths (a small scan read up front, located reads
+aggregated as read by :mod:`node.sql.direct`, the Flight ``do_get`` stream and its statistics)
+keep using it through this seam, without a copy or a wrapper per batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from node.engine.bounds import Bounds
+from node.engine.catalog import TableInfo
+from node.engine.engine import Engine
+from node.engine.options import TableOptions
+from node.engine.revisions import Revisions
+from node.engine.scan import Scan
+from node.engine.schema import Column, Schema
+from node.engine.table import Pinned, Table
+
+TimeRange = tuple[int | None, int | None]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ScanRequest:
+    """What one scan of ``table`` reads: ``columns`` (None: all) of the rows in ``time_range``
+    ([start, end) ms) that match ``predicate``; ``bounds`` hold for every wanted row (a reader
+    may prune with them, or ignore them); ``version`` or ``timestamp_ms`` read that manifest
+    version (time travel). ``dictionary_tags`` asks for string tags dictionary encoded, which
+    a reader may ignore (tags then arrive plain)."""
+
+    table: str
+    columns: Sequence[str] | None = None
+    predicate: pc.Expression | None = None
+    time_range: TimeRange | None = None
+    bounds: Bounds | None = None
+    version: int | None = None
+    timestamp_ms: int | None = None
+    batch_size: int = 65_536
+    dictionary_tags: bool = False
+
+
+class TableCatalog(Protocol):
+    """The tables there are and their definitions."""
+
+    def list_tables(self) -> list[str]: ...
+
+    def describe(self, name: str) -> TableInfo: ...
+
+    def create_table(
+        self,
+        name: str,
+        schema: Schema,
+        options: TableOptions | None = None,
+        *,
+        if_not_exists: bool = False,
+    ) -> TableInfo: ...
+
+    def drop_table(self, name: str, *, if_exists: bool = False) -> bool: ...
+
+    def alter_table(
+        self,
+        name: str,
+        *,
+        add_columns: Sequence[Column] = (),
+        options: Mapping[str, str] | None = None,
+    ) -> TableInfo: ...
+
+
+class TableReader(Protocol):
+    """Reads tables: their schema and scans of them, as record batches."""
+
+    def schema(self, table: str) -> Schema: ...
+
+    def scan(self, request: ScanRequest) -> Iterable[pa.RecordBatch]: ...
+
+
+class TableWriter(Protocol):
+    """Writes rows, and deletes them by key; durable once a call returns."""
+
+    def write(self, table: str, data: pa.RecordBatch | pa.Table) -> int: ...
+
+    def delete_rows(self, table: str, keys: pa.Table) -> int: ...
+
+    @property
+    def max_write_bytes(self) -> int:
+        """The most one write may hold."""
+        ...
+
+
+class LocalReader(TableReader, Protocol):
+    """A reader whose scans are the engine's :class:`Scan` (statistics, estimates, located
+    reads): what the hot paths need."""
+
+    def scan(self, request: ScanRequest) -> Scan: ...
+
+
+class Snapshots(Protocol):
+    """Pinned snapshots of a table, cut into time splits scanned apart (Flight)."""
+
+    def flush(self, table: str) -> None: ...
+
+    def pin(
+        self, table: str, *, version: int | None = None, timestamp_ms: int | None = None
+    ) -> Pinned: ...
+
+    def split(
+        self,
+        table: str,
+        pinned: Pinned,
+        time_range: TimeRange = (None, None),
+        *,
+        max_splits: int,
+        min_split_rows: int,
+    ) -> list[TimeRange]: ...
+
+
+class Staging(Protocol):
+    """Writes staged under a reserved revision, invisible until committed."""
+
+    @property
+    def revisions(self) -> Revisions: ...
+
+
+class OpenTables(Protocol):
+    """The open tables themselves (ingest's logged, pipelined small writes)."""
+
+    def table(self, name: str) -> Table: ...
+
+
+class SqlTables(TableCatalog, LocalReader, TableWriter, Protocol):
+    """What the SQL executor needs of this node's tables."""
+
+
+class IngestTables(TableCatalog, TableWriter, OpenTables, Protocol):
+    """What ingest needs: tables made and widened on the way, and written."""
+
+
+class FlightTables(TableCatalog, LocalReader, TableWriter, Snapshots, Staging, Protocol):
+    """What the Flight endpoint serves."""
+
+
+class LocalTables:
+    """This node's engine behind the seam: every protocol above, each call one engine call."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    # -- catalog ---------------------------------------------------------------------------------
+
+    def list_tables(self) -> list[str]:
+        return self.engine.list_tables()
+
+    def describe(self, name: str) -> TableInfo:
+        return self.engine.describe(name)
+
+    def create_table(
+        self,
+        name: str,
+        schema: Schema,
+        options: TableOptions | None = None,
+        *,
+        if_not_exists: bool = False,
+    ) -> TableInfo:
+        return self.engine.create_table(name, schema, options, if_not_exists=if_not_exists)
+
+    def drop_table(self, name: str, *, if_exists: bool = False) -> bool:
+        return self.engine.drop_table(name, if_exists=if_exists)
+
+    def alter_table(
+        self,
+        name: str,
+        *,
+        add_columns: Sequence[Column] = (),
+        options: Mapping[str, str] | None = None,
+    ) -> TableInfo:
+        return self.engine.alter_table(name, add_columns=add_columns, options=options)
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    def schema(self, table: str) -> Schema:
+        return self.engine.describe(table).schema
+
+    def scan(self, request: ScanRequest) -> Scan:
+        return self.engine.plan_scan(
+            request.table,
+            columns=request.columns,
+            time_range=request.time_range,
+            predicate=request.predicate,
+            version=request.version,
+            timestamp_ms=request.timestamp_ms,
+            batch_size=request.batch_size,
+            bounds=request.bounds,
+            dictionary_tags=request.dictionary_tags,
+        )
+
+    def flush(self, table: str) -> None:
+        self.engine.table(table).flush()
+
+    def pin(
+        self, table: str, *, version: int | None = None, timestamp_ms: int | None = None
+    ) -> Pinned:
+        return self.engine.pin(table, version=version, timestamp_ms=timestamp_ms)
+
+    def split(
+        self,
+        table: str,
+        pinned: Pinned,
+        time_range: TimeRange = (None, None),
+        *,
+        max_splits: int,
+        min_split_rows: int,
+    ) -> list[TimeRange]:
+        return self.engine.split(
+            table, pinned, time_range, max_splits=max_splits, min_split_rows=min_split_rows
+        )
+
+    # -- writes ----------------------------------------------------------------------------------
+
+    def write(self, table: str, data: pa.RecordBatch | pa.Table) -> int:
+        return self.engine.write(table, data)
+
+    def delete_rows(self, table: str, keys: pa.Table) -> int:
+        return self.engine.delete_rows(table, keys)
+
+    @property
+    def max_write_bytes(self) -> int:
+        return self.engine.config.max_write_bytes
+
+    @property
+    def revisions(self) -> Revisions:
+        return self.engine.revisions
+
+    def table(self, name: str) -> Table:
+        return self.engine.table(name)
+
+
+def local(tables: T | Engine) -> T | LocalTables:
+    """``tables``, or the adapter over it if it is an engine: callers that hold an engine
+    (tests, tools) pass it as it is; composition roots pass the implementation they built."""
+    return LocalTables(tables) if isinstance(tables, Engine) else tables
