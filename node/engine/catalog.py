@@ -48,14 +48,15 @@ _COUNTERS = TableSpec(
     primary_key=("name",),
 )
 
-_TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-\.]{0,254}$")
+# A name may start with a digit, as HoraeDB's may (``03_dml_select``), but not be a number.
+_TABLE_NAME = re.compile(r"^(?![0-9]*$)[A-Za-z0-9_][A-Za-z0-9_\-\.]{0,254}$")
 
 
 def check_table_name(name: str) -> None:
     if not _TABLE_NAME.match(name):
         raise InvalidArgument(
             f"invalid table name {name!r}: up to 255 letters, digits, '_', '-' or '.', "
-            "not starting with a digit"
+            "starting with a letter, digit or '_', not all digits"
         )
 
 

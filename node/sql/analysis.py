@@ -77,6 +77,8 @@ class Analysis:
     unnamed: tuple[tuple[int, int], ...] = ()
     #: Integer arithmetic on literals alone (:func:`node.sql.rewrite.constant_spans`).
     constants: tuple[tuple[int, int], ...] = ()
+    #: Words starting with a digit (``03_dml_select``), which DataFusion reads only quoted.
+    digit_words: tuple[int, ...] = ()
 
     def holds_for(self, engine: TableCatalog) -> bool:
         """Whether the engine's tables are still those the analysis was found with."""
@@ -91,8 +93,12 @@ class Analysis:
     def rewrite(self, sql: str, tokens: Sequence[Token]) -> str:
         """``sql`` (of ``tokens``) as DataFusion takes it: time-travel clauses become their
         registered names, integer milliseconds compared with a timestamp become
-        timestamps, unnamed SELECT items holding literals are named by their text."""
+        timestamps, unnamed SELECT items holding literals are named by their text, words
+        starting with a digit are quoted."""
         edits: list[tuple[int, int, str]] = []
+        for at in self.digit_words:
+            word = tokens[at]
+            edits.append((word.pos, word.pos + len(word.text), _dq(word.text.lower())))
         for first, last in self.unnamed:
             end = tokens[last].pos + len(rewrite.raw(tokens[last], sql))
             edits.append((end, end, f" AS {_dq(sql[tokens[first].pos : end])}"))
@@ -215,6 +221,7 @@ def analyse(tokens: Sequence[Token], engine: TableCatalog) -> Analysis:
         extent.depth,
         rewrite.unnamed_items(tokens),
         rewrite.constant_spans(tokens),
+        tuple(i for i, t in enumerate(tokens) if t.kind is Kind.WORD and t.text[0].isdigit()),
     )
 
 

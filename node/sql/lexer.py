@@ -59,6 +59,12 @@ _SYMBOLS = (
     "/", "%", "[", "]", "{", "}", ":", "|", "&", "^", "~", "!", "?", "@", "#", "$",
 )  # fmt: skip
 
+# A word may start with digits, as a HoraeDB (MySQL) table name does
+# (``03_dml_select``), when a letter or underscore follows them, but never where a number
+# is: an exponent (``1e5``, ``2E+3``) or a hexadecimal literal (``0x1F``) stays a number.
+# DataFusion reads such a word only quoted (:meth:`node.sql.analysis.Analysis.rewrite`).
+_DIGIT_WORD = r"""\d++(?![eE][+-]?\d++(?![\w$])|(?<=0)[xX][\da-fA-F]++(?![\w$]))[^\W\d][\w$]*+"""
+
 # One pattern for every token, tried at each position: a regular expression walks the text
 # in C, where a loop over characters cost about 5 us per token. Space and comments before a
 # token are skipped (possessively: a comment never comes back as symbols). Groups, most
@@ -68,7 +74,7 @@ _SYMBOLS = (
 # other character (an unterminated quote, a stray character). Nothing matches at the end.
 _PATTERN = re.compile(
     r"""(?:\s+|--[^\n]*+\n?|/\*.*?\*/)*+"""
-    r"""(?:([^\W\d][\w$]*)"""
+    r"""(?:([^\W\d][\w$]*|""" + _DIGIT_WORD + r""")"""
     r"""|((?:\d|\.(?=\d))(?:[\d.eE]|(?<=[eE])[+-])*)"""
     r"""|(<=|>=|<>|!=|\|\||::|\.(?!\d)|/(?!\*)|[(),;=<>*\-+%\[\]{}:|&^~!?@#$])"""
     r"""|'((?:[^']|'')*+)'"""
@@ -255,7 +261,7 @@ _STRING_MARK, _WHOLE_MARK, _NUMBER_MARK = _MARK + "s", _MARK + "i", _MARK + "n"
 # slash or dot starting no comment or number), so a statement costs a match per literal
 # instead of one per token.
 _LITERALS = re.compile(
-    r"""((?:[^\W\d][\w$]*+|[^\w'"`.\-/]++|--[^\n]*+\n?|/\*.*?\*/"""
+    r"""((?:[^\W\d][\w$]*+|""" + _DIGIT_WORD + r"""|[^\w'"`.\-/]++|--[^\n]*+\n?|/\*.*?\*/"""
     r"""|"(?:[^"]|"")*+"|`(?:[^`]|``)*+`|-(?!-)|/(?!\*)|\.(?!\d))++)"""
     r"""|'((?:[^']|'')*+)'"""
     r"""|((?:\d|\.(?=\d))(?:[\d.eE]|(?<=[eE])[+-])*)"""

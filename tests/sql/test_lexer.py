@@ -34,6 +34,21 @@ def test_numbers(number: str) -> None:
     assert kinds(f"x={number}")[2] == (Kind.NUMBER, number, 2)
 
 
+def test_a_word_may_start_with_digits_where_no_number_is() -> None:
+    assert kinds("03_dml 1e5x 2a 1e5 2E+3 0x1F 12.5") == [
+        (Kind.WORD, "03_dml", 0),
+        (Kind.WORD, "1e5x", 7),
+        (Kind.WORD, "2a", 12),
+        (Kind.NUMBER, "1e5", 15),
+        (Kind.NUMBER, "2E+3", 19),
+        (Kind.NUMBER, "0", 24),
+        (Kind.WORD, "x1F", 25),
+        (Kind.NUMBER, "12.5", 29),
+        (Kind.END, "", 33),
+    ]
+    assert tokenize("FROM 03_dml")[1].identifier == "03_dml"
+
+
 def test_a_dot_before_a_digit_starts_a_number_elsewhere_it_is_a_symbol() -> None:
     assert kinds("t.c .5") == [
         (Kind.WORD, "t", 0),
@@ -125,8 +140,8 @@ def _literals(tokens: Sequence[Token]) -> list[tuple[str, str, int]]:
     return [(t.kind, t.text, t.pos) for t in tokens if t.kind in (Kind.STRING, Kind.NUMBER)]
 
 
-PIECES = ["SELECT", "x1", "_y", "<=", "(", ")", ",", "-", "/", ".", "*", '"Q""1"', "`b`",
-          "-- c '1'\n", "/* '2' 3 */", "\n", "$"]  # fmt: skip
+PIECES = ["SELECT", "x1", "_y", "03_t", "1e5x", "0x1F", "<=", "(", ")", ",", "-", "/", ".", "*",
+          '"Q""1"', "`b`", "-- c '1'\n", "/* '2' 3 */", "\n", "$"]  # fmt: skip
 LITERALS = ["42", "7", "1.5e-3", ".7", "1e5", "'a''b'", "''", "'x -- y'"]
 
 
