@@ -33,6 +33,7 @@ from node.engine.engine import Engine
 from node.engine.schema import TSID, Column, ColumnType, Schema
 from node.engine.table import Logged, Table
 from node.ingest.rows import TableRows
+from node.tables import IngestTables, TableWriter, local
 
 log = logging.getLogger("gnomon.ingest")
 
@@ -61,10 +62,11 @@ class _Plan:
 
 
 class Ingestor:
-    """Writes :class:`TableRows` to an engine; thread-safe."""
+    """Writes :class:`TableRows` to ``tables`` (an engine is taken as
+    :class:`~node.tables.LocalTables`); thread-safe."""
 
-    def __init__(self, engine: Engine, *, auto_create: bool = True) -> None:
-        self.engine = engine
+    def __init__(self, tables: IngestTables | Engine, *, auto_create: bool = True) -> None:
+        self.tables: IngestTables = local(tables)
         self.auto_create = auto_create
         # Serialises the schema changes this node makes on behalf of writes, so concurrent
         # writers of a new table or column agree on one definition instead of racing.
@@ -93,14 +95,14 @@ class Ingestor:
             # A table just created may have been placed on another node: all are served
             # here, or NotOwner before any is written (the caller sends them on).
             for plan in plans:
-                self.engine.table(plan.rows.table)
+                self.tables.table(plan.rows.table)
         elif len(plans) > 1:
             self._admit(plans)
         written = sum(self._write(plan) for plan in plans if plan.data.num_rows)
         for plan in plans:
             known = self._tables.get(plan.rows.table)
             if known is None or known.closed:
-                self._tables[plan.rows.table] = self.engine.table(plan.rows.table)
+                self._tables[plan.rows.table] = self.tables.table(plan.rows.table)
         return written
 
     def start_write_all(self, tables: Sequence[TableRows]) -> Logged | None:
@@ -137,7 +139,7 @@ class Ingestor:
 
     def _schema(self, table: str) -> Schema | None:
         try:
-            return self.engine.describe(table).schema
+            return self.tables.describe(table).schema
         except NotFound:
             if not self.auto_create:
                 raise NotFound(f"Table not found, table:{table}") from None
@@ -170,7 +172,7 @@ class Ingestor:
                     plan.rows.table,
                     plan.schema,
                     plan.data,
-                    max_bytes=self.engine.config.max_write_bytes,
+                    max_bytes=self.tables.max_write_bytes,
                 )
 
     # -- changing ---------------------------------------------------------------------------------
@@ -178,14 +180,14 @@ class Ingestor:
     def _apply_ddl(self, plan: _Plan) -> None:
         table = plan.rows.table
         if plan.create:
-            info = self.engine.create_table(table, plan.schema, if_not_exists=True)
+            info = self.tables.create_table(table, plan.schema, if_not_exists=True)
             if info.schema == plan.schema:
                 log.info("auto-created table", extra={"table": table, "columns": info.schema.names})
         if plan.add:
-            schema = self.engine.describe(table).schema
+            schema = self.tables.describe(table).schema
             new = [c for c in plan.add if not schema.has_column(c.name)]
             if new:
-                self.engine.alter_table(table, add_columns=new)
+                self.tables.alter_table(table, add_columns=new)
                 log.info(
                     "added columns on write",
                     extra={"table": table, "columns": [c.name for c in new]},
@@ -193,12 +195,12 @@ class Ingestor:
 
     def _write(self, plan: _Plan) -> int:
         if plan.data.num_rows > COMBINE_MAX_ROWS:
-            return self.engine.write(plan.rows.table, plan.data)
+            return self.tables.write(plan.rows.table, plan.data)
         with self._combiners_lock:
             combiner = self._combiners.get(plan.rows.table)
             if combiner is None:
                 combiner = self._combiners[plan.rows.table] = _Combiner(
-                    self.engine, plan.rows.table
+                    self.tables, plan.rows.table
                 )
         return combiner.write(plan.data)
 
@@ -233,8 +235,8 @@ class _Combiner:
     earn.
     """
 
-    def __init__(self, engine: Engine, table: str) -> None:
-        self._engine = engine
+    def __init__(self, tables: TableWriter, table: str) -> None:
+        self._tables = tables
         self._table = table
         self._lock = threading.Lock()
         self._queue: list[_Waiting] = []
@@ -285,7 +287,7 @@ class _Combiner:
         if len(group) > 1:
             try:
                 combined = pa.concat_tables([w.data for w in group], promote_options="default")
-                self._engine.write(self._table, combined)
+                self._tables.write(self._table, combined)
             except InvalidArgument:
                 pass  # some write of the group is refused: each is answered on its own below
             except BaseException as e:
@@ -298,7 +300,7 @@ class _Combiner:
                 return
         for waiting in group:
             try:
-                waiting.written = self._engine.write(self._table, waiting.data)
+                waiting.written = self._tables.write(self._table, waiting.data)
             except BaseException as e:
                 waiting.error = e
 
