@@ -59,6 +59,7 @@ from node.engine.schema import Column, ColumnType, Schema
 from node.server.listen import bind_failed, check_free
 from node.server.metrics import Registry
 from node.server.status import message_of
+from node.tables import FlightTables, ScanRequest, local
 
 log = logging.getLogger("gnomon.flight")
 
@@ -175,14 +176,15 @@ def compile_filters(
 
 
 class FlightService(flight.FlightServerBase):  # type: ignore[misc]
-    """Serves one engine; serving starts on construction (``port`` 0 picks a free one, see
+    """Serves this node's ``tables`` (an engine is taken as :class:`~node.tables.LocalTables`);
+    serving starts on construction (``port`` 0 picks a free one, see
     :attr:`port`). ``advertise_host`` is the host the route answers name for this node's
     tables: endpoints are located there; without it (like route answers without an advertised
     address) they carry no location, which tells clients to redeem tickets where they asked."""
 
     def __init__(
         self,
-        engine: Engine,
+        tables: FlightTables | Engine,
         *,
         bind: str = "127.0.0.1",
         port: int = 0,
@@ -196,7 +198,7 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
             super().__init__(f"grpc+tcp://{bind}:{port}")
         except pa.ArrowException as e:  # "Server did not start properly", no reason given
             raise bind_failed("Arrow Flight", bind, port, port_setting, str(e)) from None
-        self.engine = engine
+        self.tables: FlightTables = local(tables)
         self.owners: list[str | flight.Location] = (
             []
             if advertise_host is None
@@ -217,13 +219,13 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         # the others, does not take FlightErrors apart); clients plan with get_flight_info.
         def run() -> flight.SchemaResult:
             spec = ScanSpec.from_json(descriptor.command or b"")
-            compile_filters(spec, self.engine.describe(spec.table).schema)  # checks them
+            compile_filters(spec, self.tables.describe(spec.table).schema)  # checks them
             return flight.SchemaResult(self._schema(spec))
 
         return _guarded("get_schema", run)
 
     def _schema(self, spec: ScanSpec) -> pa.Schema:
-        schema = self.engine.describe(spec.table).schema.arrow()
+        schema = self.tables.describe(spec.table).schema.arrow()
         if spec.columns is None:
             return schema
         for c in spec.columns:
@@ -238,17 +240,17 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
 
     def _flight_info(self, descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
         spec = ScanSpec.from_json(descriptor.command or b"")
-        info = self.engine.describe(spec.table)
+        info = self.tables.describe(spec.table)
         schema = self._schema(spec)
         _, (lo, hi) = compile_filters(spec, info.schema)
         if spec.version is None and spec.timestamp_ms is None:
             # A pinned version holds flushed data only: flush so it holds every write so far.
-            self.engine.table(spec.table).flush()
-        pinned = self.engine.pin(spec.table, version=spec.version, timestamp_ms=spec.timestamp_ms)
+            self.tables.flush(spec.table)
+        pinned = self.tables.pin(spec.table, version=spec.version, timestamp_ms=spec.timestamp_ms)
         version = pinned.version
         data = [f for f in version.files if f.is_data]
         endpoints = []
-        splits = self.engine.split(
+        splits = self.tables.split(
             spec.table,
             replace(pinned, views=()),
             (lo, hi),
@@ -281,7 +283,7 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
     ) -> flight.FlightDataStream:
         def run() -> flight.FlightDataStream:
             spec = ScanSpec.from_json(ticket.ticket)
-            info = self.engine.describe(spec.table)
+            info = self.tables.describe(spec.table)
             predicate, time_range = compile_filters(spec, info.schema)
             schema = self._schema(spec)
             rows = (
@@ -289,13 +291,16 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
                 if spec.predicate is None
                 else decode_predicate(spec.predicate, spec.table, info.schema)
             )
-            scan = self.engine.plan_scan(
-                spec.table,
-                columns=spec.columns if rows is None else rows.read_columns(schema.names),
-                time_range=time_range,
-                predicate=predicate,
-                version=spec.version,
-                timestamp_ms=spec.timestamp_ms,
+            # The engine's own scan (a local reader's): its statistics answer scan_stats.
+            scan = self.tables.scan(
+                ScanRequest(
+                    spec.table,
+                    columns=spec.columns if rows is None else rows.read_columns(schema.names),
+                    time_range=time_range,
+                    predicate=predicate,
+                    version=spec.version,
+                    timestamp_ms=spec.timestamp_ms,
+                )
             )
             batches: Iterator[pa.RecordBatch] = iter(scan)
             if rows is not None:
@@ -345,7 +350,7 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         _guarded("do_put", run)
 
     def _put_chunks(self, spec: PutSpec, reader: flight.MetadataRecordBatchReader) -> int:
-        self.engine.describe(spec.table)  # NotFound before reading anything
+        self.tables.describe(spec.table)  # NotFound before reading anything
         written = 0
         pending: list[pa.RecordBatch] = []
         size = 0
@@ -366,7 +371,7 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         of), so it is read whole: at most what one write of the engine may hold."""
         if self.ingestor is None:
             raise InvalidArgument("this Flight endpoint takes no ingest puts")
-        limit = self.engine.config.max_write_bytes
+        limit = self.tables.max_write_bytes
         batches: list[pa.RecordBatch] = []
         size = 0
         for chunk in reader:
@@ -385,8 +390,8 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
     def _put(self, spec: PutSpec, batches: list[pa.RecordBatch]) -> int:
         data = pa.Table.from_batches(batches)
         if spec.revision is None:
-            return self.engine.write(spec.table, data)
-        return self.engine.revisions.stage(spec.table, spec.revision, data)
+            return self.tables.write(spec.table, data)
+        return self.tables.revisions.stage(spec.table, spec.revision, data)
 
     # -- actions ---------------------------------------------------------------------------------
 
@@ -429,11 +434,11 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
 
     def _action(self, kind: str, args: Any) -> Any:
         """Run action ``kind`` with its checked body (``ticket.parse_action``)."""
-        revisions = self.engine.revisions
+        revisions = self.tables.revisions
         if isinstance(args, ScanStatsArgs):
             return self._scan_stats(args.scan_id)
         if isinstance(args, TableArgs):
-            info = self.engine.describe(args.table)
+            info = self.tables.describe(args.table)
             return {"table": args.table, "table_id": info.table_id, "schema": info.schema.to_json()}
         if isinstance(args, ReserveArgs):
             return revisions.reserve(
