@@ -1,11 +1,13 @@
 """Tables served by other nodes as DataFusion tables, read over their owners' Arrow Flight
 endpoints, so one query can join or union tables of several nodes.
 
-A remote table is a pyarrow dataset like :class:`node.sql.provider.EngineDataset`; its scan
-is one ``do_get`` at the table's owner asking for only the columns DataFusion needs and
-carrying the filter DataFusion pushed down. The owner applies that filter to what its engine
-scan reads, so only matching rows cross the network, and the dataset returns exactly those
-rows, as DataFusion, which treats a pushed filter as exact, requires.
+:class:`FlightTableReader` is the remote implementation of the table-source seam's reader
+(:class:`node.tables.TableReader`). A remote table is a pyarrow dataset like
+:class:`node.sql.provider.EngineDataset` over it; its scan is one ``do_get`` at the table's
+owner asking for only the columns DataFusion needs and carrying the filter DataFusion pushed
+down. The owner applies that filter to what its engine scan reads, so only matching rows
+cross the network, and the dataset returns exactly those rows, as DataFusion, which treats a
+pushed filter as exact, requires.
 
 The filter travels as a Substrait ExtendedExpression (``pyarrow.substrait``): a standard,
 protobuf-checked form that survives malformed input (Arrow's own expression serialization,
@@ -40,6 +42,7 @@ from node.engine.scan import referenced_columns
 from node.engine.schema import Schema
 from node.sql import cancel
 from node.sql.provider import ScanRecord, conformed
+from node.tables import ScanRequest
 
 log = logging.getLogger("gnomon.remote")
 
@@ -113,6 +116,67 @@ def decode_predicate(text: str, table: str, schema: Schema) -> RowPredicate:
     return RowPredicate(expr, bound.schema)
 
 
+# -- the remote table source ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RemoteScan:
+    """One scan at a table's owner: its batches, once, and the id its ``scan_stats`` are
+    kept under there."""
+
+    scan_id: str
+    batches: Iterator[pa.RecordBatch]
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        return self.batches
+
+
+class FlightTableReader:
+    """The tables another node (``owner``, its gRPC endpoint) serves, read through ``client``
+    (its Flight endpoint): a :class:`~node.tables.TableReader`. A scan is one ``do_get``
+    carrying the projection, the time range, the snapshot and the predicate (when it can
+    travel, else applied here on the columns it needs as well). Bounds do not travel (they
+    only prune; the owner prunes by time range) and string tags arrive plain. Schemas are
+    asked once per reader: make one per query."""
+
+    def __init__(self, owner: str, client: FlightClient) -> None:
+        self.owner = owner
+        self.client = client
+        self._schemas: dict[str, Schema] = {}
+
+    def schema(self, table: str) -> Schema:
+        known = self._schemas.get(table)
+        if known is None:
+            known = self._schemas[table] = Schema.from_json(self.client.describe(table)["schema"])
+        return known
+
+    def scan(self, request: ScanRequest) -> RemoteScan:
+        schema = self.schema(request.table)
+        wanted = list(schema.names) if request.columns is None else list(request.columns)
+        filter = request.predicate
+        encoded = None if filter is None else encode_predicate(filter, schema)
+        local = filter if encoded is None else None
+        read = (
+            wanted
+            if local is None
+            else list(dict.fromkeys([*wanted, *referenced_columns(local, schema)]))
+        )
+        scan_id = uuid.uuid4().hex
+        spec = ScanSpec(
+            request.table,
+            columns=read,
+            predicate=encoded,
+            time_range=request.time_range or (None, None),
+            version=request.version,
+            timestamp_ms=request.timestamp_ms,
+            scan_id=scan_id,
+        )
+        batches = self.client.read(flight.FlightEndpoint(spec.to_json(), []))
+        if local is not None:
+            batches = (b.filter(local).select(wanted) for b in batches)
+        return RemoteScan(scan_id, batches)
+
+
 # -- remote tables as datasets -------------------------------------------------------------------
 
 
@@ -129,32 +193,16 @@ class RemoteFragment:
     ) -> ds.Scanner:
         d = self._dataset
         wanted = list(d.schema.names) if columns is None else list(columns)
-        encoded = None if filter is None else encode_predicate(filter, d.table_schema)
-        # A filter that cannot travel is applied here, on the columns it needs as well.
-        local = filter is not None and encoded is None
-        read = (
-            list(dict.fromkeys([*wanted, *referenced_columns(filter, d.table_schema)]))
-            if local and filter is not None
-            else wanted
+        scan = d.reader.scan(ScanRequest(d.table, columns=wanted, predicate=filter))
+        record = ScanRecord(
+            d.table, columns, lambda: filter, owner=d.reader.owner, scan_id=scan.scan_id
         )
-        scan_id = uuid.uuid4().hex
-        spec = ScanSpec(d.table, columns=read, predicate=encoded, scan_id=scan_id)
-        record = ScanRecord(d.table, columns, lambda: filter, owner=d.owner, scan_id=scan_id)
         d.scans.append(record)
         out_schema = pa.schema([d.schema.field(c) for c in wanted])
-        batches = d.client.read(flight.FlightEndpoint(spec.to_json(), []))
-        if local:
-            batches = (_filtered(b, filter, wanted) for b in batches)
-        counted = _counted(batches, record)
         return ds.Scanner.from_batches(
-            conformed(counted, out_schema, d.errors, d.token), schema=out_schema
+            conformed(_counted(iter(scan), record), out_schema, d.errors, d.token),
+            schema=out_schema,
         )
-
-
-def _filtered(
-    batch: pa.RecordBatch, filter: pc.Expression | None, wanted: list[str]
-) -> pa.RecordBatch:
-    return (batch if filter is None else batch.filter(filter)).select(wanted)
 
 
 def _counted(batches: Iterator[pa.RecordBatch], record: ScanRecord) -> Iterator[pa.RecordBatch]:
@@ -164,28 +212,23 @@ def _counted(batches: Iterator[pa.RecordBatch], record: ScanRecord) -> Iterator[
 
 
 class RemoteDataset(ds.InMemoryDataset):  # type: ignore[misc]
-    """Table ``table`` of ``table_schema`` served by ``owner`` (its gRPC endpoint), read
-    through ``client`` (its Flight endpoint); string tags arrive plain."""
+    """Table ``table`` read through ``reader`` (its owner's); string tags arrive plain."""
 
     def __init__(
         self,
         table: str,
-        table_schema: Schema,
+        reader: FlightTableReader,
         *,
-        owner: str,
-        client: FlightClient,
         scans: list[ScanRecord],
         errors: list[GnomonError],
     ) -> None:
         self.table = table
-        self.table_schema = table_schema
-        self.owner = owner
-        self.client = client
+        self.reader = reader
         self.scans = scans
         self.errors = errors
         #: The query's cancellation token, taken in the request's thread (see EngineDataset).
         self.token = cancel.current()
-        super().__init__(pa.Table.from_batches([], schema=table_schema.arrow()))  # type: ignore[call-arg]
+        super().__init__(pa.Table.from_batches([], schema=reader.schema(table).arrow()))  # type: ignore[call-arg]
 
     def get_fragments(self, filter: pc.Expression | None = None) -> list[RemoteFragment]:
         return [RemoteFragment(self)]
@@ -196,15 +239,15 @@ class FlightTable:
     """A table another node serves, as found for one query."""
 
     name: str
-    schema: Schema
-    #: The owner's gRPC endpoint (what names a node) and its Flight client.
-    owner: str
-    client: FlightClient
+    reader: FlightTableReader
+
+    @property
+    def owner(self) -> str:
+        """The owner's gRPC endpoint (what names a node)."""
+        return self.reader.owner
 
     def dataset(self, scans: list[ScanRecord], errors: list[GnomonError]) -> RemoteDataset:
-        return RemoteDataset(
-            self.name, self.schema, owner=self.owner, client=self.client, scans=scans, errors=errors
-        )
+        return RemoteDataset(self.name, self.reader, scans=scans, errors=errors)
 
 
 class FlightRemoteTables:
@@ -219,13 +262,18 @@ class FlightRemoteTables:
 
     def find(self, names: Sequence[str]) -> Mapping[str, FlightTable]:
         found: dict[str, FlightTable] = {}
+        readers: dict[str, FlightTableReader] = {}
         for name, route in self._routes.lookup(names).items():
             flight_at = route.endpoints.get("flight", "")
             if not route.endpoint or route.endpoint == self._me or not flight_at:
                 continue
-            client = self._client(flight_at)
-            schema = Schema.from_json(client.describe(name)["schema"])
-            found[name] = FlightTable(name, schema, route.endpoint, client)
+            reader = readers.get(route.endpoint)
+            if reader is None:
+                reader = readers[route.endpoint] = FlightTableReader(
+                    route.endpoint, self._client(flight_at)
+                )
+            reader.schema(name)  # a table the owner does not have fails here, not in a scan
+            found[name] = FlightTable(name, reader)
         return found
 
     def _client(self, endpoint: str) -> FlightClient:

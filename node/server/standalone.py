@@ -33,6 +33,7 @@ from node.server.listen import check_free
 from node.server.metrics import Labels, Registry
 from node.sql.cancel import DEFAULT_QUERY_TIMEOUT_S, Queries
 from node.sql.executor import SqlExecutor
+from node.tables import LocalTables
 
 log = logging.getLogger("gnomon.standalone")
 
@@ -159,8 +160,10 @@ class Standalone:
                 self.data_dir, decoded_cache_bytes=self.decoded_cache_bytes
             )
             self.engine = engine
-            executor = SqlExecutor(engine, self.placement.remote_tables())
-            ingestor = Ingestor(engine)
+            # SQL, ingest and Flight see this node's tables through the table-source seam.
+            tables = LocalTables(engine)
+            executor = SqlExecutor(tables, self.placement.remote_tables())
+            ingestor = Ingestor(tables)
             self._register_engine_gauges(engine)
             router = self.placement.router(engine)
             service = StorageService(
@@ -195,7 +198,7 @@ class Standalone:
             self._http = HttpServer(app, bind=self.bind, port=self.http_port)
             self.http_port = self._http.start()
             self._flight = FlightService(
-                engine,
+                tables,
                 bind=self.bind,
                 port=self.flight_port,
                 advertise_host=None if self.advertise is None else self.advertise[0],

@@ -20,7 +20,12 @@ from gnomon.errors import InvalidArgument, NotOwner
 from gnomon.spark.client import FlightClient
 from gnomon.spark.ticket import ScanSpec
 from node.backends import Storage, open_engine, open_standalone
-from node.cluster.remote import FlightTable, decode_predicate, encode_predicate
+from node.cluster.remote import (
+    FlightTable,
+    FlightTableReader,
+    decode_predicate,
+    encode_predicate,
+)
 from node.engine.engine import Engine
 from node.engine.placement import LocalPlacer, Placed
 from node.engine.schema import Schema
@@ -90,8 +95,7 @@ def reader(
     engine = open_engine(str(tmp_path / "reader"), Storage(), placer=_Elsewhere())
     engine.open_shard(STANDALONE_SHARD)
     client = FlightClient(f"127.0.0.1:{owner[1].port}")
-    schema = owner[0].describe("rt").schema
-    found = _Found({"rt": FlightTable("rt", schema, "owner:1", client)})
+    found = _Found({"rt": FlightTable("rt", FlightTableReader("owner:1", client))})
     ex = SqlExecutor(engine, found)
     ex.execute(DDL.format("lt"))
     ex.execute(ROWS.format("lt"))
