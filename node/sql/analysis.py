@@ -79,6 +79,8 @@ class Analysis:
     constants: tuple[tuple[int, int], ...] = ()
     #: Words starting with a digit (``03_dml_select``), which DataFusion reads only quoted.
     digit_words: tuple[int, ...] = ()
+    #: Double-quoted tokens that are string literals (:func:`_double_quoted_strings`).
+    strings: tuple[int, ...] = ()
 
     def holds_for(self, engine: TableCatalog) -> bool:
         """Whether the engine's tables are still those the analysis was found with."""
@@ -94,8 +96,12 @@ class Analysis:
         """``sql`` (of ``tokens``) as DataFusion takes it: time-travel clauses become their
         registered names, integer milliseconds compared with a timestamp become
         timestamps, unnamed SELECT items holding literals are named by their text, words
-        starting with a digit are quoted."""
+        starting with a digit are quoted, double-quoted strings become single-quoted."""
         edits: list[tuple[int, int, str]] = []
+        for at in self.strings:
+            dq = tokens[at]
+            quoted = "'" + dq.text.replace("'", "''") + "'"
+            edits.append((dq.pos, dq.pos + len(rewrite.raw(dq, sql)), quoted))
         for at in self.digit_words:
             word = tokens[at]
             edits.append((word.pos, word.pos + len(word.text), _dq(word.text.lower())))
@@ -147,23 +153,29 @@ class Analyses:
             found = self._kept.get(shape.text)
             if found is not None and found.holds_for(engine):
                 return found
-        found = analyse(tokens, engine)
-        # Kept only where both lexers find the same literals, which :meth:`bound` swaps.
-        literals = [(t.kind, t.text, t.pos) for t in tokens if t.kind in _LITERAL_KINDS]
+        found = analyse(tokens, engine, sql)
+        # Kept only where both lexers find the same literals, which :meth:`bound` swaps (so
+        # never with double-quoted strings, which the shape holds as text).
+        literals = [(t.kind, t.text, t.pos) for t in found.tokens if t.kind in _LITERAL_KINDS]
         if shape is not None and literals == [(t.kind, t.text, t.pos) for t in shape.literals]:
             self._kept.put(shape.text, found)
         return found
 
 
-def analyse(tokens: Sequence[Token], engine: TableCatalog) -> Analysis:
-    """The analysis of ``tokens``; raises on a query beyond the bounds DataFusion is given
-    (:func:`node.sql.lexer.check_bounds`, checked first: the passes below recurse into
-    parentheses) or a time-travel clause that cannot be one."""
+def analyse(tokens: Sequence[Token], engine: TableCatalog, sql: str) -> Analysis:
+    """The analysis of ``sql`` (of ``tokens``); raises on a query beyond the bounds
+    DataFusion is given (:func:`node.sql.lexer.check_bounds`, checked first: the passes
+    below recurse into parentheses) or a time-travel clause that cannot be one."""
     extent = check_bounds(tokens)
     tables = engine.list_tables()
     known = set(tables)
     mentioned = list(dict.fromkeys(n for t in tokens if (n := t.identifier) in known))
     schemas = tuple((name, engine.describe(name).schema) for name in mentioned)
+    strings = _double_quoted_strings(tokens, sql, known, schemas)
+    if strings:
+        tokens = list(tokens)
+        for at in strings:
+            tokens[at] = Token(Kind.STRING, tokens[at].text, tokens[at].pos)
     ts_columns = {
         c.name for _, schema in schemas for c in schema.columns if c.type is ColumnType.TIMESTAMP
     }
@@ -202,7 +214,9 @@ def analyse(tokens: Sequence[Token], engine: TableCatalog) -> Analysis:
             timestamps.extend(_timestamp_literals(tokens, i))
     shape = None
     planned = None
-    if not travel and len(set(plain)) == 1:
+    # The executor binds a prescan and plan to the tokens it has, where double-quoted
+    # strings are still quoted names: a query holding one goes to DataFusion alone.
+    if not travel and not strings and len(set(plain)) == 1:
         schema = engine.describe(plain[0]).schema
         shape = prescan.shape(tokens, plain[0], schema, mentions=len(plain))
         exact = shape.single and len(shape.bounds) == shape.terms
@@ -222,7 +236,61 @@ def analyse(tokens: Sequence[Token], engine: TableCatalog) -> Analysis:
         rewrite.unnamed_items(tokens),
         rewrite.constant_spans(tokens),
         tuple(i for i, t in enumerate(tokens) if t.kind is Kind.WORD and t.text[0].isdigit()),
+        strings,
     )
+
+
+# Double quotes: HoraeDB (like MySQL) quotes strings with them and names with back-quotes;
+# DataFusion (like PostgreSQL) quotes names with them. gnomon takes "..." as a string where
+# a value is expected and the text names nothing the query can mean: a double-quoted token
+# is a name where it stands where only a name can (after AS, FROM or JOIN, next to a '.',
+# or right after an expression: an alias without AS), and anywhere when it spells (in any
+# case) a table, a column of the tables the query names, or an alias the query defines.
+# Everywhere else (comparisons, IN lists, function arguments, SELECT items) it is a string.
+# (gnomon's own statements take it as a string wherever a literal is expected:
+# :meth:`node.sql.parser._Parser.literal`.)
+
+#: Words after which an expression (so a value) starts; after any other word (a name, a
+#: keyword such as FROM or AS) a double-quoted token is a name.
+_BEFORE_VALUE = frozenset((
+    "SELECT", "WHERE", "AND", "OR", "NOT", "LIKE", "ILIKE", "BY", "THEN", "ELSE", "WHEN",
+    "CASE", "DISTINCT", "BETWEEN", "IS", "ON", "HAVING", "ALL", "ANY", "SOME", "INTERVAL",
+    "ESCAPE", "TO", "ZONE", "LIMIT", "OFFSET", "IN", "VALUES", "RETURNING",
+))  # fmt: skip
+
+
+def _double_quoted_strings(
+    tokens: Sequence[Token], sql: str, tables: set[str], schemas: tuple[tuple[str, Schema], ...]
+) -> tuple[int, ...]:
+    """Where ``tokens`` (of ``sql``) hold double-quoted string literals (see above)."""
+    quoted = [i for i, t in enumerate(tokens) if t.kind is Kind.QUOTED and sql[t.pos] == '"']
+    if not quoted:
+        return ()
+    names = {n.lower() for n in tables}
+    names.update(c.name.lower() for _, schema in schemas for c in schema.columns)
+    names.update(
+        n.lower()
+        for i, t in enumerate(tokens[1:], 1)
+        if tokens[i - 1].is_word("AS") and (n := t.identifier) is not None
+    )
+    values = [i for i in quoted if _stands_for_value(tokens, i)]
+    names.update(tokens[i].text.lower() for i in set(quoted).difference(values))
+    return tuple(i for i in values if tokens[i].text.lower() not in names)
+
+
+def _stands_for_value(tokens: Sequence[Token], i: int) -> bool:
+    """Whether token ``i`` stands where a value can (see above)."""
+    nxt = tokens[i + 1]  # the END token comes after every name
+    if nxt.kind is Kind.SYMBOL and nxt.text == ".":
+        return False
+    if i == 0:
+        return True
+    prev = tokens[i - 1]
+    if prev.kind is Kind.SYMBOL:
+        return prev.text not in (".", ")")
+    if prev.kind is Kind.WORD:
+        return prev.upper in _BEFORE_VALUE
+    return False  # after a literal or quoted name: an alias
 
 
 def timestamp_ms(t: Token) -> int:

@@ -1,7 +1,9 @@
 """A recursive-descent parser for the statements gnomon interprets itself.
 
 Unquoted identifiers are case-insensitive (folded to lower case, as DataFusion does for
-queries); quoted ones (`x` or "x") are taken as written.
+queries); quoted ones (`x` or "x") are taken as written. Where a literal is expected, "x"
+is a string, as in HoraeDB (``VALUES (1, "a")``, ``DEFAULT "d"``, ``WITH (k="v")``);
+queries follow the rule of :mod:`node.sql.analysis`.
 """
 
 from __future__ import annotations
@@ -111,9 +113,13 @@ class _Parser:
         self.expect_symbol(")")
         return names
 
+    def is_string(self, t: Token) -> bool:
+        """Whether ``t`` is a string literal: 'x', or "x" (HoraeDB's)."""
+        return t.kind is Kind.STRING or (t.kind is Kind.QUOTED and self.sql[t.pos] == '"')
+
     def string(self, what: str = "a quoted string") -> str:
         t = self.tok
-        if t.kind is not Kind.STRING:
+        if not self.is_string(t):
             raise self.error(what)
         self.advance()
         return t.text
@@ -142,7 +148,7 @@ class _Parser:
             except ValueError:
                 raise InvalidArgument(f"invalid number {t.text!r} at position {t.pos}") from None
             return -value if negative else value
-        if t.kind is Kind.STRING:
+        if self.is_string(t):
             self.advance()
             return t.text
         if t.is_word("NULL"):

@@ -100,7 +100,7 @@ def test_a_query_of_a_kept_shape_gets_what_a_fresh_analysis_gives(sql: SqlExecut
         assert hit is not None and hit[0] is found
         tokens = tokenize(second)
         assert [(t.kind, t.text) for t in hit[1]] == [(t.kind, t.text) for t in tokens]
-        fresh = analyse(tokens, engine)
+        fresh = analyse(tokens, engine, second)
         assert (found.plain, found.travel, found.timestamps) == (
             fresh.plain,
             fresh.travel,

@@ -43,3 +43,74 @@ DROP TABLE 03_dml_select;
 
 SELECT * FROM 03_dml_select;
 -- expect error NotFound: '03_dml_select'
+
+-- Double quotes: a string where a value is expected and the text names nothing the query
+-- can mean (HoraeDB's rule for its MySQL-like dialect); a name where it spells a table,
+-- a column or an alias, or stands where only a name can. Back-quotes always quote names.
+CREATE TABLE dq (name string TAG DEFAULT "none", `Value` double, t timestamp NOT NULL,
+  TIMESTAMP KEY(t)) WITH (update_mode="APPEND");
+-- expect affected 0
+
+INSERT INTO dq (name, `Value`, t) VALUES ("d1", 1.0, 1000), ("it's", 2.0, 2000),
+  ('d2', 3.0, 3000), ("say ""hi""", 4.0, 4000);
+-- expect affected 4
+
+INSERT INTO dq (`Value`, t) VALUES (5.0, 5000);
+-- expect affected 1
+
+SELECT name, "Value" FROM dq WHERE name = "d1" OR name IN ("it's", "d2") ORDER BY t;
+-- expect
+name | Value
+d1   | 1.0
+it's | 2.0
+d2   | 3.0
+
+SELECT "That is not good." AS s, concat(name, "!") AS bang FROM "dq" d
+WHERE d."name" = "say ""hi""";
+-- expect
+s                 | bang
+That is not good. | say "hi"!
+
+SELECT name "n", count(*) AS "c" FROM dq WHERE "Value" > 2 GROUP BY "n" ORDER BY "c";
+-- expect rowsort
+n        | c
+d2       | 1
+none     | 1
+say "hi" | 1
+
+-- A double-quoted name stays a name where only a name can stand, or when it spells one
+-- in another case (so the mistake is reported, not taken for a constant).
+SELECT d."v" FROM dq d;
+-- expect error InvalidArgument: No field named d.v
+
+SELECT name FROM dq ORDER BY "NAME";
+-- expect error InvalidArgument: No field named "NAME"
+
+-- update_mode="APPEND" took: a row of the same series and time is added, not replaced.
+INSERT INTO dq (name, `Value`, t) VALUES ("d1", 9.0, 1000);
+-- expect affected 1
+
+SELECT count(*) AS n FROM dq WHERE name = "d1";
+-- expect
+n
+2
+
+DELETE FROM dq WHERE name = "none";
+-- expect affected 1
+
+SHOW TABLES LIKE "d%";
+-- expect
+Tables
+dq
+
+-- Queries holding a double-quoted string are analysed afresh each time (their shape is
+-- not kept): the second of two shapes alike answers for its own numbers.
+SELECT count(*) AS n FROM dq WHERE name = "d1" AND t > 0;
+-- expect
+n
+2
+
+SELECT count(*) AS n FROM dq WHERE name = "d1" AND t > 1500;
+-- expect
+n
+0
