@@ -73,10 +73,12 @@ DEFAULT_WORKERS = 32
 #: together (see _Writes), each of at most WRITE_BATCH_MAX writes.
 SMALL_WRITE_BYTES = 64 * 1024
 WRITE_BATCH_MAX = 1024
-#: Batches of small writes started on the loop and not yet answered: one whose sync runs,
-#: one appended behind it for the next sync. Writes arriving meanwhile wait and go as one
-#: batch (one conversion) once the first is answered.
-WRITE_BATCHES_IN_FLIGHT = 2
+#: Batches of small writes started on the loop and not yet answered. Writes arriving while
+#: one is being synced wait and go as the next batch (one conversion, one memtable insert)
+#: once it is answered: the classic group-commit pipeline. A second batch appended behind
+#: the first took whatever single write came next: with 8 clients, batches of 2.2 writes on
+#: average and 170 us of loop time per write, against 3.8 writes and 124 us held back.
+WRITE_BATCHES_IN_FLIGHT = 1
 #: Requests parsed ahead on one connection while an earlier one is served; past this the
 #: connection is not read until they are answered.
 MAX_PIPELINED = 16
@@ -523,8 +525,8 @@ class _Writes:
     """Small line-protocol writes, batched on the loop: those read in one pass of the loop
     go together (see :meth:`HttpApp.start_influx_writes`). The loop converts a batch, appends
     its WAL record and applies it itself, and the WAL's sync thread makes it durable while the
-    loop goes on with the next batch (one sync covering all that was appended meanwhile);
-    the whole batch is answered in the loop pass after that sync. A request then costs the
+    loop reads the writes that form the next batch (WRITE_BATCHES_IN_FLIGHT); the whole
+    batch is answered in the loop pass after that sync. A request then costs the
     loop one wake-up, where a hand-over to a pool thread and back cost two more thread
     switches, and the threads woken by dozens fought the loop for the interpreter lock.
 

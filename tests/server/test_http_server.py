@@ -9,7 +9,8 @@ import json
 import os
 import socket
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,6 +18,8 @@ import pytest
 
 from gnomon.errors import InvalidArgument
 from node.backends import open_standalone
+from node.engine.table import Logged
+from node.ingest.rows import TableRows
 from node.ingest.writer import Ingestor
 from node.server import http as http_module
 from node.server.http import HttpApp, HttpServer, _Response
@@ -249,6 +252,80 @@ def test_concurrent_small_writes_each_get_their_answer(server: HttpServer) -> No
     for t in threads:
         t.join(WAIT_S)
     assert sorted(statuses) == [204] * (5 * (clients + 1) - 1) + [400]
+
+
+def test_small_writes_arriving_during_a_sync_go_as_one_batch_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a batch of small writes is being synced, the writes that arrive wait on the loop
+    (none of them is logged or readable yet) and then go as one batch: one conversion and one
+    WAL record for all of them, each answered once that record is durable."""
+    real_fdatasync = os.fdatasync
+    held, release = threading.Event(), threading.Event()
+    holding = False
+
+    def fdatasync(fd: int) -> None:
+        if holding:
+            held.set()
+            assert release.wait(WAIT_S)
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    with open_standalone(str(tmp_path / "data")) as engine:
+        sql = SqlExecutor(engine)
+        ingestor = Ingestor(engine)
+        batches: list[int] = []
+
+        def start_writes(tables: Sequence[TableRows]) -> Logged | None:
+            batches.append(sum(rows.num_rows for rows in tables))
+            return ingestor.start_write_all(tables)
+
+        app = HttpApp(
+            ingestor=ingestor,
+            execute=sql.execute,
+            metrics=Registry(),
+            max_body_bytes=LIMIT,
+            healthy=lambda: True,
+            start_writes=start_writes,
+        )
+        running = HttpServer(app, port=0)
+        running.start()
+        conns = [
+            http.client.HTTPConnection("127.0.0.1", running.port, timeout=WAIT_S) for _ in range(4)
+        ]
+        try:
+            path = "/influxdb/v1/write?precision=ms"
+            conns[0].request("POST", path, body=b"e_cpu v=0i 1")
+            first = conns[0].getresponse()
+            first.read()
+            assert first.status == 204  # the table exists from here on
+            holding = True
+            conns[0].request("POST", path, body=b"e_cpu v=1i 2")
+            assert held.wait(WAIT_S)
+            for i, conn in enumerate(conns[1:], start=2):
+                conn.request("POST", path, body=f"e_cpu v={i}i {i + 1}".encode())
+            assert running._server is not None
+            waiting = running._server.writes.pending
+            for _ in range(1000):  # until the loop has read them: at most 10 s
+                if len(waiting) == 3:
+                    break
+                time.sleep(0.01)
+            assert len(waiting) == 3, "the writes sent during the sync were not held back"
+            count = "SELECT count(*) AS n FROM e_cpu"
+            assert sql.execute(count).table().to_pylist() == [{"n": 2}]
+            holding = False
+            release.set()
+            for conn in conns:
+                answer = conn.getresponse()
+                answer.read()
+                assert answer.status == 204
+            assert batches == [1, 1, 3]
+            assert sql.execute(count).table().to_pylist() == [{"n": 5}]
+        finally:
+            release.set()
+            for conn in conns:
+                conn.close()
+            running.stop(grace_s=5.0)
 
 
 def test_a_small_write_is_answered_once_its_record_is_durable(
