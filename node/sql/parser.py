@@ -238,16 +238,18 @@ class _Parser:
                 keys = self.ident_list()
                 if len(keys) != 1:
                     raise InvalidArgument("TIMESTAMP KEY takes exactly one column")
-                timestamp_key = keys[0]
+                timestamp_key = _one_timestamp_key(name, timestamp_key, keys[0])
             elif self.tok.is_word("PRIMARY") and self.peek().is_word("KEY"):
                 self.advance()
                 self.advance()
                 primary_key = self.ident_list()
             else:
-                col, inline_pk = self.column_def()
+                col, inline_pk, inline_ts = self.column_def()
                 columns.append(col)
                 if inline_pk:
                     primary_key = [*(primary_key or []), col.name]
+                if inline_ts:
+                    timestamp_key = _one_timestamp_key(name, timestamp_key, col.name)
             if self.accept_symbol(")"):
                 break
             self.expect_symbol(",")
@@ -288,7 +290,8 @@ class _Parser:
             options,
         )
 
-    def column_def(self) -> tuple[ColumnDef, bool]:
+    def column_def(self) -> tuple[ColumnDef, bool, bool]:
+        """A column's definition, and whether it says PRIMARY KEY and TIMESTAMP KEY."""
         name = self.ident("column name")
         t = self.tok
         if t.kind is not Kind.WORD:
@@ -302,7 +305,7 @@ class _Parser:
         nullable: bool | None = None
         default: Any = None
         comment = ""
-        primary = False
+        primary = timestamp = False
         while True:
             if self.accept("TAG"):
                 is_tag = True
@@ -319,11 +322,25 @@ class _Parser:
                 self.advance()
                 self.advance()
                 primary = True
+            elif self.tok.is_word("TIMESTAMP") and self.peek().is_word("KEY"):
+                self.advance()
+                self.advance()
+                timestamp = True  # HoraeDB's column-level form of TIMESTAMP KEY(column)
             elif self.accept("DICTIONARY"):
                 pass  # HoraeDB's encoding hint; tags are always dictionary-encoded here
             else:
                 break
-        return ColumnDef(name, typ, is_tag, nullable, default, comment), primary
+        return ColumnDef(name, typ, is_tag, nullable, default, comment), primary, timestamp
+
+    def added_column(self) -> ColumnDef:
+        """A column ALTER TABLE adds: never the table's TIMESTAMP KEY."""
+        col, _, timestamp = self.column_def()
+        if timestamp:
+            raise InvalidArgument(
+                f"column {col.name!r}: ALTER TABLE cannot add a TIMESTAMP KEY, a table has one "
+                "from its creation"
+            )
+        return col
 
     def options(self) -> dict[str, str]:
         self.expect_symbol("(")
@@ -347,15 +364,13 @@ class _Parser:
             columns: list[ColumnDef] = []
             if self.accept_symbol("("):
                 while True:
-                    col, _ = self.column_def()
-                    columns.append(col)
+                    columns.append(self.added_column())
                     if self.accept_symbol(")"):
                         break
                     self.expect_symbol(",")
             else:
                 while True:
-                    col, _ = self.column_def()
-                    columns.append(col)
+                    columns.append(self.added_column())
                     if not self.accept_symbol(","):
                         break
                     self.accept("ADD")
@@ -399,3 +414,12 @@ class _Parser:
                 break
         self.end()
         return Insert(table, columns, rows)
+
+
+def _one_timestamp_key(table: str, found: str | None, column: str) -> str:
+    """``column``, the TIMESTAMP KEY of ``table``, unless one was named before (``found``)."""
+    if found is not None:
+        raise InvalidArgument(
+            f"table {table!r}: two TIMESTAMP KEYs ({found!r} and {column!r}), a table has one"
+        )
+    return column

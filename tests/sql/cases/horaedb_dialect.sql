@@ -114,3 +114,39 @@ SELECT count(*) AS n FROM dq WHERE name = "d1" AND t > 1500;
 -- expect
 n
 0
+
+-- TIMESTAMP KEY written on its column, as HoraeDB writes it; a table has one.
+CREATE TABLE 04_ts_key (host string TAG, t timestamp NOT NULL TIMESTAMP KEY, v int32);
+-- expect affected 0
+
+INSERT INTO 04_ts_key (host, t, v) VALUES ("a", 1000, 1);
+-- expect affected 1
+
+DESCRIBE 04_ts_key;
+-- expect
+name | type      | is_primary | is_nullable | is_tag | is_dictionary
+tsid | uint64    | true       | false       | false  | false
+host | string    | false      | true        | true   | true
+t    | timestamp | true       | false       | false  | false
+v    | int32     | false      | true        | false  | false
+
+SELECT host, t, v FROM 04_ts_key;
+-- expect
+host | t                   | v
+a    | 1970-01-01T00:00:01 | 1
+
+CREATE TABLE two_keys (t1 timestamp NOT NULL TIMESTAMP KEY, t2 timestamp TIMESTAMP KEY);
+-- expect error InvalidArgument: two TIMESTAMP KEYs ('t1' and 't2')
+
+CREATE TABLE two_keys (t1 timestamp NOT NULL TIMESTAMP KEY, t2 timestamp, TIMESTAMP KEY(t2));
+-- expect error InvalidArgument: two TIMESTAMP KEYs ('t1' and 't2')
+
+CREATE TABLE two_keys (t1 timestamp NOT NULL, TIMESTAMP KEY(t1), TIMESTAMP KEY(t1));
+-- expect error InvalidArgument: two TIMESTAMP KEYs ('t1' and 't1')
+
+ALTER TABLE 04_ts_key ADD COLUMN t3 timestamp TIMESTAMP KEY;
+-- expect error InvalidArgument: ALTER TABLE cannot add a TIMESTAMP KEY
+
+SHOW TABLES LIKE 'two%';
+-- expect
+Tables
