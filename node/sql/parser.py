@@ -151,6 +151,9 @@ class _Parser:
         if self.is_string(t):
             self.advance()
             return t.text
+        if t.is_word("X") and self.binary_follows():
+            self.advance()
+            return self.binary(self.advance())
         if t.is_word("NULL"):
             self.advance()
             return None
@@ -158,6 +161,21 @@ class _Parser:
             self.advance()
             return t.text.upper() == "TRUE"
         raise self.error("a literal value")
+
+    def binary_follows(self) -> bool:
+        """Whether a string follows the current token (an X) directly: x'11'."""
+        nxt = self.peek()
+        return nxt.kind is Kind.STRING and nxt.pos == self.tok.pos + 1
+
+    def binary(self, t: Token) -> bytes:
+        """The bytes of the hexadecimal string ``t`` of a binary literal."""
+        try:
+            return bytes.fromhex(t.text)
+        except ValueError:
+            raise InvalidArgument(
+                f"invalid binary literal x'{t.text}' at position {t.pos - 1}: "
+                "expected pairs of hexadecimal digits"
+            ) from None
 
     # -- statements ------------------------------------------------------------------------------
 
@@ -393,6 +411,10 @@ class _Parser:
 
     def insert(self) -> Insert:
         self.expect("INTO")
+        # HoraeDB's INSERT INTO TABLE t; a table named "table" is still INSERT INTO table ...
+        nxt = self.peek()
+        if self.tok.is_word("TABLE") and nxt.identifier is not None and not nxt.is_word("VALUES"):
+            self.advance()
         table = self.ident("table name")
         columns: list[str] | None = None
         if self.tok.kind is Kind.SYMBOL and self.tok.text == "(":

@@ -150,3 +150,42 @@ ALTER TABLE 04_ts_key ADD COLUMN t3 timestamp TIMESTAMP KEY;
 SHOW TABLES LIKE 'two%';
 -- expect
 Tables
+
+-- INSERT INTO TABLE t, and binary literals x'..' (in INSERT and in queries).
+CREATE TABLE binary_demo (name string TAG, value varbinary, t timestamp NOT NULL TIMESTAMP KEY);
+-- expect affected 0
+
+INSERT INTO TABLE binary_demo (t, name, value) VALUES (1000, 'a', x'11'), (2000, 'b', X'0aFF');
+-- expect affected 2
+
+INSERT INTO TABLE binary_demo VALUES ('c', x'', 3000);
+-- expect affected 1
+
+SELECT name, value FROM binary_demo WHERE value = x'11' OR value = X'0AFF' ORDER BY t;
+-- expect
+name | value
+a    | 0x11
+b    | 0x0aff
+
+SELECT name, value FROM binary_demo WHERE t = 3000;
+-- expect
+name | value
+c    | 0x
+
+INSERT INTO binary_demo (t, name, value) VALUES (4000, 'd', x'1');
+-- expect error InvalidArgument: invalid binary literal x'1'
+
+-- A table named "table" is still written to by INSERT INTO table.
+CREATE TABLE `table` (v int32, t timestamp NOT NULL TIMESTAMP KEY);
+-- expect affected 0
+
+INSERT INTO table VALUES (1, 1000);
+-- expect affected 1
+
+INSERT INTO TABLE table (v, t) VALUES (2, 2000);
+-- expect affected 1
+
+SELECT count(*) AS n FROM `table`;
+-- expect
+n
+2
