@@ -57,13 +57,39 @@ def to_column(d: ColumnDef) -> Column:
     )
 
 
+#: HoraeDB's storage formats: gnomon stores every table one way (columnar Parquet), which
+#: answers alike for each, so the option is taken and checked but not kept.
+STORAGE_FORMATS = ("columnar", "hybrid", "auto")
+
+
 def schema_of(stmt: CreateTable) -> tuple[Schema, TableOptions]:
     schema = Schema.build(
         [to_column(c) for c in stmt.columns],
         timestamp_key=stmt.timestamp_key,
-        primary_key=stmt.primary_key,
+        primary_key=_primary_key(stmt),
     )
-    return schema, TableOptions.from_strings(stmt.options)
+    options = dict(stmt.options)
+    storage = options.pop("storage_format", None)
+    if storage is not None and storage.lower() not in STORAGE_FORMATS:
+        raise InvalidArgument(
+            f"unknown storage_format {storage!r}; expected one of {', '.join(STORAGE_FORMATS)}"
+        )
+    return schema, TableOptions.from_strings(options)
+
+
+def _primary_key(stmt: CreateTable) -> list[str] | None:
+    """The PRIMARY KEY of ``stmt``, None for the implicit (tsid, timestamp key): HoraeDB
+    writes that one out as PRIMARY KEY(tsid, t) without a tsid column."""
+    pk = stmt.primary_key
+    if pk is None or TSID not in pk or any(c.name == TSID for c in stmt.columns):
+        return pk
+    if pk != [TSID, stmt.timestamp_key]:
+        raise InvalidArgument(
+            f"PRIMARY KEY({', '.join(pk)}): a key holding the implicit {TSID!r} is "
+            f"({TSID}, {stmt.timestamp_key}) alone; for another key, name its columns "
+            f"without {TSID!r}"
+        )
+    return None
 
 
 def quote(name: str) -> str:

@@ -189,3 +189,50 @@ SELECT count(*) AS n FROM `table`;
 -- expect
 n
 2
+
+-- WITH (storage_format=...): HoraeDB's three formats are taken (gnomon stores every table
+-- alike), any other value is refused.
+CREATE TABLE 05_columnar (c1 int, t1 timestamp NOT NULL TIMESTAMP KEY) ENGINE = Analytic
+  WITH (storage_format= 'columnar');
+-- expect affected 0
+
+CREATE TABLE 05_hybrid (c1 int, t1 timestamp NOT NULL TIMESTAMP KEY)
+  WITH (storage_format='HYBRID', enable_ttl='false');
+-- expect affected 0
+
+CREATE TABLE 05_auto (c1 int, t1 timestamp NOT NULL TIMESTAMP KEY) WITH (storage_format="auto");
+-- expect affected 0
+
+CREATE TABLE 05_unknown (c1 int, t1 timestamp NOT NULL TIMESTAMP KEY)
+  WITH (storage_format='unknown');
+-- expect error InvalidArgument: unknown storage_format 'unknown'
+
+SHOW TABLES LIKE '05_%';
+-- expect
+Tables
+05_auto
+05_columnar
+05_hybrid
+
+-- PRIMARY KEY(tsid, t) names the implicit series id: the table is the same as without it.
+CREATE TABLE 05_tsid_key (c1 int, t1 timestamp NOT NULL TIMESTAMP KEY, PRIMARY KEY(tsid, t1));
+-- expect affected 0
+
+DESCRIBE 05_tsid_key;
+-- expect
+name | type      | is_primary | is_nullable | is_tag | is_dictionary
+tsid | uint64    | true       | false       | false  | false
+c1   | int32     | false      | true        | false  | false
+t1   | timestamp | true       | false       | false  | false
+
+INSERT INTO 05_tsid_key (c1, t1) VALUES (1, 1000), (2, 1000);
+-- expect affected 2
+
+SELECT c1 FROM 05_tsid_key;
+-- expect
+c1
+2
+
+CREATE TABLE 05_tsid_more (c1 int NOT NULL, t1 timestamp NOT NULL TIMESTAMP KEY,
+  PRIMARY KEY(tsid, t1, c1));
+-- expect error InvalidArgument: a key holding the implicit 'tsid' is (tsid, t1) alone
