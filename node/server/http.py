@@ -517,8 +517,10 @@ class _Server:
             return list(self.connections.values())
 
 
-#: Small writes queued on the loop, each with the future its answer goes to.
-_Batch = list[tuple[bytes, Mapping[str, list[str]], asyncio.Future[_Response]]]
+#: What a small write's answer, or the error it earns, is handed to (on the loop).
+_Answer = Callable[[_Response | Exception], None]
+#: Small writes queued on the loop, each with where its answer goes.
+_Batch = list[tuple[bytes, Mapping[str, list[str]], _Answer]]
 
 
 class _Writes:
@@ -546,14 +548,15 @@ class _Writes:
         self.running = False
         self.in_flight = 0
 
-    def add(self, body: bytes, params: Mapping[str, list[str]]) -> asyncio.Future[_Response]:
-        answer: asyncio.Future[_Response] = self.loop.create_future()
+    def add(self, body: bytes, params: Mapping[str, list[str]], answer: _Answer) -> None:
+        """Queue a write; ``answer`` is called on the loop once it is acknowledged or
+        refused (straight from the batch's answer: a future's callbacks would cost each write
+        one more pass of the loop)."""
         self.pending.append((body, params, answer))
         if not self.taking:
             # After the other requests this pass of the loop reads.
             self.taking = True
             self.loop.call_soon(self._take)
-        return answer
 
     def _take(self) -> None:
         self.taking = False
@@ -608,11 +611,12 @@ class _Writes:
         self._take()
 
 
-def _settle_answer(answer: asyncio.Future[_Response], outcome: _Response | Exception) -> None:
-    if isinstance(outcome, Exception):
-        answer.set_exception(outcome)
-    else:
-        answer.set_result(outcome)
+def _settle_answer(answer: _Answer, outcome: _Response | Exception) -> None:
+    # One connection's failure to answer must not keep the rest of its batch waiting.
+    try:
+        answer(outcome)
+    except Exception:
+        log.exception("answering a write failed")
 
 
 def _answer_all(batch: _Batch, outcome: _Response | Exception) -> None:
@@ -831,8 +835,8 @@ class _Connection(asyncio.Protocol):
                 continue
             if isinstance(outcome, _Response):
                 self._answer(request, outcome)
-            elif isinstance(outcome, asyncio.Future):
-                outcome.add_done_callback(functools.partial(self._ran, request))
+            elif outcome is None:
+                return  # a small write, answered through _written
             else:
                 future = self.loop.run_in_executor(self.server.pool, outcome)
                 future.add_done_callback(functools.partial(self._ran, request))
@@ -845,11 +849,15 @@ class _Connection(asyncio.Protocol):
         self._answer(request, response)
         self._serve_next()
 
-    def _dispatch(
-        self, request: _Request
-    ) -> _Response | Callable[[], _Response] | asyncio.Future[_Response]:
-        """The answer, the blocking work that makes it (run on the pool), or the answer to
-        come from a batch of writes."""
+    def _written(self, request: _Request, outcome: _Response | Exception) -> None:
+        if isinstance(outcome, Exception):
+            outcome = self._failure(outcome, request.path)
+        self._answer(request, outcome)
+        self._serve_next()
+
+    def _dispatch(self, request: _Request) -> _Response | Callable[[], _Response] | None:
+        """The answer, the blocking work that makes it (run on the pool), or None: a small
+        write, queued to be answered with its batch."""
         app = self.app
         path, method = request.path, request.method
         allowed = _ROUTES.get(path)
@@ -875,7 +883,8 @@ class _Connection(asyncio.Protocol):
             return lambda: app.sql(_decoded(body, encoding, limit), arrow=arrow, gone=self.gone)
         app.metrics.request_bytes.inc("influxdb", amount=len(body))
         if encoding in ("identity", "") and len(body) <= SMALL_WRITE_BYTES:
-            return self.server.writes.add(body, params)
+            self.server.writes.add(body, params, functools.partial(self._written, request))
+            return None
         return lambda: app.influx_write(_decoded(body, encoding, limit), params)
 
     def _failure(self, e: BaseException, path: str) -> _Response:

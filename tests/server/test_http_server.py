@@ -4,6 +4,8 @@ while they arrive, and stopping."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import http.client
 import json
 import os
@@ -326,6 +328,41 @@ def test_small_writes_arriving_during_a_sync_go_as_one_batch_after_it(
             for conn in conns:
                 conn.close()
             running.stop(grace_s=5.0)
+
+
+def test_a_batch_of_small_writes_is_answered_in_the_pass_of_the_loop_that_answers_it(
+    tmp_path: Path,
+) -> None:
+    """Each write of a batch gets its answer straight from the batch's answer: one pass of the
+    loop takes the batch, the next (once its record is durable) answers every write in it,
+    with no further pass per write."""
+    ms = {"precision": ["ms"]}
+    with open_standalone(str(tmp_path / "data"), wal_sync="never") as engine:
+        app = HttpApp(
+            ingestor=Ingestor(engine),
+            execute=SqlExecutor(engine).execute,
+            metrics=Registry(),
+            max_body_bytes=LIMIT,
+            healthy=lambda: True,
+        )
+        app.influx_write(b"g_cpu v=0i 1", ms)  # the table exists: the loop writes to it
+        loop = asyncio.new_event_loop()
+        pool = concurrent.futures.ThreadPoolExecutor(1)
+        try:
+            writes = http_module._Writes(app, pool, loop)
+            answers: list[_Response | Exception] = []
+            writes.add(b"g_cpu v=1i 2", ms, answers.append)
+            writes.add(b"g_cpu v=2i 3", ms, answers.append)
+            passes = 0
+            while len(answers) < 2 and passes < 10:
+                loop.call_soon(loop.stop)
+                loop.run_forever()
+                passes += 1
+        finally:
+            pool.shutdown()
+            loop.close()
+    assert [a.status for a in answers if isinstance(a, _Response)] == [204, 204]
+    assert passes == 2
 
 
 def test_a_small_write_is_answered_once_its_record_is_durable(
