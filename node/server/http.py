@@ -33,11 +33,19 @@ from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
 from types import MappingProxyType
 from typing import Any, overload
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import httptools
 
-from gnomon.errors import Cancelled, Closed, InvalidArgument, NotOwner, TooLarge, Unavailable
+from gnomon.errors import (
+    Cancelled,
+    Closed,
+    GnomonError,
+    InvalidArgument,
+    NotOwner,
+    TooLarge,
+    Unavailable,
+)
 from gnomon.wal.api import Ticket
 from node.engine.table import Logged
 from node.ingest import line_protocol
@@ -90,8 +98,17 @@ _ROUTES: dict[str, tuple[str, ...]] = {
     "/metrics": ("GET",),
     "/openapi.json": ("GET",),
 }
+#: ``GET /route/{table}``: where a table is served (its owner's endpoints).
+ROUTE_PREFIX = "/route/"
 #: The endpoints that read a request body (other requests' bodies are dropped as they come).
 _WITH_BODY = frozenset({"/sql", "/influxdb/v1/write"})
+
+
+def _endpoint(path: str) -> str:
+    """The metrics label of a request's path (one per endpoint, whatever table it names)."""
+    if path in _ROUTES:
+        return path
+    return "/route" if path.startswith(ROUTE_PREFIX) else "other"
 
 
 class _Response:
@@ -173,8 +190,11 @@ class HttpApp:
         healthy: Callable[[], bool],
         queries: Queries | None = None,
         start_writes: Callable[[Sequence[TableRows]], Logged | None] | None = None,
+        route: Callable[[str], Mapping[str, str]] | None = None,
     ) -> None:
         self.ingestor = ingestor
+        #: The endpoints serving a table (``GET /route/{table}``); NotFound if none.
+        self._route = route
         if start_writes is None and isinstance(ingestor, Ingestor):
             start_writes = ingestor.start_write_all
         self._start_writes = start_writes
@@ -297,6 +317,14 @@ class HttpApp:
             return False
         self.metrics.rows_written.inc("influxdb", amount=written)
         return True
+
+    def route(self, table: str) -> _Response:
+        if self._route is None:
+            return _error(404, "this server answers no routes")
+        try:
+            return _json(200, {"table": table, **self._route(table)})
+        except GnomonError as e:
+            return _error(http_status(e), message_of(e))
 
     def health(self) -> _Response:
         if self.stopping or not self.healthy():
@@ -860,6 +888,13 @@ class _Connection(asyncio.Protocol):
         write, queued to be answered with its batch."""
         app = self.app
         path, method = request.path, request.method
+        if path.startswith(ROUTE_PREFIX):
+            if method not in ("GET", "HEAD"):
+                resp = _error(405, f"{ROUTE_PREFIX}{{table}} accepts GET, HEAD, not {method}")
+                resp.headers["Allow"] = "GET, HEAD"
+                return resp
+            table = unquote(path[len(ROUTE_PREFIX) :])
+            return lambda: app.route(table)
         allowed = _ROUTES.get(path)
         if allowed is None:
             return _error(404, f"no endpoint {path!r}; see GET /openapi.json")
@@ -889,7 +924,7 @@ class _Connection(asyncio.Protocol):
 
     def _failure(self, e: BaseException, path: str) -> _Response:
         status = http_status(e)
-        endpoint = path if path in _ROUTES else "other"
+        endpoint = _endpoint(path)
         fields = {"endpoint": endpoint, "status": status, "error": message_of(e)}
         if status >= 500 and not isinstance(e, Unavailable | Cancelled):
             log.error("request failed", extra=fields, exc_info=e)
@@ -904,7 +939,7 @@ class _Connection(asyncio.Protocol):
         close = request.close or not request.keep_alive or app.stopping
         self._write(resp, head=request.method == "HEAD", close=close)
         self.serving = None
-        endpoint = request.path if request.path in _ROUTES else "other"
+        endpoint = _endpoint(request.path)
         app.metrics.observe_request(
             "http", endpoint, resp.status, time.perf_counter() - request.start
         )

@@ -150,6 +150,35 @@ SPEC: dict[str, Any] = {
                 },
             }
         },
+        "/route/{table}": {
+            "get": {
+                "summary": "Where a table is served",
+                "description": "The endpoints of the node serving the table: its owner's in a "
+                "cluster (any node answers), this node's in standalone.",
+                "operationId": "route",
+                "parameters": [
+                    {"name": "table", "in": "path", "required": True, "schema": {"type": "string"}}
+                ],
+                "responses": {
+                    "200": {
+                        "description": "The table and the owner's endpoints by protocol.",
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "properties": {
+                                        name: {"type": "string"}
+                                        for name in ("table", "grpc", "http", "flight")
+                                    },
+                                }
+                            }
+                        },
+                    },
+                    "404": _error_response("No such table."),
+                    "503": _error_response("The table's shard has no serving node right now."),
+                },
+            }
+        },
         "/metrics": {
             "get": {
                 "summary": "Metrics in the Prometheus text format",

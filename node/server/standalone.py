@@ -7,6 +7,7 @@ node`` run one until SIGTERM or SIGINT.
 from __future__ import annotations
 
 import fcntl
+import functools
 import gc
 import logging
 import os
@@ -22,6 +23,7 @@ from gnomon.errors import Closed, InvalidArgument, Unavailable
 from node.cluster.figures import QUERY_ENDPOINTS, Figures
 from node.cluster.ingest_forward import ForwardingIngestor, Owners
 from node.cluster.placement import LocalPlacement, Placement
+from node.cluster.router import Router
 from node.engine.engine import Engine, EngineConfig
 from node.ingest.writer import Ingestor
 from node.server.arrow_wire import DEFAULT_COMPRESS_MIN_BYTES
@@ -194,6 +196,7 @@ class Standalone:
                 healthy=lambda: _is_open(engine),
                 queries=self.queries,
                 start_writes=ingestor.start_write_all,
+                route=functools.partial(self._route, router, tables),
             )
             self._http = HttpServer(app, bind=self.bind, port=self.http_port)
             self.http_port = self._http.start()
@@ -206,10 +209,10 @@ class Standalone:
                 ingestor=writer,
             )
             self.flight_port = self._flight.port
-            host = self.bind if self.advertise is None else self.advertise[0]
+            mine = self._endpoints()
             self.placement.join(
                 engine,
-                {"http": f"{host}:{self.http_port}", "flight": f"{host}:{self.flight_port}"},
+                {"http": mine["http"], "flight": mine["flight"]},
                 Figures(
                     engine,
                     rows_written=self.metrics.rows_written.total,
@@ -281,6 +284,24 @@ class Standalone:
                 os.close(self._dir_lock)
                 self._dir_lock = None
             gc.unfreeze()
+
+    def _endpoints(self) -> dict[str, str]:
+        """Where this node serves, by protocol (its advertised host, else the bind address)."""
+        host = self.bind if self.advertise is None else self.advertise[0]
+        return {
+            "grpc": f"{host}:{self.grpc_port}",
+            "http": f"{host}:{self.http_port}",
+            "flight": f"{host}:{self.flight_port}",
+        }
+
+    def _route(self, router: Router, tables: LocalTables, table: str) -> dict[str, str]:
+        """The endpoints of the node serving ``table``: its owner's where another node
+        serves it, this node's where it does (NotFound for no such table)."""
+        remote = router.remote_routes([table]).get(table)
+        if remote is not None:
+            return {"grpc": remote.endpoint, **remote.endpoints}
+        tables.describe(table)
+        return self._endpoints()
 
     def _cancel_queries(self) -> bool:
         """Cancel the queries still running; True if some still run after CANCEL_WAIT_S."""

@@ -5,10 +5,13 @@ DDL through any node, and the forwarding loop guard."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -184,3 +187,21 @@ def test_nodes_report_their_figures(cluster: DevCluster) -> None:
         env={**os.environ, "COLUMNS": "200"},
     ).stdout
     assert "rows/s" in out and "MiB" in out
+
+
+def test_http_route_names_the_owner_on_every_node(cluster: DevCluster) -> None:
+    owned = owners(cluster, TABLES[:4])
+    nodes = {n.grpc: n for n in cluster.node_endpoints}
+    for node in cluster.node_endpoints:
+        for table in TABLES[:4]:
+            owner = nodes[owned[table]]
+            with urllib.request.urlopen(f"http://{node.http}/route/{table}", timeout=30) as r:
+                assert json.loads(r.read()) == {
+                    "table": table,
+                    "grpc": owner.grpc,
+                    "http": owner.http,
+                    "flight": owner.flight,
+                }
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(f"http://{node.http}/route/nosuch", timeout=30)
+        assert missing.value.code == 404

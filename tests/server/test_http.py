@@ -185,6 +185,7 @@ def test_health_metrics_openapi_and_unknown_paths(gnomon: Running) -> None:
         "/health",
         "/metrics",
         "/openapi.json",
+        "/route/{table}",
     }
     status, _, body = gnomon.request("GET", "/nope")
     assert status == 404 and json.loads(body)["code"] == 404
