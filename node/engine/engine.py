@@ -409,6 +409,9 @@ class Engine:
                 self.define_table(name, schema, options, table_id=table_id)
                 return self.catalog.get(name)
         with self._lock:
+            opened = self._tables.get(name)
+            if opened is not None and table_id is not None and opened.table_id == table_id:
+                return opened.info  # placed by this call, opened by the shard's keeper since
             # Another creator of the same name may have won meanwhile.
             existing = self._existing(name, if_not_exists)
             if existing is not None:
@@ -417,8 +420,14 @@ class Engine:
             if shard is None:
                 raise NotOwner(f"shard {shard_id} is not open on this node", shard_id=shard_id)
             shard.guard.check()
-            info = self.catalog.create(name, schema, options, table_id=table_id)
-            self.manifest.create_table(info.table_id)
+            if table_id is None:
+                info = self.catalog.create(name, schema, options)
+                self.manifest.create_table(info.table_id)
+            else:
+                # The shard's keeper may have defined it already, from the meta service's
+                # definition, between the placement and this.
+                self.define_table(name, schema, options, table_id=table_id)
+                info = self.catalog.get(name)
             self._tables[name] = self._open_table(info, shard.guard)
             shard.tables.add(name)
             log.info("created table", extra={"table": name, "table_id": info.table_id})
