@@ -147,9 +147,8 @@ def test_literals_of_another_kind_are_another_shape(sql: SqlExecutor) -> None:
     assert by_number is not by_string
     whole = _of(kept, "SELECT v FROM m WHERE ts > 5", sql.tables.engine)
     assert _of(kept, "SELECT v FROM m WHERE ts > 5.5", sql.tables.engine) is not whole
-    assert (
-        whole.timestamps and not _of(kept, "SELECT v FROM m WHERE ts > 5.5", sql.tables.engine).timestamps
-    )
+    fractional = _of(kept, "SELECT v FROM m WHERE ts > 5.5", sql.tables.engine)
+    assert whole.timestamps and not fractional.timestamps
 
 
 def test_tables_changing_find_the_analysis_again(sql: SqlExecutor) -> None:
