@@ -20,7 +20,7 @@ from pathlib import Path
 
 from gnomon.devcluster.brokers import running_moto, running_tansu
 from gnomon.devcluster.etcd import EtcdServer
-from gnomon.devcluster.procs import Server, free_port
+from gnomon.devcluster.procs import Server, free_port, wait_for_port
 from gnomon.errors import GnomonError, Unavailable
 
 #: Credentials of the development S3 server (it accepts any).
@@ -173,6 +173,13 @@ class DevCluster:
             env=S3_ENV,
         )
         server.wait_for_port(int(ep.grpc.rsplit(":", 1)[1]))
+        wait_for_port(int(ep.http.rsplit(":", 1)[1]), proc=server.proc, log=server.log)
+        if server.proc.poll() is not None:
+            # Something else answered on its port: the node itself gave up (a port in use).
+            raise Unavailable(
+                f"{ep.name} exited ({server.proc.returncode}): "
+                f"{server.log.read_text()[-2000:]}"
+            )
 
     def wait_ready(self, timeout_s: float = 60.0) -> None:
         """Until every shard has a live leader among the nodes and the meta service has

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -24,13 +25,14 @@ from tests.docs.readme import BIN, ROOT, blocks
 
 
 def _free_range(span: int = 40) -> int:
-    """A base port with ``span`` free ports after it (bounded attempts)."""
+    """A base port with ``span`` free ports after it (bounded attempts), below the kernel's
+    ephemeral range: the dev cluster's own connections take source ports from that range,
+    and one landing in the fixed range would keep a node from listening."""
+    rng = random.Random()
     for _ in range(50):
-        base = free_port() // 100 * 100
-        if not 20_000 <= base <= 60_000:
-            continue
+        base = rng.randrange(20_000, 32_000, 100)
+        socks: list[socket.socket] = []
         try:
-            socks = []
             for port in range(base, base + span):
                 s = socket.socket()
                 socks.append(s)
