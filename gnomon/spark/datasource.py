@@ -70,8 +70,8 @@ from pyspark.sql.types import (
 )
 
 from gnomon.errors import GnomonError, InvalidArgument, NotFound
-from gnomon.spark.client import FlightClient
-from gnomon.spark.ticket import ScanSpec
+from gnomon.flight.client import FlightClient
+from gnomon.flight.ticket import ScanSpec
 
 log = logging.getLogger("gnomon.spark")
 
@@ -186,7 +186,7 @@ class GnomonSplit(InputPartition):  # type: ignore[misc]
 
 
 def _filter_value(value: Any, column_type: str) -> tuple[bool, Any]:
-    """(pushable, value in the wire form of ``gnomon.spark.ticket``)."""
+    """(pushable, value in the wire form of ``gnomon.flight.ticket``)."""
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=dt.UTC)

@@ -30,8 +30,8 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from gnomon.errors import GnomonError, InvalidArgument, NotOwner, Status, Unavailable
-from gnomon.spark.client import gnomon_error
-from gnomon.spark.ticket import PutSpec
+from gnomon.flight.client import gnomon_error
+from gnomon.flight.ticket import PutSpec
 from node.cluster import rows_wire
 from node.cluster.router import Router
 from node.cluster.routes import Route

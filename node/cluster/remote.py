@@ -35,8 +35,8 @@ import pyarrow.flight as flight
 import pyarrow.substrait as substrait
 
 from gnomon.errors import GnomonError, InvalidArgument
-from gnomon.spark.client import FlightClient
-from gnomon.spark.ticket import MAX_PREDICATE_CHARS, ScanSpec
+from gnomon.flight.client import FlightClient
+from gnomon.flight.ticket import MAX_PREDICATE_CHARS, ScanSpec
 from node.cluster.routes import RouteCache
 from node.engine.scan import referenced_columns
 from node.engine.schema import Schema

@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 import pyarrow.flight as flight
 
 from gnomon.errors import GnomonError, InvalidArgument, NotFound, Status, TooLarge
-from gnomon.spark.ticket import (
+from gnomon.flight.ticket import (
     CommitArgs,
     PutSpec,
     ReserveArgs,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from gnomon.devcluster.cluster import DevCluster
-from gnomon.spark.client import FlightClient
+from gnomon.flight.client import FlightClient
 from meta.client import MetaClient
 from tests.cluster.support import grpc_rows, http_sql
 

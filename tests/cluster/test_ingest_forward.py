@@ -14,8 +14,8 @@ import pyarrow.flight as flight
 import pytest
 
 from gnomon.errors import InvalidArgument, NotOwner, Status, Unavailable
-from gnomon.spark.client import gnomon_error
-from gnomon.spark.ticket import PutSpec
+from gnomon.flight.client import gnomon_error
+from gnomon.flight.ticket import PutSpec
 from node.backends import Storage, open_engine, open_standalone
 from node.cluster import rows_wire
 from node.cluster.ingest_forward import ForwardingIngestor, Owners, PartlyWritten

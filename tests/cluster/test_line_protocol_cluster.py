@@ -18,8 +18,8 @@ import pytest
 
 from gnomon.devcluster.cluster import DevCluster, NodeEndpoints
 from gnomon.errors import InvalidArgument, NotOwner
-from gnomon.spark.client import gnomon_error
-from gnomon.spark.ticket import PutSpec
+from gnomon.flight.client import gnomon_error
+from gnomon.flight.ticket import PutSpec
 from node.cluster import rows_wire
 from node.ingest import line_protocol
 from tests.cluster.support import http_sql, owners, write_lines

@@ -17,8 +17,8 @@ import pyarrow.substrait as substrait
 import pytest
 
 from gnomon.errors import InvalidArgument, NotOwner
-from gnomon.spark.client import FlightClient
-from gnomon.spark.ticket import ScanSpec
+from gnomon.flight.client import FlightClient
+from gnomon.flight.ticket import ScanSpec
 from node.backends import Storage, open_engine, open_standalone
 from node.cluster.remote import (
     FlightTable,

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 import pytest
 
 from gnomon.errors import NotFound
-from gnomon.spark.client import FlightClient
+from gnomon.flight.client import FlightClient
 from node.backends import open_standalone
 from node.cluster.remote import FlightTableReader
 from node.engine.engine import Engine

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gnomon.spark.client import FlightClient
+from gnomon.flight.client import FlightClient
 from gnomon.spark.session import local_session
 from tests.server.conftest import Running, start_standalone
 from tests.support.procs import free_port, wait_for_port

@@ -14,8 +14,8 @@ import pyarrow as pa
 import pytest
 
 from gnomon.errors import InvalidArgument, NotFound, SchemaMismatch
-from gnomon.spark.client import FlightClient
-from gnomon.spark.ticket import ScanSpec
+from gnomon.flight.client import FlightClient
+from gnomon.flight.ticket import ScanSpec
 from tests.server.conftest import start_standalone
 from tests.support.procs import free_port, wait_for_port
 

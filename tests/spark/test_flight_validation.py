@@ -14,8 +14,8 @@ import pyarrow.flight as flight
 import pytest
 
 from gnomon.errors import InvalidArgument
-from gnomon.spark.client import gnomon_error
-from gnomon.spark.ticket import ScanSpec
+from gnomon.flight.client import gnomon_error
+from gnomon.flight.ticket import ScanSpec
 
 from .conftest import Node
 

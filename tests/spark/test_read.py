@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from gnomon.spark.ticket import ScanSpec
+from gnomon.flight.ticket import ScanSpec
 
 from .conftest import Node, reader, writer
 

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from gnomon import errors
-from gnomon.spark.ticket import PutSpec, ScanSpec
+from gnomon.flight.ticket import PutSpec, ScanSpec
 
 
 def _location(endpoint: str) -> str:
