@@ -202,26 +202,7 @@ def test_stop_cancels_the_queries_still_running(
 ) -> None:
     """Past the grace period a query still running is cancelled, so it stops reading before
     the engine closes under it."""
-    held: list[Held] = []
-
-    def executor(engine: Engine, remote: object = None) -> Held:
-        held.append(Held(_tables(engine), until_cancelled=True))
-        return held[0]
-
-    monkeypatch.setattr(standalone, "SqlExecutor", executor)
-    server = Standalone(
-        str(tmp_path / "data"),
-        http_port=0,
-        grpc_port=0,
-        flight_port=0,
-        wal_sync="never",
-        grace_s=0.2,
-    )
-    server.start()
-    (query,) = held
-    client = threading.Thread(target=_post, args=(server.http_port, JOIN), daemon=True)
-    client.start()
-    assert query.started.wait(WAIT_S)
+    server, query = _serving_a_held_query(tmp_path, monkeypatch, until_cancelled=True)
     server.stop()
     assert query.done.wait(WAIT_S)
     (outcome,) = query.outcomes
@@ -234,14 +215,28 @@ def test_stop_reports_work_it_cannot_cancel(
 ) -> None:
     """A query that never checks its token (DataFusion planning) outlives the stop: it is
     reported, so that the process can end without waiting for it."""
+    monkeypatch.setattr(standalone, "CANCEL_WAIT_S", 0.2)
+    server, query = _serving_a_held_query(tmp_path, monkeypatch, until_cancelled=False)
+    try:
+        server.stop()
+        assert server.unfinished
+    finally:
+        query.release.set()
+        assert query.done.wait(WAIT_S)
+
+
+def _serving_a_held_query(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, until_cancelled: bool
+) -> tuple[Standalone, Held]:
+    """A started server (grace period 0.2 s) whose one query, sent over HTTP, is running and
+    held (until cancelled, or until released)."""
     held: list[Held] = []
 
     def executor(engine: Engine, remote: object = None) -> Held:
-        held.append(Held(_tables(engine)))
+        held.append(Held(_tables(engine), until_cancelled=until_cancelled))
         return held[0]
 
     monkeypatch.setattr(standalone, "SqlExecutor", executor)
-    monkeypatch.setattr(standalone, "CANCEL_WAIT_S", 0.2)
     server = Standalone(
         str(tmp_path / "data"),
         http_port=0,
@@ -254,12 +249,7 @@ def test_stop_reports_work_it_cannot_cancel(
     (query,) = held
     threading.Thread(target=_post, args=(server.http_port, JOIN), daemon=True).start()
     assert query.started.wait(WAIT_S)
-    try:
-        server.stop()
-        assert server.unfinished
-    finally:
-        query.release.set()
-        assert query.done.wait(WAIT_S)
+    return server, query
 
 
 def _post(port: int, query: str) -> None:
