@@ -17,6 +17,7 @@ from rich.table import Table as RichTable
 from gnomon import __version__
 from gnomon.config import (
     LOG_LEVELS,
+    CompactionNodeConfig,
     NodeConfig,
     RoleConfig,
     ServerConfig,
@@ -259,6 +260,7 @@ def node(config_file: str | None, **flags: object) -> None:
     flags. Stops gracefully (flushing) on SIGTERM or Ctrl-C."""
     from node.backends import Storage
     from node.cluster.placement import MetaPlacement
+    from node.engine.compaction.offload import CompactionMode
 
     cfg = _load_config(NodeConfig, config_file, flags)
     assert cfg.advertise is not None  # NodeConfig requires it
@@ -276,6 +278,8 @@ def node(config_file: str | None, **flags: object) -> None:
                 wal_sync="never" if cfg.wal_sync == "never" else "always",
             ),
             ttl_s=cfg.lease_ttl_s,
+            compaction_mode=CompactionMode(cfg.compaction_mode),
+            compaction_timeout_s=cfg.compaction_timeout_s,
         )
     except GnomonError as e:
         raise click.UsageError(e.message) from None
@@ -284,6 +288,41 @@ def node(config_file: str | None, **flags: object) -> None:
         f"gnomon node {cfg.advertise}: HTTP on {cfg.bind}:{server.http_port}, gRPC on "
         f"{cfg.bind}:{server.grpc_port}, Arrow Flight on {cfg.bind}:{server.flight_port}; "
         f"meta {cfg.meta}, WAL {cfg.wal}, SSTs {cfg.store}, catalog {cfg.catalog}",
+        soft_wrap=True,
+    )
+    server.run_forever()
+
+
+@main.command("compaction-node")
+@click.option(
+    "--config", "config_file", default=None, help="TOML file with a [compaction_node] table."
+)
+@options(CompactionNodeConfig)
+def compaction_node(config_file: str | None, **flags: object) -> None:
+    """Run a compaction node: it registers with the meta service, heartbeats its load and
+    merges the compactions data nodes offload to it (reading and writing their SSTs on the
+    shared object store), in threads of its own or as Ray tasks (--executor ray).
+
+    Settings come from defaults, then --config, then GNOMON_* environment variables, then
+    flags. Stops on SIGTERM or Ctrl-C (tasks in flight get a few seconds to finish)."""
+    from compaction_node.server import CompactionNode
+    from node.server import logfmt
+
+    cfg = _load_config(CompactionNodeConfig, config_file, flags)
+    logfmt.configure(cfg.log_level)
+    server = CompactionNode(cfg)
+    try:
+        server.start()
+    except GnomonError as e:
+        errors.print(f"[red]gnomon compaction-node:[/red] {e.message}", soft_wrap=True)
+        raise SystemExit(2) from None
+    except OSError as e:
+        errors.print(f"[red]gnomon compaction-node:[/red] {e}", soft_wrap=True)
+        raise SystemExit(1) from None
+    console.print(
+        f"gnomon compaction-node {server.name}: gRPC on {cfg.bind}:{server.grpc_port}, "
+        f"HTTP on {cfg.bind}:{server.http_port}; executor {cfg.executor}, {cfg.slots} slots, "
+        f"meta {cfg.meta}, SSTs {cfg.store}",
         soft_wrap=True,
     )
     server.run_forever()

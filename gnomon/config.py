@@ -1,6 +1,6 @@
 """Configuration of each gnomon process, one type per role: :class:`StandaloneConfig`
-(``gnomon standalone``), :class:`NodeConfig` (``gnomon node``) and :class:`MetaConfig`
-(``gnomon meta``).
+(``gnomon standalone``), :class:`NodeConfig` (``gnomon node``), :class:`CompactionNodeConfig`
+(``gnomon compaction-node``) and :class:`MetaConfig` (``gnomon meta``).
 
 Each setting comes from its built-in default, then a TOML file (``--config``; a table named
 after the role, e.g. ``[node]``), then a ``GNOMON_<NAME>`` environment variable, then its
@@ -243,9 +243,23 @@ class NodeConfig(ServerConfig):
         "Lease with the meta service, in seconds: a node silent this long loses its shards "
         "(it stops acknowledging writes a margin before).",
     )
+    compaction_mode: str = setting(
+        "local",
+        "'local': merge here; 'offload': send merges to a compaction node meta picks, merging "
+        "here when none answers in time. A table's compaction_mode option overrides it.",
+    )
+    compaction_timeout_s: float = setting(
+        600.0, "Longest an offloaded merge may take before this node merges it itself."
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.compaction_mode not in COMPACTION_MODES:
+            raise InvalidArgument(
+                f"invalid compaction_mode {self.compaction_mode!r}: 'local' or 'offload'"
+            )
+        if self.compaction_timeout_s <= 0:
+            raise InvalidArgument("compaction_timeout_s must be positive")
         for name, example in (("meta", "HOST:PORT"), ("catalog", "etcd://HOST:PORT/gnomon")):
             if not getattr(self, name):
                 raise InvalidArgument(
@@ -256,6 +270,70 @@ class NodeConfig(ServerConfig):
                 "gnomon node needs advertise: the host:port other nodes and clients reach its "
                 "gRPC at (--advertise, GNOMON_ADVERTISE)"
             )
+        if self.lease_ttl_s < 3:
+            raise InvalidArgument("lease_ttl_s must be at least 3")
+
+
+COMPACTION_MODES = ("local", "offload")
+EXECUTORS = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class CompactionNodeConfig(RoleConfig):
+    """A compaction node: it registers with the meta service, heartbeats its load and merges
+    the compaction tasks data nodes offload to it, reading and writing the SSTs on the object
+    store the data nodes share."""
+
+    SECTION: ClassVar[str] = "compaction_node"
+
+    meta: str = setting("", "Meta service endpoints, HOST:PORT[,HOST:PORT] (required).")
+    store: str = setting(
+        "", "SSTs: s3://BUCKET[/PREFIX], or file:///DIR (one machine); the data nodes' store."
+    )
+    s3_endpoint: str | None = setting(None, "S3 endpoint URL of an S3-compatible store.")
+    s3_region: str | None = setting(None, "S3 region.")
+    executor: str = setting(
+        "local", "Where merges run: 'local' (threads of this process) or 'ray' (Ray tasks)."
+    )
+    ray_address: str | None = setting(
+        None, "Ray cluster to run merges on (--executor ray); unset starts a local Ray."
+    )
+    slots: int = setting(2, "Merges run at once; as many more wait, further tasks are refused.")
+    data_dir: str = setting(
+        "data/compaction-node", "Local scratch: staging of outputs, cache of inputs."
+    )
+    bind: str = setting("127.0.0.1", "Address the servers listen on.")
+    grpc_port: int = setting(8841, "gRPC port (the CompactionService).")
+    http_port: int = setting(8842, "HTTP port (/metrics, /health).")
+    advertise: str | None = setting(
+        None, "host:port data nodes reach the gRPC at (its name in meta; default bind:port)."
+    )
+    lease_ttl_s: int = setting(
+        10, "Lease with the meta service, in seconds; heartbeats go three times a lease."
+    )
+    hold_answer_s: float = setting(
+        0.0,
+        "Seconds each merged task's answer is held back (fault-injection tests: a task in "
+        "flight to kill or time out).",
+        flag=False,
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name, example in (("meta", "HOST:PORT"), ("store", "s3://BUCKET/PREFIX")):
+            if not getattr(self, name):
+                raise InvalidArgument(
+                    f"gnomon compaction-node needs {name}: --{name} {example} "
+                    f"(or GNOMON_{name.upper()})"
+                )
+        if self.executor not in EXECUTORS:
+            raise InvalidArgument(f"invalid executor {self.executor!r}: 'local' or 'ray'")
+        if self.ray_address and self.executor != "ray":
+            raise InvalidArgument("ray_address needs executor 'ray' (--executor ray)")
+        if self.slots < 1:
+            raise InvalidArgument("slots must be at least 1")
+        for name in ("grpc_port", "http_port"):
+            _check_port(name, getattr(self, name))
         if self.lease_ttl_s < 3:
             raise InvalidArgument("lease_ttl_s must be at least 3")
 

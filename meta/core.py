@@ -67,6 +67,8 @@ class NodeStatus:
     follower_shards: int
     #: What its last heartbeat reported of itself.
     figures: Mapping[str, float] = field(default_factory=dict)
+    #: Seconds since its last heartbeat reached this instance (None: none yet).
+    heartbeat_age_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,7 @@ class MetaCore:
         self.runner = ProcedureRunner(
             self.state, store, self.lock, self.bus, crash_after=settings.crash_after
         )
-        self._compaction = CompactionPicker()
+        self._compaction = CompactionPicker(settings.node_ttl_s)
         self._figures: dict[str, dict[str, float]] = {}
         #: Set when an admin operation started a procedure, to wake the worker.
         self.wakeup = threading.Event()
@@ -138,6 +140,7 @@ class MetaCore:
             node = Node(name, kind, True, lease, now_ms(), tuple(sorted((endpoints or {}).items())))
             self._commit(Batch(nodes=[node]))
             self.state.live.add(name)
+        self._compaction.beat(name, ttl)
         log.info("node registered", extra={"node": name, "kind": kind.value, "ttl_s": ttl})
         return lease, ttl
 
@@ -157,12 +160,14 @@ class MetaCore:
         if not self.liveness.refresh(node.lease_id):
             with self.lock:
                 self.state.live.discard(name)
+            self._compaction.forget(name)
             raise NotFound(f"the lease of node {name!r} expired; register again")
         with self.lock:
             self.state.live.add(name)
             self.state.node_loads[name] = load
             self.state.shard_loads.update(shard_loads)
             self._figures[name] = dict(figures or {})
+        self._compaction.beat(name)
 
     def nodes(self) -> list[NodeStatus]:
         with self.lock:
@@ -181,16 +186,24 @@ class MetaCore:
                     len(view.leader_shards.get(n.name, ())),
                     followers.get(n.name, 0),
                     self._figures.get(n.name, {}),
+                    self._compaction.age(n.name),
                 )
                 for n in sorted(view.nodes.values(), key=lambda n: n.name)
             ]
 
     def pick_compaction_node(self) -> str | None:
+        """The compaction node a data node should offload a task to; None: compact locally
+        (none is live with a fresh heartbeat)."""
         with self.lock:
             view = self.state.view()
             candidates = view.live_nodes(NodeKind.COMPACTION)
             loads = dict(view.node_loads)
-        return self._compaction.pick(candidates, loads)
+            slots = {
+                n: figures["slots"]
+                for n in candidates
+                if "slots" in (figures := self._figures.get(n, {}))
+            }
+        return self._compaction.pick(candidates, loads, slots)
 
     # -- tables ------------------------------------------------------------------------------------
 

@@ -119,6 +119,7 @@ class MetaService:
                     follower_shards=n.follower_shards,
                     endpoints=dict(n.node.endpoints),
                     figures=dict(n.figures),
+                    heartbeat_age_s=-1.0 if n.heartbeat_age_s is None else n.heartbeat_age_s,
                 )
                 for n in core.nodes()
             ]

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from gnomon.errors import InvalidArgument
 from gnomon.store.api import StructuredStore
 from gnomon.wal.api import Wal
+from node.engine.compaction.offload import Offload
 from node.engine.engine import Engine, EngineConfig
 from node.engine.placement import TablePlacer
 from node.engine.shard import STANDALONE_SHARD
@@ -117,6 +118,7 @@ def open_engine(
     storage: Storage,
     *,
     placer: TablePlacer | None = None,
+    offload: Offload | None = None,
     **config: object,
 ) -> Engine:
     """An engine on ``data_dir`` (node-local scratch: staging, cache, and a disk WAL) whose
@@ -136,6 +138,7 @@ def open_engine(
         wal=wal,
         store=store,
         placer=placer,
+        offload=offload,
     )
 
 

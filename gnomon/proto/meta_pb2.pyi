@@ -75,7 +75,7 @@ class HeartbeatResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class NodeInfo(_message.Message):
-    __slots__ = ("name", "kind", "online", "live", "load", "leader_shards", "follower_shards", "endpoints", "figures")
+    __slots__ = ("name", "kind", "online", "live", "load", "leader_shards", "follower_shards", "endpoints", "figures", "heartbeat_age_s")
     class EndpointsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -99,6 +99,7 @@ class NodeInfo(_message.Message):
     FOLLOWER_SHARDS_FIELD_NUMBER: _ClassVar[int]
     ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
     FIGURES_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_AGE_S_FIELD_NUMBER: _ClassVar[int]
     name: str
     kind: NodeKind
     online: bool
@@ -108,7 +109,8 @@ class NodeInfo(_message.Message):
     follower_shards: int
     endpoints: _containers.ScalarMap[str, str]
     figures: _containers.ScalarMap[str, float]
-    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[NodeKind, str]] = ..., online: _Optional[bool] = ..., live: _Optional[bool] = ..., load: _Optional[float] = ..., leader_shards: _Optional[int] = ..., follower_shards: _Optional[int] = ..., endpoints: _Optional[_Mapping[str, str]] = ..., figures: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    heartbeat_age_s: float
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[NodeKind, str]] = ..., online: _Optional[bool] = ..., live: _Optional[bool] = ..., load: _Optional[float] = ..., leader_shards: _Optional[int] = ..., follower_shards: _Optional[int] = ..., endpoints: _Optional[_Mapping[str, str]] = ..., figures: _Optional[_Mapping[str, float]] = ..., heartbeat_age_s: _Optional[float] = ...) -> None: ...
 
 class ShardInfo(_message.Message):
     __slots__ = ("id", "leader", "followers", "epoch", "status", "tables", "load")

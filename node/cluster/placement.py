@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
+from compaction_node.client import CompactionClient
 from meta.client import MetaClient, NodeAgent
 from meta.model import NodeKind
 from node.backends import Storage, open_engine, open_standalone
@@ -23,6 +24,7 @@ from node.cluster.placer import MetaPlacer
 from node.cluster.remote import FlightRemoteTables
 from node.cluster.router import ClusterRouter, LocalRouter, Router
 from node.cluster.routes import RouteCache
+from node.engine.compaction.offload import CompactionMode, Offload
 from node.engine.engine import Engine
 from node.sql.provider import NoRemoteTables, RemoteTables
 
@@ -84,6 +86,8 @@ class MetaPlacement:
         *,
         ttl_s: int = 10,
         reconcile_s: float = 2.0,
+        compaction_mode: CompactionMode = CompactionMode.LOCAL,
+        compaction_timeout_s: float = 600.0,
     ) -> None:
         self.advertise = advertise
         self.storage = storage
@@ -97,9 +101,20 @@ class MetaPlacement:
         self._agent: NodeAgent | None = None
         self._keeper: ShardKeeper | None = None
         self._placer = MetaPlacer(self.client, self.routes, me=advertise)
+        # Picks fail fast: with meta away a compaction is merged here, not held up.
+        self._picks = MetaClient(meta, timeout_s=2.0, retry_for_s=2.0)
+        self._compaction_nodes = CompactionClient(requester=advertise)
+        self.offload = Offload(
+            self._picks,
+            self._compaction_nodes,
+            mode=compaction_mode,
+            timeout_s=compaction_timeout_s,
+        )
 
     def open_engine(self, data_dir: str, **config: object) -> Engine:
-        return open_engine(data_dir, self.storage, placer=self._placer, **config)
+        return open_engine(
+            data_dir, self.storage, placer=self._placer, offload=self.offload, **config
+        )
 
     def router(self, engine: Engine) -> Router:
         return ClusterRouter(
@@ -152,3 +167,5 @@ class MetaPlacement:
         self.forwarder.close()
         self.remote.close()
         self.client.close()
+        self._picks.close()
+        self._compaction_nodes.close()

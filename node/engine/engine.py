@@ -23,6 +23,7 @@ from node.engine import fences
 from node.engine.bounds import Bounds
 from node.engine.catalog import Catalog, TableInfo
 from node.engine.compaction.compactor import Compactor
+from node.engine.compaction.offload import Offload
 from node.engine.compaction.scheduler import CompactionScheduler
 from node.engine.fences import UNFENCED, ShardFences
 from node.engine.gc import GcReport, collect
@@ -156,8 +157,11 @@ class Engine:
         wal: Wal,
         store: ObjectStore,
         placer: TablePlacer | None = None,
+        offload: Offload | None = None,
     ) -> None:
         self.config = config
+        #: Where compaction tasks may run besides here (a cluster node's compaction nodes).
+        self.offload = offload
         self._placer = placer or LocalPlacer()
         self._meta = meta
         self._wal = wal
@@ -329,7 +333,8 @@ class Engine:
             max_immutables=self.config.max_immutables,
             max_write_bytes=self.config.max_write_bytes,
         )
-        self._compactors[info.name] = Compactor(table)
+        run = None if self.offload is None else self.offload.runner(table)
+        self._compactors[info.name] = Compactor(table, run=run)
         self._guards[info.table_id] = guard
         return table
 

@@ -92,6 +92,13 @@ def _parse_int(value: str | int | bool) -> int:
         raise InvalidArgument(f"invalid integer {value!r}") from None
 
 
+def _parse_compaction_mode(value: str | int | bool) -> str:
+    mode = str(value).lower()
+    if mode not in ("auto", "local", "offload"):
+        raise InvalidArgument(f"invalid compaction_mode {value!r}: 'auto', 'local' or 'offload'")
+    return mode
+
+
 #: SQL option name -> (field, parser, formatter).
 _OPTIONS: dict[str, tuple[str, Callable[[Any], Any], Callable[[Any], str]]] = {
     "segment_duration": ("segment_duration_ms", parse_duration_ms, format_duration),
@@ -110,6 +117,7 @@ _OPTIONS: dict[str, tuple[str, Callable[[Any], Any], Callable[[Any], str]]] = {
         _parse_optional_duration,
         _format_optional_duration,
     ),
+    "compaction_mode": ("compaction_mode", _parse_compaction_mode, str),
     "time_travel": ("time_travel_ms", parse_duration_ms, format_duration),
     "max_versions": ("max_versions", _parse_int, str),
 }
@@ -141,6 +149,9 @@ class TableOptions:
     #: rows sit together) and hurts time-range scans over all of them (the file spans the
     #: whole window, its row groups too), so it is off unless asked for.
     compaction_full_after_ms: int | None = None
+    #: Where merges run: 'local', 'offload' (a compaction node meta picks, merging here when
+    #: that fails) or 'auto' (as the node's compaction_mode setting says).
+    compaction_mode: str = "auto"
     #: Manifest versions younger than this are kept, so time travel can reach them.
     time_travel_ms: int = 3_600_000
     #: Older versions are kept up to this many (the newest ones).
@@ -169,6 +180,7 @@ class TableOptions:
             raise InvalidArgument("compaction_target_size must be at least 1kb")
         if self.compaction_full_after_ms is not None and self.compaction_full_after_ms < 0:
             raise InvalidArgument("compaction_full_after must not be negative")
+        _parse_compaction_mode(self.compaction_mode)
         if self.time_travel_ms < 0:
             raise InvalidArgument("time_travel must not be negative")
         if self.max_versions < 1:

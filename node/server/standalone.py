@@ -382,6 +382,15 @@ class Standalone:
             yield ("misses",), float(cache.misses)
 
         m = self.metrics
+        offload = engine.offload
+        if offload is not None:
+            m.gauge(
+                "gnomon_compaction_tasks",
+                "Compaction merges since start by where they ran: offloaded, local, or "
+                "fallback_<reason> (an offload that failed and was merged here).",
+                ["outcome"],
+                lambda: [((o,), float(n)) for o, n in sorted(offload.outcomes().items())],
+            )
         m.gauge("gnomon_tables", "Tables in the catalog.", [], tables)
         m.gauge(
             "gnomon_memtable_size",

@@ -12,6 +12,7 @@ garbage collection removes, and the inputs stay live, so no row is lost or doubl
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -44,6 +45,13 @@ class Job:
     removes: tuple[SstMeta, ...]
 
 
+def run_locally(table: Table, task: CompactionTask) -> list[SstMeta]:
+    """Run ``task`` in this process, on ``table``'s store and scratch space."""
+    return run_task(
+        task, store=table.store, sst_files=table.sst_files, staging_dir=table.staging_dir
+    )
+
+
 class Compactor:
     def __init__(
         self,
@@ -53,7 +61,7 @@ class Compactor:
         clock: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         self.table = table
-        self._run = run or self._run_locally
+        self._run = run or functools.partial(run_locally, table)
         self._clock = clock
         self._busy: set[str] = set()
         #: Base versions of planned jobs not yet committed or released.
@@ -63,10 +71,6 @@ class Compactor:
         self._closed = False
         #: SSTs merged away by background steps, for observability and tests.
         self.merged_away = 0
-
-    def _run_locally(self, task: CompactionTask) -> list[SstMeta]:
-        t = self.table
-        return run_task(task, store=t.store, sst_files=t.sst_files, staging_dir=t.staging_dir)
 
     # -- planning --------------------------------------------------------------------------------
 

@@ -1,0 +1,73 @@
+"""The client of compaction nodes: what a data node calls to offload a task, and what
+``gnomon admin compaction-nodes`` asks each node. One channel per node, kept."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import grpc
+from google.protobuf.message import Message
+
+from compaction_node.wire import SERVICE, error_of
+from gnomon.proto import compaction_pb2 as pb
+from node.engine.compaction.task import CompactionTask
+from node.engine.sst.meta import SstMeta
+
+#: Largest answer accepted (a task with many outputs).
+MAX_MESSAGE_BYTES = 64 * 1024**2
+
+
+class CompactionClient:
+    def __init__(self, requester: str = "") -> None:
+        #: Who is asking, as the node lists it among its tasks.
+        self.requester = requester
+        self._channels: dict[str, grpc.Channel] = {}
+        self._lock = threading.Lock()
+
+    def _call(self, node: str, method: str, request: Message, timeout_s: float) -> Any:
+        with self._lock:
+            channel = self._channels.get(node)
+            if channel is None:
+                channel = self._channels[node] = grpc.insecure_channel(
+                    node, options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
+                )
+        stub: Any = channel.unary_unary(
+            f"/{SERVICE}/{method}",
+            request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=_RESPONSES[method].FromString,
+        )
+        try:
+            return stub(request, timeout=timeout_s)
+        except grpc.RpcError as e:
+            raise error_of(e, node) from None
+
+    def compact(
+        self, node: str, task_id: str, task: CompactionTask, timeout_s: float
+    ) -> list[SstMeta]:
+        request = pb.CompactRequest(task_id=task_id, task=task.dumps(), requester=self.requester)
+        response: pb.CompactResponse = self._call(node, "Compact", request, timeout_s)
+        return [SstMeta.from_json(json.loads(o)) for o in response.outputs]
+
+    def status(self, node: str, timeout_s: float = 5.0) -> pb.StatusResponse:
+        response: pb.StatusResponse = self._call(node, "Status", pb.StatusRequest(), timeout_s)
+        return response
+
+    def close(self) -> None:
+        with self._lock:
+            for channel in self._channels.values():
+                channel.close()
+            self._channels.clear()
+
+    def __enter__(self) -> CompactionClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_RESPONSES: dict[str, type[Message]] = {
+    "Compact": pb.CompactResponse,
+    "Status": pb.StatusResponse,
+}
