@@ -22,6 +22,7 @@ from node.engine.lru import Lru
 from node.engine.schema import ColumnType, Schema
 from node.sql import direct, prescan, rewrite
 from node.sql.lexer import Kind, Token, check_bounds, shaped
+from node.sql.parser import resolve
 from node.tables import TableCatalog
 
 _CLAUSE_WORDS = (
@@ -77,8 +78,9 @@ class Analysis:
     unnamed: tuple[tuple[int, int], ...] = ()
     #: Integer arithmetic on literals alone (:func:`node.sql.rewrite.constant_spans`).
     constants: tuple[tuple[int, int], ...] = ()
-    #: Words starting with a digit (``03_dml_select``), which DataFusion reads only quoted.
-    digit_words: tuple[int, ...] = ()
+    #: Names DataFusion would read otherwise than the catalog spells them, with the name
+    #: each means (:func:`_spelled_names`): given to DataFusion double-quoted.
+    names: tuple[tuple[int, str], ...] = ()
     #: Double-quoted tokens that are string literals (:func:`_double_quoted_strings`).
     strings: tuple[int, ...] = ()
 
@@ -102,9 +104,9 @@ class Analysis:
             dq = tokens[at]
             quoted = "'" + dq.text.replace("'", "''") + "'"
             edits.append((dq.pos, dq.pos + len(rewrite.raw(dq, sql)), quoted))
-        for at in self.digit_words:
-            word = tokens[at]
-            edits.append((word.pos, word.pos + len(word.text), _dq(word.text.lower())))
+        for at, name in self.names:
+            written = tokens[at]
+            edits.append((written.pos, written.pos + len(rewrite.raw(written, sql)), _dq(name)))
         for first, last in self.unnamed:
             end = tokens[last].pos + len(rewrite.raw(tokens[last], sql))
             edits.append((end, end, f" AS {_dq(sql[tokens[first].pos : end])}"))
@@ -169,9 +171,13 @@ def analyse(tokens: Sequence[Token], engine: TableCatalog, sql: str) -> Analysis
     extent = check_bounds(tokens)
     tables = engine.list_tables()
     known = set(tables)
+    tokens = list(tokens)
+    names = _spelled_names(tokens, sql, known, (), last=False)
     mentioned = list(dict.fromkeys(n for t in tokens if (n := t.identifier) in known))
     schemas = tuple((name, engine.describe(name).schema) for name in mentioned)
     strings = _double_quoted_strings(tokens, sql, known, schemas)
+    columns = {c.name for _, schema in schemas for c in schema.columns}
+    names += _spelled_names(tokens, sql, known | columns, strings, last=True)
     if strings:
         tokens = list(tokens)
         for at in strings:
@@ -235,9 +241,48 @@ def analyse(tokens: Sequence[Token], engine: TableCatalog, sql: str) -> Analysis
         extent.depth,
         rewrite.unnamed_items(tokens),
         rewrite.constant_spans(tokens),
-        tuple(i for i, t in enumerate(tokens) if t.kind is Kind.WORD and t.text[0].isdigit()),
+        tuple(names),
         strings,
     )
+
+
+# Names keep their case in gnomon's catalog, as in HoraeDB (``CREATE TABLE case_T``), where
+# DataFusion folds unquoted names to lower case. An unquoted name is what it spells, else
+# its lower-case form (what gnomon's catalog held when it folded names too; see
+# :func:`node.sql.parser.resolve`); a quoted one is what it spells. So an unquoted word
+# spelling a table or column in another case than lower, or starting with a digit
+# (DataFusion reads such a word only quoted), reaches DataFusion quoted as the catalog
+# spells it. Other unquoted words are left to DataFusion's folding, which finds the
+# lower-case form (and leaves keywords alone: a column named "timestamp" is no reason to
+# touch TIMESTAMP).
+
+
+def _spelled_names(
+    tokens: list[Token], sql: str, names: set[str], skip: Sequence[int], *, last: bool
+) -> list[tuple[int, str]]:
+    """Where ``tokens`` (of ``sql``) name one of ``names`` not as DataFusion would read it,
+    and the name (see above); on the ``last`` pass, every word starting with a digit. The
+    tokens found become quoted names as the catalog spells them, for the passes that match
+    names against the catalog."""
+    found: list[tuple[int, str]] = []
+    for i, t in enumerate(tokens):
+        if i in skip or t.identifier is None:
+            continue
+        if t.kind is Kind.WORD:
+            nxt = tokens[i + 1]  # the END token comes after every word
+            if nxt.kind is Kind.SYMBOL and nxt.text == "(":
+                continue  # a function
+            if t.text in names and t.text != t.identifier:
+                name = t.text
+            elif t.text[0].isdigit() and (last or resolve(t.text, names) in names):
+                name = resolve(t.text, names)
+            else:
+                continue
+        else:
+            continue  # a quoted name is taken as written
+        tokens[i] = Token(Kind.QUOTED, name, t.pos)
+        found.append((i, name))
+    return found
 
 
 # Double quotes: HoraeDB (like MySQL) quotes strings with them and names with back-quotes;

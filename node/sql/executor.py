@@ -39,7 +39,7 @@ from node.sql.ast import (
     Statement,
 )
 from node.sql.lexer import MAX_EXPRESSION_DEPTH, Token, check_size, tokenize
-from node.sql.parser import parse, statement_text
+from node.sql.parser import parse, resolve, statement_text
 from node.sql.prescan import Prescan
 from node.sql.provider import (
     EngineDataset,
@@ -316,6 +316,7 @@ class SqlExecutor:
 
     def run(self, stmt: Statement, remote: Remote | None = None) -> QueryResult:
         """Run ``stmt``; a query reads the tables of other nodes in ``remote`` from there."""
+        stmt = self._resolved(stmt)
         match stmt:
             case Query(sql, tokens):
                 return self._query(sql, tokens, remote=remote or {})
@@ -354,6 +355,19 @@ class SqlExecutor:
             case Describe(name):
                 return QueryResult.rows(ddl.describe(self.tables.describe(name)))
         raise InvalidArgument(f"unsupported statement {type(stmt).__name__}")
+
+    def _resolved(self, stmt: Statement) -> Statement:
+        """``stmt`` with the table it names, and the columns of it an INSERT names, as
+        :func:`node.sql.parser.resolve` finds them."""
+        if isinstance(stmt, CreateTable | Query | Explain | ShowTables):
+            return stmt
+        if isinstance(stmt, DropTable | ShowCreateTable | Describe):
+            return replace(stmt, name=resolve(stmt.name, self.tables.list_tables()))
+        table = resolve(stmt.table, self.tables.list_tables())
+        if isinstance(stmt, Insert) and stmt.columns is not None:
+            names = self.tables.describe(table).schema.names
+            return replace(stmt, table=table, columns=[resolve(c, names) for c in stmt.columns])
+        return replace(stmt, table=table)
 
     # -- queries ---------------------------------------------------------------------------------
 

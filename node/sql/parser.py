@@ -1,13 +1,16 @@
 """A recursive-descent parser for the statements gnomon interprets itself.
 
-Unquoted identifiers are case-insensitive (folded to lower case, as DataFusion does for
-queries); quoted ones (`x` or "x") are taken as written. Where a literal is expected, "x"
-is a string, as in HoraeDB (``VALUES (1, "a")``, ``DEFAULT "d"``, ``WITH (k="v")``);
+Identifiers keep their case, quoted (`x` or "x") or not, as in HoraeDB: ``CREATE TABLE
+case_T (VALUE1 double, ...)`` names ``case_T`` and ``VALUE1``. Statements naming an existing
+table or column find it by the name as written, else by its lower-case form (the name
+gnomon gave unquoted identifiers when it folded them): :func:`resolve`. Where a literal is
+expected, "x" is a string, as in HoraeDB (``VALUES (1, "a")``, ``DEFAULT "d"``, ``WITH (k="v")``);
 queries follow the rule of :mod:`node.sql.analysis`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from gnomon.errors import InvalidArgument
@@ -102,8 +105,12 @@ class _Parser:
             return t.text
         if t.kind is Kind.WORD:
             self.advance()
-            return t.text.lower()
+            return t.text
         raise self.error(what)
+
+    def keyword(self, what: str) -> str:
+        """A word whose case does not matter (an option's name), in lower case."""
+        return self.ident(what).lower()
 
     def ident_list(self) -> list[str]:
         self.expect_symbol("(")
@@ -273,6 +280,10 @@ class _Parser:
             self.expect_symbol(",")
         if timestamp_key is None:
             raise InvalidArgument(f"table {name!r}: TIMESTAMP KEY(column) is required")
+        defined = [c.name for c in columns]
+        timestamp_key = resolve(timestamp_key, defined)
+        if primary_key is not None:
+            primary_key = [resolve(k, defined) for k in primary_key]
         partition_by: list[str] | None = None
         partitions: int | None = None
         engine = "Analytic"
@@ -366,7 +377,7 @@ class _Parser:
         if self.accept_symbol(")"):
             return out
         while True:
-            key = self.ident("option name")
+            key = self.keyword("option name")
             self.expect_symbol("=")
             value = self.literal()
             out[key] = str(value).lower() if isinstance(value, bool) else str(value)
@@ -399,7 +410,7 @@ class _Parser:
             self.expect("SETTING")
             options: dict[str, str] = {}
             while True:
-                key = self.ident("setting name")
+                key = self.keyword("setting name")
                 self.expect_symbol("=")
                 value = self.literal()
                 options[key] = str(value).lower() if isinstance(value, bool) else str(value)
@@ -436,6 +447,16 @@ class _Parser:
                 break
         self.end()
         return Insert(table, columns, rows)
+
+
+def resolve(name: str, names: Collection[str]) -> str:
+    """The one of ``names`` that ``name`` means: itself, else its lower-case form (the name
+    gnomon gave an unquoted identifier when it folded them, so statements written for a
+    table made then find it still), else ``name`` (for the error naming it)."""
+    if name in names:
+        return name
+    lower = name.lower()
+    return lower if lower in names else name
 
 
 def _one_timestamp_key(table: str, found: str | None, column: str) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gnomon.errors import AlreadyExists, InvalidArgument, NotFound
+from gnomon.errors import AlreadyExists, GnomonError, InvalidArgument, NotFound
 from node.backends import open_standalone
 from node.sql.executor import SqlExecutor
 from node.sql.parser import parse
@@ -145,13 +145,32 @@ def test_show_describe_and_show_create_round_trip(sql: SqlExecutor) -> None:
         )
 
 
-def test_identifiers_fold_unless_quoted(sql: SqlExecutor) -> None:
-    sql.execute("CREATE TABLE Mixed (`Host` string TAG, ts timestamp NOT NULL, TIMESTAMP KEY(ts))")
-    assert sql.tables.engine.list_tables() == ["mixed"]
-    sql.execute("INSERT INTO MIXED (`Host`, ts) VALUES ('a', 1)")
-    assert rows(sql, 'SELECT "Host" FROM mixed') == [{"Host": "a"}]
-    with pytest.raises(InvalidArgument, match="host"):
-        sql.execute("SELECT Host FROM mixed")
+def test_identifiers_keep_their_case(sql: SqlExecutor) -> None:
+    sql.execute("CREATE TABLE Mixed (Host string TAG, ts timestamp NOT NULL, TIMESTAMP KEY(ts))")
+    assert sql.tables.engine.list_tables() == ["Mixed"]
+    sql.execute("INSERT INTO Mixed (Host, ts) VALUES ('a', 1)")
+    assert rows(sql, "SELECT Host FROM Mixed") == [{"Host": "a"}]
+    assert rows(sql, 'SELECT "Host" FROM `Mixed`') == [{"Host": "a"}]
+    for other_case in ("SELECT Host FROM mixed", "SELECT * FROM MIXED", "SELECT HOST FROM Mixed"):
+        with pytest.raises(GnomonError):
+            sql.execute(other_case)
+
+
+def test_names_folded_before_are_found_unquoted_in_any_case(sql: SqlExecutor) -> None:
+    # A table made when gnomon folded unquoted names to lower case.
+    sql.execute(
+        "CREATE TABLE cpu (host string TAG, v double, ts timestamp NOT NULL, TIMESTAMP KEY(ts))"
+    )
+    sql.execute("INSERT INTO CPU (HOST, V, Ts) VALUES ('a', 1.5, 1)")
+    assert rows(sql, "SELECT Host, V FROM Cpu WHERE HOST = 'a'") == [{"host": "a", "v": 1.5}]
+    assert sql.execute("DESCRIBE CPU").table().column("name").to_pylist() == [
+        "tsid",
+        "host",
+        "v",
+        "ts",
+    ]
+    with pytest.raises(GnomonError):
+        sql.execute('SELECT "Host" FROM cpu')  # a quoted name is taken as written
 
 
 @pytest.mark.parametrize(

@@ -32,7 +32,7 @@ ts     | timestamp | true       | false       | false  | false
 
 -- Type aliases map to the engine's types; keywords are case-insensitive; the partition
 -- clause and the dictionary hint are accepted.
-create table Aliases (a bigint, b int, c integer, d smallint, e tinyint, f real, g bool,
+create table aliases (a bigint, b int, c integer, d smallint, e tinyint, f real, g bool,
   h text TAG DICTIONARY, i varchar(255), j bytes, k binary, t TIMESTAMP not null,
   timestamp key(t)) partition by key(h) partitions 4 engine = analytic;
 -- expect affected 0
@@ -54,7 +54,7 @@ j    | varbinary | false      | true        | false  | false
 k    | varbinary | false      | true        | false  | false
 t    | timestamp | true       | false       | false  | false
 
--- Unquoted names fold to lower case; quoted ones keep their case.
+-- Names keep their case, quoted or not; another case finds nothing.
 CREATE TABLE `CamelCase` (`Host` string TAG, "Zone" string TAG, `order` int32,
   ts timestamp NOT NULL, TIMESTAMP KEY(ts));
 -- expect affected 0

@@ -397,7 +397,7 @@ a    | 1.5   | NULL  | NULL  | NULL | 1970-01-01T00:00:01
 b    | 2.5   | NULL  | NULL  | NULL | 1970-01-01T00:00:02
 
 CREATE TABLE t (ts timestamp NOT NULL, TIMESTAMP KEY(ts)) ENGINE=Columnar;
--- expect error InvalidArgument: unknown engine 'columnar'
+-- expect error InvalidArgument: unknown engine 'Columnar'
 SHOW TABLES;
 -- expect
 Tables
