@@ -1,6 +1,6 @@
 # The gnomon image: the package and its runtime dependencies, run as an unprivileged user.
 # The role is chosen by the command: `docker run gnomon meta ...`, `... node ...`,
-# `... standalone ...` (the default). Settings come from a mounted TOML file (--config),
+# `... compaction-node ...`, `... standalone ...` (the default). Settings come from a mounted TOML file (--config),
 # GNOMON_* environment variables or flags; see deploy/ and docker-compose.yml.
 
 # Install gnomon with its runtime dependencies into a virtual environment, which alone goes
@@ -11,8 +11,11 @@ WORKDIR /src
 # The context is the source tree less what .dockerignore leaves out; pyproject.toml says
 # which packages of it are installed.
 COPY . .
+# Optional extras of the package, e.g. --build-arg EXTRAS=ray for compaction nodes that run
+# merges as Ray tasks.
+ARG EXTRAS=""
 RUN python -m venv /opt/gnomon \
-    && /opt/gnomon/bin/pip install . \
+    && /opt/gnomon/bin/pip install ".${EXTRAS:+[$EXTRAS]}" \
     && /opt/gnomon/bin/pip uninstall --yes pip setuptools
 
 FROM python:3.11.14-slim-bookworm

@@ -1,7 +1,7 @@
 """A deployment's command line as the `gnomon` CLI reads it: parsed by the click commands
 themselves (unknown flags and roles are refused as on a real start), then the role's settings
 loaded from the mounted config file, the container's environment and the flags, as
-`gnomon meta` / `gnomon node` load them."""
+the server commands load them."""
 
 from __future__ import annotations
 
@@ -11,12 +11,19 @@ from dataclasses import dataclass, fields
 import click
 
 from gnomon.cli import main
-from gnomon.config import MetaConfig, NodeConfig, RoleConfig, StandaloneConfig
+from gnomon.config import (
+    CompactionNodeConfig,
+    MetaConfig,
+    NodeConfig,
+    RoleConfig,
+    StandaloneConfig,
+)
 
 #: The server roles and the settings each reads.
 ROLE_CONFIGS: dict[str, type[RoleConfig]] = {
     "meta": MetaConfig,
     "node": NodeConfig,
+    "compaction-node": CompactionNodeConfig,
     "standalone": StandaloneConfig,
 }
 

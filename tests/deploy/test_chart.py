@@ -16,7 +16,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from gnomon.config import MetaConfig, NodeConfig
+from gnomon.config import CompactionNodeConfig, MetaConfig, NodeConfig
 from tests.deploy.command_lines import RoleLine, parse_role_line
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,12 +41,14 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     "five-nodes": {
         "dataNode": {"replicas": 5, "persistence": {"enabled": False}},
         "meta": {"replicas": 3, "settings": {"election_ttl_s": 5}},
+        "compactionNode": {"replicas": 3, "executor": "ray", "rayAddress": "ray-head:10001"},
         "etcd": {"endpoints": [f"etcd-{i}.etcd:2379" for i in range(3)]},
         "kafka": {"brokerEndpoints": [f"kafka-{i}.kafka:9092" for i in range(3)]},
     },
     "existing-secret": {
         "catalog": {"backend": "postgresql"},
         "credentials": {"existingSecret": "gnomon-credentials-of-my-own"},
+        "compactionNode": {"enabled": False},
     },
 }
 
@@ -231,6 +233,25 @@ def test_every_command_line_is_accepted_and_wired(
             assert node.catalog == f"etcd://{','.join(etcd)}/gnomon/catalog"
     assert len({node.advertise for node in nodes.values()}) == len(nodes)
 
+    compaction = values.get("compactionNode", {})
+    enabled = compaction.get("enabled", True)
+    compactors = {
+        pod: line.config
+        for pod, line in lines.items()
+        if isinstance(line.config, CompactionNodeConfig)
+    }
+    assert len(compactors) == (compaction.get("replicas", 2) if enabled else 0)
+    for node in nodes.values():
+        assert node.compaction_mode == ("offload" if enabled else "local")
+    for pod, compactor in compactors.items():
+        assert compactor.advertise == f"{pod.ip}:{compactor.grpc_port}"
+        assert compactor.meta == next(iter(nodes.values())).meta
+        # It reads and writes the data nodes' SSTs.
+        assert {(compactor.store, compactor.s3_endpoint)} == {
+            (node.store, node.s3_endpoint) for node in nodes.values()
+        }
+        assert compactor.executor == compaction.get("executor", "local")
+
 
 def test_secrets_stay_out_of_the_config_map() -> None:
     out = render(VALUE_SETS["postgresql-catalog"])
@@ -272,12 +293,12 @@ def test_probes_resources_and_disruption_budgets(rendered: tuple[str, Rendered])
             all(labels.get(k) == v for k, v in b["spec"]["selector"]["matchLabels"].items())
             for b in budgets
         ), f"no disruption budget covers {workload['metadata']['name']}"
-    data = out.one("StatefulSet", f"{FULLNAME}-data")["spec"]["template"]["spec"]
-    (node,) = data["containers"]
-    http = next(p for p in node["ports"] if p["name"] == "http")
-    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-        assert node[probe]["httpGet"] == {"path": "/health", "port": "http"}
-    assert http["containerPort"] == 5440
+    # The processes serving HTTP are probed on /health.
+    for workload in out.of_kind("StatefulSet") + out.of_kind("Deployment"):
+        (container,) = workload["spec"]["template"]["spec"]["containers"]
+        if any(p["name"] == "http" for p in container["ports"]):
+            for probe in ("readinessProbe", "livenessProbe"):
+                assert container[probe]["httpGet"] == {"path": "/health", "port": "http"}
     assert out.one("Deployment", f"{FULLNAME}-meta")["spec"]["replicas"] >= 2
 
 
@@ -309,3 +330,44 @@ def test_the_readme_documents_every_value() -> None:
     assert documented <= prefixes, f"documented but not in values.yaml: {documented - prefixes}"
     undocumented = {k for k in keys if not any(k == d or k.startswith(f"{d}.") for d in documented)}
     assert not undocumented, f"values.yaml keys missing from README.md: {sorted(undocumented)}"
+
+
+def schema_paths(schema: dict[str, Any], prefix: str = "") -> dict[str, bool]:
+    """Each key the schema names -> whether its value is opaque to the schema (an object
+    whose keys it does not list: resources, settings ...)."""
+    found: dict[str, bool] = {}
+    for key, sub in schema.get("properties", {}).items():
+        found[f"{prefix}{key}"] = sub.get("type") == "object" and "properties" not in sub
+        found |= schema_paths(sub, f"{prefix}{key}.")
+    return found
+
+
+def test_the_values_schema_knows_exactly_the_values() -> None:
+    with helm_python.Chart.load(CHART) as chart:
+        schema = chart.schema
+        defaults = chart.values
+    assert schema is not None
+    paths = schema_paths(schema)
+    keys = leaves(defaults)
+    unknown = {
+        k
+        for k in keys
+        if k not in paths and not any(k.startswith(f"{p}.") for p in paths if paths[p])
+    }
+    assert not unknown, f"values without a schema: {sorted(unknown)}"
+    prefixes = {k.rsplit(".", i)[0] for k in keys for i in range(k.count(".") + 1)}
+    assert set(paths) <= prefixes, f"schema entries not in values.yaml: {set(paths) - prefixes}"
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"dataNode": {"replica": 5}}, "'replica' not allowed"),
+        ({"compactionNode": {"executor": "spark"}}, "'local', 'ray'"),
+        ({"catalog": {"backend": "sqlite"}}, "'etcd', 'postgresql'"),
+        ({"meta": {"settings": {"shards": [1]}}}, "settings"),
+    ],
+)
+def test_mistyped_values_are_refused(values: dict[str, Any], message: str) -> None:
+    with pytest.raises(helm_python.HelmValuesError, match=message):
+        render(values)

@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 import yaml
 
-from gnomon.config import MetaConfig, NodeConfig
+from gnomon.config import CompactionNodeConfig, MetaConfig, NodeConfig
 from tests.deploy.command_lines import RoleLine, parse_cli, parse_role_line
 from tests.docs.readme import blocks
 
@@ -107,7 +107,7 @@ def test_the_schema_check_catches_a_misspelled_key(compose: dict[str, Any]) -> N
 
 def test_the_cluster_is_all_there(compose: dict[str, Any]) -> None:
     roles = sorted(role_line(svc).role for svc in gnomon_services(compose).values())
-    assert roles == ["meta"] * 2 + ["node"] * 3
+    assert roles == ["compaction-node"] * 2 + ["meta"] * 2 + ["node"] * 3
     assert {"etcd", "kafka", "minio", "minio-init"} <= set(services(compose))
     assert services(compose)["etcd"]["image"].startswith("quay.io/coreos/etcd:v")
     kafka = services(compose)["kafka"]
@@ -162,6 +162,20 @@ def test_every_gnomon_command_line_is_accepted_and_wired_to_the_file(
         # Its local scratch is on the service's named volume.
         mounted = {v.split(":")[1] for v in gnomon_services(compose)[name]["volumes"]}
         assert node.data_dir in mounted
+        # Merges go to the compaction nodes.
+        assert node.compaction_mode == "offload"
+    compactors = {
+        n: line.config for n, line in lines.items() if isinstance(line.config, CompactionNodeConfig)
+    }
+    stores = {(node.store, node.s3_endpoint) for node in nodes.values()}
+    for name, compactor in compactors.items():
+        assert compactor.advertise == f"{name}:{compactor.grpc_port}"
+        assert compactor.bind == "0.0.0.0"
+        assert sorted(compactor.meta.split(",")) == meta_endpoints
+        # They read and write the data nodes' SSTs.
+        assert stores == {(compactor.store, compactor.s3_endpoint)}
+        mounted = {v.split(":")[1] for v in gnomon_services(compose)[name]["volumes"]}
+        assert compactor.data_dir in mounted
 
 
 def test_flags_the_cli_does_not_know_are_refused() -> None:
@@ -180,7 +194,7 @@ def test_health_checks(compose: dict[str, Any]) -> None:
     for name, svc in gnomon_services(compose).items():
         config = role_line(svc).config
         check = " ".join(svc["healthcheck"]["test"])
-        if isinstance(config, NodeConfig):
+        if isinstance(config, NodeConfig | CompactionNodeConfig):
             assert f"http://127.0.0.1:{config.http_port}/health" in check, name
         else:
             assert isinstance(config, MetaConfig)

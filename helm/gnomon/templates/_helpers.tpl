@@ -55,8 +55,20 @@ the flags and GNOMON_* variables name. */}}
 {{ include "gnomon.tomlPairs" (mergeOverwrite $settings .Values.meta.settings) }}
 {{- end -}}
 
+{{/* Where the SSTs live, as the data nodes and the compaction nodes both name it. */}}
+{{- define "gnomon.store" -}}
+{{- printf "s3://%s/%s" .Values.objectStorage.s3.bucket .Values.objectStorage.s3.prefix | trimSuffix "/" -}}
+{{- end -}}
+
+{{/* The S3 settings of a role's settings map (the map is changed in place). */}}
+{{- define "gnomon.setS3" -}}
+{{- $s3 := .root.Values.objectStorage.s3 -}}
+{{- $_ := set .settings "store" (include "gnomon.store" .root) -}}
+{{- if $s3.endpoint }}{{ $_ := set .settings "s3_endpoint" $s3.endpoint }}{{ end -}}
+{{- if $s3.region }}{{ $_ := set .settings "s3_region" $s3.region }}{{ end -}}
+{{- end -}}
+
 {{- define "gnomon.nodeToml" -}}
-{{- $s3 := .Values.objectStorage.s3 -}}
 {{- $settings := dict
   "data_dir" "/var/lib/gnomon"
   "bind" "0.0.0.0"
@@ -66,15 +78,33 @@ the flags and GNOMON_* variables name. */}}
   "meta" (include "gnomon.metaEndpoint" .)
   "wal" (printf "kafka://%s" (join "," .Values.kafka.brokerEndpoints))
   "kafka_namespace" .Values.kafka.topicPrefix
-  "store" (printf "s3://%s/%s" $s3.bucket $s3.prefix | trimSuffix "/")
   "log_level" .Values.logLevel -}}
-{{- if $s3.endpoint }}{{ $_ := set $settings "s3_endpoint" $s3.endpoint }}{{ end -}}
-{{- if $s3.region }}{{ $_ := set $settings "s3_region" $s3.region }}{{ end -}}
+{{- include "gnomon.setS3" (dict "root" . "settings" $settings) -}}
+{{- if .Values.compactionNode.enabled -}}
+{{- $_ := set $settings "compaction_mode" "offload" -}}
+{{- end -}}
 {{- if eq .Values.catalog.backend "etcd" -}}
 {{- $_ := set $settings "catalog" (printf "etcd://%s%s/catalog" (join "," .Values.etcd.endpoints) (.Values.etcd.namespace | trimSuffix "/")) -}}
 {{- end -}}
 [node]
 {{ include "gnomon.tomlPairs" (mergeOverwrite $settings .Values.dataNode.settings) }}
+{{- end -}}
+
+{{- define "gnomon.compactionNodeToml" -}}
+{{- $c := .Values.compactionNode -}}
+{{- $settings := dict
+  "meta" (include "gnomon.metaEndpoint" .)
+  "executor" $c.executor
+  "slots" $c.slots
+  "data_dir" "/var/lib/gnomon"
+  "bind" "0.0.0.0"
+  "grpc_port" $c.grpcPort
+  "http_port" $c.httpPort
+  "log_level" .Values.logLevel -}}
+{{- include "gnomon.setS3" (dict "root" . "settings" $settings) -}}
+{{- with $c.rayAddress }}{{ $_ := set $settings "ray_address" . }}{{ end -}}
+[compaction_node]
+{{ include "gnomon.tomlPairs" (mergeOverwrite $settings $c.settings) }}
 {{- end -}}
 
 {{/* key = value lines of a map, sorted by key; a JSON string, number or boolean is a TOML
