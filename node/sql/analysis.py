@@ -20,7 +20,7 @@ import pyarrow as pa
 from gnomon.errors import InvalidArgument, UnknownTable
 from node.engine.lru import Lru
 from node.engine.schema import ColumnType, Schema
-from node.sql import direct, prescan, rewrite
+from node.sql import direct, functions, prescan, rewrite
 from node.sql.lexer import Kind, Token, check_bounds, shaped
 from node.sql.parser import resolve
 from node.tables import TableCatalog
@@ -178,6 +178,7 @@ def analyse(tokens: Sequence[Token], engine: TableCatalog, sql: str) -> Analysis
     strings = _double_quoted_strings(tokens, sql, known, schemas)
     columns = {c.name for _, schema in schemas for c in schema.columns}
     names += _spelled_names(tokens, sql, known | columns, strings, last=True)
+    names += _bucket_calls(tokens)
     if strings:
         tokens = list(tokens)
         for at in strings:
@@ -244,6 +245,30 @@ def analyse(tokens: Sequence[Token], engine: TableCatalog, sql: str) -> Analysis
         tuple(names),
         strings,
     )
+
+
+def _bucket_calls(tokens: Sequence[Token]) -> list[tuple[int, str]]:
+    """Where ``tokens`` call time_bucket with more than its two arguments, and the name of
+    the function taking so many (:func:`node.sql.functions.bucket_name`)."""
+    found: list[tuple[int, str]] = []
+    for i, t in enumerate(tokens):
+        if (
+            not t.is_word("TIME_BUCKET")
+            or tokens[i + 1].kind is not Kind.SYMBOL
+            or tokens[i + 1].text != "("
+        ):
+            continue
+        depth, arguments = 0, 1
+        for u in tokens[i + 1 :]:
+            if u.kind is Kind.SYMBOL and u.text in "()":
+                depth += 1 if u.text == "(" else -1
+                if depth == 0:
+                    break
+            elif u.kind is Kind.SYMBOL and u.text == "," and depth == 1:
+                arguments += 1
+        if arguments > 2:
+            found.append((i, functions.bucket_name(arguments)))
+    return found
 
 
 # Names keep their case in gnomon's catalog, as in HoraeDB (``CREATE TABLE case_T``), where

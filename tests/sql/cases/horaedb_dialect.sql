@@ -236,3 +236,82 @@ c1
 CREATE TABLE 05_tsid_more (c1 int NOT NULL, t1 timestamp NOT NULL TIMESTAMP KEY,
   PRIMARY KEY(tsid, t1, c1));
 -- expect error InvalidArgument: a key holding the implicit 'tsid' is (tsid, t1) alone
+
+-- Names keep their case, as in HoraeDB: another case finds nothing, back-quoted or not.
+CREATE TABLE case_T (ts timestamp NOT NULL, VALUE1 double, timestamp KEY (ts))
+  WITH (enable_ttl='false');
+-- expect affected 0
+
+INSERT INTO case_T (ts, VALUE1) VALUES (1, 10), (2, 20);
+-- expect affected 2
+
+SELECT ts, VALUE1 FROM case_T WHERE VALUE1 > 15;
+-- expect
+ts                      | VALUE1
+1970-01-01T00:00:00.002 | 20.0
+
+SELECT * FROM `case_T` ORDER BY ts;
+-- expect
+tsid                 | ts                      | VALUE1
+11400714814019112807 | 1970-01-01T00:00:00.001 | 10.0
+11400714814019112807 | 1970-01-01T00:00:00.002 | 20.0
+
+SELECT * FROM CASE_T;
+-- expect error NotFound: 'case_t'
+
+SELECT * FROM `CASE_T`;
+-- expect error NotFound: 'CASE_T'
+
+SELECT value1 FROM case_T;
+-- expect error InvalidArgument: value1
+
+DESCRIBE `case_T`;
+-- expect
+name   | type      | is_primary | is_nullable | is_tag | is_dictionary
+tsid   | uint64    | true       | false       | false  | false
+ts     | timestamp | true       | false       | false  | false
+VALUE1 | double    | false      | true        | false  | false
+
+DESC CASE_T;
+-- expect error NotFound: 'CASE_T'
+
+-- A table whose name was folded to lower case (as gnomon did before names kept their
+-- case) is found by an unquoted name in any case.
+CREATE TABLE `folded` (host string TAG, v double, t timestamp NOT NULL, TIMESTAMP KEY(t));
+-- expect affected 0
+
+INSERT INTO FOLDED (Host, V, T) VALUES ('a', 1.0, 1000);
+-- expect affected 1
+
+SELECT Host, V FROM Folded;
+-- expect
+host | v
+a    | 1.0
+
+-- time_bucket: calendar months and years (P1M, P1Y), and HoraeDB's optional arguments
+-- (input format, time zone, output format); buckets are in UTC unless a zone is given.
+CREATE TABLE tb (v double, t timestamp NOT NULL, TIMESTAMP KEY(t));
+-- expect affected 0
+
+INSERT INTO tb (v, t) VALUES (1, '2022-07-02 17:20:00'), (2, '2022-08-04 01:57:03');
+-- expect affected 2
+
+SELECT time_bucket(t, 'P1M') AS m, time_bucket(t, 'P1Y') AS y FROM tb ORDER BY t;
+-- expect
+m                   | y
+2022-07-01T00:00:00 | 2022-01-01T00:00:00
+2022-08-01T00:00:00 | 2022-01-01T00:00:00
+
+SELECT time_bucket(t, 'P1D', 'yyyy-MM-dd HH:mm:ss', '+0800') AS d,
+  time_bucket(t, 'PT1H', 'yyyy-MM-dd HH:mm:ss', '+0800', 'yyyy-MM-dd HH') AS h,
+  time_bucket(t, 'P1M', 'yyyy-MM-dd') AS m FROM tb ORDER BY t;
+-- expect
+d                   | h                   | m
+2022-07-02T16:00:00 | 2022-07-02T17:00:00 | 2022-07-01T00:00:00
+2022-08-03T16:00:00 | 2022-08-04T01:00:00 | 2022-08-01T00:00:00
+
+SELECT time_bucket(t, 'P1M1D') FROM tb;
+-- expect error InvalidArgument: months or years cannot mix with other units
+
+SELECT time_bucket(t, 'PT1H', '', 'Mars/Base') FROM tb;
+-- expect error InvalidArgument: invalid time zone 'Mars/Base'
