@@ -45,8 +45,8 @@ import pyarrow as pa
 from bench.tsbs.cpu_only import INTERVAL_MS, cpu_only_batches
 from bench.tsbs.gnomon_server import GnomonServer
 from bench.tsbs.payloads import line_protocol
-from bench.tsbs.runner import _send_all
 from bench.tsbs.serving import HttpClient
+from bench.tsbs.system import send_all
 from gnomon.devcluster.cluster import DevCluster
 from gnomon.proto import storage_pb2
 from meta.client import MetaClient
@@ -361,7 +361,7 @@ def ingest(s: Settings, scratch: Path) -> dict[str, list[float]]:
                 bodies = _bodies(s, rep)
                 order = list(targets) if rep % 2 == 0 else list(targets)[::-1]
                 for name in order:
-                    seconds = _send_all(bodies, posts[name], s.workers)
+                    seconds = send_all(bodies, posts[name], s.workers)
                     rates[name].append(s.hosts * s.steps / seconds)
             expected = s.hosts * (1 + s.reps * s.steps)
             for name, http in targets.items():

@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bench.tsbs.gnomon_server import GnomonServer
-from bench.tsbs.influx import InfluxServer, InfluxUnavailable, influxd_path
+from bench.tsbs.influx import InfluxServer, influxd_path
+from bench.tsbs.system import SystemUnavailable
 
 #: What the JSON line and the table call the durability of each system.
 DURABILITY = {
@@ -197,7 +198,7 @@ def run(clients: Sequence[int], rows: int, root: Path, systems: Sequence[str]) -
         for name in systems:
             try:
                 server, endpoint = starters[name](root)
-            except InfluxUnavailable as e:
+            except SystemUnavailable as e:
                 unavailable[name] = str(e)
                 continue
             servers.append(server)

@@ -1,4 +1,5 @@
-"""``gnomon bench tsbs``: the TSBS cpu-only benchmark of gnomon beside InfluxDB and DuckDB."""
+"""``gnomon bench tsbs``: the TSBS cpu-only benchmark of gnomon beside InfluxDB,
+VictoriaMetrics, DuckDB and ClickHouse (chDB)."""
 
 from __future__ import annotations
 
@@ -21,13 +22,19 @@ def parse_span(text: str) -> int:
     return int(m.group(1)) * _UNITS_MS[m.group(2)]
 
 
-def _systems(text: str) -> tuple[str, ...]:
-    from bench.tsbs.runner import SYSTEMS
+def _systems(text: str | None, console: Console) -> tuple[str, ...]:
+    """The systems named, or (none named) every one that can run here."""
+    from bench.tsbs.systems import NAMES, available
 
+    if text is None:
+        names, reasons = available()
+        for name, why in reasons.items():
+            console.print(f"[yellow]{name} left out: {why}[/yellow]")
+        return names
     names = tuple(s.strip() for s in text.split(",") if s.strip())
-    unknown = [s for s in names if s not in SYSTEMS]
+    unknown = [s for s in names if s not in NAMES]
     if unknown or not names:
-        raise click.BadParameter(f"{text!r}: choose among {', '.join(SYSTEMS)}")
+        raise click.BadParameter(f"{text!r}: choose among {', '.join(NAMES)}")
     return names
 
 
@@ -47,7 +54,10 @@ def _query_api(text: str) -> str:
 @click.option("--batch", default=10_000, show_default=True, help="Rows per write request.")
 @click.option("--queries", "queries_per_type", default=2, show_default=True,
               help="Queries (random parameters) per query type.")  # fmt: skip
-@click.option("--systems", default="gnomon,influxdb,duckdb", show_default=True)
+@click.option("--systems", default=None,
+              help="Comma-separated, among gnomon, influxdb, victoriametrics, duckdb, "
+              "duckdb-parquet, chdb (default: every one installed or installable "
+              "here).")  # fmt: skip
 @click.option("--seed", default=1, show_default=True)
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False))
 @click.option("--png", "png_path", default=None, type=click.Path(dir_okay=False))
@@ -67,7 +77,7 @@ def tsbs(
     workers: int,
     batch: int,
     queries_per_type: int,
-    systems: str,
+    systems: str | None,
     seed: int,
     json_path: str | None,
     png_path: str | None,
@@ -75,12 +85,14 @@ def tsbs(
     gnomon_decoded_cache_bytes: int | None,
     gnomon_query_api: str,
 ) -> None:
-    """TSBS cpu-only: ingest, size, memory and the 15 query types on gnomon, InfluxDB 1.x
-    (installed with apt-get when missing) and DuckDB over Parquet, answers cross-checked.
-    Exits 1 when any answer differs between systems."""
+    """TSBS cpu-only: ingest, size, memory and the 15 query types (back to back and after an
+    idle pause) on gnomon, InfluxDB 1.x, DuckDB (its own table and over Parquet) and ClickHouse
+    (chDB); VictoriaMetrics for ingest and size. InfluxDB and VictoriaMetrics are installed
+    with apt-get when missing. Answers and rows stored cross-checked; exits 1 when any
+    differ between systems."""
     from bench.tsbs import report
-    from bench.tsbs.influx import InfluxUnavailable
     from bench.tsbs.runner import Bench, Options
+    from bench.tsbs.system import SystemUnavailable
 
     # The table is wide; a log or pipe gets it unwrapped rather than at 80 columns.
     console = Console(width=None if sys.stdout.isatty() else 160)
@@ -88,16 +100,14 @@ def tsbs(
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     opts = Options(
         hosts=hosts, span_ms=parse_span(span), reps=reps, workers=workers, batch=batch,
-        queries_per_type=queries_per_type, systems=_systems(systems), seed=seed,
+        queries_per_type=queries_per_type, systems=_systems(systems, console), seed=seed,
         scratch=Path(scratch) if scratch else None,
         gnomon_decoded_cache_bytes=gnomon_decoded_cache_bytes, gnomon_query_api=gnomon_query_api,
     )  # fmt: skip
     try:
         res = Bench(opts, console).run()
-    except InfluxUnavailable as e:
-        raise click.ClickException(
-            f"{e}; run with --systems gnomon,duckdb to leave it out"
-        ) from None
+    except SystemUnavailable as e:
+        raise click.ClickException(f"{e}; leave it out of --systems") from None
     report.print_table(res, console)
     if json_path:
         report.write_json(res, Path(json_path))

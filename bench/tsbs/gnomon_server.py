@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from bench.tsbs.cpu_only import FIELDS, TAGS
 from bench.tsbs.serving import HttpClient, Process, disk_bytes, http_ok, wait_until
+from bench.tsbs.system import Dialect, Workload, loaded, settle_size
 from gnomon.proto import storage_pb2
 from node.server import sql_response
 from node.server.arrow_wire import decode_payload
@@ -110,8 +111,8 @@ class GnomonServer:
         self._local = threading.local()
 
     @property
-    def pid(self) -> int:
-        return self.process.pid
+    def pids(self) -> tuple[int, ...]:
+        return (self.process.pid,)
 
     def _channel(self) -> grpc.Channel:
         # One channel per client thread, as separate TSBS workers would have.
@@ -222,6 +223,9 @@ class GnomonServer:
             count, seconds = self.query_time()
         return seconds - before[1]
 
+    def stored_rows(self) -> int:
+        return int(self.query("SELECT count(*) FROM cpu").column(0)[0].as_py())
+
     def disk_bytes(self) -> int:
         return disk_bytes(self.root / "data")
 
@@ -230,5 +234,45 @@ class GnomonServer:
         data = self.root / "data"
         return {p.name: disk_bytes(p) for p in sorted(data.iterdir()) if p.is_dir()}
 
+    def peak_rss(self) -> int | None:
+        return self.process.peak_rss
+
     def stop(self) -> None:
         self.process.stop()
+
+
+class GnomonKind:
+    """gnomon loaded over its native HoraeDB gRPC write (its figure, and the copy queried) and
+    over InfluxDB line protocol."""
+
+    name = "gnomon"
+    dialect: Dialect | None = "gnomon"
+    loaders = ("gnomon-grpc", "gnomon-line-protocol")
+    encodings = ("gnomon-grpc", "line-protocol")
+
+    def __init__(self, decoded_cache_bytes: int | None = None, query_api: str = "http") -> None:
+        self.decoded_cache_bytes = decoded_cache_bytes
+        self.query_api = query_api
+
+    def unavailable(self) -> str | None:
+        return None
+
+    def install(self) -> None:
+        """Nothing: it is this checkout."""
+
+    def load(self, loader: str, where: Path, work: Workload) -> tuple[GnomonServer, float]:
+        server = GnomonServer(where, self.decoded_cache_bytes, self.query_api)
+        server.create_cpu_table()
+        if loader == "gnomon-grpc":
+            return loaded(server, server.write_grpc, work.payloads["gnomon-grpc"], work.workers)
+        return loaded(
+            server, server.write_line_protocol, work.payloads["line-protocol"], work.workers
+        )
+
+    def settle(self, system: GnomonServer, quiet_s: float) -> GnomonServer:
+        """Restarted (a graceful stop flushes every memtable to Parquet SSTs, so queries then
+        read SSTs) and left until compaction is done."""
+        system.stop()
+        restarted = GnomonServer(system.root, self.decoded_cache_bytes, self.query_api)
+        settle_size(restarted, quiet_s)
+        return restarted

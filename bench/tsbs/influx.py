@@ -11,8 +11,6 @@ size can be measured minutes, not hours, after the load.
 from __future__ import annotations
 
 import json
-import logging
-import shutil
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -20,10 +18,15 @@ from typing import Any
 import pyarrow as pa
 
 from bench.tsbs.serving import HttpClient, Process, disk_bytes, http_ok, wait_until
-from tests.support.debian import PackageUnavailable, apt_install
+from bench.tsbs.system import (
+    Dialect,
+    Workload,
+    apt_binary,
+    apt_unavailable,
+    loaded,
+    settle_size,
+)
 from tests.support.procs import free_port
-
-log = logging.getLogger("gnomon.bench.influx")
 
 DATABASE = "benchmark"
 
@@ -69,26 +72,10 @@ bind-address = "127.0.0.1:{backup_port}"
 """
 
 
-class InfluxUnavailable(RuntimeError):
-    """influxd is not installed and could not be installed."""
-
-
 def influxd_path(*, install: bool = True) -> str:
-    """The influxd binary, installing the Debian package ``influxdb`` when it is missing (as
-    root only: the benchmark never asks for privileges)."""
-    found = shutil.which("influxd")
-    if found or not install:
-        if found:
-            return found
-        raise InfluxUnavailable("influxd is not installed")
-    try:
-        apt_install("influxdb")
-    except PackageUnavailable as e:
-        raise InfluxUnavailable(str(e)) from None
-    found = shutil.which("influxd")
-    if found is None:
-        raise InfluxUnavailable("apt-get installed influxdb but influxd is not on the PATH")
-    return found
+    """The influxd binary, installing the Debian package ``influxdb`` when it is missing;
+    raises :class:`system.SystemUnavailable`."""
+    return apt_binary("influxd", "influxdb", install=install)
 
 
 class InfluxServer:
@@ -114,8 +101,8 @@ class InfluxServer:
         self._post("/query", {"q": f"CREATE DATABASE {DATABASE}"})
 
     @property
-    def pid(self) -> int:
-        return self.process.pid
+    def pids(self) -> tuple[int, ...]:
+        return (self.process.pid,)
 
     def _post(self, path: str, params: dict[str, str], body: bytes = b"") -> bytes:
         return self.http.post(f"{path}?{urllib.parse.urlencode(params)}", body)
@@ -130,11 +117,40 @@ class InfluxServer:
         raw = self._post("/query", {"db": DATABASE, "epoch": "ms", "q": influxql})
         return result_table(json.loads(raw))
 
+    def stored_rows(self) -> int:
+        answer = self.query("SELECT count(usage_user) FROM cpu")
+        return int(answer.column("count")[0].as_py()) if answer.num_rows else 0
+
     def disk_bytes(self) -> int:
         return disk_bytes(self.root / "data") + disk_bytes(self.root / "wal")
 
+    def peak_rss(self) -> int | None:
+        return self.process.peak_rss
+
     def stop(self) -> None:
         self.process.stop()
+
+
+class InfluxKind:
+    name = "influxdb"
+    dialect: Dialect | None = "influxql"
+    loaders = ("influxdb",)
+    encodings = ("line-protocol",)
+
+    def unavailable(self) -> str | None:
+        return apt_unavailable("influxd", "influxdb")
+
+    def install(self) -> None:
+        influxd_path()
+
+    def load(self, loader: str, where: Path, work: Workload) -> tuple[InfluxServer, float]:
+        server = InfluxServer(where)
+        return loaded(server, server.write, work.payloads["line-protocol"], work.workers)
+
+    def settle(self, system: InfluxServer, quiet_s: float) -> InfluxServer:
+        """Cache snapshots written and compacted."""
+        settle_size(system, quiet_s)
+        return system
 
 
 def result_table(doc: dict[str, Any]) -> pa.Table:

@@ -6,6 +6,7 @@ with its pre-generated data files."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -77,3 +78,10 @@ def line_protocol(batch: pa.Table) -> bytes:
     offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)[lines.offset :]
     start, end = int(offsets[0]), int(offsets[len(lines)])
     return lines.buffers()[2].to_pybytes()[start:end]
+
+
+#: Request bodies by the name loaders ask for them (:attr:`system.Kind.encodings`).
+ENCODERS: dict[str, Callable[[pa.Table], bytes]] = {
+    "gnomon-grpc": horaedb_request,
+    "line-protocol": line_protocol,
+}

@@ -1,13 +1,23 @@
-"""The TSBS cpu-only query set, rendered for gnomon SQL, DuckDB SQL (over Parquet) and InfluxQL
-from the same random parameters, so that every system answers the same question."""
+"""The TSBS cpu-only query set, rendered for gnomon SQL, DuckDB SQL, ClickHouse SQL and InfluxQL
+from the same random parameters, so that every system answers the same question.
+
+The ClickHouse forms are TSBS's own (``toStartOfHour``, host filters as ``OR`` chains, time
+bounds as UTC strings, ``PREWHERE`` for high-cpu), with the harness's buckets, columns and
+orders, and lastpoint as ``argMax`` (TSBS's ``SELECT DISTINCT(hostname), *`` answers every
+distinct row, not the last one per host)."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from bench.tsbs.cpu_only import FIELDS, INTERVAL_MS
+
+if TYPE_CHECKING:
+    from bench.tsbs.system import Dialect
 
 HOUR = 3_600_000
 MINUTE = 60_000
@@ -18,7 +28,17 @@ class Query:
     name: str
     gnomon: str
     duckdb: str
+    clickhouse: str
     influxql: str
+
+    def text(self, dialect: Dialect) -> str:
+        """The query in ``dialect``."""
+        return {
+            "gnomon": self.gnomon,
+            "duckdb": self.duckdb,
+            "clickhouse": self.clickhouse,
+            "influxql": self.influxql,
+        }[dialect]
 
 
 @dataclass(frozen=True)
@@ -46,7 +66,7 @@ def _in(col: str, values: Sequence[str]) -> str:
     return f"{col} IN ({', '.join(repr(v) for v in values)})"
 
 
-def _influx_hosts(hosts: Sequence[str]) -> str:
+def _or_hosts(hosts: Sequence[str]) -> str:
     return "(" + " OR ".join(f"hostname = '{h}'" for h in hosts) + ")"
 
 
@@ -58,6 +78,10 @@ def _ts_duck(ms: int) -> str:
     return f"epoch_ms({ms})"
 
 
+def _ts_clickhouse(ms: int) -> str:
+    return "'" + datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S") + "'"
+
+
 def single_groupby(metrics: int, hosts: int, hours: int) -> Callable[[random.Random, Span], Query]:
     def make(rng: random.Random, span: Span) -> Query:
         hs = _hosts(rng, span, hosts)
@@ -66,19 +90,20 @@ def single_groupby(metrics: int, hosts: int, hours: int) -> Callable[[random.Ran
         name = f"single-groupby-{metrics}-{hosts}-{hours}"
         sel = ", ".join(f"max({c}) AS max_{c}" for c in cols)
 
-        def sql(ts: Callable[[int], str], bucket: str) -> str:
+        def sql(ts: Callable[[int], str], bucket: str, hosts: str) -> str:
             return (
-                f"SELECT {bucket} AS minute, {sel} FROM cpu WHERE {_in('hostname', hs)} "
+                f"SELECT {bucket} AS minute, {sel} FROM cpu WHERE {hosts} "
                 f"AND timestamp >= {ts(lo)} AND timestamp < {ts(hi)} GROUP BY minute "
                 "ORDER BY minute"
             )
 
         return Query(
             name,
-            sql(_ts_sql, "date_bin(interval '5 minutes', timestamp)"),
-            sql(_ts_duck, "time_bucket(interval '5 minutes', timestamp)"),
+            sql(_ts_sql, "date_bin(interval '5 minutes', timestamp)", _in("hostname", hs)),
+            sql(_ts_duck, "time_bucket(interval '5 minutes', timestamp)", _in("hostname", hs)),
+            sql(_ts_clickhouse, "toStartOfFiveMinutes(timestamp)", _or_hosts(hs)),
             f"SELECT {', '.join(f'max({c})' for c in cols)} FROM cpu WHERE "
-            f"{_influx_hosts(hs)} AND time >= {lo}ms AND time < {hi}ms GROUP BY time(5m)",
+            f"{_or_hosts(hs)} AND time >= {lo}ms AND time < {hi}ms GROUP BY time(5m)",
         )
 
     return make
@@ -90,18 +115,19 @@ def cpu_max_all(hosts: int) -> Callable[[random.Random, Span], Query]:
         lo, hi = _window(rng, span, 8 * HOUR)
         sel = ", ".join(f"max({c}) AS max_{c}" for c in FIELDS)
 
-        def sql(ts: Callable[[int], str], bucket: str) -> str:
+        def sql(ts: Callable[[int], str], bucket: str, hosts: str) -> str:
             return (
-                f"SELECT {bucket} AS hour, {sel} FROM cpu WHERE {_in('hostname', hs)} "
+                f"SELECT {bucket} AS hour, {sel} FROM cpu WHERE {hosts} "
                 f"AND timestamp >= {ts(lo)} AND timestamp < {ts(hi)} GROUP BY hour ORDER BY hour"
             )
 
         return Query(
             f"cpu-max-all-{hosts}",
-            sql(_ts_sql, "date_bin(interval '1 hour', timestamp)"),
-            sql(_ts_duck, "time_bucket(interval '1 hour', timestamp)"),
+            sql(_ts_sql, "date_bin(interval '1 hour', timestamp)", _in("hostname", hs)),
+            sql(_ts_duck, "time_bucket(interval '1 hour', timestamp)", _in("hostname", hs)),
+            sql(_ts_clickhouse, "toStartOfHour(timestamp)", _or_hosts(hs)),
             f"SELECT {', '.join(f'max({c})' for c in FIELDS)} FROM cpu WHERE "
-            f"{_influx_hosts(hs)} AND time >= {lo}ms AND time < {hi}ms GROUP BY time(1h)",
+            f"{_or_hosts(hs)} AND time >= {lo}ms AND time < {hi}ms GROUP BY time(1h)",
         )
 
     return make
@@ -123,6 +149,7 @@ def double_groupby(metrics: int | None) -> Callable[[random.Random, Span], Query
             f"double-groupby-{'all' if metrics is None else metrics}",
             sql(_ts_sql, "date_bin(interval '1 hour', timestamp)"),
             sql(_ts_duck, "time_bucket(interval '1 hour', timestamp)"),
+            sql(_ts_clickhouse, "toStartOfHour(timestamp)"),
             f"SELECT {', '.join(f'mean({c})' for c in cols)} FROM cpu WHERE time >= {lo}ms "
             f"AND time < {hi}ms GROUP BY time(1h), hostname",
         )
@@ -135,12 +162,12 @@ def high_cpu(hosts: int | None) -> Callable[[random.Random, Span], Query]:
         lo, hi = _window(rng, span, 12 * HOUR)
         hs = _hosts(rng, span, hosts) if hosts else []
         host_sql = f"{_in('hostname', hs)} AND " if hs else ""
-        host_influx = f"{_influx_hosts(hs)} AND " if hs else ""
+        host_or = f"{_or_hosts(hs)} AND " if hs else ""
         cols = ", ".join(FIELDS)
 
-        def sql(ts: Callable[[int], str]) -> str:
+        def sql(ts: Callable[[int], str], where: str = "WHERE", hosts: str = host_sql) -> str:
             return (
-                f"SELECT hostname, timestamp, {cols} FROM cpu WHERE {host_sql}usage_user > 90.0 "
+                f"SELECT hostname, timestamp, {cols} FROM cpu {where} {hosts}usage_user > 90.0 "
                 f"AND timestamp >= {ts(lo)} AND timestamp < {ts(hi)} ORDER BY hostname, timestamp"
             )
 
@@ -148,7 +175,8 @@ def high_cpu(hosts: int | None) -> Callable[[random.Random, Span], Query]:
             f"high-cpu-{'all' if hosts is None else hosts}",
             sql(_ts_sql),
             sql(_ts_duck),
-            f"SELECT * FROM cpu WHERE {host_influx}usage_user > 90.0 AND time >= {lo}ms "
+            sql(_ts_clickhouse, "PREWHERE", host_or),
+            f"SELECT * FROM cpu WHERE {host_or}usage_user > 90.0 AND time >= {lo}ms "
             f"AND time < {hi}ms",
         )
 
@@ -161,7 +189,11 @@ def lastpoint(rng: random.Random, span: Span) -> Query:
         "(SELECT hostname, max(timestamp) AS last FROM cpu GROUP BY hostname) l "
         "ON c.hostname = l.hostname AND c.timestamp = l.last ORDER BY c.hostname"
     )
-    return Query("lastpoint", sql, sql, "SELECT last(*) FROM cpu GROUP BY hostname")
+    clickhouse = (
+        "SELECT hostname, max(timestamp) AS last, argMax(usage_user, timestamp) AS usage_user "
+        "FROM cpu GROUP BY hostname ORDER BY hostname"
+    )
+    return Query("lastpoint", sql, sql, clickhouse, "SELECT last(*) FROM cpu GROUP BY hostname")
 
 
 def groupby_orderby_limit(rng: random.Random, span: Span) -> Query:
@@ -177,6 +209,7 @@ def groupby_orderby_limit(rng: random.Random, span: Span) -> Query:
         "groupby-orderby-limit",
         sql(_ts_sql, "date_bin(interval '1 minute', timestamp)"),
         sql(_ts_duck, "time_bucket(interval '1 minute', timestamp)"),
+        sql(_ts_clickhouse, "toStartOfMinute(timestamp)"),
         f"SELECT max(usage_user) FROM cpu WHERE time < {end}ms GROUP BY time(1m) "
         "ORDER BY time DESC LIMIT 5",
     )

@@ -1,21 +1,20 @@
 """The TSBS cpu-only benchmark, all systems in one process tree: load the same data into each
-(interleaved, several repetitions, same batches and client workers), cross-check every query's
-answers, then time the queries (interleaved, several repetitions)."""
+(interleaved, several repetitions, same batches and client workers), cross-check the rows each
+stored and every query's answers, then time the queries (interleaved, several repetitions),
+each after an idle pause and again back to back."""
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from rich.console import Console
@@ -24,23 +23,25 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from bench.tsbs import check
 from bench.tsbs.cpu_only import INTERVAL_MS, cpu_only_batches
-from bench.tsbs.duck import DuckDb, write_parquet
 from bench.tsbs.gnomon_server import GnomonServer
-from bench.tsbs.influx import InfluxServer, influxd_path
-from bench.tsbs.payloads import horaedb_request, line_protocol
+from bench.tsbs.payloads import ENCODERS
 from bench.tsbs.queries import Query, Span, generate
-from bench.tsbs.serving import wait_quiet, wait_until
+from bench.tsbs.serving import wait_quiet
+from bench.tsbs.system import Kind, System, Workload
+from bench.tsbs.systems import NAMES, kinds
 
 log = logging.getLogger("gnomon.bench.tsbs")
 
 START_MS = 1_451_606_400_000  # 2016-01-01, as TSBS
-SYSTEMS = ("gnomon", "influxdb", "duckdb")
+SYSTEMS = NAMES
 #: Pause before each timed query, after which every system must also be idle
 #: (:func:`serving.wait_quiet`): what a system does after answering (Go's garbage collector,
 #: DuckDB's workers winding down, a compaction) must not land in the next system's time.
+#: Its latency is the "after idle" figure: caches and thread pools have gone cold meanwhile.
 PAUSE_S = 0.1
-#: How long InfluxDB may take to settle (snapshot and compact) after a load.
-SETTLE_TIMEOUT_S = 120.0
+#: Runs of the same query on the same system right after the one after the pause: the
+#: back-to-back ("warm") figure.
+WARM_RUNS = 2
 
 
 def schedule(
@@ -55,13 +56,33 @@ def schedule(
     before counts: DuckDB runs in this process, and after its query the next system's
     took longer. Rotating one order would always put the same system after another (in
     g, i, d, g, i, d: g after d two times in three)."""
-    orders = _chained(list(itertools.permutations(systems)))
+    orders = _chained(_balanced(systems))
     types = len(queries) // per_type
-    return [
-        (q, orders[(rep * per_type + i // types) % len(orders)])
-        for rep in range(reps)
-        for i, q in enumerate(queries)
-    ]
+    runs: list[tuple[Query, tuple[str, ...]]] = []
+    for rep in range(reps):
+        for i, q in enumerate(queries):
+            # Each type takes the next stretch of orders: with more systems there are more
+            # orders than a type has instances, and the run as a whole goes through them all.
+            at = (i % types) * reps * per_type + rep * per_type + i // types
+            order = orders[at % len(orders)]
+            if runs and order[0] == runs[-1][1][-1]:
+                order = (*order[1:], order[0])  # never the same system twice in a row
+            runs.append((q, order))
+    return runs
+
+
+def _balanced(systems: Sequence[str]) -> list[tuple[str, ...]]:
+    """Orders of ``systems`` (a Williams design) in which each system takes each place
+    equally often and runs right after each other one equally often: ``n`` orders for an
+    even number of systems, ``2n`` for an odd one (all six orders of three)."""
+    n = len(systems)
+    first = [0]
+    for k in range(1, n):
+        first.append((k + 1) // 2 if k % 2 else n - k // 2)
+    rows = [tuple(systems[(j + i) % n] for j in first) for i in range(n)]
+    if n % 2:
+        rows += [tuple(reversed(r)) for r in rows]
+    return rows
 
 
 def _chained(orders: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
@@ -91,7 +112,7 @@ class Options:
     gnomon_decoded_cache_bytes: int | None = None
     #: How queries reach gnomon (:data:`gnomon_server.QUERY_APIS`).
     gnomon_query_api: str = "http"
-    #: InfluxDB counts as settled once its size has not changed for this long.
+    #: A server counts as settled once its size has not changed for this long.
     settle_quiet_s: float = 15.0
 
 
@@ -99,83 +120,50 @@ class Options:
 class Results:
     rows: int
     options: Options
-    #: loader ("gnomon-grpc", "gnomon-line-protocol", "influxdb", "duckdb") -> rows/s per rep
+    #: loader ("gnomon-grpc", "gnomon-line-protocol", "influxdb", "duckdb", ...) -> rows/s
+    #: per rep
     ingest: dict[str, list[float]] = field(default_factory=dict)
+    #: system -> the loader whose figure is the system's ingest figure
+    ingest_loader: dict[str, str] = field(default_factory=dict)
     bytes_on_disk: dict[str, int] = field(default_factory=dict)
+    #: system -> rows it holds once settled, as it counts them
+    stored_rows: dict[str, int] = field(default_factory=dict)
     #: gnomon's bytes on disk per part of its data directory (sst, wal, ...)
     gnomon_parts: dict[str, int] = field(default_factory=dict)
     peak_rss: dict[str, int] = field(default_factory=dict)
-    #: query type -> system -> latencies (ms) over every instance and repetition
+    #: query type -> system -> latencies (ms) after an idle pause, over every instance and
+    #: repetition
     latencies: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    #: the same, back to back (the runs right after each of those)
+    warm_latencies: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     #: query type -> systems whose answers were compared with the reference
     checked: dict[str, list[str]] = field(default_factory=dict)
-    #: query type -> mismatch reports
+    #: query type (or "rows stored") -> mismatch reports
     mismatches: dict[str, list[str]] = field(default_factory=dict)
-    #: query type -> gnomon's own time (ms) answering each timed query, as its metrics show
-    #: it: the rest of the latency is the client, the network stack and waking up
+    #: query type -> gnomon's own time (ms) answering each timed query after the pause, as
+    #: its metrics show it: the rest of the latency is the client, the network stack and
+    #: waking up
     gnomon_server_ms: dict[str, list[float]] = field(default_factory=dict)
     #: gnomon's metrics after the timed queries (SSTs, decoded chunk cache hits and misses)
     gnomon_metrics: dict[str, float] = field(default_factory=dict)
 
     def ingest_rows_per_s(self) -> dict[str, float]:
         """Median per system; gnomon's is its native (HoraeDB gRPC) write path."""
-        by_system = {"gnomon": "gnomon-grpc", "influxdb": "influxdb", "duckdb": "duckdb"}
         return {
             s: statistics.median(self.ingest[loader])
-            for s, loader in by_system.items()
+            for s, loader in self.ingest_loader.items()
             if self.ingest.get(loader)
         }
 
-    def query_ms(self) -> dict[str, dict[str, float]]:
-        """Median latency per query type and system; types with a mismatch are left out."""
+    def query_ms(self, *, warm: bool = False) -> dict[str, dict[str, float]]:
+        """Median latency per query type and system, after the idle pause or (``warm``) back
+        to back; types with a mismatch are left out."""
+        source = self.warm_latencies if warm else self.latencies
         return {
             q: {s: statistics.median(per[s]) for s in SYSTEMS if per.get(s)}
-            for q, per in self.latencies.items()
+            for q, per in source.items()
             if q not in self.mismatches
         }
-
-
-class System(Protocol):
-    """One system under test, as the runner drives it (gnomon and InfluxDB servers, DuckDB
-    in-process)."""
-
-    name: str
-
-    def query(self, text: str) -> pa.Table: ...
-
-    def disk_bytes(self) -> int: ...
-
-    def stop(self) -> None: ...
-
-
-def _text(system: str, q: Query) -> str:
-    return {"gnomon": q.gnomon, "influxdb": q.influxql, "duckdb": q.duckdb}[system]
-
-
-def _send_all(payloads: Sequence[bytes], send: Callable[[bytes], None], workers: int) -> float:
-    """Seconds to send every payload with ``workers`` concurrent clients."""
-    t0 = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="loader") as pool:
-        for f in [pool.submit(send, p) for p in payloads]:
-            f.result()
-    return time.perf_counter() - t0
-
-
-def _settle(server: System, quiet_s: float) -> None:
-    """Wait until a server's size on disk stops changing (cache snapshots, compaction)."""
-    last = [-1, time.monotonic()]
-
-    def stable() -> bool:
-        size = server.disk_bytes()
-        if size != last[0]:
-            last[0], last[1] = size, time.monotonic()
-            return False
-        return time.monotonic() - float(last[1]) >= quiet_s
-
-    try:
-        wait_until(stable, timeout_s=SETTLE_TIMEOUT_S, what=f"{server.name} compaction")
-    except TimeoutError:
-        log.warning("%s still compacting; its size is measured as it is", server.name)
 
 
 S = TypeVar("S", bound=System)
@@ -186,6 +174,11 @@ class Bench:
         self.opts = opts
         self.console = console
         self.span = Span(opts.hosts, START_MS, opts.span_ms)
+        every = kinds(
+            gnomon_decoded_cache_bytes=opts.gnomon_decoded_cache_bytes,
+            gnomon_query_api=opts.gnomon_query_api,
+        )
+        self.kinds: dict[str, Kind[Any]] = {n: k for n, k in every.items() if n in opts.systems}
         #: Every server started, stopped (again, harmlessly) when the run ends in any way.
         self._started: list[System] = []
 
@@ -196,8 +189,9 @@ class Bench:
     def _stop_all(self, res: Results) -> None:
         for s in self._started:
             s.stop()
-            if isinstance(s, GnomonServer | InfluxServer):
-                res.peak_rss[s.name] = max(res.peak_rss.get(s.name, 0), s.process.peak_rss)
+            peak = s.peak_rss()
+            if peak:
+                res.peak_rss[s.name] = max(res.peak_rss.get(s.name, 0), peak)
 
     @contextmanager
     def _progress(self) -> Iterator[Progress]:
@@ -212,10 +206,11 @@ class Bench:
             yield p
 
     def run(self) -> Results:
-        opts = self.opts
-        if "influxdb" in opts.systems:
-            influxd_path()  # installs it, or raises InfluxUnavailable before any work
-        with tempfile.TemporaryDirectory(prefix="gnomon-tsbs-", dir=opts.scratch) as tmp:
+        """Raises :class:`system.SystemUnavailable` before any work when a system cannot be
+        installed."""
+        for kind in self.kinds.values():
+            kind.install()
+        with tempfile.TemporaryDirectory(prefix="gnomon-tsbs-", dir=self.opts.scratch) as tmp:
             return self._run(Path(tmp))
 
     def _run(self, root: Path) -> Results:
@@ -229,26 +224,23 @@ class Bench:
         self.console.print(
             f"TSBS cpu-only: {opts.hosts} hosts x {steps} readings = {rows:,} rows in "
             f"{len(batches)} batches; {opts.workers} client workers; {opts.reps} repetitions; "
-            f"systems {', '.join(opts.systems)}"
+            f"systems {', '.join(self.kinds)}"
         )
+        work = Workload(batches, opts.hosts, opts.workers, START_MS, START_MS + opts.span_ms)
         with self._progress() as progress:
-            encodings: dict[str, list[bytes]] = {}
-            if "gnomon" in opts.systems:
-                encodings["gnomon-grpc"] = self._encode(progress, horaedb_request, batches)
-            if {"gnomon", "influxdb"} & set(opts.systems):
-                encodings["line-protocol"] = self._encode(progress, line_protocol, batches)
+            for encoding in dict.fromkeys(e for k in self.kinds.values() for e in k.encodings):
+                work.payloads[encoding] = self._encode(progress, encoding, batches)
             try:
-                servers = self._ingest(progress, root, batches, encodings, res)
+                servers = self._ingest(progress, root, work, res)
                 self._settle(progress, servers, res)
                 self._queries(progress, servers, res)
             finally:
                 self._stop_all(res)
         return res
 
-    def _encode(
-        self, progress: Progress, encode: Callable[[pa.Table], bytes], batches: list[pa.Table]
-    ) -> list[bytes]:
-        task = progress.add_task(f"encode {encode.__name__}", total=len(batches))
+    def _encode(self, progress: Progress, encoding: str, batches: list[pa.Table]) -> list[bytes]:
+        encode = ENCODERS[encoding]
+        task = progress.add_task(f"encode {encoding}", total=len(batches))
         out = []
         for b in batches:
             out.append(encode(b))
@@ -256,108 +248,74 @@ class Bench:
         return out
 
     def _ingest(
-        self,
-        progress: Progress,
-        root: Path,
-        batches: list[pa.Table],
-        encodings: dict[str, list[bytes]],
-        res: Results,
+        self, progress: Progress, root: Path, work: Workload, res: Results
     ) -> dict[str, System]:
-        """Every loader ``reps`` times, interleaved, each into a fresh server; the servers of
-        the last repetition (gnomon loaded over gRPC) are kept for the queries."""
+        """Every loader ``reps`` times, interleaved, each into a fresh system; the systems of
+        the last repetition loaded by each system's first loader are kept for the queries."""
         opts = self.opts
-        loaders: list[str] = []
-        if "gnomon" in opts.systems:
-            loaders += ["gnomon-grpc", "gnomon-line-protocol"]
-        if "influxdb" in opts.systems:
-            loaders.append("influxdb")
-        if "duckdb" in opts.systems:
-            loaders.append("duckdb")
+        loaders = [(kind, loader) for kind in self.kinds.values() for loader in kind.loaders]
         task = progress.add_task("ingest", total=opts.reps * len(loaders))
         kept: dict[str, System] = {}
-        table = pa.concat_tables(batches) if "duckdb" in opts.systems else None
         for rep in range(opts.reps):
-            last = rep == opts.reps - 1
-            for loader in loaders:
+            for kind, loader in loaders:
                 progress.update(task, description=f"ingest {loader} (rep {rep + 1})")
-                server, seconds = self._load(loader, root / f"{loader}-{rep}", table, encodings)
+                system, seconds = kind.load(loader, root / f"{loader}-{rep}", work)
+                self._track(system)
                 res.ingest.setdefault(loader, []).append(res.rows / seconds)
-                keep = last and loader in ("gnomon-grpc", "influxdb", "duckdb")
-                system = loader.split("-")[0]
-                if keep:
-                    kept[system] = server
+                res.ingest_loader[kind.name] = kind.loaders[0]
+                if rep == opts.reps - 1 and loader == kind.loaders[0]:
+                    kept[kind.name] = system
                 else:
-                    server.stop()
+                    system.stop()
                 progress.advance(task)
         return kept
 
-    def _load(
-        self, loader: str, where: Path, table: pa.Table | None, encodings: dict[str, list[bytes]]
-    ) -> tuple[System, float]:
-        """A fresh system loaded by ``loader``, and the seconds the load took."""
-        workers = self.opts.workers
-        if loader == "duckdb":
-            assert table is not None
-            where.mkdir()
-            path = where / "cpu.parquet"
-            t0 = time.perf_counter()
-            write_parquet(table, path, hosts=self.opts.hosts)
-            seconds = time.perf_counter() - t0
-            return self._track(DuckDb(path)), seconds
-        if loader == "influxdb":
-            influx = self._track(InfluxServer(where))
-            return influx, _send_all(encodings["line-protocol"], influx.write, workers)
-        gnomon = self._track(
-            GnomonServer(where, self.opts.gnomon_decoded_cache_bytes, self.opts.gnomon_query_api)
-        )
-        gnomon.create_cpu_table()
-        if loader == "gnomon-grpc":
-            return gnomon, _send_all(encodings["gnomon-grpc"], gnomon.write_grpc, workers)
-        return gnomon, _send_all(encodings["line-protocol"], gnomon.write_line_protocol, workers)
-
-    def _settle(self, progress: Progress, servers: dict[str, System], res: Results) -> None:
-        """Bring every system to its settled state and measure its size: gnomon restarted
-        (a graceful stop flushes every memtable to Parquet SSTs, so queries then read SSTs)
-        and, like InfluxDB, left until compaction is done."""
-        task = progress.add_task("settle", total=len(servers))
-        for name, server in list(servers.items()):
+    def _settle(self, progress: Progress, systems: dict[str, System], res: Results) -> None:
+        """Bring every system to its settled state, measure its size and check it holds every
+        row."""
+        task = progress.add_task("settle", total=len(systems))
+        for name, system in list(systems.items()):
             progress.update(task, description=f"settle {name}")
-            if isinstance(server, GnomonServer):
-                server.stop()
-                servers[name] = server = self._track(
-                    GnomonServer(server.root, server.decoded_cache_bytes, server.query_api)
-                )
-                _settle(server, self.opts.settle_quiet_s)
-                res.gnomon_parts = server.disk_bytes_by_part()
-            elif isinstance(server, InfluxServer):
-                _settle(server, self.opts.settle_quiet_s)
-            res.bytes_on_disk[name] = server.disk_bytes()
+            settled = self.kinds[name].settle(system, self.opts.settle_quiet_s)
+            if settled is not system:
+                systems[name] = self._track(settled)
+            if isinstance(settled, GnomonServer):
+                res.gnomon_parts = settled.disk_bytes_by_part()
+            res.bytes_on_disk[name] = settled.disk_bytes()
+            stored = res.stored_rows[name] = settled.stored_rows()
+            if stored != res.rows:
+                problem = f"{name}: stored {stored:,} of the {res.rows:,} rows loaded"
+                res.mismatches.setdefault("rows stored", []).append(problem)
+                self.console.print(Panel(problem, title="[red]ROWS LOST[/red]", style="red"))
             progress.advance(task)
 
     def _queries(self, progress: Progress, servers: dict[str, System], res: Results) -> None:
         opts = self.opts
         queries = generate(self.span, seed=opts.seed, per_type=opts.queries_per_type)
-        systems = [s for s in SYSTEMS if s in servers]
+        systems = [s for s in SYSTEMS if s in servers and self.kinds[s].dialect]
+        if not systems:
+            return
         check_task = progress.add_task("check answers", total=len(queries))
         for q in queries:
             self._check(q, systems, servers, res)
             progress.advance(check_task)
         time_task = progress.add_task("time queries", total=opts.reps * len(queries))
-        # Servers, and this process, where DuckDB runs.
-        pids = [os.getpid(), *(p for s in servers.values() if (p := getattr(s, "pid", None)))]
+        # Servers, and this process, where DuckDB and chDB run.
+        pids = [os.getpid(), *(p for s in servers.values() for p in s.pids)]
         for q, order in schedule(queries, systems, opts.reps, opts.queries_per_type):
             for s in order:
                 server = servers[s]
+                text = self._text(s, q)
                 before = server.query_time() if isinstance(server, GnomonServer) else None
                 time.sleep(PAUSE_S)
                 wait_quiet(pids)
-                t0 = time.perf_counter()
-                server.query(_text(s, q))
-                ms = (time.perf_counter() - t0) * 1000
+                ms = _timed_ms(server, text)
                 res.latencies.setdefault(q.name, {}).setdefault(s, []).append(ms)
                 if isinstance(server, GnomonServer) and before is not None:
                     own = server.seconds_since(before) * 1000
                     res.gnomon_server_ms.setdefault(q.name, []).append(own)
+                warm = res.warm_latencies.setdefault(q.name, {}).setdefault(s, [])
+                warm += [_timed_ms(server, text) for _ in range(WARM_RUNS)]
             progress.advance(time_task)
         gnomon = servers.get("gnomon")
         if isinstance(gnomon, GnomonServer):
@@ -367,20 +325,25 @@ class Bench:
                 if k.startswith(("gnomon_table_ssts", "gnomon_decoded_cache", "gnomon_memtable"))
             }
 
+    def _text(self, system: str, q: Query) -> str:
+        dialect = self.kinds[system].dialect
+        assert dialect is not None, f"{system} answers no queries"
+        return q.text(dialect)
+
     def _check(
         self, q: Query, systems: list[str], servers: dict[str, System], res: Results
     ) -> None:
-        answers = {s: servers[s].query(_text(s, q)) for s in systems}
-        sql_systems = [s for s in systems if s != "influxdb"]
-        reference = sql_systems[0] if sql_systems else None
-        normal = {s: check.normalise_sql(answers[s]) for s in sql_systems}
-        if "influxdb" in answers:
-            like = normal[reference] if reference else None
-            if like is None:
-                return
-            normal["influxdb"] = check.normalise_influx(answers["influxdb"], like)
-        if reference is None:
+        """Every system's answer to ``q`` compared with the first SQL system's (InfluxQL's
+        answers are shaped like it first)."""
+        answers = {s: servers[s].query(self._text(s, q)) for s in systems}
+        influx = [s for s in systems if self.kinds[s].dialect == "influxql"]
+        sql_systems = [s for s in systems if s not in influx]
+        if not sql_systems:
             return
+        reference = sql_systems[0]
+        normal = {s: check.normalise_sql(answers[s]) for s in sql_systems}
+        for s in influx:
+            normal[s] = check.normalise_influx(answers[s], normal[reference])
         checked = res.checked.setdefault(q.name, [reference])
         for s in systems:
             if s == reference:
@@ -392,9 +355,16 @@ class Bench:
                 res.mismatches.setdefault(q.name, []).append(f"{s}: {problem}")
                 self.console.print(
                     Panel(
-                        f"[bold]{q.name}[/bold]\n{reference}: {_text(reference, q)}\n"
-                        f"{s}: {_text(s, q)}\n\n{problem}",
+                        f"[bold]{q.name}[/bold]\n{reference}: {self._text(reference, q)}\n"
+                        f"{s}: {self._text(s, q)}\n\n{problem}",
                         title=f"[red]RESULT MISMATCH: {reference} vs {s}[/red]",
                         border_style="red",
                     )
                 )
+
+
+def _timed_ms(system: System, text: str) -> float:
+    """The client's wall time of one query, decoding the answer included."""
+    t0 = time.perf_counter()
+    system.query(text)
+    return (time.perf_counter() - t0) * 1000

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from bench import small_writes
-from bench.tsbs.influx import InfluxUnavailable, influxd_path
+from bench.tsbs.influx import influxd_path
+from bench.tsbs.system import SystemUnavailable
 
 
 def test_gnomon_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -30,7 +31,7 @@ def test_gnomon_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 def test_beside_influxdb(tmp_path: Path) -> None:
     try:
         influxd_path()
-    except InfluxUnavailable as e:
+    except SystemUnavailable as e:
         pytest.skip(f"InfluxDB cannot be installed here: {e}")
     doc = small_writes.run([2], 4, tmp_path, ["gnomon", "influxdb"])
     assert doc["rows_stored"] == {"gnomon": 6, "influxdb": 6}

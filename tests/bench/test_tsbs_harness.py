@@ -1,6 +1,7 @@
 """The TSBS harness at tiny scale: request bodies decode to the data they were built from,
-answers are normalised and compared across systems, and a whole run (real servers) produces
-the report's JSON with every query cross-checked."""
+answers are normalised and compared across systems, and a whole run (real servers, every
+system installable here) produces the report's JSON with every query cross-checked, after an
+idle pause and back to back."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ import pytest
 from rich.console import Console
 
 from bench.tsbs import check, report
+from bench.tsbs.clickhouse import Chdb
 from bench.tsbs.cpu_only import FIELDS, TAGS, cpu_only_batches
-from bench.tsbs.influx import InfluxUnavailable, influxd_path, result_table
+from bench.tsbs.influx import result_table
 from bench.tsbs.payloads import horaedb_request, line_protocol
 from bench.tsbs.queries import QUERY_TYPES, Span, generate
-from bench.tsbs.runner import SYSTEMS, Bench, Options, schedule
+from bench.tsbs.runner import WARM_RUNS, Bench, Options, schedule
+from bench.tsbs.systems import NAMES, available, kinds
 from gnomon.proto import storage_pb2
 from node.ingest import line_protocol as lp_parser
 from node.ingest.horaedb import decode_table_request
@@ -138,14 +141,18 @@ def _run(tmp_path: Path, systems: tuple[str, ...], query_api: str = "http") -> d
     assert doc["mismatches"] == {}
     assert set(doc["ingest_rows_per_s"]) == set(systems)
     assert all(v > 0 for v in doc["ingest_rows_per_s"].values())
-    assert list(doc["queries"]) == list(QUERY_TYPES)
+    assert doc["stored_rows"] == dict.fromkeys(systems, doc["config"]["rows"])
+    queried = {s for s in systems if kinds()[s].dialect}
+    assert list(doc["queries"]) == list(doc["queries_warm"]) == list(QUERY_TYPES)
     for q, per in doc["queries"].items():
-        assert set(per) == set(systems), q
-        assert sorted(doc["checked"][q]) == sorted(systems), q
+        assert set(per) == set(doc["queries_warm"][q]) == queried, q
+        assert sorted(doc["checked"][q]) == sorted(queried), q
         latencies = doc["query_latencies_ms"][q]
-        for s in systems:
+        warm = doc["query_latencies_warm_ms"][q]
+        for s in queried:
             assert len(latencies[s]) == opts.reps * opts.queries_per_type, (q, s)
             assert min(latencies[s]) <= per[s] <= max(latencies[s]), (q, s)
+            assert len(warm[s]) == len(latencies[s]) * WARM_RUNS, (q, s)
         # gnomon's own time for each timed query, as its metrics measured it (not compared
         # with the client's: over HTTP the server stops its clock after writing the answer,
         # which a busy machine may delay past the client's end).
@@ -167,14 +174,32 @@ def test_whole_run_gnomon_and_duckdb(tmp_path: Path, query_api: str) -> None:
     assert doc["ingest_rows_per_s_by_loader"]["gnomon-line-protocol"] > 0
 
 
-def test_whole_run_with_influxdb(tmp_path: Path) -> None:
-    try:
-        influxd_path()
-    except InfluxUnavailable as e:
-        pytest.skip(f"InfluxDB cannot be installed here: {e}")
-    doc = _run(tmp_path, ("gnomon", "influxdb", "duckdb"))
+def test_whole_run_every_system(tmp_path: Path) -> None:
+    # The Python ones are development dependencies; InfluxDB and VictoriaMetrics come from
+    # apt-get, which needs root.
+    names, reasons = available()
+    assert {"gnomon", "duckdb", "duckdb-parquet", "chdb"} <= set(names), reasons
+    if reasons:
+        pytest.skip(f"not installable here: {reasons}")
+    doc = _run(tmp_path, NAMES)
     assert doc["peak_rss_bytes"]["influxdb"] > 0
+    assert doc["peak_rss_bytes"]["victoriametrics"] > 0
     assert "ingest vs influxdb" in doc["targets"]
+
+
+def test_chdb_answers_time_buckets_as_timestamps(tmp_path: Path) -> None:
+    # ClickHouse writes a DateTime as uint32 seconds in Arrow; the client reads it back.
+    from chdb.session import Session
+
+    chdb = Chdb(Session(str(tmp_path / "chdb")))
+    try:
+        got = chdb.query(
+            "SELECT toStartOfHour(toDateTime64('2016-01-01 01:02:03', 3, 'UTC')) AS hour"
+        )
+    finally:
+        chdb.stop()
+    assert got.column("hour").type == pa.timestamp("s", tz="UTC")
+    assert got.column("hour").cast(pa.int64()).to_pylist() == [1_451_610_000]
 
 
 def test_gnomon_cli_has_the_bench_command() -> None:
@@ -191,9 +216,10 @@ def test_gnomon_cli_has_the_bench_command() -> None:
 def test_timed_runs_put_each_system_after_each_other_equally_often() -> None:
     per_type, reps = Options().queries_per_type, Options().reps
     queries = generate(Span(hosts=10, start_ms=0, duration_ms=86_400_000), per_type=per_type)
-    runs = schedule(queries, SYSTEMS, reps, per_type)
+    systems = ("gnomon", "influxdb", "duckdb")
+    runs = schedule(queries, systems, reps, per_type)
     assert [q for q, _ in runs] == [*queries] * reps
-    assert all(sorted(order) == sorted(SYSTEMS) for _, order in runs)
+    assert all(sorted(order) == sorted(systems) for _, order in runs)
     after: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
     sequence = [(q.name, s) for q, order in runs for s in order]
     for (_, previous), (name, system) in itertools.pairwise(sequence):
@@ -201,6 +227,22 @@ def test_timed_runs_put_each_system_after_each_other_equally_often() -> None:
         after[(name, system)][previous] += 1
     first_type = queries[0].name
     for (name, system), counts in after.items():
-        others = {s: 3 for s in SYSTEMS if s != system}
+        others = {s: 3 for s in systems if s != system}
         if name != first_type:
             assert counts == others, (name, system)
+
+
+def test_timed_runs_of_five_systems_spread_places_and_predecessors() -> None:
+    # Five systems have 10 orders in a balanced design, more than a type's six instances:
+    # the run as a whole goes through them, never running a system twice in a row.
+    per_type, reps = Options().queries_per_type, Options().reps
+    queries = generate(Span(hosts=10, start_ms=0, duration_ms=86_400_000), per_type=per_type)
+    systems = tuple(n for n in NAMES if kinds()[n].dialect)
+    assert len(systems) == 5
+    runs = schedule(queries, systems, reps, per_type)
+    sequence = [s for _, order in runs for s in order]
+    assert all(a != b for a, b in itertools.pairwise(sequence))
+    places = Counter((s, i) for _, order in runs for i, s in enumerate(order))
+    assert len(places) == 25 and max(places.values()) - min(places.values()) <= 2
+    pairs = Counter(itertools.pairwise(sequence))
+    assert len(pairs) == 20 and max(pairs.values()) <= 2 * min(pairs.values())
