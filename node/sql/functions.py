@@ -1,5 +1,5 @@
 """SQL functions gnomon adds to DataFusion's own (which already has date_bin and
-approx_distinct)."""
+approx_distinct): HoraeDB's time_bucket and thetasketch_distinct (of numbers)."""
 
 from __future__ import annotations
 
@@ -85,6 +85,28 @@ def bucket_name(arguments: int) -> str:
     return "time_bucket" if arguments <= 2 else f"time_bucket_{arguments}"
 
 
+class DistinctCount(datafusion.Accumulator):
+    """HoraeDB's thetasketch_distinct: the number of distinct non-null values. HoraeDB
+    estimates it with a theta sketch, exact up to its 4096 entries; this count is exact at
+    any size (the values of one group are held while it is aggregated)."""
+
+    def __init__(self) -> None:
+        self._values: set[Any] = set()
+
+    def update(self, *values: pa.Array[Any]) -> None:
+        self._values.update(values[0].drop_null().to_pylist())
+
+    def merge(self, states: list[pa.Array[Any]]) -> None:
+        for held in states[0].to_pylist():
+            self._values.update(held or ())
+
+    def state(self) -> list[pa.Scalar[Any]]:
+        return [pa.scalar(list(self._values), pa.list_(pa.float64()))]
+
+    def evaluate(self) -> pa.Scalar[Any]:
+        return pa.scalar(len(self._values), pa.uint64())
+
+
 def register(ctx: datafusion.SessionContext, errors: list[GnomonError] | None = None) -> None:
     """Add gnomon's functions to ``ctx``. Errors they raise are also appended to ``errors``:
     DataFusion would hand them back flattened into text, Python traceback included."""
@@ -110,3 +132,13 @@ def register(ctx: datafusion.SessionContext, errors: list[GnomonError] | None = 
                 name=bucket_name(arguments),
             )
         )
+    ctx.register_udaf(
+        datafusion.udaf(
+            DistinctCount,
+            [pa.float64()],
+            pa.uint64(),
+            [pa.list_(pa.float64())],
+            "immutable",
+            name="thetasketch_distinct",
+        )
+    )

@@ -315,3 +315,10 @@ SELECT time_bucket(t, 'P1M1D') FROM tb;
 
 SELECT time_bucket(t, 'PT1H', '', 'Mars/Base') FROM tb;
 -- expect error InvalidArgument: invalid time zone 'Mars/Base'
+
+-- thetasketch_distinct: HoraeDB's distinct count of numbers (its sketch is exact up to
+-- 4096 values; gnomon's count is exact at any size), as an unsigned integer.
+SELECT thetasketch_distinct(v) AS n, thetasketch_distinct(v * 0) AS zero FROM tb;
+-- expect
+n | zero
+2 | 1
