@@ -123,7 +123,7 @@ class Owners:
 
 
 @dataclass
-class _Part:
+class SentPart:
     """One part of a split request: where it goes and the tables it holds."""
 
     where: str
@@ -164,17 +164,19 @@ class ForwardingIngestor:
             (routes[t.table], t.table, rows_wire.encode(t)) for t in tables if t.table in routes
         ]
         parts = [
-            _Part(route.endpoint, [table], owners.submit(self._sender(owners, route, table, data)))
+            SentPart(
+                route.endpoint, [table], owners.submit(self._sender(owners, route, table, data))
+            )
             for route, table, data in sends
         ]
         if local:
             done: futures.Future[int] = futures.Future()
-            parts.append(_Part(_HERE, [t.table for t in local], done))
+            parts.append(SentPart(_HERE, [t.table for t in local], done))
             try:
                 done.set_result(self._local(owners, local, again=again))
             except Exception as e:
                 done.set_exception(e)
-        return _outcome(parts)
+        return outcome(parts)
 
     def _local(self, owners: Owners, tables: list[TableRows], *, again: bool) -> int:
         try:
@@ -205,7 +207,7 @@ class ForwardingIngestor:
         return send
 
 
-def _outcome(parts: list[_Part]) -> int:
+def outcome(parts: list[SentPart]) -> int:
     """The rows the parts wrote, or an error naming every part that failed, and whether
     others were stored."""
     written = 0

@@ -106,6 +106,11 @@ class Catalog:
         store.create(_COUNTERS, if_not_exists=True)
         store.create(_SCHEMAS, if_not_exists=True)
 
+    @property
+    def store(self) -> StructuredStore:
+        """The store the catalog is kept in (definitions kept beside it use it too)."""
+        return self._store
+
     def create(
         self, name: str, schema: Schema, options: TableOptions, *, table_id: int | None = None
     ) -> TableInfo:

@@ -104,7 +104,8 @@ def _literal(v: Any) -> str:
     return "'" + str(v).replace("'", "''") + "'"
 
 
-def show_create(info: TableInfo) -> str:
+def show_create(info: TableInfo, partition: str | None = None) -> str:
+    """``info`` as CREATE TABLE; ``partition`` is a partition table's PARTITION BY clause."""
     schema = info.schema
     parts: list[str] = []
     for c in schema.columns:
@@ -123,7 +124,11 @@ def show_create(info: TableInfo) -> str:
         parts.append(f"PRIMARY KEY({', '.join(quote(k) for k in schema.primary_key)})")
     parts.append(f"TIMESTAMP KEY({quote(schema.timestamp_key)})")
     opts = ", ".join(f"{k}='{v}'" for k, v in info.options.to_strings().items())
-    return f"CREATE TABLE {quote(info.name)} ({', '.join(parts)}) ENGINE=Analytic WITH ({opts})"
+    clause = "" if partition is None else f" {partition}"
+    return (
+        f"CREATE TABLE {quote(info.name)} ({', '.join(parts)}){clause} ENGINE=Analytic "
+        f"WITH ({opts})"
+    )
 
 
 def describe(info: TableInfo) -> pa.Table:

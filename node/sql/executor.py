@@ -22,7 +22,15 @@ from gnomon.errors import GnomonError, InvalidArgument, NotOwner, UnknownTable
 from node.engine.engine import Engine
 from node.engine.options import UpdateMode
 from node.engine.schema import TSID, ColumnType
-from node.sql import ddl, direct, functions, rewrite
+from node.partition import query as partition_query
+from node.partition.tables import (
+    PartitionedCatalog,
+    Partitions,
+    PartitionTable,
+    PartMoved,
+    standalone_partitions,
+)
+from node.sql import ddl, direct, functions, prescan, rewrite
 from node.sql.analysis import Analyses, Analysis, parse_timestamp, timestamp_ms
 from node.sql.ast import (
     AlterAddColumns,
@@ -147,9 +155,10 @@ class _Mode:
 class _QueryContext:
     """The tables one query reads, registered on a fresh DataFusion session."""
 
-    def __init__(self, tables: SqlTables, mode: _Mode) -> None:
+    def __init__(self, tables: SqlTables, mode: _Mode, partitions: Partitions) -> None:
         self.tables = tables
         self.mode = mode
+        self.partitions = partitions
         self._ctx: datafusion.SessionContext | None = None
         self.scans: list[ScanRecord] = []
         self.errors: list[GnomonError] = []
@@ -194,6 +203,22 @@ class _QueryContext:
         self._registered.add(name)
         if name != table:
             self.names[name] = table
+        partition = self.partitions.find(table)
+        if partition is not None:
+            if version is not None or timestamp_ms is not None:
+                raise InvalidArgument(
+                    f"table {table!r} is a partition table: VERSION / TIMESTAMP AS OF is not "
+                    "supported on partition tables yet"
+                )
+            keep = None if prescan is None else partition.spec.rule.prune(prescan.bounds)
+            self._register_dataset(
+                name,
+                table,
+                partition_query.PartitionDataset(
+                    partition, partition.parts(keep), scans=self.scans, errors=self.errors
+                ),
+            )
+            return
         if (
             prescan is not None
             and self.mode.in_memory
@@ -263,12 +288,28 @@ class _QueryContext:
 
 class SqlExecutor:
     """Runs statements on ``tables`` (an engine is taken as :class:`~node.tables.LocalTables`);
-    tables not served here are looked up in ``remote``."""
+    tables not served here are looked up in ``remote``; partition tables are those of
+    ``partitions`` (by default kept beside a standalone engine's catalog, every sub-table
+    local)."""
 
-    def __init__(self, tables: SqlTables | Engine, remote: RemoteTables | None = None) -> None:
+    def __init__(
+        self,
+        tables: SqlTables | Engine,
+        remote: RemoteTables | None = None,
+        partitions: Partitions | None = None,
+    ) -> None:
         self.tables: SqlTables = local(tables)
         self.remote = remote or NoRemoteTables()
+        self.partitions = partitions or standalone_partitions(self.tables)
+        self.partitions.bind(self._answer_here)
+        #: The tables as statements name them: partition tables are tables of their own.
+        self.catalog = PartitionedCatalog(self.tables, self.partitions)
         self._analyses = Analyses()
+
+    def _answer_here(self, sql: str) -> pa.Table:
+        """The answer of ``sql``, a query of tables served here (a sub-table's share of a
+        partition table's query); NotOwner for a table served elsewhere."""
+        return self.execute(sql).table()
 
     def execute(self, sql: str) -> QueryResult:
         remote: Remote = {}
@@ -292,7 +333,7 @@ class SqlExecutor:
                 f"table {name!r} is served by {remote[name].owner}", owner=remote[name].owner
             )
         try:
-            self.tables.describe(name)
+            self.catalog.describe(name)
             return remote
         except NotOwner as elsewhere:
             local = set(self.tables.list_tables())
@@ -308,7 +349,7 @@ class SqlExecutor:
     def _execute(self, sql: str, remote: Remote) -> QueryResult:
         # A query of a shape seen before runs on the analysis kept for it, untokenized.
         text = statement_text(sql)
-        kept = self._analyses.bound(text, self.tables)
+        kept = self._analyses.bound(text, self.catalog)
         if kept is not None:
             analysis, tokens = kept
             return self._query(text, tokens, analysis, remote)
@@ -328,32 +369,44 @@ class SqlExecutor:
                 return self._delete(table, where)
             case CreateTable():
                 schema, options = ddl.schema_of(stmt)
-                self.tables.create_table(
-                    stmt.name, schema, options, if_not_exists=stmt.if_not_exists
-                )
+                if stmt.partition_by is not None and stmt.partitions is not None:
+                    self.partitions.create(
+                        stmt.name,
+                        schema,
+                        options,
+                        [resolve(k, schema.names) for k in stmt.partition_by],
+                        stmt.partitions,
+                        if_not_exists=stmt.if_not_exists,
+                    )
+                else:
+                    self.catalog.create_table(
+                        stmt.name, schema, options, if_not_exists=stmt.if_not_exists
+                    )
                 return QueryResult.affected(0)
             case DropTable(name, if_exists):
-                self.tables.drop_table(name, if_exists=if_exists)
+                self.catalog.drop_table(name, if_exists=if_exists)
                 return QueryResult.affected(0)
             case AlterAddColumns(table, columns):
-                self.tables.alter_table(table, add_columns=[ddl.to_column(c) for c in columns])
+                self.catalog.alter_table(table, add_columns=[ddl.to_column(c) for c in columns])
                 return QueryResult.affected(0)
             case AlterModifySetting(table, options):
-                self.tables.alter_table(table, options=options)
+                self.catalog.alter_table(table, options=options)
                 return QueryResult.affected(0)
             case ShowTables(like):
-                names = self.tables.list_tables()
+                names = self.catalog.shown_tables()
                 if like is not None:
                     rx = _like_regex(like)
                     names = [n for n in names if rx.match(n)]
                 return QueryResult.rows(pa.table({"Tables": pa.array(names, pa.string())}))
             case ShowCreateTable(name):
-                info = self.tables.describe(name)
+                info = self.catalog.describe(name)
+                partition = self.partitions.find(name)
+                clause = None if partition is None else partition.spec.clause()
                 return QueryResult.rows(
-                    pa.table({"Table": [name], "Create Table": [ddl.show_create(info)]})
+                    pa.table({"Table": [name], "Create Table": [ddl.show_create(info, clause)]})
                 )
             case Describe(name):
-                return QueryResult.rows(ddl.describe(self.tables.describe(name)))
+                return QueryResult.rows(ddl.describe(self.catalog.describe(name)))
         raise InvalidArgument(f"unsupported statement {type(stmt).__name__}")
 
     def _resolved(self, stmt: Statement) -> Statement:
@@ -362,10 +415,10 @@ class SqlExecutor:
         if isinstance(stmt, CreateTable | Query | Explain | ShowTables):
             return stmt
         if isinstance(stmt, DropTable | ShowCreateTable | Describe):
-            return replace(stmt, name=resolve(stmt.name, self.tables.list_tables()))
-        table = resolve(stmt.table, self.tables.list_tables())
+            return replace(stmt, name=resolve(stmt.name, self.catalog.list_tables()))
+        table = resolve(stmt.table, self.catalog.list_tables())
         if isinstance(stmt, Insert) and stmt.columns is not None:
-            names = self.tables.describe(table).schema.names
+            names = self.catalog.describe(table).schema.names
             return replace(stmt, table=table, columns=[resolve(c, names) for c in stmt.columns])
         return replace(stmt, table=table)
 
@@ -380,7 +433,7 @@ class SqlExecutor:
         reading no table but one tells the engine the columns it may read and the bounds
         of its WHERE clause (:mod:`node.sql.prescan`); in ``in_memory`` mode a small such
         scan is read up front, once for all the query's uses of the table."""
-        qc = _QueryContext(self.tables, mode)
+        qc = _QueryContext(self.tables, mode, self.partitions)
         for name, table in remote.items():
             qc.register_remote(name, table)
         for t in analysis.travel:
@@ -447,7 +500,7 @@ class SqlExecutor:
             flat = rewrite.in_lists(sql, tokens)
             if flat is not None:
                 sql, tokens = flat, tokenize(flat)
-            analysis = self._analyses.of(sql, tokens, self.tables)
+            analysis = self._analyses.of(sql, tokens, self.catalog)
             positioned = tokens
         else:
             positioned = ()  # the bound tokens' positions are the kept analysis's
@@ -483,10 +536,51 @@ class SqlExecutor:
         analysis: Analysis | None = None,
         remote: Remote | None = None,
     ) -> QueryResult:
+        """The answer of a query; one reading partition tables whose sub-table moved meanwhile
+        runs once more where it is now."""
+        try:
+            return self._query_once(sql, tokens, analysis, remote)
+        except PartMoved as e:
+            self.partitions.parts.moved(e.cause)
+        return self._query_once(sql, tokens, analysis, remote)
+
+    def _query_once(
+        self,
+        sql: str,
+        tokens: Sequence[Token],
+        analysis: Analysis | None,
+        remote: Remote | None,
+    ) -> QueryResult:
+        pushed = self._pushed_down(sql)
+        if pushed is not None:
+            return pushed
         qc, table = self._run(sql, tokens=tokens, analysis=analysis, remote=remote)
         result = QueryResult.rows(table)
         result.scans = qc.scans
         return result
+
+    def _pushed_down(self, sql: str) -> QueryResult | None:
+        """The answer of a query reading one partition table alone, once, in a shape that
+        splits into queries of its sub-tables run where they are served
+        (:func:`node.partition.query.plan`); None for any other query."""
+        names = self.partitions.names()
+        lowered = sql.lower()
+        if not any(n.lower() in lowered for n in names):
+            return None
+        tokens = tokenize(sql)
+        known = set(names)
+        # Columns qualified by the table's name (``cpu.host``) are no further reads of it.
+        mentioned = [
+            n
+            for i, t in enumerate(tokens)
+            if (n := t.identifier) in known and tokens[i + 1].text != "."
+        ]
+        if len(set(mentioned)) != 1:
+            return None
+        table = self.partitions.find(mentioned[0])
+        if table is None:
+            return None
+        return _pushed(table, sql, tokens, len(mentioned))
 
     def _explain(self, query: str, analyze: bool, remote: Remote) -> QueryResult:
         prefix = "EXPLAIN ANALYZE " if analyze else "EXPLAIN "
@@ -522,7 +616,7 @@ class SqlExecutor:
     # -- writes ----------------------------------------------------------------------------------
 
     def _insert(self, stmt: Insert) -> QueryResult:
-        schema = self.tables.describe(stmt.table).schema
+        schema = self.catalog.describe(stmt.table).schema
         columns = stmt.columns or [c for c in schema.names if not (c == TSID and schema.has_tsid)]
         if stmt.columns is None and any(len(r) != len(columns) for r in stmt.rows):
             raise InvalidArgument(
@@ -535,10 +629,18 @@ class SqlExecutor:
         for j, name in enumerate(columns):
             col = schema.column(name)
             arrays.append(_column_array(name, col.type, [r[j] for r in stmt.rows]))
-        written = self.tables.write(stmt.table, pa.table(dict(zip(columns, arrays, strict=True))))
-        return QueryResult.affected(written)
+        rows = pa.table(dict(zip(columns, arrays, strict=True)))
+        partition = self.partitions.find(stmt.table)
+        if partition is not None:
+            return QueryResult.affected(partition.write(rows))
+        return QueryResult.affected(self.tables.write(stmt.table, rows))
 
     def _delete(self, table: str, where: str | None) -> QueryResult:
+        if self.partitions.find(table) is not None:
+            raise InvalidArgument(
+                f"table {table!r} is a partition table: DELETE is not supported on partition "
+                "tables yet"
+            )
         schema = self.tables.describe(table).schema
         keys = [k for k in schema.primary_key if not (k == TSID and schema.has_tsid)]
         if schema.has_tsid:
@@ -571,6 +673,23 @@ class SqlExecutor:
                 f"{sharing} rows sharing its keys ({', '.join(keys)}); a deletion removes every "
                 f"row of a key, so narrow the WHERE to whole keys; nothing was deleted"
             )
+
+
+def _pushed(
+    table: PartitionTable, sql: str, tokens: Sequence[Token], mentions: int
+) -> QueryResult | None:
+    schema = table.spec.schema
+    shape = prescan.shape(tokens, table.name, schema, mentions=mentions)
+    if not shape.single:
+        return None
+    push = partition_query.plan(sql, tokens, table.name, schema.names)
+    if push is None:
+        return None
+    parts = table.parts(table.spec.rule.prune(shape.bind(tokens).bounds))
+    scans: list[ScanRecord] = []
+    result = QueryResult.rows(partition_query.run(push, table, parts, scans))
+    result.scans = scans
+    return result
 
 
 def _dq(name: str) -> str:

@@ -1,0 +1,1 @@
+"""Partition tables: a logical table over sub-tables placed by the deployment (see tables.py)."""

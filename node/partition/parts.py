@@ -1,0 +1,99 @@
+"""The sub-tables of partition tables where they are served: this node's (:class:`LocalPart`)
+or another node's (``node.cluster.partitions.RemotePart``, over its Arrow Flight endpoint).
+One interface for both, so reads, partial queries and writes of a partition table do not
+care where each sub-table lives; the placement decides that (a standalone server serves them
+all, :class:`LocalParts`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import pyarrow as pa
+
+from gnomon.errors import InvalidArgument, NotOwner
+from node.tables import TableReader, TableWriter
+
+#: Runs a query on this node over tables it serves (the SQL executor's own answer).
+RunSql = Callable[[str], pa.Table]
+
+
+class Part(Protocol):
+    """One sub-table, where it is served."""
+
+    @property
+    def table(self) -> str: ...
+
+    @property
+    def owner(self) -> str:
+        """The node serving it (its gRPC endpoint); "" for this node."""
+
+    def reader(self) -> TableReader:
+        """Reads it (projection and predicate applied where it is served)."""
+
+    def query(self, sql: str) -> pa.Table:
+        """The answer of ``sql``, a query over this sub-table alone, run where it is served."""
+
+    def write(self, data: pa.Table) -> int:
+        """Write ``data`` to it; the rows written."""
+
+
+class PartLocator(Protocol):
+    def locate(self, tables: Sequence[str]) -> list[Part]:
+        """Where each of ``tables`` (sub-tables) is served now, in their order."""
+
+    def moved(self, error: NotOwner) -> None:
+        """A sub-table was not where it was looked for: forget what pointed there."""
+
+    def bind(self, run: RunSql) -> None:
+        """Queries of sub-tables served here run with ``run``."""
+
+
+class LocalPart:
+    def __init__(self, table: str, tables: TableReader, writer: TableWriter, run: RunSql) -> None:
+        self._table = table
+        self._tables = tables
+        self._writer = writer
+        self._run = run
+
+    @property
+    def table(self) -> str:
+        return self._table
+
+    @property
+    def owner(self) -> str:
+        return ""
+
+    def reader(self) -> TableReader:
+        return self._tables
+
+    def query(self, sql: str) -> pa.Table:
+        return self._run(sql)
+
+    def write(self, data: pa.Table) -> int:
+        return self._writer.write(self._table, data)
+
+
+def _unbound(sql: str) -> pa.Table:
+    raise InvalidArgument("no SQL executor serves the sub-tables of this node")
+
+
+class LocalParts:
+    """Every sub-table served here (a standalone server)."""
+
+    def __init__(self, tables: TableReader, writer: TableWriter) -> None:
+        self._tables = tables
+        self._writer = writer
+        self._run: RunSql = _unbound
+
+    def bind(self, run: RunSql) -> None:
+        self._run = run
+
+    def local(self, table: str) -> LocalPart:
+        return LocalPart(table, self._tables, self._writer, lambda sql: self._run(sql))
+
+    def locate(self, tables: Sequence[str]) -> list[Part]:
+        return [self.local(t) for t in tables]
+
+    def moved(self, error: NotOwner) -> None:
+        return None
