@@ -48,3 +48,7 @@ class Lru(Generic[K, V]):
     def pop(self, key: K) -> None:
         with self._lock:
             self._items.pop(key, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()

@@ -203,6 +203,10 @@ class DecodedChunks:
 
     def close(self) -> None:
         """Drop every chunk (the engine closed)."""
+        self.clear()
+
+    def clear(self) -> None:
+        """Drop every chunk."""
         with self._lock:
             self._items.clear()
             self._arrays.clear()

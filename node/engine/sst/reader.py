@@ -199,6 +199,17 @@ class SstFiles:
             (key, column), lambda k: column_ranges(self.footer(k[0]), k[1])
         )
 
+    def drop_caches(self) -> None:
+        """Drop what memory holds of every file: paths, footers and what was derived from
+        them, tombstones, decoded chunks (local copies of remote objects stay on disk, as
+        the OS page cache stays). Benchmarks measure reads that start cold this way."""
+        for cache in (
+            self._paths, self._footers, self._tombstones, self._columns, self._guarantees,
+            self._series, self._ranges,
+        ):  # fmt: skip
+            cache.clear()
+        self.decoded.clear()
+
     def forget(self, key: str) -> None:
         for cache in (self._paths, self._footers, self._tombstones, self._columns):
             cache.pop(key)
