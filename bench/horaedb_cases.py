@@ -168,7 +168,7 @@ def _cell(typ: pa.DataType, v: Any) -> str:
     return f"String({_rust_string(str(v))})"
 
 
-def _values(column: pa.ChunkedArray) -> tuple[pa.DataType, list[Any]]:
+def _values(column: pa.ChunkedArray[Any]) -> tuple[pa.DataType, list[Any]]:
     """A column's type and values, timestamps as integer milliseconds (the SDK's)."""
     typ = column.type
     if pa.types.is_dictionary(typ):
@@ -253,6 +253,42 @@ def agree(ours: str, theirs: str) -> bool:
     return ours == theirs
 
 
+#: Why an answer differs, when it is for a reason gnomon keeps (docs/compatibility.md):
+#: checked in this order on each disagreement.
+KINDS = ("plan text", "column names", "tsid values", "other")
+
+
+def kind_of(statement: str, ours: str, theirs: str) -> str:
+    """Which of :data:`KINDS` a disagreement is: an EXPLAIN's plan (each engine's own);
+    the same rows under other column names (gnomon names an expression by its text,
+    HoraeDB's DataFusion by its plan); the same rows but for the series ids (each
+    hashes tags its own way)."""
+    if statement.lstrip().upper().startswith("EXPLAIN"):
+        return KINDS[0]
+    ours_rows, theirs_rows = ours.split("\n")[1:], theirs.split("\n")[1:]
+    if ours_rows == theirs_rows and ours_rows and not ours.startswith(ERROR_PREFIX):
+        return KINDS[1]
+    if ours.split("\n")[0] == theirs.split("\n")[0] and _tsid_masked(ours) == _tsid_masked(theirs):
+        return KINDS[2]
+    return KINDS[3]
+
+
+def _tsid_masked(answer: str) -> str:
+    """``answer`` with the values of its tsid column blanked."""
+    lines = answer.split("\n")
+    names = lines[0].split(",")
+    if "tsid" not in names:
+        return answer
+    at = names.index("tsid")
+    masked = [lines[0]]
+    for line in lines[1:]:
+        cells = re.split(r",(?=[A-Z][A-Za-z0-9]*\(|Null,|$)", line)
+        if at < len(cells):
+            cells[at] = "tsid"
+        masked.append(",".join(cells))
+    return "\n".join(masked)
+
+
 @dataclass
 class FileScore:
     path: Path
@@ -295,15 +331,26 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="gnomon-horaedb-cases-") as tmp:
         for root in args.dirs:
             agreed = total = 0
+            kinds: dict[str, int] = {}
             for n, path in enumerate(case_files(root)):
                 score = run_file(path, Path(tmp) / str(n))
                 agreed += score.agreed
                 total += score.total
+                for text, theirs, ours in score.misses:
+                    kind = kind_of(text, ours, theirs)
+                    kinds[kind] = kinds.get(kind, 0) + 1
                 print(f"{path.relative_to(root)}: {score.agreed}/{score.total}")
                 if args.verbose:
                     for text, theirs, ours in score.misses:
-                        print(f"  --- {text}\n  horaedb: {theirs}\n  gnomon:  {ours}")
+                        print(
+                            f"  --- {text}\n  ({kind_of(text, ours, theirs)})\n"
+                            f"  horaedb: {theirs}\n  gnomon:  {ours}"
+                        )
             print(f"{root.name}: {agreed} of {total} statements agree ({agreed / total:.0%})")
+            print(
+                f"{root.name}: disagreements by kind: "
+                + ", ".join(f"{k} {kinds.get(k, 0)}" for k in KINDS)
+            )
     return 0
 
 
