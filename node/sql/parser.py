@@ -101,6 +101,8 @@ class _Parser:
     def ident(self, what: str = "identifier") -> str:
         t = self.tok
         if t.kind is Kind.QUOTED:
+            if not t.text:
+                raise InvalidArgument(f"empty quoted identifier at position {t.pos}")
             self.advance()
             return t.text
         if t.kind is Kind.WORD:

@@ -103,7 +103,7 @@ def test_comments_and_space_are_skipped() -> None:
         ('x "open', 'unterminated " quote starting at position 2'),
         ("x `open", "unterminated ` quote starting at position 2"),
         ('"""open', 'unterminated " quote starting at position 0'),  # "" inside, then open
-        ('x ""', "empty quoted identifier at position 2"),
+        ("x ``", "empty quoted identifier at position 2"),
         ("a \\ b", "unexpected character '\\\\' at position 2"),
     ],
 )

@@ -322,3 +322,15 @@ SELECT thetasketch_distinct(v) AS n, thetasketch_distinct(v * 0) AS zero FROM tb
 -- expect
 n | zero
 2 | 1
+
+-- "" is HoraeDB's empty string where a value stands; never an empty name.
+INSERT INTO dq (name, `Value`, t) VALUES ("", 7.0, 7000);
+-- expect affected 1
+
+SELECT name = "" AS empty FROM dq WHERE t = 7000;
+-- expect
+empty
+true
+
+CREATE TABLE "" (t timestamp NOT NULL, TIMESTAMP KEY(t));
+-- expect error InvalidArgument: empty quoted identifier at position 13
