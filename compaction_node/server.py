@@ -106,7 +106,7 @@ class CompactionNode:
         log.info(
             "gnomon compaction node serving",
             extra={
-                "name": self.name,
+                "node": self.name,
                 "grpc": f"{cfg.bind}:{self.grpc_port}",
                 "http": f"{cfg.bind}:{self.http_port}",
                 "executor": executor.name,

@@ -333,6 +333,13 @@ def compaction_node(config_file: str | None, **flags: object) -> None:
 @click.option("--metas", type=click.IntRange(1, 5), default=1, show_default=True)
 @click.option("--shards", type=click.IntRange(1, 256), default=8, show_default=True)
 @click.option(
+    "--compaction-nodes",
+    type=click.IntRange(0, 10),
+    default=0,
+    show_default=True,
+    help="Compaction nodes; with any, the data nodes offload their merges to them.",
+)
+@click.option(
     "--data-dir", default="data/dev-cluster", show_default=True, help="Everything goes here."
 )
 @click.option(
@@ -341,9 +348,11 @@ def compaction_node(config_file: str | None, **flags: object) -> None:
     default=6000,
     show_default=True,
     help="Meta instance j listens on BASE+j; data node i serves HTTP on BASE+10+i, gRPC on "
-    "BASE+20+i and Flight on BASE+30+i.",
+    "BASE+20+i and Flight on BASE+30+i; compaction node k gRPC on BASE+40+k, HTTP on BASE+50+k.",
 )
-def dev_cluster(nodes: int, metas: int, shards: int, data_dir: str, port_base: int) -> None:
+def dev_cluster(
+    nodes: int, metas: int, shards: int, compaction_nodes: int, data_dir: str, port_base: int
+) -> None:
     """Run a whole cluster on loopback: etcd, a Kafka-protocol broker, an S3 server, meta
     instances and data nodes, each a process (logs under --data-dir/logs). For trying gnomon
     as a cluster: the broker and the S3 server keep data in memory, so each run starts empty.
@@ -354,7 +363,12 @@ def dev_cluster(nodes: int, metas: int, shards: int, data_dir: str, port_base: i
     from gnomon.devcluster.cluster import DevCluster
 
     cluster = DevCluster(
-        Path(data_dir).absolute(), nodes=nodes, metas=metas, shards=shards, port_base=port_base
+        Path(data_dir).absolute(),
+        nodes=nodes,
+        metas=metas,
+        shards=shards,
+        port_base=port_base,
+        compaction_nodes=compaction_nodes,
     )
     try:
         with console.status("starting etcd, the broker, the S3 server, meta and the nodes"):
@@ -387,12 +401,15 @@ def _cluster_summary(cluster: DevCluster) -> str:
     ]
     for n in cluster.node_endpoints:
         lines.append(f"  {n.name}   gRPC {n.grpc}  HTTP {n.http}  Flight {n.flight}")
+    for c in cluster.compaction_endpoints:
+        lines.append(f"  {c.name}   gRPC {c.grpc}  HTTP {c.http}")
     lines += [
         "examples (any node answers; requests go on to the table's owner):",
         f"  gnomon sql --endpoint {first.http}",
         f"  curl -s -X POST http://{first.http}/sql -H 'Content-Type: application/json' "
         """-d '{"query": "SHOW TABLES"}'""",
         f"  gnomon admin shards --meta {cluster.meta}",
+        f"  gnomon admin compaction-nodes --meta {cluster.meta}",
         f"  horaedb-client: Builder('{first.grpc}', Mode.Direct)",
         "  stop: Ctrl-C",
     ]

@@ -158,6 +158,66 @@ def _figures(figures: Mapping[str, float]) -> tuple[str, ...]:
     )
 
 
+@admin.command("compaction-nodes")
+@_META
+def compaction_nodes(meta: str) -> None:
+    """Compaction nodes: liveness, heartbeat age, load and the tasks each runs now."""
+    from compaction_node.client import CompactionClient
+
+    with _client(meta) as client:
+        found = [n for n in client.nodes() if n.kind == pb.COMPACTION]
+    _show(
+        "compaction nodes",
+        ("name", "live", "heartbeat", "load", "running", "queued", "slots", "MiB/s", "cpu"),
+        (
+            (
+                n.name,
+                "yes" if n.live else "no",
+                "-" if n.heartbeat_age_s < 0 else f"{n.heartbeat_age_s:.1f}s ago",
+                f"{n.load:.2f}",
+                *(_count(n.figures, k) for k in ("running", "queued", "slots")),
+                "-"
+                if "bytes_per_s" not in n.figures
+                else f"{n.figures['bytes_per_s'] / 2**20:,.1f}",
+                "-" if "cpu" not in n.figures else f"{n.figures['cpu']:.0%}",
+            )
+            for n in found
+        ),
+    )
+    rows: list[tuple[str, ...]] = []
+    with CompactionClient() as nodes:
+        for n in found:
+            if not n.live:
+                continue
+            try:
+                status = nodes.status(n.name, timeout_s=3.0)
+            except GnomonError as e:
+                rows.append((n.name, "-", "-", "unreachable", "-", "-", "-", e.message))
+                continue
+            rows += [
+                (
+                    n.name,
+                    t.task_id,
+                    str(t.table_id),
+                    t.state,
+                    str(t.inputs),
+                    f"{t.input_bytes / 2**20:,.1f}",
+                    f"{t.seconds:.1f}",
+                    t.requester,
+                )
+                for t in status.tasks
+            ]
+    _show(
+        "tasks",
+        ("node", "task", "table id", "state", "inputs", "input MiB", "seconds", "from"),
+        rows,
+    )
+
+
+def _count(figures: Mapping[str, float], name: str) -> str:
+    return f"{figures[name]:.0f}" if name in figures else "-"
+
+
 @admin.command()
 @_META
 def shards(meta: str) -> None:

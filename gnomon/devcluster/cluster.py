@@ -33,8 +33,10 @@ BUCKET = "gnomon"
 #: A started cluster is ready once no shard changed hands for this long.
 SETTLE_QUIET_S = 2.0
 #: With a port base B: meta instance j listens on B + j, data node i serves HTTP on B + 10 + i,
-#: gRPC on B + 20 + i and Arrow Flight on B + 30 + i (so at most 10 of each).
+#: gRPC on B + 20 + i and Arrow Flight on B + 30 + i; compaction node k serves gRPC on B + 40 + k
+#: and HTTP on B + 50 + k (so at most 10 of each).
 META_PORTS, HTTP_PORTS, GRPC_PORTS, FLIGHT_PORTS = 0, 10, 20, 30
+COMPACTION_GRPC_PORTS, COMPACTION_HTTP_PORTS = 40, 50
 NAMESPACE = "/gnomon"
 
 
@@ -56,6 +58,13 @@ class DevCluster:
     lease_ttl_s: int = 6
     #: Extra environment of the meta processes (tests arm meta's crash hook through it).
     meta_env: dict[str, str] = field(default_factory=dict)
+    #: Compaction nodes; with any, the data nodes offload their merges to them.
+    compaction_nodes: int = 0
+    #: Extra flags of the data nodes and of the compaction nodes, and extra environment of
+    #: the compaction nodes (tests set timeouts, the executor, the answer hold).
+    node_flags: tuple[str, ...] = ()
+    compaction_flags: tuple[str, ...] = ()
+    compaction_env: dict[str, str] = field(default_factory=dict)
     #: Fixed ports from this base (see META_PORTS); None picks free ones.
     port_base: int | None = None
     etcd: EtcdServer | None = None
@@ -63,6 +72,7 @@ class DevCluster:
     s3_endpoint: str = ""
     meta_endpoints: list[str] = field(default_factory=list)
     node_endpoints: list[NodeEndpoints] = field(default_factory=list)
+    compaction_endpoints: list[NodeEndpoints] = field(default_factory=list)
     processes: dict[str, Server] = field(default_factory=dict)
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
@@ -84,7 +94,8 @@ class DevCluster:
         """Start everything, empty (stopping what started if a part fails). What an earlier
         run left under the root is removed first: its WAL and SSTs lived in the memory of
         that run's broker and S3 server, so its catalog would name data that is gone."""
-        for leftover in ("etcd", *(f"node-{i}" for i in range(10))):
+        nodes = (f"{kind}-{i}" for kind in ("node", "compaction") for i in range(10))
+        for leftover in ("etcd", *nodes):
             shutil.rmtree(self.root / leftover, ignore_errors=True)
         (self.root / "logs").mkdir(parents=True, exist_ok=True)
         try:
@@ -94,6 +105,9 @@ class DevCluster:
             for i in range(self.nodes):
                 self.node_endpoints.append(self._endpoints(i))
                 self.start_node(i)
+            for i in range(self.compaction_nodes):
+                self.compaction_endpoints.append(self._compaction_endpoints(i))
+                self.start_compaction_node(i)
             self.wait_ready()
         except BaseException:
             self.stop()
@@ -168,6 +182,8 @@ class DevCluster:
                 f"--s3-endpoint={self.s3_endpoint}",
                 f"--catalog=etcd://{self.etcd.endpoint}{NAMESPACE}/catalog",
                 f"--lease-ttl-s={self.lease_ttl_s}",
+                *(["--compaction-mode=offload"] if self.compaction_nodes else []),
+                *self.node_flags,
             ],
             log=self._log(ep.name),
             env=S3_ENV,
@@ -180,6 +196,52 @@ class DevCluster:
                 f"{ep.name} exited ({server.proc.returncode}): "
                 f"{server.log.read_text()[-2000:]}"
             )
+
+    def _compaction_endpoints(self, index: int) -> NodeEndpoints:
+        grpc = f"127.0.0.1:{self._port(index, COMPACTION_GRPC_PORTS)}"
+        http = f"127.0.0.1:{self._port(index, COMPACTION_HTTP_PORTS)}"
+        return NodeEndpoints(f"compaction-{index}", http, grpc, "")
+
+    def add_compaction_node(self, env: dict[str, str] | None = None) -> int:
+        """Start one more compaction node (with ``env`` beside the usual environment); its
+        index."""
+        index = len(self.compaction_endpoints)
+        self.compaction_endpoints.append(self._compaction_endpoints(index))
+        self.start_compaction_node(index, env)
+        return index
+
+    def start_compaction_node(self, index: int, env: dict[str, str] | None = None) -> None:
+        ep = self.compaction_endpoints[index]
+        self.processes[ep.name] = server = Server(
+            [
+                sys.executable,
+                "-m",
+                "gnomon.cli",
+                "--log-level=INFO",
+                "compaction-node",
+                f"--meta={self.meta}",
+                f"--store=s3://{BUCKET}/sst",
+                f"--s3-endpoint={self.s3_endpoint}",
+                f"--data-dir={self.root / ep.name}",
+                f"--grpc-port={ep.grpc.rsplit(':', 1)[1]}",
+                f"--http-port={ep.http.rsplit(':', 1)[1]}",
+                f"--lease-ttl-s={self.lease_ttl_s}",
+                *self.compaction_flags,
+            ],
+            log=self._log(ep.name),
+            env={**S3_ENV, **self.compaction_env, **(env or {})},
+        )
+        server.wait_for_port(int(ep.grpc.rsplit(":", 1)[1]), timeout_s=90.0)
+        wait_for_port(int(ep.http.rsplit(":", 1)[1]), proc=server.proc, log=server.log)
+
+    def signal_compaction_node(self, index: int, sig: int) -> None:
+        """SIGKILL, SIGSTOP (its heartbeats stop, its lease runs on) or SIGCONT compaction
+        node ``index``; after SIGKILL, wait until it is gone."""
+        name = self.compaction_endpoints[index].name
+        if sig == signal.SIGKILL:
+            self._kill(name, sig)
+        else:
+            self.processes[name].kill(sig)
 
     def wait_ready(self, timeout_s: float = 60.0) -> None:
         """Until every shard has a live leader among the nodes and the meta service has

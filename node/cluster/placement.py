@@ -28,6 +28,9 @@ from node.engine.compaction.offload import CompactionMode, Offload
 from node.engine.engine import Engine
 from node.sql.provider import NoRemoteTables, RemoteTables
 
+#: Compaction workers of a node that offloads its merges (a local one's is the engine's).
+OFFLOAD_COMPACTION_THREADS = 4
+
 
 class Placement(Protocol):
     def open_engine(self, data_dir: str, **config: object) -> Engine:
@@ -112,6 +115,9 @@ class MetaPlacement:
         )
 
     def open_engine(self, data_dir: str, **config: object) -> Engine:
+        if self.offload.mode is CompactionMode.OFFLOAD:
+            # A merge offloaded costs a thread waiting on its answer, not a core.
+            config.setdefault("compaction_threads", OFFLOAD_COMPACTION_THREADS)
         return open_engine(
             data_dir, self.storage, placer=self._placer, offload=self.offload, **config
         )
