@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from gnomon import errors
-from gnomon.flight.ticket import PutSpec, ScanSpec
+from gnomon.flight.ticket import PutSpec, QuerySpec, ScanSpec
 
 
 def _location(endpoint: str) -> str:
@@ -104,6 +104,14 @@ class FlightClient:
             for chunk in reader:
                 if chunk.data is not None:
                     yield chunk.data
+        except flight.FlightError as e:
+            raise gnomon_error(e) from None
+
+    def query(self, sql: str) -> pa.Table:
+        """The answer of ``sql``, a query over tables the node serves."""
+        ticket = flight.Ticket(QuerySpec(sql).to_json())
+        try:
+            return self._client.do_get(ticket, self._options).read_all()
         except flight.FlightError as e:
             raise gnomon_error(e) from None
 

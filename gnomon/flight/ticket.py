@@ -143,6 +143,35 @@ class ScanSpec:
         return parse(cls, raw, "scan request")
 
 
+#: Longest query a :class:`QuerySpec` carries.
+MAX_QUERY_CHARS = 1024**2
+
+
+@dataclass(frozen=True)
+class QuerySpec:
+    """A ``do_get`` answering a SQL query over tables the node serves (the share of one
+    sub-table in a partition table's query): a table served elsewhere fails it as "not
+    owner", it is never sent on."""
+
+    __pydantic_config__: ClassVar[ConfigDict] = _FORBID
+
+    query: Annotated[StrictStr, Field(min_length=1, max_length=MAX_QUERY_CHARS)]
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self)).encode()
+
+
+def read_ticket(raw: bytes) -> ScanSpec | QuerySpec:
+    """A ``do_get`` ticket: a query when it carries one, else a scan."""
+    try:
+        doc = json.loads(raw or b"{}")
+    except (ValueError, RecursionError):
+        doc = None
+    if isinstance(doc, dict) and "query" in doc:
+        return parse(QuerySpec, raw, "query ticket")
+    return ScanSpec.from_json(raw)
+
+
 @dataclass(frozen=True)
 class PutSpec:
     """A ``do_put``: rows for ``table``, written visibly, or staged under ``revision``; or,

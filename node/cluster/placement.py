@@ -20,13 +20,17 @@ from node.backends import Storage, open_engine, open_standalone
 from node.cluster.forward import Forwarder
 from node.cluster.keeper import ShardKeeper
 from node.cluster.lease import LeaseClock
+from node.cluster.partitions import ClusterParts, MetaPartitionCatalog
 from node.cluster.placer import MetaPlacer
 from node.cluster.remote import FlightRemoteTables
 from node.cluster.router import ClusterRouter, LocalRouter, Router
 from node.cluster.routes import RouteCache
 from node.engine.compaction.offload import CompactionMode, Offload
 from node.engine.engine import Engine
+from node.partition.parts import LocalParts
+from node.partition.tables import Partitions, standalone_partitions
 from node.sql.provider import NoRemoteTables, RemoteTables
+from node.tables import LocalTables
 
 #: Compaction workers of a node that offloads its merges (a local one's is the engine's).
 OFFLOAD_COMPACTION_THREADS = 4
@@ -40,6 +44,10 @@ class Placement(Protocol):
 
     def remote_tables(self) -> RemoteTables:
         """Where queries find the tables other nodes serve."""
+
+    def partitions(self, tables: LocalTables) -> Partitions:
+        """The partition tables: where they are defined and where their sub-tables are
+        served (``tables``: this node's)."""
 
     def join(
         self,
@@ -67,6 +75,9 @@ class LocalPlacement:
 
     def remote_tables(self) -> RemoteTables:
         return NoRemoteTables()
+
+    def partitions(self, tables: LocalTables) -> Partitions:
+        return standalone_partitions(tables)
 
     def join(
         self,
@@ -129,6 +140,19 @@ class MetaPlacement:
 
     def remote_tables(self) -> RemoteTables:
         return self.remote
+
+    def partitions(self, tables: LocalTables) -> Partitions:
+        engine = tables.engine
+        return Partitions(
+            MetaPartitionCatalog(self.client, self.routes),
+            ClusterParts(
+                self.routes,
+                self.remote,
+                LocalParts(tables, tables),
+                me=self.advertise,
+                local_shards=lambda: list(engine.shards()),
+            ),
+        )
 
     def join(
         self,

@@ -270,13 +270,14 @@ class FlightRemoteTables:
             reader = readers.get(route.endpoint)
             if reader is None:
                 reader = readers[route.endpoint] = FlightTableReader(
-                    route.endpoint, self._client(flight_at)
+                    route.endpoint, self.client(flight_at)
                 )
             reader.schema(name)  # a table the owner does not have fails here, not in a scan
             found[name] = FlightTable(name, reader)
         return found
 
-    def _client(self, endpoint: str) -> FlightClient:
+    def client(self, endpoint: str) -> FlightClient:
+        """The kept client of the Flight ``endpoint``."""
         with self._lock:
             client = self._clients.get(endpoint)
             if client is None:

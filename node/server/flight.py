@@ -9,6 +9,8 @@
   matching the ticket's ``predicate`` (a Substrait expression, node/cluster/remote.py) when it
   carries one; when the stream ends its statistics are kept under the scan id for
   ``scan_stats`` (``rows_returned``: after the predicate).
+- ``do_get(ticket = QuerySpec JSON)``: the answer of a SQL query over tables the node serves
+  (a sub-table's share of a partition table's query, node/partition/query.py), never sent on.
 - ``do_put(descriptor = PutSpec JSON)``: rows written like any other write, or staged under a
   reserved revision (invisible until it is committed); or, with ``ingest``, one table's part
   of a line-protocol write (``node/cluster/rows_wire.py``) written whole through the node's
@@ -44,11 +46,13 @@ from gnomon.errors import GnomonError, InvalidArgument, NotFound, Status, TooLar
 from gnomon.flight.ticket import (
     CommitArgs,
     PutSpec,
+    QuerySpec,
     ReserveArgs,
     ScanSpec,
     ScanStatsArgs,
     TableArgs,
     parse_action,
+    read_ticket,
 )
 from node.cluster import rows_wire
 from node.cluster.ingest_forward import RowsWriter
@@ -192,6 +196,7 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         metrics: Registry | None = None,
         port_setting: str = "flight_port",
         ingestor: RowsWriter | None = None,
+        query: Callable[[str], pa.Table] | None = None,
     ) -> None:
         check_free("Arrow Flight", bind, port, port_setting)
         try:
@@ -207,6 +212,8 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         self.metrics = metrics
         #: Writes ingest puts; None: they are refused.
         self.ingestor = ingestor
+        #: Answers query tickets over tables served here; None: they are refused.
+        self.query = query
         self._stats: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._stats_lock = threading.Lock()
 
@@ -282,7 +289,11 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         self, context: flight.ServerCallContext, ticket: flight.Ticket
     ) -> flight.FlightDataStream:
         def run() -> flight.FlightDataStream:
-            spec = ScanSpec.from_json(ticket.ticket)
+            spec = read_ticket(ticket.ticket)
+            if isinstance(spec, QuerySpec):
+                if self.query is None:
+                    raise InvalidArgument("this Flight endpoint answers no queries")
+                return flight.RecordBatchStream(self.query(spec.query))
             info = self.tables.describe(spec.table)
             predicate, time_range = compile_filters(spec, info.schema)
             schema = self._schema(spec)

@@ -24,6 +24,8 @@ from node.cluster.forward import forwarded_from
 from node.cluster.router import LocalRouter, Router
 from node.ingest.horaedb import decode_table_request
 from node.ingest.writer import Ingestor
+from node.partition.ingest import split_request
+from node.partition.tables import Partitions
 from node.server import sql_response
 from node.server.arrow_wire import DEFAULT_COMPRESS_MIN_BYTES, encode_payload
 from node.server.forwarding import DATABASE, Forwarded, ask_owner
@@ -73,8 +75,11 @@ class StorageService:
         router: Router | None = None,
         compress_min_bytes: int = DEFAULT_COMPRESS_MIN_BYTES,
         queries: Queries | None = None,
+        partitions: Partitions | None = None,
     ) -> None:
         self.ingestor = ingestor
+        #: Writes naming a partition table are split into its sub-tables' first.
+        self.partitions = partitions
         self.execute = execute
         self.metrics = metrics
         self.router: Router = router or LocalRouter()
@@ -113,6 +118,8 @@ class StorageService:
         all (tables it created were placed on other nodes, or a route was stale) is split
         by owner once more."""
         _check_database(req.HasField("context"), req.context)
+        if self.partitions is not None:
+            req = split_request(req, self.partitions)
         remote = {} if forwarded else self.router.remote([t.table for t in req.table_requests])
         groups: dict[str, storage_pb2.WriteRequest] = {}
         for t in req.table_requests:

@@ -26,6 +26,7 @@ from node.cluster.placement import LocalPlacement, Placement
 from node.cluster.router import Router
 from node.engine.engine import Engine, EngineConfig
 from node.ingest.writer import Ingestor
+from node.partition.ingest import PartitionedRows
 from node.server.arrow_wire import DEFAULT_COMPRESS_MIN_BYTES
 from node.server.flight import FlightService
 from node.server.forwarding import forwarding
@@ -164,7 +165,8 @@ class Standalone:
             self.engine = engine
             # SQL, ingest and Flight see this node's tables through the table-source seam.
             tables = LocalTables(engine)
-            executor = SqlExecutor(tables, self.placement.remote_tables())
+            partitions = self.placement.partitions(tables)
+            executor = SqlExecutor(tables, self.placement.remote_tables(), partitions)
             ingestor = Ingestor(tables)
             self._register_engine_gauges(engine)
             router = self.placement.router(engine)
@@ -175,6 +177,7 @@ class Standalone:
                 router=router,
                 compress_min_bytes=self.compress_min_bytes,
                 queries=self.queries,
+                partitions=partitions,
             )
             self._grpc = GrpcServer(
                 service,
@@ -186,7 +189,7 @@ class Standalone:
             self.grpc_port = self._grpc.start()
             if router.forwarder is not None:
                 self._owners = Owners(router.forwarder.me)
-            writer = ForwardingIngestor(ingestor, router, self._owners)
+            writer = PartitionedRows(ForwardingIngestor(ingestor, router, self._owners), partitions)
             app = HttpApp(
                 # HttpApp calls write_all alone, which the forwarding writer has.
                 ingestor=cast(Ingestor, writer),
@@ -207,6 +210,7 @@ class Standalone:
                 advertise_host=None if self.advertise is None else self.advertise[0],
                 metrics=self.metrics,
                 ingestor=writer,
+                query=lambda sql: executor.execute(sql).table(),
             )
             self.flight_port = self._flight.port
             mine = self._endpoints()

@@ -1,0 +1,184 @@
+"""A partition table over three nodes (real etcd, broker, S3 server, meta and ``gnomon node``
+processes): its sub-tables placed on different nodes, its rows written through every write
+path (SQL INSERT, gRPC Write, line protocol) at different nodes, and a seeded random set of
+SELECTs asked through every node answered exactly as DuckDB answers over the same rows (the
+differential harness of tests/sql), before and after one sub-table's shard is migrated to
+another node. DROP removes every sub-table from its owner."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import pyarrow as pa
+import pytest
+
+from gnomon.devcluster.cluster import DevCluster
+from gnomon.proto import storage_pb2 as pb
+from meta.client import MetaClient
+from tests.cluster.support import http_sql, write_lines
+from tests.partition import differential
+from tests.server.test_grpc import decode
+from tests.sql import test_differential as diff
+
+#: Tries of a statement that meets a shard moving (the meta service rebalances a young
+#: cluster), a second apart.
+TRIES = 30
+FIELDS = ("cpu", "mem", "req")
+
+
+def _settled(what: str, call: Any) -> Any:
+    for _ in range(TRIES):
+        status, body = call()
+        if status != 503:
+            break
+        time.sleep(1)
+    assert status in (200, 204), f"{what}: {status} {body}"
+    return body
+
+
+def grpc_table(endpoint: str, query: str) -> pa.Table:
+    """The answer of ``query`` through gRPC SqlQuery, as Arrow."""
+    req = pb.SqlQueryRequest(tables=[], sql=query)
+    req.context.database = "public"
+    with grpc.insecure_channel(endpoint) as channel:
+        resp = channel.unary_unary(
+            "/storage.StorageService/SqlQuery",
+            request_serializer=pb.SqlQueryRequest.SerializeToString,
+            response_deserializer=pb.SqlQueryResponse.FromString,
+        )(req, timeout=60)
+    assert resp.header.code == 200, f"{resp.header.code} {resp.header.error}"
+    return decode(resp.arrow)
+
+
+def grpc_write(endpoint: str, rows: list[diff.Row]) -> tuple[int, str]:
+    """``rows`` of ``t`` as one HoraeDB Write, a series entry per row."""
+    req = pb.WriteRequest()
+    req.context.database = "public"
+    t = req.table_requests.add(table="t", tag_names=["host", "region"], field_names=FIELDS)
+    for r in rows:
+        entry = t.entries.add()
+        entry.tags.add(name_index=0, value=pb.Value(string_value=r["host"]))
+        entry.tags.add(name_index=1, value=pb.Value(string_value=r["region"]))
+        group = entry.field_groups.add(timestamp=r["ts"])
+        for i, name in enumerate(FIELDS):
+            if r[name] is not None:
+                value = (
+                    pb.Value(int64_value=r[name])
+                    if name == "req"
+                    else pb.Value(float64_value=r[name])
+                )
+                group.fields.add(name_index=i, value=value)
+    with grpc.insecure_channel(endpoint) as channel:
+        resp = channel.unary_unary(
+            "/storage.StorageService/Write",
+            request_serializer=pb.WriteRequest.SerializeToString,
+            response_deserializer=pb.WriteResponse.FromString,
+        )(req, timeout=60)
+    return (200 if resp.header.code == 200 else resp.header.code), resp.header.error
+
+
+def line(r: diff.Row) -> str:
+    fields = ",".join(
+        f"{n}={r[n]}i" if n == "req" else f"{n}={r[n]!r}" for n in FIELDS if r[n] is not None
+    )
+    return f"t,host={r['host']},region={r['region']} {fields} {r['ts']}"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+    with DevCluster(tmp_path_factory.mktemp("partitions"), nodes=3, shards=6) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def loaded(cluster: DevCluster) -> Iterator[Any]:
+    """The partition table made through node 0 and its rows written through all three nodes
+    and write paths; DuckDB holding the same rows."""
+    nodes = cluster.node_endpoints
+    _settled("create", lambda: http_sql(nodes[0].http, differential.DDL))
+    data = differential.rows(random.Random(diff.SEED))
+    by_sql, by_grpc, by_lines = [], [], []
+    for i, r in enumerate(data):
+        if all(r[n] is None for n in FIELDS):
+            by_sql.append(r)  # a row of no field has no line-protocol or Write form
+        else:
+            [by_sql, by_grpc, by_lines][i % 3].append(r)
+    for statement in differential.inserts(by_sql):
+        _settled("insert", lambda s=statement: http_sql(nodes[0].http, s))
+    for i in range(0, len(by_grpc), 500):
+        _settled("write", lambda i=i: grpc_write(nodes[1].grpc, by_grpc[i : i + 500]))
+    for i in range(0, len(by_lines), 500):
+        text = "\n".join(line(r) for r in by_lines[i : i + 500])
+        _settled("lines", lambda text=text: write_lines(nodes[2].http, text))
+    con = differential.duck(data)
+    yield con
+    con.close()
+
+
+def _sub_table_owners(client: MetaClient) -> dict[str, tuple[int, str]]:
+    (route,) = client.route(["t"])
+    return {p.table: (p.shard_id, p.endpoint) for p in route.partitions}
+
+
+def _ask_every_node(cluster: DevCluster) -> Any:
+    nodes = cluster.node_endpoints
+    asked = iter(range(1_000_000))
+
+    def ask(query: str) -> pa.Table:
+        return grpc_table(nodes[next(asked) % len(nodes)].grpc, query)
+
+    return ask
+
+
+def test_sub_tables_on_three_nodes(cluster: DevCluster, loaded: Any) -> None:
+    with MetaClient(cluster.meta) as client:
+        owners = _sub_table_owners(client)
+    assert sorted(owners) == [f"__t_{i}" for i in range(differential.PARTITIONS)]
+    assert len({endpoint for _, endpoint in owners.values()}) == 3
+    nodes = cluster.node_endpoints
+    (shown,) = _settled("show", lambda: http_sql(nodes[1].http, "SHOW CREATE TABLE t"))["rows"]
+    assert "PARTITION BY KEY(`host`) PARTITIONS 3" in shown["Create Table"]
+    counted = grpc_table(nodes[2].grpc, "SELECT count(*) AS n FROM t").column("n")[0].as_py()
+    assert counted == loaded.execute("SELECT count(*) FROM t").fetchone()[0]
+
+
+def test_random_queries_agree_with_duckdb(cluster: DevCluster, loaded: Any) -> None:
+    failures = differential.disagreements(_ask_every_node(cluster), loaded)
+    assert not failures, f"{len(failures)} queries differ:\n\n" + "\n\n".join(failures[:5])
+
+
+def test_after_a_sub_table_moves(cluster: DevCluster, loaded: Any) -> None:
+    """One sub-table's shard migrated to another node (``gnomon admin migrate``): queries
+    through every node still agree with DuckDB, and writes reach the new owner."""
+    with MetaClient(cluster.meta) as client:
+        sub, (shard, owner) = sorted(_sub_table_owners(client).items())[0]
+        target = next(n.grpc for n in cluster.node_endpoints if n.grpc != owner)
+        proc = client.wait_procedure(client.migrate(shard, target).id, timeout_s=90)
+        assert proc.status == "done", f"{proc.status} {proc.error}"
+        assert _sub_table_owners(client)[sub] == (shard, target)
+    failures = differential.disagreements(_ask_every_node(cluster), loaded, queries=60, seed=2)
+    assert not failures, f"{len(failures)} queries differ:\n\n" + "\n\n".join(failures[:5])
+
+
+def test_drop_removes_every_sub_table(cluster: DevCluster, loaded: Any) -> None:
+    nodes = cluster.node_endpoints
+    _settled("drop", lambda: http_sql(nodes[2].http, "DROP TABLE t"))
+    with MetaClient(cluster.meta) as client:
+        assert client.route(["t"]) == []
+        assert not [t.name for t in client.tables() if t.name.startswith("__t_")]
+
+    def listed() -> set[str]:
+        return {
+            r["Tables"]
+            for n in nodes
+            for r in _settled("show", lambda n=n: http_sql(n.http, "SHOW TABLES"))["rows"]
+        }
+
+    deadline = time.monotonic() + 60
+    while listed() & {"t", "__t_0", "__t_1", "__t_2"} and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not listed() & {"t", "__t_0", "__t_1", "__t_2"}
