@@ -27,7 +27,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from gnomon.store.etcd import EtcdStore
@@ -78,6 +78,15 @@ def load_ratio(core: MetaCore) -> float:
     return max(loads) / min(loads)
 
 
+class _Nodes:
+    """The simulated nodes let go of shards at once (the bench measures the meta service)."""
+
+    def release(
+        self, node: str, shard_id: int, epoch: int, table_ids: Collection[int] | None
+    ) -> list[str]:
+        return []
+
+
 def run(
     etcd: str, *, nodes: int, shards: int, seed: int = 7, verbose: bool = True
 ) -> dict[str, float]:
@@ -88,7 +97,7 @@ def run(
     settings = MetaSettings(shards=shards, rebalance_ratio=1.05, max_moves=shards)
     try:
         t = time.perf_counter()
-        core = MetaCore(ClusterStore(store), Liveness(client, namespace), settings)
+        core = MetaCore(ClusterStore(store), Liveness(client, namespace), settings, _Nodes())
         _say(verbose, f"bootstrap: {shards:,} shards in {time.perf_counter() - t:.1f}s")
 
         names = [f"10.0.{i // 250}.{i % 250}:8831" for i in range(nodes)]

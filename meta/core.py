@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from gnomon.errors import AlreadyExists, InvalidArgument, NotFound, Unavailable
+from gnomon.shard_control import NodeCalls
 from meta.compaction import CompactionPicker
 from meta.events import EventBus, ShardEvent, opened
 from meta.liveness import NodeLeases
@@ -89,7 +90,14 @@ class RoundReport:
 class MetaCore:
     """The leader's state and operations for one term."""
 
-    def __init__(self, store: ClusterStore, liveness: NodeLeases, settings: MetaSettings) -> None:
+    def __init__(
+        self,
+        store: ClusterStore,
+        liveness: NodeLeases,
+        settings: MetaSettings,
+        calls: NodeCalls,
+    ) -> None:
+        """``calls``: how procedures reach data nodes (asking them to let go of shards)."""
         self.settings = settings
         self.store = store
         self.liveness = liveness
@@ -100,7 +108,7 @@ class MetaCore:
         self.state.live = liveness.live()
         self.bus = EventBus()
         self.runner = ProcedureRunner(
-            self.state, store, self.lock, self.bus, crash_after=settings.crash_after
+            self.state, store, self.lock, self.bus, calls, crash_after=settings.crash_after
         )
         self._compaction = CompactionPicker(settings.node_ttl_s)
         self._figures: dict[str, dict[str, float]] = {}

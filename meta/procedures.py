@@ -13,21 +13,32 @@ Kinds:
 - ``failover``, ``assign``, ``rebalance``, ``migrate``, ``switch_role``, ``add_follower``
   move shards (params
   ``moves``, see :class:`~meta.planner.Move`; ``node``, the offline node of a failover):
-  *lock* the shards, *apply* the new leaders and followers (epoch + 1 on a leader change),
-  *release* them.
+  *lock* the shards, ask each live leader that loses one to *let go* of it (it flushes and
+  closes it, so the next leader replays little), *apply* the new leaders and followers (epoch
+  + 1 on a leader change), *release* them.
 - ``split`` (params ``shard``): *prepare* a new shard on the same nodes and pick the half of
-  the tables that go there, *move* them (100 per step), *release* both.
-- ``merge`` (params ``shard``, ``other``): *lock* both, *move* the other's tables in (100 per
-  step), *drop* the other shard and release.
+  the tables that go there, have the leader *let go* of those tables, *move* them (100 per
+  step), *release* both.
+- ``merge`` (params ``shard``, ``other``): *lock* both, have the other's leader *let go* of
+  its tables, *move* them in (100 per step), *drop* the other shard and release.
+
+Letting go is the one step that calls a data node (:mod:`gnomon.shard_control`); the runner
+makes the call outside its lock, then records the step. A table re-homed by a split or merge
+has its unflushed rows in the WAL region of its old shard, which its new shard's owner never
+reads: so its old owner must have flushed it and stopped writing it first, and a split or
+merge whose shard has no reachable leader fails (and lets go of its shards) instead.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gnomon.errors import Conflict, InvalidArgument, NotFound
+from gnomon.errors import Conflict, GnomonError, InvalidArgument, NotFound, Unavailable
+from gnomon.shard_control import NodeCalls
 from meta.events import ShardEvent, changed
 from meta.model import Procedure, Shard, ShardStatus
 from meta.planner import Move
@@ -35,8 +46,13 @@ from meta.state import ClusterState
 from meta.store import NEXT_SHARD_ID
 from meta.tables import Batch
 
+log = logging.getLogger("gnomon.meta.procedures")
+
 #: Tables re-homed per step by split and merge (one store transaction each).
 TABLES_PER_STEP = 100
+
+#: Leaders asked to let go of shards at once by one step.
+RELEASES_IN_PARALLEL = 8
 
 
 @dataclass
@@ -47,6 +63,9 @@ class StepResult:
     params: dict[str, Any] | None = None
     #: Run this step again next (a step working through a list in chunks).
     repeat: bool = False
+    #: Calls to data nodes, made outside the runner's lock before the step is recorded; an
+    #: error fails the procedure.
+    act: Callable[[NodeCalls], None] | None = None
 
 
 Step = Callable[[ClusterState, Procedure], StepResult]
@@ -94,6 +113,57 @@ def lock_moves(state: ClusterState, proc: Procedure) -> StepResult:
         result.batch.nodes.append(replace(node, online=False))
     result.params = {**proc.params, "moves": [m.to_json() for m in kept]}
     return result
+
+
+def let_go_of_moves(state: ClusterState, proc: Procedure) -> StepResult:
+    """Ask each live leader losing a shard to let go of it first. One that cannot be reached
+    loses it all the same: the epoch fence keeps it from writing once the next leader opens."""
+    asks = []
+    for m in _moves(proc):
+        shard = state.shards.get(m.shard_id)
+        if (
+            shard is not None
+            and shard.procedure == proc.id
+            and shard.leader
+            and shard.leader != m.leader
+            and shard.leader in state.live
+        ):
+            asks.append((shard.leader, shard.id, shard.epoch))
+
+    def act(calls: NodeCalls) -> None:
+        def ask(node: str, shard_id: int, epoch: int) -> None:
+            try:
+                calls.release(node, shard_id, epoch, None)
+            except GnomonError as e:
+                log.warning(
+                    "leader did not let go of its shard; moving it anyway (fenced)",
+                    extra={"procedure": proc.id, "shard": shard_id, "node": node, "error": str(e)},
+                )
+
+        with ThreadPoolExecutor(RELEASES_IN_PARALLEL, thread_name_prefix="gnomon-release") as pool:
+            for f in [pool.submit(ask, *a) for a in asks]:
+                f.result()
+
+    return StepResult(act=act if asks else None)
+
+
+def _let_go_of_tables(state: ClusterState, shard_id: int, table_ids: Sequence[int]) -> StepResult:
+    """Have the leader of ``shard_id`` flush ``table_ids`` and stop writing them (they are
+    about to move to another shard); fails without a leader that answers."""
+    shard = _shard(state, shard_id)
+    if not table_ids:
+        return StepResult()
+    leader = shard.leader
+    if not leader or leader not in state.live:
+        raise Unavailable(
+            f"shard {shard_id} has no live leader to flush its tables before they move; "
+            "retry once it has one"
+        )
+
+    def act(calls: NodeCalls) -> None:
+        calls.release(leader, shard_id, shard.epoch, table_ids)
+
+    return StepResult(act=act)
 
 
 def apply_moves(state: ClusterState, proc: Procedure) -> StepResult:
@@ -144,6 +214,10 @@ def _rehome(state: ClusterState, proc: Procedure, table_ids: Sequence[int], to: 
     )
 
 
+def let_go_of_split_tables(state: ClusterState, proc: Procedure) -> StepResult:
+    return _let_go_of_tables(state, proc.params["shard"], proc.params["tables"])
+
+
 def move_split_tables(state: ClusterState, proc: Procedure) -> StepResult:
     return _rehome(state, proc, proc.params["tables"], proc.params["new_shard"])
 
@@ -169,6 +243,11 @@ def lock_merge(state: ClusterState, proc: Procedure) -> StepResult:
     return StepResult(Batch(shards=[_locked(shard, proc), _locked(other, proc)]))
 
 
+def let_go_of_merged_tables(state: ClusterState, proc: Procedure) -> StepResult:
+    other = proc.params["other"]
+    return _let_go_of_tables(state, other, sorted(state.shard_tables.get(other, ())))
+
+
 def move_merge_tables(state: ClusterState, proc: Procedure) -> StepResult:
     other = proc.params["other"]
     remaining = sorted(state.shard_tables.get(other, ()))
@@ -187,7 +266,7 @@ def drop_merged(state: ClusterState, proc: Procedure) -> StepResult:
     return result
 
 
-_MOVE_STEPS: tuple[Step, ...] = (lock_moves, apply_moves, release_moves)
+_MOVE_STEPS: tuple[Step, ...] = (lock_moves, let_go_of_moves, apply_moves, release_moves)
 
 #: Kind -> its steps, in order.
 KINDS: dict[str, tuple[Step, ...]] = {
@@ -197,6 +276,6 @@ KINDS: dict[str, tuple[Step, ...]] = {
     "migrate": _MOVE_STEPS,
     "switch_role": _MOVE_STEPS,
     "add_follower": _MOVE_STEPS,
-    "split": (prepare_split, move_split_tables, release_split),
-    "merge": (lock_merge, move_merge_tables, drop_merged),
+    "split": (prepare_split, let_go_of_split_tables, move_split_tables, release_split),
+    "merge": (lock_merge, let_go_of_merged_tables, move_merge_tables, drop_merged),
 }

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from gnomon.errors import GnomonError, NotLeader
+from gnomon.shard_control import NodeCalls
 from meta.events import EventBus
 from meta.model import Procedure, ProcedureStatus
 from meta.procedures import KINDS, StepResult, release_all
@@ -43,9 +44,11 @@ class ProcedureRunner:
         store: ClusterStore,
         lock: threading.RLock,
         bus: EventBus,
+        calls: NodeCalls,
         *,
         crash_after: str | None = None,
     ) -> None:
+        self._calls = calls
         self._state = state
         self._store = store
         self._lock = lock
@@ -98,16 +101,22 @@ class ProcedureRunner:
     def _run(self, proc: Procedure) -> None:
         steps = KINDS.get(proc.kind, ())
         while proc.status is ProcedureStatus.RUNNING:
-            with self._lock:
-                try:
+            try:
+                with self._lock:
                     if proc.step >= len(steps):
                         raise GnomonError(f"procedure kind {proc.kind!r} has no step {proc.step}")
                     result = steps[proc.step](self._state, proc)
-                except NotLeader:
-                    raise
-                except GnomonError as e:
+                # Outside the lock: a data node flushing must not hold up routes and
+                # heartbeats. The shards acted on are held by this procedure meanwhile.
+                if result.act is not None:
+                    result.act(self._calls)
+            except NotLeader:
+                raise
+            except GnomonError as e:
+                with self._lock:
                     proc = self._fail(proc, e)
-                    break
+                break
+            with self._lock:
                 done_step = proc.step
                 proc = self._advance(proc, result, len(steps))
             self._bus.publish(result.events)

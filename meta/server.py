@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import grpc
 
 from gnomon.errors import GnomonError, NotLeader
+from gnomon.shard_control import GrpcNodeCalls
 from gnomon.store.etcd import EtcdStore
 from meta.core import MetaCore, MetaSettings
 from meta.etcd import EtcdClient
@@ -49,6 +50,7 @@ class MetaServer:
         self._etcd = EtcdClient(config.etcd)
         self._store = EtcdStore(config.etcd, namespace=f"{root}/store")
         self._liveness = Liveness(self._etcd, root)
+        self._calls = GrpcNodeCalls()
         self._grpc = grpc.server(
             futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="gnomon-meta"),
             handlers=[MetaService(self).handler()],
@@ -94,6 +96,7 @@ class MetaServer:
             except GnomonError as e:
                 log.warning("could not resign", extra={"error": str(e)})
         self._grpc.stop(2).wait(3)
+        self._calls.close()
         self._store.close()
         self._etcd.close()
 
@@ -114,7 +117,9 @@ class MetaServer:
             self._stop.wait(pause)
 
     def _lead(self, election: Election) -> None:
-        core = MetaCore(ClusterStore(self._store), self._liveness, self.config.settings)
+        core = MetaCore(
+            ClusterStore(self._store), self._liveness, self.config.settings, self._calls
+        )
         ended = threading.Event()
         worker = threading.Thread(
             target=self._work, args=(core, ended), name="meta-worker", daemon=True

@@ -197,6 +197,13 @@ class DevCluster:
                 f"{server.log.read_text()[-2000:]}"
             )
 
+    def add_node(self) -> int:
+        """Start one more data node (it joins the running cluster); its index."""
+        index = len(self.node_endpoints)
+        self.node_endpoints.append(self._endpoints(index))
+        self.start_node(index)
+        return index
+
     def _compaction_endpoints(self, index: int) -> NodeEndpoints:
         grpc = f"127.0.0.1:{self._port(index, COMPACTION_GRPC_PORTS)}"
         http = f"127.0.0.1:{self._port(index, COMPACTION_HTTP_PORTS)}"

@@ -33,7 +33,7 @@ from gnomon.errors import GnomonError, InvalidArgument, NotOwner, Status, Unavai
 from gnomon.flight.client import gnomon_error
 from gnomon.flight.ticket import PutSpec
 from node.cluster import rows_wire
-from node.cluster.router import Router
+from node.cluster.router import Router, through_moves
 from node.cluster.routes import Route
 from node.ingest.rows import TableRows
 from node.ingest.writer import Ingestor
@@ -142,13 +142,18 @@ class ForwardingIngestor:
         self.owners = owners
 
     def write_all(self, tables: Sequence[TableRows], *, forwarded: bool = False) -> int:
+        owners = self.owners
+        if forwarded or owners is None:
+            return self.ingestor.write_all(tables)
+        return through_moves(lambda: self._write(owners, tables), self.router)
+
+    def _write(self, owners: Owners, tables: Sequence[TableRows]) -> int:
         try:
             return self.ingestor.write_all(tables)
         except NotOwner:
-            if forwarded or self.owners is None:
-                raise
+            pass
         # No route sent the request here, so none is forgotten: split by the routes known.
-        return self._split(self.owners, tables, again=True)
+        return self._split(owners, tables, again=True)
 
     def _split(self, owners: Owners, tables: Sequence[TableRows], *, again: bool) -> int:
         """Write the tables served here, send each other one to its owner, at once.

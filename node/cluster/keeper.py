@@ -11,11 +11,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
-from gnomon.errors import GnomonError, NotFound
+from gnomon.errors import GnomonError, NotFound, NotOwner
 from gnomon.proto import meta_pb2 as pb
 from meta.client import MetaClient
+from meta.model import ShardStatus
 from node.cluster import tables
 from node.engine.engine import Engine
 
@@ -89,6 +90,13 @@ class ShardKeeper:
             except GnomonError as e:
                 log.warning("shard pass failed", extra={"node": self.name, "error": str(e)})
 
+    def release(self, shard_id: int, epoch: int, table_ids: Collection[int] | None) -> list[str]:
+        """The meta service is about to move the shard (or those of its tables) elsewhere:
+        let go of it now (see :meth:`Engine.release`). Between passes, so that a pass that
+        read the shard before its procedure took it cannot open it again."""
+        with self._pass:
+            return self.engine.release(shard_id, epoch, table_ids)
+
     def reconcile(self) -> None:
         """One pass: close shards this node no longer leads (or leads at another epoch), open
         those it leads, and open tables created on its shards since."""
@@ -97,6 +105,11 @@ class ShardKeeper:
 
     def _reconcile(self) -> None:
         shards = self.client.shards()
+        # What was let go of for a move stays closed while the move's procedure holds the
+        # shard; once it lets go (done or failed) the shard opens as the meta service says.
+        busy = {s.id for s in shards if s.status == ShardStatus.BUSY.value}
+        for shard_id in self.engine.held() - busy:
+            self.engine.unhold(shard_id)
         wanted = {s.id: s.epoch for s in shards if s.leader == self.name}
         for shard_id, epoch in self.engine.shards().items():
             if wanted.get(shard_id) != epoch:
@@ -118,9 +131,12 @@ class ShardKeeper:
                 infos = by_shard.get(shard_id, [])
                 for t in infos:
                     self._define(t)
-                self.engine.open_shard(
-                    shard_id, epoch=epoch, table_ids=[t.id for t in infos], lease=self._lease
-                )
+                try:
+                    self.engine.open_shard(
+                        shard_id, epoch=epoch, table_ids=[t.id for t in infos], lease=self._lease
+                    )
+                except NotOwner:
+                    continue  # let go of for a move that is not over
         self.passes += 1
 
     def _open_tables(self) -> dict[str, int]:

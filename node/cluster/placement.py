@@ -10,10 +10,14 @@ tables served elsewhere are routed there (:class:`ClusterRouter`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Protocol
 
+import grpc
+
 from compaction_node.client import CompactionClient
+from gnomon import shard_control
+from gnomon.errors import Unavailable
 from meta.client import MetaClient, NodeAgent
 from meta.model import NodeKind
 from node.backends import Storage, open_engine, open_standalone
@@ -49,6 +53,9 @@ class Placement(Protocol):
         """The partition tables: where they are defined and where their sub-tables are
         served (``tables``: this node's)."""
 
+    def handlers(self) -> Sequence[grpc.GenericRpcHandler]:
+        """gRPC services of the node's part in its deployment (beside the storage service)."""
+
     def join(
         self,
         engine: Engine,
@@ -78,6 +85,9 @@ class LocalPlacement:
 
     def partitions(self, tables: LocalTables) -> Partitions:
         return standalone_partitions(tables)
+
+    def handlers(self) -> Sequence[grpc.GenericRpcHandler]:
+        return ()
 
     def join(
         self,
@@ -153,6 +163,16 @@ class MetaPlacement:
                 local_shards=lambda: list(engine.shards()),
             ),
         )
+
+    def handlers(self) -> Sequence[grpc.GenericRpcHandler]:
+        return (shard_control.handler(self._release),)
+
+    def _release(
+        self, shard_id: int, epoch: int, table_ids: Collection[int] | None
+    ) -> Sequence[str]:
+        if self._keeper is None:
+            raise Unavailable("this node has not joined its cluster yet")
+        return self._keeper.release(shard_id, epoch, table_ids)
 
     def join(
         self,

@@ -9,13 +9,43 @@ tables go to their owner through :class:`~node.cluster.forward.Forwarder`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from gnomon.errors import NotOwner
 from node.cluster.forward import Forwarder
 from node.cluster.routes import Route, RouteCache
+
+
+T = TypeVar("T")
+
+#: How long a request waits for a table that is moving (migrate, split, merge, failover) to
+#: open at its new home before the move becomes its caller's error.
+MOVE_WAIT_S = 15.0
+
+#: The ``ResponseHeader.code`` of a forwarded request that met "not owner" on the node it was
+#: sent to (HTTP's Misdirected Request): the forwarding node looks for the owner again. Only
+#: nodes see it; clients get the outcome of the retries.
+MISDIRECTED = 421
+
+
+def through_moves(call: Callable[[], T], router: Router, *, wait_s: float = MOVE_WAIT_S) -> T:
+    """``call()``; while it answers "not owner" (nothing was written or read: a table is on
+    its way to another shard or node), forget the routes that led there and try again after a
+    growing pause, for up to ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    pause = 0.02
+    while True:
+        try:
+            return call()
+        except NotOwner as e:
+            if time.monotonic() + pause > deadline:
+                raise
+            router.owner_moved(e)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
 
 
 class Router(Protocol):

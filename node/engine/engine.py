@@ -9,14 +9,22 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gnomon.errors import AlreadyExists, Closed, Conflict, InvalidArgument, NotFound, NotOwner
+from gnomon.errors import (
+    AlreadyExists,
+    Closed,
+    Conflict,
+    InvalidArgument,
+    NotFound,
+    NotOwner,
+    Unavailable,
+)
 from gnomon.store.api import StructuredStore, TableContext
 from gnomon.wal.api import Wal
 from node.engine import fences
@@ -30,6 +38,7 @@ from node.engine.gc import GcReport, collect
 from node.engine.manifest import Manifest
 from node.engine.options import TableOptions
 from node.engine.placement import LocalPlacer, TablePlacer
+from node.engine.releases import ReleasedTables
 from node.engine.revisions import Revisions
 from node.engine.scan import Order, Scan, ScanRequest
 from node.engine.schema import Column, Schema
@@ -176,6 +185,10 @@ class Engine:
         )
         self.catalog = Catalog(meta)
         self._fences = ShardFences(meta)
+        self._released = ReleasedTables(meta)
+        #: Shards let go of while the meta service moves them elsewhere: not opened again
+        #: here until :meth:`unhold` (a deposed owner is fenced anyway; this keeps it quiet).
+        self._held: set[int] = set()
         self.manifest = Manifest(meta, table_name=self._table_name, fence=self._check_fence)
         self._flusher = _Flusher(config.flush_threads)
         self._scheduler = CompactionScheduler(config.compaction_threads)
@@ -222,6 +235,8 @@ class Engine:
         (tables created on the shard since). Returns the names of the tables opened."""
         self._check_open()
         with self._lock:
+            if shard_id in self._held:
+                raise NotOwner(f"shard {shard_id} is moving off this node", shard_id=shard_id)
             held = self._shards.get(shard_id)
             if held is not None and held.guard.epoch != epoch:
                 raise Conflict(
@@ -231,7 +246,7 @@ class Engine:
             if held is None:
                 self._fences.take(shard_id, epoch)
             present = set() if held is None else held.tables
-            wanted = None if table_ids is None else set(table_ids)
+            wanted = None if table_ids is None else set(table_ids) - self._released.of(shard_id)
             infos = [
                 i
                 for i in self.catalog.list()
@@ -265,6 +280,7 @@ class Engine:
                 raise
             for table in opened:
                 self._tables[table.name] = table
+            self._released.remove(table_ids=[t.table_id for t in opened])
             if held is None:
                 self._shards[shard_id] = _OpenShard(guard, {t.name for t in opened})
             else:
@@ -288,21 +304,83 @@ class Engine:
                 return False
             shard.guard.close()
             tables = [self._tables.pop(name) for name in sorted(shard.tables)]
-            compactors = [self._compactors.pop(t.name) for t in tables]
-        for compactor in compactors:
-            compactor.close()
-        for table in tables:
-            if self.config.flush_on_close:
-                try:
-                    table.flush()
-                except Exception as e:  # the WAL region keeps the rows for the next owner
-                    log.error(
-                        "flush on shard close failed", extra={"table": table.name, "error": repr(e)}
-                    )
-            table.close()
+        self._let_go(tables)
         self._wal.close_region(shard_id)
         log.info("closed shard", extra={"shard": shard_id, "tables": len(tables)})
         return True
+
+    def release(self, shard_id: int, epoch: int, table_ids: Collection[int] | None) -> list[str]:
+        """Let go of what the meta service is about to move: the whole shard (``table_ids``
+        None; a migration) or some of its tables (a split or merge re-homes them). Each is
+        flushed and closed, new writes answered NotOwner (retried at the new home), and it is
+        not opened in this shard again until :meth:`unhold`. The names let go of."""
+        with self._lock:
+            shard = self._shards.get(shard_id)
+            if shard is not None and epoch < shard.guard.epoch:
+                raise Conflict(
+                    f"shard {shard_id} is open here at epoch {shard.guard.epoch}, "
+                    f"not {epoch}: the release request is stale"
+                )
+            if table_ids is None:
+                self._held.add(shard_id)
+        moving = NotOwner(f"shard {shard_id} is being moved: try its new home", shard_id=shard_id)
+        if table_ids is None:
+            names = [] if shard is None else sorted(shard.tables)
+            with self._lock:
+                tables = [self._tables[n] for n in names if n in self._tables]
+            # Writes logged before this are flushed below, so they are acknowledged.
+            for table in tables:
+                table.stop_writes(moving)
+            self.close_shard(shard_id)
+            return names
+        # Recorded first: a restart in the middle must not reopen them here while the move
+        # goes on (their rows written since would stay in a log their new shard never reads).
+        self._released.add(shard_id, table_ids)
+        with self._lock:
+            tables = []
+            if shard is not None:
+                for name in sorted(shard.tables):
+                    if self._tables[name].table_id in table_ids:
+                        shard.tables.discard(name)
+                        tables.append(self._tables.pop(name))
+        for table in tables:
+            table.stop_writes(moving)
+        self._let_go(tables, strict=True)
+        log.info("released tables", extra={"shard": shard_id, "tables": len(tables)})
+        return [t.name for t in tables]
+
+    def unhold(self, shard_id: int) -> None:
+        """The meta service's move of (tables of) ``shard_id`` is over: open it as it says."""
+        with self._lock:
+            self._held.discard(shard_id)
+        self._released.remove(shard_id=shard_id)
+
+    def held(self) -> set[int]:
+        """Shards that are, or have tables, let go of until a move ends."""
+        with self._lock:
+            held = set(self._held)
+        return held | self._released.shards()
+
+    def _let_go(self, tables: Sequence[Table], *, strict: bool = False) -> None:
+        """Flush and close tables taken out of service. ``strict``: a failed flush is raised
+        (the rows are in a log the table's next shard does not replay) after closing them."""
+        with self._lock:
+            compactors = [self._compactors.pop(t.name) for t in tables]
+        for compactor in compactors:
+            compactor.close()
+        failed: Exception | None = None
+        for table in tables:
+            if self.config.flush_on_close or strict:
+                try:
+                    table.flush()
+                except Exception as e:  # the WAL region keeps the rows
+                    failed = failed or e
+                    log.error(
+                        "flush on release failed", extra={"table": table.name, "error": repr(e)}
+                    )
+            table.close()
+        if strict and failed is not None:
+            raise Unavailable(f"flushing tables before their move failed: {failed}") from failed
 
     def shards(self) -> dict[int, int]:
         """The shards open here: id -> epoch."""
@@ -369,7 +447,12 @@ class Engine:
         with self._lock:
             shard = self._shards.get(placed.shard_id)
         if shard is not None and placed.table_id is not None:
-            self.open_shard(placed.shard_id, epoch=shard.guard.epoch, table_ids=[placed.table_id])
+            # A stale route may name the shard the table just left for another one open here:
+            # then it is open by now, or about to be (NotOwner below retries).
+            with contextlib.suppress(Conflict):
+                self.open_shard(
+                    placed.shard_id, epoch=shard.guard.epoch, table_ids=[placed.table_id]
+                )
             with self._lock:
                 t = self._tables.get(name)
             if t is not None:

@@ -84,7 +84,9 @@ class Logged:
         """Called once the ticket settled: the rows written, or the error."""
         if self.ticket.error is not None:
             raise self.ticket.error
-        return self.rows if self._table is None else self._table._acknowledge(self.rows)
+        if self._table is None:
+            return self.rows
+        return self._table._acknowledge(self.rows, self.ticket.seq)
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,9 @@ class Table:
         self._writers = 0
         self._freezing = False
         self._closed = False
+        #: Set once the table is moving to another shard: writes answer it (nothing logged,
+        #: so the server may retry them at the table's next home).
+        self._moving: NotOwner | None = None
         self._active = self._new_memtable()
         self._immutables: list[Memtable] = []
         self._version = manifest.current(info.table_id)
@@ -281,6 +286,8 @@ class Table:
                             f"waiting for flushes; last flush error: {self.last_flush_error!r}"
                         )
                     self._cond.wait(min(remaining, 1.0))
+                if self._moving is not None:
+                    raise self._moving
                 if self._closed:
                     raise Closed(f"table {self.name!r} is closed")
                 if self.info is not info:
@@ -304,13 +311,16 @@ class Table:
             self.freeze(memtable)
         return Logged(self, batch.num_rows, ticket)
 
-    def _acknowledge(self, rows: int) -> int:
-        """``rows`` once their record is durable: checked again, as the shard may have been
-        lost while the write waited for the WAL, and then the write must not be acknowledged
-        (a new owner replays it or not)."""
+    def _acknowledge(self, rows: int, seq: int) -> int:
+        """``rows`` once their record (``seq``) is durable: checked again, as the shard may
+        have been lost while the write waited for the WAL, and then the write must not be
+        acknowledged (a new owner replays it or not) — unless a flush committed it before
+        the shard was let go of: then it is in the table's SSTs whoever owns it next."""
         try:
             self.guard.check()
         except NotOwner as e:
+            if seq <= self._version.flushed_seq:
+                return rows
             raise self._outcome_unknown(e) from None
         return rows
 
@@ -323,6 +333,14 @@ class Table:
             "may not be stored (its record may have reached the log the next owner replays)",
             retryable=False,
         )
+
+    def stop_writes(self, moving: NotOwner) -> None:
+        """Refuse new writes with ``moving`` and wait for those logging now, so that a
+        flush after this holds every write this table will ever acknowledge."""
+        with self._cond:
+            self._moving = moving
+            self._cond.notify_all()
+            self._cond.wait_for(lambda: self._writers == 0)
 
     def reserve_seq(self) -> int:
         """A WAL sequence for rows written straight to SSTs (revisioned ingest): they order

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from gnomon.errors import GnomonError, NotOwner, Status
 from gnomon.proto import storage_pb2
-from node.cluster.router import Router
+from node.cluster.router import MISDIRECTED, Router, through_moves
 from node.server import sql_response
 from node.server.arrow_wire import decode_payload
 from node.sql.result import QueryResult
@@ -42,9 +42,10 @@ def ask_owner(router: Router, error: NotOwner, request: storage_pb2.SqlQueryRequ
 def forwarding(
     execute: Callable[[str], QueryResult], router: Router
 ) -> Callable[[str], QueryResult]:
-    """``execute``, with statements about tables served elsewhere run by their owner."""
+    """``execute``, with statements about tables served elsewhere run by their owner (and
+    tables on their way to another home waited for)."""
 
-    def run(sql: str) -> QueryResult:
+    def once(sql: str) -> QueryResult:
         try:
             return execute(sql)
         except NotOwner as e:
@@ -52,10 +53,15 @@ def forwarding(
             request.context.database = DATABASE
             answer = sql_response.decode(ask_owner(router, e, request))
             owner = e.owner
+        if answer.header.code == MISDIRECTED:
+            raise NotOwner(f"{answer.header.error} (at {owner})")
         if answer.header.code != 200:
             raise Forwarded(answer.header.code, f"{answer.header.error} (at {owner})")
         if answer.batches is None:
             return QueryResult.affected(answer.affected_rows or 0)
         return QueryResult.rows(decode_payload(answer.batches, answer.compressed))
+
+    def run(sql: str) -> QueryResult:
+        return through_moves(lambda: once(sql), router)
 
     return run

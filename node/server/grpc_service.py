@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent import futures
 from typing import Any, TypeVar
 
@@ -21,7 +21,7 @@ import pyarrow as pa
 from gnomon.errors import InvalidArgument, NotOwner, Unavailable
 from gnomon.proto import common_pb2, storage_pb2
 from node.cluster.forward import forwarded_from
-from node.cluster.router import LocalRouter, Router
+from node.cluster.router import MISDIRECTED, LocalRouter, Router, through_moves
 from node.ingest.horaedb import decode_table_request
 from node.ingest.writer import Ingestor
 from node.partition.ingest import split_request
@@ -49,8 +49,11 @@ def _ok() -> common_pb2.ResponseHeader:
     return common_pb2.ResponseHeader(code=200)
 
 
-def _error(e: BaseException) -> common_pb2.ResponseHeader:
-    return common_pb2.ResponseHeader(code=horaedb_code(e), error=message_of(e))
+def _error(e: BaseException, *, forwarded: bool = False) -> common_pb2.ResponseHeader:
+    """The header reporting ``e``; on a ``forwarded`` call "not owner" is MISDIRECTED, so the
+    node that forwarded it looks for the owner again."""
+    code = MISDIRECTED if forwarded and isinstance(e, NotOwner) else horaedb_code(e)
+    return common_pb2.ResponseHeader(code=code, error=message_of(e))
 
 
 def _check_database(has_context: bool, context: storage_pb2.RequestContext) -> None:
@@ -154,6 +157,8 @@ class StorageService:
         if forwarder is None:
             raise NotOwner(f"tables of this request are served by {owner}", owner=owner)
         resp = forwarder.write(owner, req)
+        if resp.header.code == MISDIRECTED:
+            raise NotOwner(f"{resp.header.error} (at {owner})")
         if resp.header.code != 200:
             raise Forwarded(resp.header.code, f"{resp.header.error} (at {owner})")
         return int(resp.success)
@@ -161,11 +166,15 @@ class StorageService:
     def write(
         self, req: storage_pb2.WriteRequest, context: grpc.ServicerContext | None = None
     ) -> storage_pb2.WriteResponse:
+        forwarded = _was_forwarded(context)
         try:
-            written = self._write_tables(req, _was_forwarded(context))
+            if forwarded:
+                written = self._write_tables(req, forwarded)
+            else:
+                written = through_moves(lambda: self._write_tables(req, forwarded), self.router)
         except Exception as e:
             self._log_failure("Write", e)
-            return storage_pb2.WriteResponse(header=_error(e))
+            return storage_pb2.WriteResponse(header=_error(e, forwarded=forwarded))
         self.metrics.rows_written.inc("grpc", amount=written)
         return storage_pb2.WriteResponse(header=_ok(), success=min(written, _MAX_UINT32))
 
@@ -196,27 +205,36 @@ class StorageService:
                 )
             return self.execute(req.sql)
 
-    def _sql_error(self, req: storage_pb2.SqlQueryRequest, e: Exception) -> EncodedSqlResponse:
+    def _sql_error(
+        self, req: storage_pb2.SqlQueryRequest, e: Exception, *, forwarded: bool = False
+    ) -> EncodedSqlResponse:
         self._log_failure("SqlQuery", e, sql=req.sql)
-        header = _error(e)
+        header = _error(e, forwarded=forwarded)
         header.error = f"{header.error}, sql:{req.sql}"
         return sql_response.encode_message(storage_pb2.SqlQueryResponse(header=header))
 
     def sql_query(
         self, req: storage_pb2.SqlQueryRequest, context: grpc.ServicerContext | None = None
     ) -> EncodedSqlResponse:
-        try:
-            return self._answer(self._query(req, context))
-        except NotOwner as e:
-            if _was_forwarded(context):
-                return self._sql_error(req, e)
+        forwarded = _was_forwarded(context)
+
+        def answer() -> EncodedSqlResponse:
             try:
+                return self._answer(self._query(req, context))
+            except NotOwner as e:
+                if forwarded:
+                    raise
+                owner = e.owner
                 data = ask_owner(self.router, e, req)
-            except Exception as failed:
-                return self._sql_error(req, failed)
-            return EncodedSqlResponse(sql_response.decode(data).header, data)
+            header = sql_response.decode(data).header
+            if header.code == MISDIRECTED:
+                raise NotOwner(f"{header.error} (at {owner})")
+            return EncodedSqlResponse(header, data)
+
+        try:
+            return answer() if forwarded else through_moves(answer, self.router)
         except Exception as e:
-            return self._sql_error(req, e)
+            return self._sql_error(req, e, forwarded=forwarded)
 
     def _answer(self, result: QueryResult) -> EncodedSqlResponse:
         """The response carrying ``result``: its affected rows, or its rows as Arrow."""
@@ -380,7 +398,10 @@ class GrpcServer:
         max_workers: int = 32,
         max_message_bytes: int = 256 * 1024**2,
         port_setting: str = "grpc_port",
+        extra_handlers: Sequence[grpc.GenericRpcHandler] = (),
     ) -> None:
+        """``extra_handlers``: other services on the same port (a cluster node's shard
+        control)."""
         self.service = service
         self.bind = bind
         self._requested_port = port
@@ -388,7 +409,7 @@ class GrpcServer:
         self.port_setting = port_setting
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="gnomon-grpc"),
-            handlers=[service.handler()],
+            handlers=[service.handler(), *extra_handlers],
             options=[
                 # grpcio's default 4 MiB receive limit would reject writes HoraeDB accepts.
                 ("grpc.max_receive_message_length", max_message_bytes),

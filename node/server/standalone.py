@@ -185,6 +185,7 @@ class Standalone:
                 port=self.grpc_port,
                 max_workers=self.grpc_workers,
                 max_message_bytes=self.max_request_bytes,
+                extra_handlers=self.placement.handlers(),
             )
             self.grpc_port = self._grpc.start()
             if router.forwarder is not None:

@@ -5,13 +5,16 @@ through the real client library."""
 from __future__ import annotations
 
 import sys
+from concurrent import futures
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 
+from gnomon import shard_control
 from meta.cli import CRASH_ENV
 from meta.client import MetaClient, NodeAgent
 from meta.model import NodeKind
@@ -96,6 +99,9 @@ class Cluster:
         self.metas: list[MetaProcess] = []
         self.agents: list[NodeAgent] = []
         self.clients: list[MetaClient] = []
+        self.controls: list[grpc.Server] = []
+        #: What the simulated nodes were asked to let go of: (node, shard, epoch, tables).
+        self.released: list[tuple[str, int, int, list[int] | None]] = []
 
     def meta(
         self, *, shards: int = 6, start: bool = True, crash_after: str | None = None
@@ -119,10 +125,14 @@ class Cluster:
         kind: NodeKind = NodeKind.DATA,
         load: Callable[[], float] = lambda: 0.0,
     ) -> NodeAgent:
-        """A simulated node heartbeating every third of its TTL with the load ``load()``."""
+        """A simulated node heartbeating every third of its TTL with the load ``load()``,
+        serving the shard control the meta service calls (it lets go at once)."""
+        name = f"127.0.0.1:{20000 + index}"
+        if kind is NodeKind.DATA:
+            self._serve_control(name)
         agent = NodeAgent(
             self.client(),
-            f"127.0.0.1:{20000 + index}",
+            name,
             kind,
             ttl_s=ttl_s,
             interval_s=ttl_s / 3,
@@ -132,7 +142,21 @@ class Cluster:
         self.agents.append(agent)
         return agent
 
+    def _serve_control(self, name: str) -> None:
+        def release(shard_id: int, epoch: int, tables: object) -> list[str]:
+            listed = None if tables is None else sorted(tables)  # type: ignore[call-overload]
+            self.released.append((name, shard_id, epoch, listed))
+            return []
+
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        server.add_generic_rpc_handlers((shard_control.handler(release),))
+        server.add_insecure_port(name)
+        server.start()
+        self.controls.append(server)
+
     def close(self) -> None:
+        for server in self.controls:
+            server.stop(0)
         for agent in self.agents:
             agent.stop()
         for c in self.clients:

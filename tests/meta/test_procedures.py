@@ -4,11 +4,12 @@ resumes what an earlier one left running."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
 
-from gnomon.errors import NotLeader
+from gnomon.errors import NotLeader, Unavailable
 from gnomon.store.sqlite import SqliteStore
 from meta.core import MetaCore, MetaSettings
 from meta.model import NodeKind, ProcedureStatus, ShardStatus
@@ -35,9 +36,26 @@ class MemoryLeases:
         return set(self.alive)
 
 
-def open_core(path: Path, leases: MemoryLeases, shards: int = 4) -> MetaCore:
+class RecordingNodes:
+    """Data nodes that let go of what they are asked to, recording each request."""
+
+    def __init__(self) -> None:
+        self.released: list[tuple[str, int, int, list[int] | None]] = []
+
+    def release(
+        self, node: str, shard_id: int, epoch: int, table_ids: Collection[int] | None
+    ) -> list[str]:
+        self.released.append(
+            (node, shard_id, epoch, None if table_ids is None else sorted(table_ids))
+        )
+        return []
+
+
+def open_core(
+    path: Path, leases: MemoryLeases, shards: int = 4, nodes: RecordingNodes | None = None
+) -> MetaCore:
     store = ClusterStore(SqliteStore(str(path)))
-    return MetaCore(store, leases, MetaSettings(shards=shards))
+    return MetaCore(store, leases, MetaSettings(shards=shards), nodes or RecordingNodes())
 
 
 def test_rounds_assign_then_fail_over_with_epochs(tmp_path: Path) -> None:
@@ -89,3 +107,64 @@ def test_a_new_leader_fences_the_old_one_and_resumes_its_procedures(tmp_path: Pa
     assert done is not None and done.status is ProcedureStatus.DONE
     assert len(new.shards()) == 5
     assert [t.name for t in new.tables()] == ["t"]
+
+
+def test_a_migration_asks_the_live_leader_to_let_go_first(tmp_path: Path) -> None:
+    leases, nodes = MemoryLeases(), RecordingNodes()
+    core = open_core(tmp_path / "meta.db", leases, shards=1, nodes=nodes)
+    core.register_node("n1:1", NodeKind.DATA)
+    core.run_round()
+    core.register_node("n2:1", NodeKind.DATA)
+    ((shard, _, _),) = core.shards()
+    core.migrate(shard.id, "n2:1")
+    core.runner.run_all()
+    assert nodes.released == [("n1:1", shard.id, shard.epoch, None)]
+    ((moved, _, _),) = core.shards()
+    assert (moved.leader, moved.epoch, moved.status) == ("n2:1", shard.epoch + 1, ShardStatus.READY)
+
+    # A dead leader is not asked: the epoch fence keeps it out.
+    del leases.alive["n2:1"]
+    core.run_round()
+    assert len(nodes.released) == 1
+    assert core.shards()[0][0].leader == "n1:1"
+
+
+def test_a_split_has_the_leader_let_go_of_the_moving_tables(tmp_path: Path) -> None:
+    leases, nodes = MemoryLeases(), RecordingNodes()
+    core = open_core(tmp_path / "meta.db", leases, shards=1, nodes=nodes)
+    core.register_node("n1:1", NodeKind.DATA)
+    core.run_round()
+    ids = [core.create_table(name, b"s")[0].id for name in ("a", "b", "c", "d")]
+    ((shard, _, _),) = core.shards()
+    proc = core.split(shard.id)
+    core.runner.run_all()
+    done = core.runner.find(proc.id)
+    assert done is not None and done.status is ProcedureStatus.DONE
+    assert nodes.released == [("n1:1", shard.id, shard.epoch, ids[2:])]
+    homes = {t.id: t.shard_id for t in core.tables()}
+    assert {homes[i] for i in ids[:2]} == {shard.id}
+    assert len({homes[i] for i in ids[2:]} - {shard.id}) == 1
+
+
+class SilentNodes(RecordingNodes):
+    def release(
+        self, node: str, shard_id: int, epoch: int, table_ids: Collection[int] | None
+    ) -> list[str]:
+        raise Unavailable(f"node {node} cannot be reached")
+
+
+def test_a_split_whose_leader_does_not_let_go_fails_and_moves_nothing(tmp_path: Path) -> None:
+    leases = MemoryLeases()
+    core = open_core(tmp_path / "meta.db", leases, shards=1, nodes=SilentNodes())
+    core.register_node("n1:1", NodeKind.DATA)
+    core.run_round()
+    for name in ("a", "b"):
+        core.create_table(name, b"s")
+    ((shard, _, _),) = core.shards()
+    proc = core.split(shard.id)
+    core.runner.run_all()
+    failed = core.runner.find(proc.id)
+    assert failed is not None and failed.status is ProcedureStatus.FAILED
+    assert "cannot be reached" in failed.error
+    assert {t.shard_id for t in core.tables()} == {shard.id}
+    assert all(s.status is not ShardStatus.BUSY for s, _, _ in core.shards())
