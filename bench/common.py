@@ -17,11 +17,16 @@ def timed(fn: Callable[[], object]) -> float:
 
 
 def report(
-    title: str, rows: list[tuple[str, float, float, float]], *, unit: str = "rows/s"
+    title: str,
+    rows: list[tuple[str, float, float, float]],
+    *,
+    unit: str = "rows/s",
+    names: tuple[str, str] = ("gnomon", "limit"),
 ) -> None:
-    """rows: (case, gnomon throughput, limit throughput, ratio)."""
+    """rows: (case, gnomon throughput, limit throughput, ratio); ``names`` head the two
+    throughput columns."""
     t = Table(title=title)
-    for col in ("case", f"gnomon {unit}", f"limit {unit}", "ratio"):
+    for col in ("case", f"{names[0]} {unit}", f"{names[1]} {unit}", "ratio"):
         t.add_column(col, justify="right" if col != "case" else "left")
     for case, ours, limit, ratio in rows:
         t.add_row(case, f"{ours:,.0f}", f"{limit:,.0f}", f"{ratio:.2f}")

@@ -13,12 +13,18 @@ settings (compression, encodings, row group size, statistics, page index).
 
 Both are measured on the input SSTs' bytes and rows; the ratio is the same for either.
 
+Then, unless ``--no-offload``, the same input compacted locally vs offloaded to a compaction
+node (local and Ray executors), and the p99 write latency of a steady writer during a local
+vs an offloaded compaction (``bench/compaction_offload.py``). The last line is one JSON object
+of the figures.
+
     .venv/bin/python -m bench.compaction --hosts 1000 --steps 2000
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import tempfile
@@ -31,6 +37,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench.common import median, report, timed
+from bench.compaction_offload import WRITER_ROWS, run_offload
 from bench.engine_ingest import SCHEMA
 from bench.tsbs.cpu_only import FIELDS, INTERVAL_MS, cpu_only_batches
 from node.backends import open_standalone
@@ -194,6 +201,11 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=8, help="input SSTs (at most 16)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
+    ap.add_argument(
+        "--no-offload",
+        action="store_true",
+        help="skip the offloaded compactions (they start etcd, meta and compaction nodes)",
+    )
     args = ap.parse_args()
     if not 4 <= args.files <= TableOptions().compaction_max_threshold:
         ap.error("--files must be between compaction_min_threshold and compaction_max_threshold")
@@ -202,6 +214,7 @@ def main() -> None:
         src, ours, limit = run(
             scratch, hosts=args.hosts, steps=args.steps, files=args.files, reps=args.reps
         )
+        offloaded = None if args.no_offload else run_offload(scratch, src.root, reps=args.reps)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     o, lim = median(ours), median(limit)
@@ -214,6 +227,38 @@ def main() -> None:
     title = "compaction of the same input SSTs (median of reps)"
     report(title, [(case, mb / o, mb / lim, lim / o)], unit="MB/s")
     report(title, [(case, src.rows / o, src.rows / lim, lim / o)], unit="rows/s")
+    summary: dict[str, float] = {"local_mb_s": mb / o, "limit_mb_s": mb / lim}
+    if offloaded is not None:
+        local, offload, ray = (
+            mb / median(x) for x in (offloaded.local, offloaded.offload, offloaded.ray)
+        )
+        title = "local vs offloaded compaction of the same input (median of reps)"
+        report(
+            title,
+            [
+                (f"{case}, local executor", offload, local, offload / local),
+                (f"{case}, ray executor", ray, local, ray / local),
+            ],
+            unit="MB/s",
+            names=("offloaded", "local"),
+        )
+        print(
+            f"p99 of a steady writer ({offloaded.writes} writes/s of {WRITER_ROWS} rows) during "
+            f"the compaction: local {offloaded.p99_local_ms:.2f} ms, offloaded "
+            f"{offloaded.p99_offload_ms:.2f} ms"
+        )
+        summary.update(
+            {
+                "local_in_engine_mb_s": local,
+                "offload_mb_s": offload,
+                "ray_mb_s": ray,
+                "offload_vs_local": offload / local,
+                "ray_vs_local": ray / local,
+                "p99_write_ms_local": offloaded.p99_local_ms,
+                "p99_write_ms_offload": offloaded.p99_offload_ms,
+            }
+        )
+    print(json.dumps({k: round(v, 3) for k, v in summary.items()}))
 
 
 if __name__ == "__main__":
