@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from gnomon.config import MetaConfig, NodeConfig, StandaloneConfig
+from gnomon.config import CompactionNodeConfig, MetaConfig, NodeConfig, StandaloneConfig
 from gnomon.errors import InvalidArgument
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,23 +100,43 @@ def test_each_role_reads_its_own_table(tmp_path: Path) -> None:
         (NodeConfig, {"meta": "m:1", "catalog": "etcd://e:1/x"}, "needs advertise"),
         (MetaConfig, {}, "needs etcd: --etcd"),
         (MetaConfig, {"etcd": "e:1", "interval_s": "often"}, "interval_s must be a number"),
+        (CompactionNodeConfig, {"store": "s3://b"}, "needs meta: --meta"),
+        (CompactionNodeConfig, {"meta": "m:1"}, "needs store: --store"),
+        (CompactionNodeConfig, {"meta": "m:1", "store": "s3://b", "executor": "k8s"}, "executor"),
+        (
+            CompactionNodeConfig,
+            {"meta": "m:1", "store": "s3://b", "ray_address": "r:1"},
+            "ray_address needs executor 'ray'",
+        ),
+        (
+            NodeConfig,
+            {"meta": "m:1", "catalog": "etcd://e:1/x", "advertise": "n:1", "compaction_mode": "x"},
+            "invalid compaction_mode",
+        ),
     ],
 )
 def test_required_and_typed_settings(
-    cls: type[NodeConfig | MetaConfig], values: dict[str, str], message: str
+    cls: type[NodeConfig | MetaConfig | CompactionNodeConfig],
+    values: dict[str, str],
+    message: str,
 ) -> None:
     with pytest.raises(InvalidArgument, match=message):
         cls.load(None, env={}, flags=values)
 
 
-@pytest.mark.parametrize("role", ["standalone", "node", "meta"])
+@pytest.mark.parametrize("role", ["standalone", "node", "meta", "compaction-node"])
 def test_every_setting_has_its_flag(role: str) -> None:
     from click.testing import CliRunner
 
     from gnomon.cli import main
 
-    cls = {"standalone": StandaloneConfig, "node": NodeConfig, "meta": MetaConfig}[role]
+    cls = {
+        "standalone": StandaloneConfig,
+        "node": NodeConfig,
+        "meta": MetaConfig,
+        "compaction-node": CompactionNodeConfig,
+    }[role]
     text = CliRunner().invoke(main, [role, "--help"], terminal_width=200).output
     for f in dataclasses.fields(cls):
-        if f.name != "log_level":
+        if f.metadata.get("flag", True):
             assert "--" + f.name.replace("_", "-") in text, f.name
