@@ -107,13 +107,14 @@ class _Tokens:
             and tokens[i + 1].text == "."
         }
 
-    def text(self, start: int, stop: int, *, swap: bool = True) -> str:
-        if not swap or not any(start <= i < stop for i in self.swap):
+    def text(self, start: int, stop: int, *, also: frozenset[int] = frozenset()) -> str:
+        swap = self.swap | also
+        if not any(start <= i < stop for i in swap):
             return self.sql[self.tokens[start].pos : self.tokens[stop].pos].strip()
         out = []
         for i in range(start, stop):
             piece = self.sql[self.tokens[i].pos : self.tokens[i + 1].pos]
-            if i in self.swap:
+            if i in swap:
                 token = piece.rstrip()
                 piece = _TABLE + piece[len(token) :]
             out.append(piece)
@@ -201,13 +202,18 @@ class Pushdown:
     :attr:`names_sql` over the table is."""
 
     table: str
-    #: The partial query with ``{table}`` where the sub-table's name goes.
+    #: The partial query, :data:`_TABLE` where the sub-table's name goes.
     template: str
     final: str
     names_sql: str
+    #: The query itself over a sub-table: the answer when the others hold none of its rows.
+    whole_template: str
 
     def partial(self, sub_table: str) -> str:
         return self.template.replace(_TABLE, _dq(sub_table))
+
+    def whole(self, sub_table: str) -> str:
+        return self.whole_template.replace(_TABLE, _dq(sub_table))
 
 
 def plan(sql: str, tokens: Sequence[Token], table: str, columns: Sequence[str]) -> Pushdown | None:
@@ -321,6 +327,7 @@ def plan(sql: str, tokens: Sequence[Token], table: str, columns: Sequence[str]) 
     if group is not None:
         names_sql += " " + q.text(group[0], group[1])
     names_sql = names_sql.replace(_TABLE, _dq(table))
+    whole = q.text(0, end, also=frozenset((f0 + 1,)))
     order_sql = ""
     if orders:
         order_sql = " ORDER BY " + ", ".join(f"{o.ref} {o.direction}".rstrip() for o in orders)
@@ -338,7 +345,7 @@ def plan(sql: str, tokens: Sequence[Token], table: str, columns: Sequence[str]) 
         template = f"SELECT {', '.join(outputs)}{from_sql}{where_sql}{partial_tail}"
         visible = ", ".join(_dq(f"__o{i}") for i in range(len(items)))
         final = f"SELECT {visible} FROM {_dq(PARTS)}{order_sql}{tail}"
-        return Pushdown(table, template, final, names_sql)
+        return Pushdown(table, template, final, names_sql, whole)
 
     # Every item is an aggregate or one of the GROUP BY expressions.
     group_index = {key: j for j, (_, key) in enumerate(group_keys)}
@@ -368,14 +375,14 @@ def plan(sql: str, tokens: Sequence[Token], table: str, columns: Sequence[str]) 
             merge = "sum" if fn == "SUM" else fn.lower()
             partial_out.append(f"{fn.lower()}({arg}) AS {total}")
             final_out.append(f"{merge}({total}) AS {out}")
-    partial_group = ""
-    final_group = ""
+    group_sql = ""
     if group_keys:
-        partial_group = " GROUP BY " + ", ".join(text for text, _ in group_keys)
-        final_group = " GROUP BY " + ", ".join(_dq(f"__g{j}") for j in range(len(group_keys)))
-    template = f"SELECT {', '.join(partial_out)}{from_sql}{where_sql}{partial_group}"
-    final = f"SELECT {', '.join(final_out)} FROM {_dq(PARTS)}{final_group}{order_sql}{tail}"
-    return Pushdown(table, template, final, names_sql)
+        # By the output names: a single time bucket so grouped is a shape the owner answers
+        # without DataFusion (node/sql/direct.py).
+        group_sql = " GROUP BY " + ", ".join(_dq(f"__g{j}") for j in range(len(group_keys)))
+    template = f"SELECT {', '.join(partial_out)}{from_sql}{where_sql}{group_sql}"
+    final = f"SELECT {', '.join(final_out)} FROM {_dq(PARTS)}{group_sql}{order_sql}{tail}"
+    return Pushdown(table, template, final, names_sql, whole)
 
 
 def _named(item: _Item) -> str:
@@ -444,9 +451,13 @@ def merge(push: Pushdown, partials: Sequence[pa.Table], schema: pa.Schema) -> pa
     if parts.num_rows == 0:
         parts = pa.Table.from_batches([pa.RecordBatch.from_pylist([], parts.schema)])
     ctx.from_arrow(parts, name=_dq(PARTS))
-    out = ctx.sql(push.final).to_arrow_table()
+    return _as(ctx.sql(push.final).to_arrow_table(), schema)
+
+
+def _as(answer: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``answer`` under the names and types of ``schema`` (column by column)."""
     return pa.Table.from_arrays(
-        [out.column(i).cast(f.type) for i, f in enumerate(schema)],
+        [answer.column(i).cast(f.type) for i, f in enumerate(schema)],
         schema=pa.schema([f.with_nullable(True) for f in schema]),
     )
 
@@ -455,9 +466,22 @@ def run(
     push: Pushdown, table: PartitionTable, parts: Sequence[Part], scans: list[ScanRecord]
 ) -> pa.Table:
     """``push`` over the sub-tables ``parts``: each partial query where its sub-table is
-    served, in parallel, then merged here."""
+    served, in parallel, then merged here; the query itself where one sub-table holds every
+    row it reads."""
     schema = result_schema(push, table)
     subs = [p.table for p in parts]
+    if len(parts) == 1:
+        (answer,) = table.gather(subs, lambda p: p.query(push.whole(p.table)))
+        scans.append(
+            ScanRecord(
+                parts[0].table,
+                None,
+                lambda: None,
+                owner=parts[0].owner,
+                rows_received=answer.num_rows,
+            )
+        )
+        return _as(answer, schema)
     partials = table.gather(subs, lambda p: p.query(push.partial(p.table)))
     for part, got in zip(parts, partials, strict=True):
         scans.append(

@@ -27,7 +27,6 @@ from tests.sql import test_differential as diff
 #: Tries of a statement that meets a shard moving (the meta service rebalances a young
 #: cluster), a second apart.
 TRIES = 30
-FIELDS = ("cpu", "mem", "req")
 
 
 def _settled(what: str, call: Any) -> Any:
@@ -54,40 +53,6 @@ def grpc_table(endpoint: str, query: str) -> pa.Table:
     return decode(resp.arrow)
 
 
-def grpc_write(endpoint: str, rows: list[diff.Row]) -> tuple[int, str]:
-    """``rows`` of ``t`` as one HoraeDB Write, a series entry per row."""
-    req = pb.WriteRequest()
-    req.context.database = "public"
-    t = req.table_requests.add(table="t", tag_names=["host", "region"], field_names=FIELDS)
-    for r in rows:
-        entry = t.entries.add()
-        entry.tags.add(name_index=0, value=pb.Value(string_value=r["host"]))
-        entry.tags.add(name_index=1, value=pb.Value(string_value=r["region"]))
-        group = entry.field_groups.add(timestamp=r["ts"])
-        for i, name in enumerate(FIELDS):
-            if r[name] is not None:
-                value = (
-                    pb.Value(int64_value=r[name])
-                    if name == "req"
-                    else pb.Value(float64_value=r[name])
-                )
-                group.fields.add(name_index=i, value=value)
-    with grpc.insecure_channel(endpoint) as channel:
-        resp = channel.unary_unary(
-            "/storage.StorageService/Write",
-            request_serializer=pb.WriteRequest.SerializeToString,
-            response_deserializer=pb.WriteResponse.FromString,
-        )(req, timeout=60)
-    return (200 if resp.header.code == 200 else resp.header.code), resp.header.error
-
-
-def line(r: diff.Row) -> str:
-    fields = ",".join(
-        f"{n}={r[n]}i" if n == "req" else f"{n}={r[n]!r}" for n in FIELDS if r[n] is not None
-    )
-    return f"t,host={r['host']},region={r['region']} {fields} {r['ts']}"
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
     with DevCluster(tmp_path_factory.mktemp("partitions"), nodes=3, shards=6) as running:
@@ -101,18 +66,20 @@ def loaded(cluster: DevCluster) -> Iterator[Any]:
     nodes = cluster.node_endpoints
     _settled("create", lambda: http_sql(nodes[0].http, differential.DDL))
     data = differential.rows(random.Random(diff.SEED))
-    by_sql, by_grpc, by_lines = [], [], []
+    by_sql: list[diff.Row] = []
+    by_grpc: list[diff.Row] = []
+    by_lines: list[diff.Row] = []
     for i, r in enumerate(data):
-        if all(r[n] is None for n in FIELDS):
+        if all(r[n] is None for n in differential.FIELDS):
             by_sql.append(r)  # a row of no field has no line-protocol or Write form
         else:
             [by_sql, by_grpc, by_lines][i % 3].append(r)
     for statement in differential.inserts(by_sql):
         _settled("insert", lambda s=statement: http_sql(nodes[0].http, s))
     for i in range(0, len(by_grpc), 500):
-        _settled("write", lambda i=i: grpc_write(nodes[1].grpc, by_grpc[i : i + 500]))
+        _settled("write", lambda i=i: differential.grpc_write(nodes[1].grpc, by_grpc[i : i + 500]))
     for i in range(0, len(by_lines), 500):
-        text = "\n".join(line(r) for r in by_lines[i : i + 500])
+        text = "\n".join(differential.line(r) for r in by_lines[i : i + 500])
         _settled("lines", lambda text=text: write_lines(nodes[2].http, text))
     con = differential.duck(data)
     yield con

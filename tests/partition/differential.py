@@ -9,10 +9,13 @@ from collections.abc import Callable
 from typing import Any
 
 import duckdb
+import grpc
 import pyarrow as pa
 
+from gnomon.proto import storage_pb2 as pb
 from tests.sql import test_differential as diff
 
+FIELDS = ("cpu", "mem", "req")
 #: The harness's table, partitioned by host.
 PARTITIONS = 3
 DDL = f"{diff.DDL} PARTITION BY KEY(host) PARTITIONS {PARTITIONS}"
@@ -61,3 +64,38 @@ def disagreements(
                 f"  gnomon rows:\n{diff._show(got, at)}\n  DuckDB rows:\n{diff._show(want, at)}"
             )
     return failures
+
+
+def grpc_write(endpoint: str, rows: list[diff.Row]) -> tuple[int, str]:
+    """``rows`` of ``t`` as one HoraeDB Write, a series entry per row."""
+    req = pb.WriteRequest()
+    req.context.database = "public"
+    t = req.table_requests.add(table="t", tag_names=["host", "region"], field_names=FIELDS)
+    for r in rows:
+        entry = t.entries.add()
+        entry.tags.add(name_index=0, value=pb.Value(string_value=r["host"]))
+        entry.tags.add(name_index=1, value=pb.Value(string_value=r["region"]))
+        group = entry.field_groups.add(timestamp=r["ts"])
+        for i, name in enumerate(FIELDS):
+            if r[name] is not None:
+                value = (
+                    pb.Value(int64_value=r[name])
+                    if name == "req"
+                    else pb.Value(float64_value=r[name])
+                )
+                group.fields.add(name_index=i, value=value)
+    with grpc.insecure_channel(endpoint) as channel:
+        resp = channel.unary_unary(
+            "/storage.StorageService/Write",
+            request_serializer=pb.WriteRequest.SerializeToString,
+            response_deserializer=pb.WriteResponse.FromString,
+        )(req, timeout=60)
+    return resp.header.code, resp.header.error
+
+
+def line(r: diff.Row) -> str:
+    """``r`` as a line-protocol line of ``t`` (milliseconds; a null field left out)."""
+    fields = ",".join(
+        f"{n}={r[n]}i" if n == "req" else f"{n}={r[n]!r}" for n in FIELDS if r[n] is not None
+    )
+    return f"t,host={r['host']},region={r['region']} {fields} {r['ts']}"
