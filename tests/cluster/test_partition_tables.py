@@ -3,7 +3,8 @@ processes): its sub-tables placed on different nodes, its rows written through e
 path (SQL INSERT, gRPC Write, line protocol) at different nodes, and a seeded random set of
 SELECTs asked through every node answered exactly as DuckDB answers over the same rows (the
 differential harness of tests/sql), before and after one sub-table's shard is migrated to
-another node. DROP removes every sub-table from its owner."""
+another node, and after two sub-tables' shards are merged and split again. DROP removes every
+sub-table from its owner."""
 
 from __future__ import annotations
 
@@ -124,10 +125,32 @@ def test_after_a_sub_table_moves(cluster: DevCluster, loaded: Any) -> None:
     with MetaClient(cluster.meta) as client:
         sub, (shard, owner) = sorted(_sub_table_owners(client).items())[0]
         target = next(n.grpc for n in cluster.node_endpoints if n.grpc != owner)
-        proc = client.wait_procedure(client.migrate(shard, target).id, timeout_s=90)
-        assert proc.status == "done", f"{proc.status} {proc.error}"
+        _done(client, client.migrate(shard, target).id)
         assert _sub_table_owners(client)[sub] == (shard, target)
     failures = differential.disagreements(_ask_every_node(cluster), loaded, queries=60, seed=2)
+    assert not failures, f"{len(failures)} queries differ:\n\n" + "\n\n".join(failures[:5])
+
+
+def _done(client: MetaClient, proc_id: int) -> None:
+    proc = client.wait_procedure(proc_id, timeout_s=90)
+    assert proc.status == "done", f"{proc.kind}: {proc.status} {proc.error}"
+
+
+def test_after_a_merge_and_a_split(cluster: DevCluster, loaded: Any) -> None:
+    """Two sub-tables' shards merged into one (``gnomon admin merge``), then that shard
+    split (``gnomon admin split``), which moves one of them to a new shard: queries through
+    every node agree with DuckDB after each."""
+    with MetaClient(cluster.meta) as client:
+        (first, (keep, _)), (second, (other, _)) = sorted(_sub_table_owners(client).items())[:2]
+        _done(client, client.merge(keep, other).id)
+        owners = _sub_table_owners(client)
+        assert owners[first][0] == owners[second][0] == keep
+        failures = differential.disagreements(_ask_every_node(cluster), loaded, queries=40, seed=3)
+        assert not failures, f"{len(failures)} differ:\n\n" + "\n\n".join(failures[:5])
+        _done(client, client.split(keep).id)
+        owners = _sub_table_owners(client)
+        assert owners[first][0] != owners[second][0]
+    failures = differential.disagreements(_ask_every_node(cluster), loaded, queries=60, seed=4)
     assert not failures, f"{len(failures)} queries differ:\n\n" + "\n\n".join(failures[:5])
 
 
