@@ -216,7 +216,9 @@ class Runner:
 
     def influxql(self, text: str, method: str) -> str:
         url = f"http://127.0.0.1:{self.server.http_port}/influxdb/v1/query"
-        form = urllib.parse.urlencode({"q": text})
+        # HoraeDB answers times as epoch milliseconds unasked; InfluxDB 1.x (and gnomon)
+        # answers RFC3339 strings unless epoch= asks for numbers.
+        form = urllib.parse.urlencode({"q": text, "epoch": "ms"})
         if method == "get":
             request = urllib.request.Request(f"{url}?{form}")
         else:

@@ -56,6 +56,7 @@ from node.server.listen import listen_error
 from node.server.metrics import Registry
 from node.server.openapi import SPEC
 from node.server.status import http_status, message_of
+from node.sql import influxql
 from node.sql.cancel import Queries
 from node.sql.result import QueryResult
 
@@ -94,6 +95,7 @@ MAX_PIPELINED = 16
 _ROUTES: dict[str, tuple[str, ...]] = {
     "/sql": ("POST",),
     "/influxdb/v1/write": ("POST",),
+    "/influxdb/v1/query": ("GET", "POST"),
     "/health": ("GET", "HEAD"),
     "/metrics": ("GET",),
     "/openapi.json": ("GET",),
@@ -101,7 +103,7 @@ _ROUTES: dict[str, tuple[str, ...]] = {
 #: ``GET /route/{table}``: where a table is served (its owner's endpoints).
 ROUTE_PREFIX = "/route/"
 #: The endpoints that read a request body (other requests' bodies are dropped as they come).
-_WITH_BODY = frozenset({"/sql", "/influxdb/v1/write"})
+_WITH_BODY = frozenset({"/sql", "/influxdb/v1/write", "/influxdb/v1/query"})
 
 
 def _endpoint(path: str) -> str:
@@ -159,13 +161,17 @@ def _wants_arrow(params: Mapping[str, list[str]], accept: str) -> bool:
     return fmt == "arrow" or (not fmt and ARROW_STREAM in accept)
 
 
-def _line_protocol(body: bytes, params: Mapping[str, list[str]]) -> tuple[str, str]:
-    """A line-protocol write's text and precision, once its database is checked."""
+def _check_database(params: Mapping[str, list[str]]) -> None:
     db = params.get("db", [DATABASE])[-1]
     if db and db != DATABASE:
         raise InvalidArgument(
             f"database {db!r} does not exist: gnomon has one database, {DATABASE!r}"
         )
+
+
+def _line_protocol(body: bytes, params: Mapping[str, list[str]]) -> tuple[str, str]:
+    """A line-protocol write's text and precision, once its database is checked."""
+    _check_database(params)
     try:
         text = body.decode()
     except UnicodeDecodeError as e:
@@ -244,6 +250,27 @@ class HttpApp:
         if result.is_query:
             return _json(200, {"rows": json_rows(result.table())})
         return _json(200, {"affected_rows": result.affected_rows or 0})
+
+    def influx_query(
+        self,
+        params: Mapping[str, list[str]],
+        body: bytes,
+        content_type: str,
+        *,
+        gone: Callable[[], bool] | None = None,
+    ) -> _Response:
+        """An InfluxQL query (``q``, ``db``, ``epoch``, ``pretty`` in the URL or, for POST,
+        a form body), answered with InfluxDB 1.x's JSON."""
+        if body and content_type.split(";")[0].strip() == "application/x-www-form-urlencoded":
+            params = {**params, **parse_qs(body.decode(errors="replace"))}
+        _check_database(params)
+        query = params.get("q", [""])[-1]
+        epoch = params.get("epoch", [""])[-1] or None
+        with self.queries.running(probe=gone):
+            doc = influxql.answer(query, self.execute, epoch=epoch)
+        pretty = params.get("pretty", [""])[-1] == "true"
+        text = json.dumps(doc, indent=4 if pretty else None)
+        return _Response(200, text.encode(), "application/json")
 
     def influx_write(self, body: bytes, params: Mapping[str, list[str]]) -> _Response:
         text, precision = _line_protocol(body, params)
@@ -916,6 +943,10 @@ class _Connection(asyncio.Protocol):
         if path == "/sql":
             arrow = _wants_arrow(params, headers.get("Accept", ""))
             return lambda: app.sql(_decoded(body, encoding, limit), arrow=arrow, gone=self.gone)
+        if path == "/influxdb/v1/query":
+            form = _decoded(body, encoding, limit)
+            kind = headers.get("Content-Type", "")
+            return lambda: app.influx_query(params, form, kind, gone=self.gone)
         app.metrics.request_bytes.inc("influxdb", amount=len(body))
         if encoding in ("identity", "") and len(body) <= SMALL_WRITE_BYTES:
             self.server.writes.add(body, params, functools.partial(self._written, request))

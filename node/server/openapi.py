@@ -130,6 +130,51 @@ SPEC: dict[str, Any] = {
                 },
             }
         },
+        "/influxdb/v1/query": {
+            method: {
+                "summary": "Query in InfluxQL (InfluxDB 1.x)",
+                "description": (
+                    "SELECT (fields, tags, aggregates, GROUP BY time() and tags, fill()) and "
+                    "SHOW MEASUREMENTS / TAG KEYS / FIELD KEYS, answered as InfluxDB 1.x's JSON. "
+                    "POST may carry the parameters as a form body."
+                ),
+                "operationId": "influxdbQuery" + method.title(),
+                "parameters": [
+                    {
+                        "name": "q",
+                        "in": "query",
+                        "required": True,
+                        "description": "InfluxQL statements, separated by `;`.",
+                        "schema": {"type": "string"},
+                    },
+                    {
+                        "name": "db",
+                        "in": "query",
+                        "required": False,
+                        "description": "Database; gnomon has one, `public`.",
+                        "schema": {"type": "string", "default": "public"},
+                    },
+                    {
+                        "name": "epoch",
+                        "in": "query",
+                        "required": False,
+                        "description": "Times as integers in this unit; RFC3339 strings without.",
+                        "schema": {
+                            "type": "string",
+                            "enum": ["ns", "n", "u", "µ", "ms", "s", "m", "h"],
+                        },
+                    },
+                ],
+                "responses": {
+                    "200": {
+                        "description": "One result per statement: its series or its error.",
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    },
+                    "400": _error_response("The query does not parse or asks the impossible."),
+                },
+            }
+            for method in ("get", "post")
+        },
         "/health": {
             "get": {
                 "summary": "Liveness",

@@ -182,6 +182,7 @@ def test_health_metrics_openapi_and_unknown_paths(gnomon: Running) -> None:
     assert set(spec["paths"]) == {
         "/sql",
         "/influxdb/v1/write",
+        "/influxdb/v1/query",
         "/health",
         "/metrics",
         "/openapi.json",

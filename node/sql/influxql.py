@@ -1,0 +1,763 @@
+"""InfluxQL (InfluxDB 1.x's query language) answered through gnomon's SQL.
+
+A statement is parsed here and translated into one SQL query over the measurement's table
+(its tags are the table's TAG columns, its fields the other columns, ``time`` its timestamp
+key); the rows are then cut into InfluxDB's series (one per combination of the GROUP BY
+tags), time buckets without rows are filled as ``fill(...)`` asks, and the whole is shaped
+as InfluxDB's JSON answer (``{"results": [{"statement_id": 0, "series": [...]}]}``).
+
+Taken: ``SELECT`` of fields, tags, ``*`` and the aggregates count, mean, sum, min, max,
+median, stddev, spread, first and last (``last(*)`` too), with ``AS``; ``FROM`` one
+measurement; ``WHERE`` comparisons joined by AND/OR, time bounds as durations (``1439828400000ms``),
+nanosecond integers, RFC3339 strings or ``now() - 1h``; ``GROUP BY time(d[, offset])``, tags
+or ``*``; ``fill(null|none|previous|linear|<number>)``; ``ORDER BY time [ASC|DESC]``;
+``LIMIT``/``OFFSET`` (per series, as InfluxDB counts them); ``SHOW MEASUREMENTS``,
+``SHOW TAG KEYS`` and ``SHOW FIELD KEYS`` (each ``[FROM m]``). Regular expressions,
+subqueries, ``INTO`` and the series functions (derivative, moving_average, ...) are refused.
+
+gnomon's own ``tsid`` column is not an InfluxDB field: ``*`` leaves it out.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import pyarrow as pa
+
+from gnomon.errors import GnomonError, InvalidArgument
+from node.sql.result import QueryResult
+
+
+class SqlRunner(Protocol):
+    """Runs one SQL statement (the node's SQL executor)."""
+
+    def __call__(self, sql: str, /) -> QueryResult: ...
+
+
+#: Nanoseconds per unit of an InfluxQL duration literal.
+_UNITS_NS = {
+    "ns": 1,
+    "u": 1_000,
+    "µ": 1_000,
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "m": 60_000_000_000,
+    "h": 3_600_000_000_000,
+    "d": 86_400_000_000_000,
+    "w": 604_800_000_000_000,
+}
+#: ``epoch=`` values: how many nanoseconds one unit of the answer's times is.
+EPOCHS_NS = {k: v for k, v in _UNITS_NS.items() if k not in ("d", "w")} | {"n": 1}
+#: The most time buckets one series may be filled to (InfluxDB's max-select-buckets idea).
+MAX_BUCKETS = 1_000_000
+#: InfluxQL aggregate -> the SQL that computes it over column ``c`` ordered by time ``t``.
+_AGGREGATES: dict[str, Callable[[str, str], str]] = {
+    "count": lambda c, t: f"count({c})",
+    "mean": lambda c, t: f"avg({c})",
+    "sum": lambda c, t: f"sum({c})",
+    "min": lambda c, t: f"min({c})",
+    "max": lambda c, t: f"max({c})",
+    "median": lambda c, t: f"median({c})",
+    "stddev": lambda c, t: f"stddev({c})",
+    "spread": lambda c, t: f"max({c}) - min({c})",
+    "first": lambda c, t: f"first_value({c} ORDER BY {t})",
+    "last": lambda c, t: f"last_value({c} ORDER BY {t})",
+}
+_FILLS = ("null", "none", "previous", "linear")
+
+_TOKEN = re.compile(
+    r"""\s*(?:
+      (?P<dur>\d+(?:ns|ms|u|µ|s|m|h|d|w)(?![A-Za-z_0-9]))
+    | (?P<num>\d+\.\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|\d+(?:[eE][-+]?\d+)?)
+    | (?P<str>'(?:[^'\\]|\\.)*')
+    | (?P<qid>"(?:[^"\\]|\\.)*")
+    | (?P<id>[A-Za-z_][A-Za-z_0-9]*)
+    | (?P<op>=~|!~|!=|<>|<=|>=|[=<>(),;*+\-/.])
+    | (?P<regex>/)
+    )""",
+    re.VERBOSE,
+)
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str  # dur, num, str, qid, id, op
+    text: str
+
+    @property
+    def word(self) -> str:
+        """An unquoted word in upper case ('' for anything else)."""
+        return self.text.upper() if self.kind == "id" else ""
+
+
+def tokenize(text: str) -> list[Token]:
+    tokens: list[Token] = []
+    pos = 0
+    while pos < len(text):
+        if text[pos:].strip() == "":
+            break
+        m = _TOKEN.match(text, pos)
+        if m is None or m.lastgroup is None:
+            raise InvalidArgument(
+                f"InfluxQL: unexpected character at {pos}: {text[pos : pos + 20]!r}"
+            )
+        if m.lastgroup == "regex":
+            raise InvalidArgument("InfluxQL: regular expressions are not supported")
+        tokens.append(Token(m.lastgroup, m.group(m.lastgroup)))
+        pos = m.end()
+    return tokens
+
+
+def _unquote(tok: Token) -> str:
+    if tok.kind in ("qid", "str"):
+        return re.sub(r"\\(.)", r"\1", tok.text[1:-1])
+    return tok.text
+
+
+@dataclass
+class Call:
+    """An aggregate of one field (or ``*``)."""
+
+    func: str
+    arg: str
+
+
+@dataclass
+class Item:
+    """One SELECT item: a field or tag name, or an aggregate call; ``*`` is a name too."""
+
+    target: str | Call
+    alias: str | None = None
+
+
+@dataclass
+class Select:
+    items: list[Item]
+    measurement: str
+    where: list[Token] = field(default_factory=list)
+    bucket_ns: int | None = None
+    offset_ns: int = 0
+    group_tags: list[str] = field(default_factory=list)
+    group_all_tags: bool = False
+    fill: str | float = "null"
+    descending: bool = False
+    limit: int | None = None
+    offset: int = 0
+
+
+@dataclass
+class Show:
+    what: str  # MEASUREMENTS, TAG KEYS, FIELD KEYS
+    measurement: str | None = None
+
+
+Statement = Select | Show
+
+
+class _Parser:
+    def __init__(self, tokens: list[Token]) -> None:
+        self.tokens = tokens
+        self.pos = 0
+
+    def peek(self, ahead: int = 0) -> Token | None:
+        at = self.pos + ahead
+        return self.tokens[at] if at < len(self.tokens) else None
+
+    def next(self, what: str) -> Token:
+        tok = self.peek()
+        if tok is None:
+            raise InvalidArgument(f"InfluxQL: expected {what}, found the end of the statement")
+        self.pos += 1
+        return tok
+
+    def accept(self, *words: str) -> bool:
+        if all(
+            (t := self.peek(i)) is not None and (t.word == w or (t.kind == "op" and t.text == w))
+            for i, w in enumerate(words)
+        ):
+            self.pos += len(words)
+            return True
+        return False
+
+    def expect(self, word: str) -> None:
+        if not self.accept(word):
+            tok = self.peek()
+            found = "the end of the statement" if tok is None else repr(tok.text)
+            raise InvalidArgument(f"InfluxQL: expected {word}, found {found}")
+
+    def name(self, what: str) -> str:
+        tok = self.next(what)
+        if tok.kind not in ("id", "qid"):
+            raise InvalidArgument(f"InfluxQL: expected {what}, found {tok.text!r}")
+        return _unquote(tok)
+
+    def measurement(self) -> str:
+        # db.rp.measurement: gnomon has one database and no retention policies.
+        parts = [self.name("a measurement")]
+        while self.accept("."):
+            parts.append(self.name("a measurement"))
+        return parts[-1]
+
+    def integer(self, what: str) -> int:
+        tok = self.next(what)
+        if tok.kind != "num" or not tok.text.isdigit():
+            raise InvalidArgument(f"InfluxQL: expected {what}, found {tok.text!r}")
+        return int(tok.text)
+
+    def duration(self) -> int:
+        tok = self.next("a duration")
+        if tok.kind != "dur":
+            raise InvalidArgument(f"InfluxQL: expected a duration such as 5m, found {tok.text!r}")
+        return _duration_ns(tok.text)
+
+    def statement(self) -> Statement:
+        if self.accept("SHOW"):
+            return self.show()
+        if self.accept("SELECT"):
+            return self.select()
+        tok = self.peek()
+        raise InvalidArgument(
+            f"InfluxQL: expected SELECT or SHOW, found {tok.text if tok else 'nothing'!r}"
+        )
+
+    def show(self) -> Show:
+        for words in (("MEASUREMENTS",), ("TAG", "KEYS"), ("FIELD", "KEYS")):
+            if self.accept(*words):
+                what = " ".join(words)
+                measurement = self.measurement() if self.accept("FROM") else None
+                self.end()
+                return Show(what, measurement)
+        raise InvalidArgument("InfluxQL: SHOW takes MEASUREMENTS, TAG KEYS or FIELD KEYS here")
+
+    def select(self) -> Select:
+        items = [self.item()]
+        while self.accept(","):
+            items.append(self.item())
+        self.expect("FROM")
+        stmt = Select(items, self.measurement())
+        if self.accept("INTO"):
+            raise InvalidArgument("InfluxQL: SELECT ... INTO is not supported")
+        if self.accept("WHERE"):
+            start = self.pos
+            while (tok := self.peek()) is not None and tok.word not in (
+                "GROUP",
+                "ORDER",
+                "LIMIT",
+                "OFFSET",
+                "SLIMIT",
+                "FILL",
+                "TZ",
+            ):
+                self.pos += 1
+            stmt.where = self.tokens[start : self.pos]
+        if self.accept("GROUP", "BY"):
+            self.group_by(stmt)
+        if self.accept("FILL"):
+            stmt.fill = self.fill()
+        if self.accept("ORDER", "BY"):
+            if self.name("time") != "time":
+                raise InvalidArgument("InfluxQL: only ORDER BY time is supported")
+            stmt.descending = self.accept("DESC")
+            if not stmt.descending:
+                self.accept("ASC")
+        if self.accept("LIMIT"):
+            stmt.limit = self.integer("a LIMIT count")
+        if self.accept("OFFSET"):
+            stmt.offset = self.integer("an OFFSET count")
+        self.end()
+        return stmt
+
+    def item(self) -> Item:
+        if self.accept("*"):
+            return Item("*")
+        name = self.name("a field, a tag or a function")
+        target: str | Call = name
+        if self.accept("("):
+            func = name.lower()
+            if func not in _AGGREGATES:
+                raise InvalidArgument(f"InfluxQL: function {name}() is not supported")
+            arg = "*" if self.accept("*") else self.name(f"the field {name}() takes")
+            self.expect(")")
+            target = Call(func, arg)
+        alias = self.name("an alias") if self.accept("AS") else None
+        return Item(target, alias)
+
+    def group_by(self, stmt: Select) -> None:
+        while True:
+            if self.accept("*"):
+                stmt.group_all_tags = True
+            elif (
+                (tok := self.peek()) is not None
+                and tok.word == "TIME"
+                and ((nxt := self.peek(1)) is not None and nxt.text == "(")
+            ):
+                self.pos += 2
+                stmt.bucket_ns = self.duration()
+                if self.accept(","):
+                    sign = -1 if self.accept("-") else 1
+                    stmt.offset_ns = sign * self.duration()
+                self.expect(")")
+            else:
+                stmt.group_tags.append(self.name("a tag to group by"))
+            if not self.accept(","):
+                return
+
+    def fill(self) -> str | float:
+        self.expect("(")
+        negative = self.accept("-")
+        tok = self.next("a fill option")
+        self.expect(")")
+        if tok.kind == "num":
+            return -float(tok.text) if negative else float(tok.text)
+        option = tok.text.lower()
+        if tok.kind != "id" or option not in _FILLS or negative:
+            raise InvalidArgument(
+                f"InfluxQL: fill() takes null, none, previous, linear or a number, not {tok.text!r}"
+            )
+        return option
+
+    def end(self) -> None:
+        tok = self.peek()
+        if tok is not None:
+            raise InvalidArgument(f"InfluxQL: unexpected {tok.text!r}")
+
+
+def _duration_ns(text: str) -> int:
+    m = re.fullmatch(r"(\d+)(ns|ms|u|µ|s|m|h|d|w)", text)
+    if m is None:
+        raise InvalidArgument(f"InfluxQL: {text!r} is not a duration")
+    return int(m.group(1)) * _UNITS_NS[m.group(2)]
+
+
+def split_statements(text: str) -> list[str]:
+    """The statements of a query string, split at ``;`` outside quotes."""
+    parts, current, quote = [], [], ""
+    for ch in text:
+        if quote:
+            current.append(ch)
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+            current.append(ch)
+        elif ch == ";":
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    parts.append("".join(current))
+    return [p for p in parts if p.strip()]
+
+
+def parse(text: str) -> Statement:
+    return _Parser(tokenize(text)).statement()
+
+
+# -- translation -----------------------------------------------------------------------------
+
+
+def _q(name: str) -> str:
+    """A name quoted for gnomon's SQL."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+@dataclass
+class Schema:
+    """What InfluxQL needs of a measurement's table."""
+
+    time: str
+    tags: list[str]
+    fields: list[str]
+
+
+def describe(run: SqlRunner, measurement: str) -> Schema:
+    rows = run(f"DESCRIBE {_q(measurement)}").table().to_pylist()
+    times = [r["name"] for r in rows if r["type"] == "timestamp" and r["is_primary"]]
+    tags = [r["name"] for r in rows if r["is_tag"]]
+    fields = [r["name"] for r in rows if not r["is_tag"] and r["name"] not in (*times, "tsid")]
+    return Schema(times[0] if times else "time", tags, fields)
+
+
+@dataclass
+class TimeRange:
+    """The time bounds a WHERE clause puts on every row, in nanoseconds [lo, hi)."""
+
+    lo: int | None = None
+    hi: int | None = None
+
+
+def _time_value(tokens: list[Token], now_ns: int) -> tuple[int, int]:
+    """A time expression at the head of ``tokens`` in nanoseconds, and how many tokens it
+    took: ``now()`` [+- duration], a duration (``1439828400000ms``), an integer (ns) or an
+    RFC3339 string."""
+    if tokens and tokens[0].word == "NOW":
+        if len(tokens) < 3 or tokens[1].text != "(" or tokens[2].text != ")":
+            raise InvalidArgument("InfluxQL: now takes no arguments: now()")
+        value, used = now_ns, 3
+        while (
+            len(tokens) > used + 1 and tokens[used].text in "+-" and tokens[used + 1].kind == "dur"
+        ):
+            sign = 1 if tokens[used].text == "+" else -1
+            value += sign * _duration_ns(tokens[used + 1].text)
+            used += 2
+        return value, used
+    if not tokens:
+        raise InvalidArgument("InfluxQL: a time comparison needs a value")
+    tok = tokens[0]
+    if tok.kind == "dur":
+        return _duration_ns(tok.text), 1
+    if tok.kind == "num" and tok.text.isdigit():
+        return int(tok.text), 1
+    if tok.kind == "str":
+        text = _unquote(tok)
+        try:
+            at = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidArgument(f"InfluxQL: {text!r} is not an RFC3339 time") from None
+        if at.tzinfo is None:
+            at = at.replace(tzinfo=UTC)
+        return int(at.timestamp()) * 1_000_000_000 + at.microsecond * 1000, 1
+    raise InvalidArgument(f"InfluxQL: {tok.text!r} is not a time")
+
+
+_FLIP = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "=": "=", "!=": "!=", "<>": "<>"}
+
+
+def translate_where(tokens: list[Token], schema: Schema, now_ns: int) -> tuple[str, TimeRange]:
+    """The WHERE clause as SQL, and the time range it keeps (from comparisons of ``time``
+    joined by AND alone: under an OR no bound is certain)."""
+    out: list[str] = []
+    bounds = TimeRange()
+    has_or = any(t.word == "OR" for t in tokens)
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok.text in ("=~", "!~"):
+            raise InvalidArgument("InfluxQL: regular expressions are not supported")
+        is_time = (
+            tok.kind in ("id", "qid") and _unquote(tok).lower() == "time" and tok.word != "NOW"
+        )
+        if is_time and i + 1 < len(tokens) and tokens[i + 1].text in _FLIP:
+            op = tokens[i + 1].text
+            value, used = _time_value(tokens[i + 2 :], now_ns)
+            ms = value // 1_000_000
+            out.append(f"{_q(schema.time)} {op} to_timestamp_millis({ms})")
+            if not has_or:
+                _narrow(bounds, op, value)
+            i += 2 + used
+            continue
+        if tok.kind in ("id", "qid") and tok.word not in ("AND", "OR", "NOT", "TRUE", "FALSE"):
+            out.append(_q(_unquote(tok)))
+        elif tok.kind == "str":
+            out.append(_sql_string(_unquote(tok)))
+        elif tok.kind == "dur":
+            raise InvalidArgument(f"InfluxQL: a duration ({tok.text}) compares with time only")
+        else:
+            out.append(tok.text)
+        i += 1
+    return " ".join(out), bounds
+
+
+def _narrow(bounds: TimeRange, op: str, ns: int) -> None:
+    if op in (">", ">="):
+        lo = ns + 1 if op == ">" else ns
+        bounds.lo = lo if bounds.lo is None else max(bounds.lo, lo)
+    elif op in ("<", "<="):
+        hi = ns + 1 if op == "<=" else ns
+        bounds.hi = hi if bounds.hi is None else min(bounds.hi, hi)
+    elif op == "=":
+        _narrow(bounds, ">=", ns)
+        _narrow(bounds, "<=", ns)
+
+
+@dataclass
+class Column:
+    """One output column of a SELECT: its name and the SQL computing it."""
+
+    name: str
+    sql: str
+
+
+def _columns(stmt: Select, schema: Schema) -> tuple[list[Column], bool]:
+    """The value columns a SELECT answers (after ``time``), and whether it aggregates."""
+    calls = [i for i in stmt.items if isinstance(i.target, Call)]
+    if calls and len(calls) != len(stmt.items):
+        raise InvalidArgument(
+            "InfluxQL: mixing aggregate functions and raw fields or tags is not supported"
+        )
+    known = {*schema.tags, *schema.fields}
+    cols: list[Column] = []
+    t = _q(schema.time)
+    for item in stmt.items:
+        target = item.target
+        if isinstance(target, Call):
+            make = _AGGREGATES[target.func]
+            if target.arg == "*":
+                cols.extend(
+                    Column(f"{target.func}_{f}", make(_q(f), t)) for f in sorted(schema.fields)
+                )
+                continue
+            if target.arg not in schema.fields:
+                raise InvalidArgument(
+                    f"InfluxQL: {target.func}() takes a field of {stmt.measurement!r}; "
+                    f"{target.arg!r} is not one"
+                )
+            cols.append(Column(item.alias or target.func, make(_q(target.arg), t)))
+        elif target == "*":
+            cols.extend(Column(n, _q(n)) for n in sorted(known))
+        elif target == "time":
+            continue  # every answer starts with time
+        else:
+            if target not in known:
+                raise InvalidArgument(
+                    f"InfluxQL: {target!r} is neither a field nor a tag of {stmt.measurement!r}"
+                )
+            cols.append(Column(item.alias or target, _q(target)))
+    return _dedupe(cols), bool(calls)
+
+
+def _dedupe(cols: list[Column]) -> list[Column]:
+    """InfluxDB names a repeated column ``max``, ``max_1``, ``max_2``..."""
+    seen: dict[str, int] = {}
+    out = []
+    for c in cols:
+        n = seen.get(c.name, 0)
+        seen[c.name] = n + 1
+        out.append(Column(c.name if n == 0 else f"{c.name}_{n}", c.sql))
+    return out
+
+
+@dataclass
+class Series:
+    name: str
+    tags: dict[str, str]
+    columns: list[str]
+    values: list[list[Any]]
+
+    def json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"name": self.name}
+        if self.tags:
+            doc["tags"] = self.tags
+        doc["columns"] = self.columns
+        doc["values"] = self.values
+        return doc
+
+
+def _epoch_ns(table: pa.Table, name: str) -> list[int]:
+    ns = table.column(name).cast(pa.timestamp("ns")).cast(pa.int64()).to_pylist()
+    return [0 if v is None else v for v in ns]
+
+
+def run_select(stmt: Select, run: SqlRunner, now_ns: int) -> list[Series]:
+    schema = describe(run, stmt.measurement)
+    cols, aggregate = _columns(stmt, schema)
+    if stmt.bucket_ns is not None and not aggregate:
+        raise InvalidArgument("InfluxQL: GROUP BY time() needs an aggregate function")
+    group = sorted(schema.tags) if stmt.group_all_tags else stmt.group_tags
+    for tag in group:
+        if tag not in schema.tags:
+            raise InvalidArgument(f"InfluxQL: {tag!r} is not a tag of {stmt.measurement!r}")
+    where, bounds = translate_where(stmt.where, schema, now_ns)
+    t = _q(schema.time)
+    select = [f"{c.sql} AS {_q(f'_v{i}')}" for i, c in enumerate(cols)]
+    select += [f"{_q(g)} AS {_q(f'_g{i}')}" for i, g in enumerate(group)]
+    keys = [_q(f"_g{i}") for i in range(len(group))]
+    if aggregate and stmt.bucket_ns is not None:
+        step_ms = max(stmt.bucket_ns // 1_000_000, 1)
+        origin_ms = stmt.offset_ns // 1_000_000
+        time_sql = (
+            f"date_bin(INTERVAL '{step_ms} milliseconds', {t}, to_timestamp_millis({origin_ms}))"
+        )
+        select.append(f"{time_sql} AS `_time`")
+        keys.append("`_time`")
+    elif not aggregate:
+        select.append(f"{t} AS `_time`")
+    sql = f"SELECT {', '.join(select)} FROM {_q(stmt.measurement)}"
+    if where:
+        sql += f" WHERE {where}"
+    if aggregate and keys:
+        sql += f" GROUP BY {', '.join(keys)}"
+    if not aggregate or stmt.bucket_ns is not None:
+        sql += " ORDER BY `_time`"
+    table = run(sql).table()
+    values = [table.column(f"_v{i}").to_pylist() for i in range(len(cols))]
+    tags = [table.column(f"_g{i}").to_pylist() for i in range(len(group))]
+    if "_time" in table.column_names:
+        times = _epoch_ns(table, "_time")
+    else:
+        times = [bounds.lo or 0] * table.num_rows
+    by_series: dict[tuple[str, ...], list[list[Any]]] = {}
+    for r in range(table.num_rows):
+        key = tuple("" if tags[g][r] is None else str(tags[g][r]) for g in range(len(group)))
+        by_series.setdefault(key, []).append([times[r], *(v[r] for v in values)])
+    series = []
+    for key in sorted(by_series):
+        rows = by_series[key]
+        if stmt.bucket_ns is not None:
+            rows = _filled(rows, stmt, bounds)
+        if stmt.descending:
+            rows.reverse()
+        rows = rows[stmt.offset :]
+        if stmt.limit is not None:
+            rows = rows[: stmt.limit]
+        if rows:
+            series.append(
+                Series(
+                    stmt.measurement,
+                    dict(zip(group, key, strict=True)),
+                    ["time", *(c.name for c in cols)],
+                    rows,
+                )
+            )
+    return series
+
+
+def _filled(rows: list[list[Any]], stmt: Select, bounds: TimeRange) -> list[list[Any]]:
+    """``rows`` (one per bucket that has rows, in time order) with the buckets between the
+    time bounds that have none filled as ``fill()`` says. Without a bound, the first (or
+    last) bucket with rows is where filling starts (or ends)."""
+    if stmt.fill == "none":
+        return rows
+    assert stmt.bucket_ns is not None
+    step, origin = stmt.bucket_ns, stmt.offset_ns
+
+    def bucket(ns: int) -> int:
+        return (ns - origin) // step * step + origin
+
+    first = bucket(bounds.lo) if bounds.lo is not None else rows[0][0]
+    last = bucket(bounds.hi - 1) if bounds.hi is not None else rows[-1][0]
+    count = (last - first) // step + 1
+    if count > MAX_BUCKETS:
+        raise InvalidArgument(
+            f"InfluxQL: GROUP BY time() would make {count} buckets (at most {MAX_BUCKETS}); "
+            "narrow the time range or widen the interval"
+        )
+    have = {r[0]: r for r in rows}
+    width = len(rows[0]) - 1
+    out: list[list[Any]] = []
+    for at in range(first, last + 1, step):
+        row = have.get(at)
+        if row is not None:
+            out.append(row)
+        elif stmt.fill == "previous" and out:
+            out.append([at, *out[-1][1:]])
+        elif isinstance(stmt.fill, float):
+            number: Any = int(stmt.fill) if stmt.fill.is_integer() else stmt.fill
+            out.append([at, *([number] * width)])
+        else:
+            out.append([at, *([None] * width)])
+    if stmt.fill == "linear":
+        _interpolate(out, have)
+    return out
+
+
+def _interpolate(rows: list[list[Any]], have: dict[int, list[Any]]) -> None:
+    """Fill each gap between two buckets with values on the straight line between them."""
+    known = [i for i, r in enumerate(rows) if r[0] in have]
+    for a, b in itertools.pairwise(known):
+        for col in range(1, len(rows[a])):
+            lo, hi = rows[a][col], rows[b][col]
+            if not isinstance(lo, int | float) or not isinstance(hi, int | float):
+                continue
+            for i in range(a + 1, b):
+                rows[i][col] = lo + (hi - lo) * (i - a) / (b - a)
+
+
+def _tables(run: SqlRunner) -> list[str]:
+    return sorted(str(n) for n in run("SHOW TABLES").table().column(0).to_pylist())
+
+
+def run_show(stmt: Show, run: SqlRunner) -> list[Series]:
+    if stmt.what == "MEASUREMENTS":
+        names = _tables(run)
+        return [Series("measurements", {}, ["name"], [[n] for n in names])] if names else []
+    measurements = [stmt.measurement] if stmt.measurement else _tables(run)
+    out = []
+    for m in measurements:
+        schema = describe(run, m)
+        if stmt.what == "TAG KEYS":
+            rows = [[t] for t in sorted(schema.tags)]
+            if rows:
+                out.append(Series(m, {}, ["tagKey"], rows))
+        else:
+            types = {r["name"]: r["type"] for r in run(f"DESCRIBE {_q(m)}").table().to_pylist()}
+            rows = [[f, _field_type(types[f])] for f in sorted(schema.fields)]
+            if rows:
+                out.append(Series(m, {}, ["fieldKey", "fieldType"], rows))
+    return out
+
+
+def _field_type(sql_type: str) -> str:
+    if sql_type in ("double", "float"):
+        return "float"
+    if sql_type in ("boolean", "bool"):
+        return "boolean"
+    if "int" in sql_type:
+        return "integer"
+    return "string"
+
+
+# -- the answer ------------------------------------------------------------------------------
+
+
+def _format_time(ns: int, epoch: str | None) -> int | str:
+    if epoch is not None:
+        return ns // EPOCHS_NS[epoch]
+    seconds, frac = divmod(ns, 1_000_000_000)
+    text = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    if frac:
+        text += "." + f"{frac:09d}".rstrip("0")
+    return text + "Z"
+
+
+def _json_value(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, bytes):
+        return v.decode(errors="replace")
+    return v
+
+
+def _series_json(series: list[Series], epoch: str | None) -> Iterator[dict[str, Any]]:
+    for s in series:
+        if s.columns and s.columns[0] == "time":
+            s.values = [[_format_time(r[0], epoch), *map(_json_value, r[1:])] for r in s.values]
+        yield s.json()
+
+
+def answer(query: str, run: SqlRunner, *, epoch: str | None = None) -> dict[str, Any]:
+    """InfluxDB's JSON answer to ``query`` (one or more statements). A statement that
+    fails is answered with its error and the others still run, as InfluxDB does; a query
+    that does not parse at all raises InvalidArgument."""
+    if epoch is not None and epoch not in EPOCHS_NS:
+        raise InvalidArgument(f"epoch {epoch!r} is not one of {', '.join(sorted(EPOCHS_NS))}")
+    texts = split_statements(query)
+    if not texts:
+        raise InvalidArgument("InfluxQL: the query (q=) is empty")
+    statements = [parse(t) for t in texts]
+    now_ns = time.time_ns()
+    results: list[dict[str, Any]] = []
+    for i, stmt in enumerate(statements):
+        result: dict[str, Any] = {"statement_id": i}
+        try:
+            series = (
+                run_select(stmt, run, now_ns) if isinstance(stmt, Select) else run_show(stmt, run)
+            )
+        except GnomonError as e:
+            result["error"] = e.message
+        else:
+            if series:
+                result["series"] = list(_series_json(series, epoch))
+        results.append(result)
+    return {"results": results}
