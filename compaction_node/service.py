@@ -64,7 +64,12 @@ class CompactionService:
         try:
             with self.tasks.slot(info):
                 started = time.monotonic()
-                outputs = self.executor.merge(task)
+                try:
+                    outputs = self.executor.merge(task)
+                except BaseException:
+                    # Counted here, not below: a task refused for want of a slot never ran.
+                    self.tasks.failed()
+                    raise
                 if self._hold_answer_s:
                     self._sleep(self._hold_answer_s)
                 if not context.is_active():
@@ -78,11 +83,9 @@ class CompactionService:
                 written = sum(o.size for o in outputs)
                 self.tasks.finished(bytes_read=info.input_bytes, bytes_written=written)
         except GnomonError as e:
-            self.tasks.failed()
             log.warning("compaction failed", extra={"task": request.task_id, "error": e.message})
             _abort(context, e)
         except Exception as e:
-            self.tasks.failed()
             log.exception("compaction failed", extra={"task": request.task_id})
             _abort(context, GnomonError(f"task {request.task_id} failed: {e!r}"))
         seconds = time.monotonic() - started
