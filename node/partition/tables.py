@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from gnomon.errors import AlreadyExists, InvalidArgument, NotOwner, Unavailable
 from node.cluster.ingest_forward import SentPart, outcome
+from node.engine.bounds import Range
 from node.engine.catalog import TableInfo
 from node.engine.options import TableOptions
 from node.engine.schema import Column, Schema
@@ -65,6 +66,13 @@ class PartitionTable:
 
     def parts(self, partitions: Sequence[int] | None = None) -> list[Part]:
         return self._parts.locate(self.sub_tables(partitions))
+
+    def reading(self, bounds: Mapping[str, Range] | None) -> list[Part]:
+        """The sub-tables a query whose rows lie within ``bounds`` reads: those the key's
+        values leave, at least one (a query no row can match still has an answer, which a
+        sub-table gives)."""
+        keep = None if bounds is None else self.spec.rule.prune(bounds)
+        return self.parts(None if keep is None else keep or [0])
 
     # -- running on sub-tables -------------------------------------------------------------------
 

@@ -114,6 +114,10 @@ def register(ctx: datafusion.SessionContext, errors: list[GnomonError] | None = 
     def time_bucket(
         ts: pa.Array[Any], period: pa.Array[Any], *extra: pa.Array[Any]
     ) -> pa.Array[Any]:
+        if len(ts) == 0:
+            # DataFusion calls it on batches of no rows too (with several input
+            # partitions), where the period and zone arguments have no first value.
+            return pa.array([], pa.timestamp("ms"))
         zone = str(extra[1][0].as_py() or "") if len(extra) >= 2 else ""
         try:
             return _time_bucket(ts, period, zone)

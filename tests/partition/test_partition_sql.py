@@ -185,3 +185,21 @@ def test_random_queries_agree_with_duckdb(loaded: tuple[SqlExecutor, Any]) -> No
     sql, con = loaded
     failures = differential.disagreements(lambda q: sql.execute(q).table(), con)
     assert not failures, f"{len(failures)} queries differ:\n\n" + "\n\n".join(failures[:5])
+
+
+def test_time_buckets_of_a_scanned_table(loaded: tuple[SqlExecutor, Any]) -> None:
+    """A query scanned over several sub-tables (count(DISTINCT ...) is not split) gives
+    DataFusion several input partitions, and it then calls time_bucket on batches of no
+    rows too."""
+    sql, con = loaded
+    got = sql.execute(
+        "SELECT time_bucket(ts, 'PT5M') AS b, max(mem) AS m, count(DISTINCT host) AS h "
+        "FROM t GROUP BY b ORDER BY b"
+    ).table()
+    want = diff._duck_rows(
+        con,
+        "SELECT time_bucket(interval '5 minutes', ts, TIMESTAMP '1970-01-01 00:00:00') AS b, "
+        "max(mem) AS m, count(DISTINCT host) AS h FROM t GROUP BY b ORDER BY b",
+    )
+    q = diff.Query("", "", ordered=True)
+    assert diff.compare(q, diff._rows(got), want) is None

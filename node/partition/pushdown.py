@@ -1,45 +1,36 @@
-"""Queries of partition tables: the sub-tables a query needs, and the work sent to them.
+"""Queries of one partition table split over its sub-tables: each sub-table answers a
+partial query where it is served, this node merges the answers.
 
-Two ways, both over :class:`~node.partition.parts.Part` (a sub-table here or at its owner):
-
-- **Pushed down** (:func:`plan`): a single SELECT over one partition table whose shape splits
-  into a query per sub-table and a merge of their answers. Each owner runs the per-sub-table
-  query with its own SQL engine (projection, WHERE, time buckets, GROUP BY and partial
-  aggregates: count, sum, min, max, avg as sum and count; for a projection, its ORDER BY and
-  LIMIT as a top-k), and this node merges the partial answers with one more query over them
-  (sums of counts and sums, min of mins, max of maxes, avg = sum / count, then the ORDER BY
-  and LIMIT). Column names and types are those DataFusion gives the query over the table as
-  one (planned over no rows).
-- **Scanned** (:class:`PartitionDataset`): anything else (joins, subqueries, HAVING, DISTINCT,
-  ...) reads the table as a dataset of one fragment per sub-table, each scanned where it is
-  served with the projection and the filter DataFusion pushes, so only matching rows cross.
-
-Both read only the sub-tables the WHERE clause's ``=``/``IN`` terms on the key leave
-(:meth:`~node.partition.rule.KeyRule.prune`).
+:func:`plan` takes a single SELECT over one partition table whose items are group keys or
+count/sum/min/max/avg of an expression, with WHERE, GROUP BY (time buckets too), ORDER BY
+of outputs (a projection may also order by columns it does not select, carried along
+hidden) and LIMIT/OFFSET. Each owner runs the partial query with its own SQL engine
+(projection, WHERE, buckets, GROUP BY and partial aggregates: avg as sum and count; for a
+projection, its ORDER BY and LIMIT + OFFSET as a top-k), and :func:`run` merges the partial
+answers with one more query over them (sums of counts and sums, min of mins, max of maxes,
+avg = sum / count, then the ORDER BY and LIMIT). Where one sub-table holds every row the
+query reads, it answers the query itself. Column names and types are those DataFusion gives
+the query over the table as one (planned over no rows). Any other query is scanned
+(:mod:`node.partition.dataset`).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import datafusion
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
-from gnomon.errors import GnomonError, NotOwner
-from node.cluster.remote import RemoteScan
 from node.engine.lru import Lru
-from node.engine.scan import Scan
 from node.partition.parts import Part
-from node.partition.tables import PartitionTable, PartMoved
-from node.sql import cancel, functions
+from node.partition.tables import PartitionTable
+from node.sql import functions
 from node.sql.lexer import Kind, Token
-from node.sql.provider import ScanRecord, conformed
-from node.tables import ScanRequest
+from node.sql.provider import ScanRecord
 
 #: The aggregates merged from partial ones.
 AGGREGATES = frozenset(("COUNT", "SUM", "MIN", "MAX", "AVG"))
@@ -53,6 +44,11 @@ _REFUSED = frozenset((
 #: Words that end an expression and so are no alias written without AS.
 _NOT_ALIASES = frozenset(("NULL", "END", "TRUE", "FALSE", "ASC", "DESC", "FIRST", "LAST"))
 
+#: The ORDER BY directions read.
+_DIRECTIONS: tuple[list[str], ...] = (
+    [], ["ASC"], ["DESC"], ["NULLS", "FIRST"], ["NULLS", "LAST"], ["ASC", "NULLS", "FIRST"],
+    ["ASC", "NULLS", "LAST"], ["DESC", "NULLS", "FIRST"], ["DESC", "NULLS", "LAST"],
+)  # fmt: skip
 #: Where the sub-table's name goes in a partial query.
 _TABLE = "\x00TABLE\x00"
 #: The name the partial answers are merged under.
@@ -79,8 +75,36 @@ class _Item:
 @dataclass(frozen=True)
 class _Order:
     #: The output column (``__o<i>``) or hidden input column (``__h<i>``) it sorts by.
-    ref: str
+    column: str
     direction: str
+
+    @property
+    def descending(self) -> bool:
+        return "DESC" in self.direction.upper().split()
+
+    @property
+    def nulls_first(self) -> bool:
+        """Where nulls go: as written, else DataFusion's default (first when descending)."""
+        words = self.direction.upper().split()
+        return "FIRST" in words if "NULLS" in words else self.descending
+
+    @property
+    def sql(self) -> str:
+        return f"{_dq(self.column)} {self.direction}".rstrip()
+
+
+@dataclass(frozen=True)
+class Merging:
+    """The merge as Arrow kernels do it, beside the SQL form (:attr:`Pushdown.final`)."""
+
+    #: Each output: ``("GROUP", j)`` for group key j, else an aggregate's function and the
+    #: item's position; None for a projection (the outputs are the partials' own).
+    outputs: tuple[tuple[str, int], ...] | None
+    groups: int
+    visible: int
+    orders: tuple[_Order, ...]
+    limit: int | None
+    offset: int | None
 
 
 class _Tokens:
@@ -208,6 +232,7 @@ class Pushdown:
     names_sql: str
     #: The query itself over a sub-table: the answer when the others hold none of its rows.
     whole_template: str
+    merging: Merging
 
     def partial(self, sub_table: str) -> str:
         return self.template.replace(_TABLE, _dq(sub_table))
@@ -320,6 +345,8 @@ def plan(sql: str, tokens: Sequence[Token], table: str, columns: Sequence[str]) 
             if ref is None:
                 return None
             orders.append(_Order(ref, direction))
+    if any(o.direction.upper().split() not in _DIRECTIONS for o in orders):
+        return None
 
     names_sql = f"SELECT {', '.join(_named(it) for it in items)} FROM {_dq(table)}"
     if aliased:
@@ -330,7 +357,7 @@ def plan(sql: str, tokens: Sequence[Token], table: str, columns: Sequence[str]) 
     whole = q.text(0, end, also=frozenset((f0 + 1,)))
     order_sql = ""
     if orders:
-        order_sql = " ORDER BY " + ", ".join(f"{o.ref} {o.direction}".rstrip() for o in orders)
+        order_sql = " ORDER BY " + ", ".join(o.sql for o in orders)
     tail = "" if limit is None else f" LIMIT {limit}"
     tail += "" if offset is None else f" OFFSET {offset}"
 
@@ -345,12 +372,14 @@ def plan(sql: str, tokens: Sequence[Token], table: str, columns: Sequence[str]) 
         template = f"SELECT {', '.join(outputs)}{from_sql}{where_sql}{partial_tail}"
         visible = ", ".join(_dq(f"__o{i}") for i in range(len(items)))
         final = f"SELECT {visible} FROM {_dq(PARTS)}{order_sql}{tail}"
-        return Pushdown(table, template, final, names_sql, whole)
+        merging = Merging(None, 0, len(items), tuple(orders), limit, offset)
+        return Pushdown(table, template, final, names_sql, whole, merging)
 
     # Every item is an aggregate or one of the GROUP BY expressions.
     group_index = {key: j for j, (_, key) in enumerate(group_keys)}
     partial_out = [f"{text} AS {_dq(f'__g{j}')}" for j, (text, _) in enumerate(group_keys)]
     final_out = []
+    merged: list[tuple[str, int]] = []
     for i, it in enumerate(items):
         out = _dq(f"__o{i}")
         if it.aggregate is None:
@@ -358,8 +387,10 @@ def plan(sql: str, tokens: Sequence[Token], table: str, columns: Sequence[str]) 
             if j is None:
                 return None
             final_out.append(f"{_dq(f'__g{j}')} AS {out}")
+            merged.append(("GROUP", j))
             continue
         fn, arg = it.aggregate
+        merged.append((fn, i))
         if arg.upper().startswith(("DISTINCT ", "ALL ")):
             return None
         total, counted = _dq(f"__a{i}_s"), _dq(f"__a{i}_c")
@@ -382,7 +413,8 @@ def plan(sql: str, tokens: Sequence[Token], table: str, columns: Sequence[str]) 
         group_sql = " GROUP BY " + ", ".join(_dq(f"__g{j}") for j in range(len(group_keys)))
     template = f"SELECT {', '.join(partial_out)}{from_sql}{where_sql}{group_sql}"
     final = f"SELECT {', '.join(final_out)} FROM {_dq(PARTS)}{group_sql}{order_sql}{tail}"
-    return Pushdown(table, template, final, names_sql, whole)
+    merging = Merging(tuple(merged), len(group_keys), len(items), tuple(orders), limit, offset)
+    return Pushdown(table, template, final, names_sql, whole, merging)
 
 
 def _named(item: _Item) -> str:
@@ -404,19 +436,19 @@ def _order_ref(
     tokens = q.tokens
     if stop - start == 1 and tokens[start].kind is Kind.NUMBER:
         k = int(tokens[start].text) - 1 if tokens[start].text.isdigit() else -1
-        return _dq(f"__o{k}") if 0 <= k < len(items) else None
+        return f"__o{k}" if 0 <= k < len(items) else None
     name = tokens[start].identifier if stop - start == 1 else None
     for i, it in enumerate(items):
         if name is not None and it.alias == name:
-            return _dq(f"__o{i}")
+            return f"__o{i}"
     key = q.key(start, stop)
     for i, it in enumerate(items):
         if it.key == key:
-            return _dq(f"__o{i}")
+            return f"__o{i}"
     if not aggregating and name is not None and name in columns:
         if name not in hidden:
             hidden.append(name)
-        return _dq(f"__h{hidden.index(name)}")
+        return f"__h{hidden.index(name)}"
     return None
 
 
@@ -429,7 +461,8 @@ _NAMES_LOCK = threading.Lock()
 def result_schema(push: Pushdown, table: PartitionTable) -> pa.Schema:
     """The names and types of the query's answer, as DataFusion plans it over the table with
     no rows (kept per select list and table definition)."""
-    key = f"{table.spec.schema.version}:{table.spec.to_json().decode()}:{push.names_sql}"
+    spec = table.spec
+    key = f"{spec.name}:{spec.table_id}:{spec.created_ms}:{spec.schema.version}:{push.names_sql}"
     with _NAMES_LOCK:
         known = _NAMES.get(key)
     if known is not None:
@@ -447,11 +480,92 @@ def result_schema(push: Pushdown, table: PartitionTable) -> pa.Schema:
 def merge(push: Pushdown, partials: Sequence[pa.Table], schema: pa.Schema) -> pa.Table:
     """The answer from the sub-tables' ``partials`` (of one schema), as ``schema``."""
     parts = pa.concat_tables(partials, promote_options="permissive")
+    merged = _merged(push.merging, parts)
+    if merged is not None:
+        return _as(merged, schema)
     ctx = datafusion.SessionContext()
     if parts.num_rows == 0:
         parts = pa.Table.from_batches([pa.RecordBatch.from_pylist([], parts.schema)])
     ctx.from_arrow(parts, name=_dq(PARTS))
     return _as(ctx.sql(push.final).to_arrow_table(), schema)
+
+
+#: Sort keys Arrow orders as DataFusion does (floats are left out: NaN goes elsewhere).
+def _sortable(t: pa.DataType) -> bool:
+    return (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_integer(t)
+        or pa.types.is_timestamp(t)
+        or pa.types.is_date(t)
+        or pa.types.is_boolean(t)
+    )
+
+
+def _merged(m: Merging, parts: pa.Table) -> pa.Table | None:
+    """The merge with Arrow kernels: a DataFusion session, plan and run cost a few ms, the
+    kernels over a few partial answers a fraction of one. None where their answer could
+    differ from DataFusion's (NaN in a float column, which min, max and sorts place
+    otherwise; a float sort key): the SQL merge then runs."""
+    for col in parts.columns:
+        if pa.types.is_floating(col.type) and pc.any(pc.is_nan(col)).as_py():
+            return None
+    table = parts if m.outputs is None else _aggregated(m, parts)
+    if any(not _sortable(table.column(o.column).type) for o in m.orders):
+        return None
+    start = m.offset or 0
+    stop = None if m.limit is None else start + m.limit
+    if m.orders:
+        keys: list[Any] = [
+            (
+                o.column,
+                "descending" if o.descending else "ascending",
+                "at_start" if o.nulls_first else "at_end",
+            )
+            for o in m.orders
+        ]
+        order = pc.sort_indices(table, options=pc.SortOptions(sort_keys=keys))
+        table = table.take(order[start:stop])
+    elif start or stop is not None:
+        table = table.slice(start, None if stop is None else stop - start)
+    return table.select([f"__o{i}" for i in range(m.visible)])
+
+
+#: How each aggregate's partial values (``__a<i>_s`` or ``__a<i>_c``) are merged.
+_MERGED = {"SUM": ("_s", "sum"), "MIN": ("_s", "min"), "MAX": ("_s", "max"), "COUNT": ("_c", "sum")}
+
+
+def _aggregated(m: Merging, parts: pa.Table) -> pa.Table:
+    """The partial aggregates of ``parts`` merged per group, as the outputs ``__o<i>``."""
+    assert m.outputs is not None
+    needed: list[Any] = []  # (column, function) pairs
+    for fn, i in m.outputs:
+        for kind in ["SUM", "COUNT"] if fn == "AVG" else [fn] if fn in _MERGED else []:
+            suffix, how = _MERGED[kind]
+            needed.append((f"__a{i}{suffix}", how))
+    keys = [f"__g{j}" for j in range(m.groups)]
+    merged: dict[str, pa.ChunkedArray[Any] | pa.Array[Any]] = {}
+    if keys:
+        grouped = parts.group_by(keys, use_threads=False).aggregate(needed)
+        merged = {name: grouped.column(name) for name in grouped.column_names}
+    else:
+        for c, how in dict.fromkeys(needed):
+            merged[f"{c}_{how}"] = pa.array([getattr(pc, how)(parts.column(c))])
+    outputs: dict[str, Any] = {}
+    for i, (fn, at) in enumerate(m.outputs):
+        if fn == "GROUP":
+            outputs[f"__o{i}"] = merged[f"__g{at}"]
+        elif fn == "AVG":
+            counted = pc.cast(merged[f"__a{at}_c_sum"], pa.float64())
+            total = pc.cast(merged[f"__a{at}_s_sum"], pa.float64())
+            none = pa.scalar(None, pa.float64())
+            outputs[f"__o{i}"] = pc.divide(
+                total, pc.if_else(pc.equal(counted, pa.scalar(0.0)), none, counted)
+            )
+        else:
+            suffix, how = _MERGED[fn]
+            outputs[f"__o{i}"] = merged[f"__a{at}{suffix}_{how}"]
+    return pa.table(outputs)
 
 
 def _as(answer: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -494,83 +608,3 @@ def run(
             )
         )
     return merge(push, partials, schema)
-
-
-# -- scanned ---------------------------------------------------------------------------------------
-
-
-class PartFragment:
-    def __init__(self, dataset: PartitionDataset, part: Part) -> None:
-        self._dataset = dataset
-        self._part = part
-
-    def scanner(
-        self,
-        schema: pa.Schema | None = None,
-        columns: list[str] | None = None,
-        filter: pc.Expression | None = None,
-        **_: Any,
-    ) -> ds.Scanner:
-        d = self._dataset
-        part = self._part
-        wanted = list(d.schema.names) if columns is None else list(columns)
-        try:
-            scan = part.reader().scan(ScanRequest(part.table, columns=wanted, predicate=filter))
-        except GnomonError as e:
-            failed = _moved(part, e)
-            d.errors.append(failed)
-            raise failed from None
-        record = ScanRecord(part.table, columns, lambda: filter, owner=part.owner)
-        if isinstance(scan, Scan):
-            record.stats = scan.stats
-        if isinstance(scan, RemoteScan):
-            record.scan_id = scan.scan_id
-        d.scans.append(record)
-        out_schema = pa.schema([d.schema.field(c) for c in wanted])
-        return ds.Scanner.from_batches(
-            conformed(_counted(iter(scan), record, part), out_schema, d.errors, d.token),
-            schema=out_schema,
-        )
-
-
-def _moved(part: Part, error: GnomonError) -> GnomonError:
-    """``error`` of a scan of ``part``; "not owner" as :class:`PartMoved`, which the
-    executor answers by looking the sub-table up again."""
-    if isinstance(error, NotOwner):
-        return PartMoved(f"sub-table {part.table!r} moved: {error.message}", error)
-    return error
-
-
-def _counted(
-    batches: Iterator[pa.RecordBatch], record: ScanRecord, part: Part
-) -> Iterator[pa.RecordBatch]:
-    try:
-        for b in batches:
-            record.rows_received += b.num_rows
-            yield b
-    except NotOwner as e:
-        raise _moved(part, e) from None
-
-
-class PartitionDataset(ds.InMemoryDataset):  # type: ignore[misc]
-    """A partition table as a DataFusion table: one fragment per sub-table of ``parts``,
-    each scanned where it is served; string tags arrive plain."""
-
-    def __init__(
-        self,
-        table: PartitionTable,
-        parts: Sequence[Part],
-        *,
-        scans: list[ScanRecord],
-        errors: list[GnomonError],
-    ) -> None:
-        self.table = table
-        self.parts = list(parts)
-        self.scans = scans
-        self.errors = errors
-        #: The query's cancellation token, taken in the request's thread (see EngineDataset).
-        self.token = cancel.current()
-        super().__init__(pa.Table.from_batches([], schema=table.spec.schema.arrow()))  # type: ignore[call-arg]
-
-    def get_fragments(self, filter: pc.Expression | None = None) -> list[PartFragment]:
-        return [PartFragment(self, p) for p in self.parts]
