@@ -487,9 +487,12 @@ def bench() -> None:
 
 def _add_meta_commands() -> None:
     from meta.cli import admin, meta_command
+    from node.security.cli import grants, tokens, users
 
     main.add_command(meta_command)
     main.add_command(admin)
+    for accounts in (users, grants, tokens):
+        admin.add_command(accounts)
 
 
 _add_meta_commands()

@@ -197,9 +197,56 @@ class ServerConfig(RoleConfig):
     advertise: str | None = setting(
         None, "host:port clients reach this node's gRPC at (routes name it)."
     )
+    auth: bool = setting(
+        False,
+        "Authenticate every request (HTTP, gRPC, Flight) against the users and tokens of "
+        "gnomon admin users|tokens, and authorise it by their grants.",
+    )
+    insecure: bool = setting(
+        False, "Serve without authentication on an address other than loopback (else refused)."
+    )
+    cluster_secret: str | None = setting(
+        None,
+        "Secret the nodes and the meta service of a cluster present to each other (with auth); "
+        "best given as GNOMON_CLUSTER_SECRET.",
+    )
+    auth_cache_s: float = setting(5.0, "Seconds a successful credential check is reused.")
+    tls_cert: str | None = setting(
+        None, "PEM certificate (chain): serve HTTP, gRPC, Flight over TLS."
+    )
+    tls_key: str | None = setting(None, "PEM private key of tls_cert.")
+    tls_client_ca: str | None = setting(
+        None, "PEM CA: clients must present a certificate it signed (mutual TLS)."
+    )
+    max_concurrent_queries: int = setting(
+        16, "SQL queries run at once; more wait in a queue (query_queue_timeout_s)."
+    )
+    query_queue_timeout_s: float = setting(
+        30.0, "Longest a query waits for its turn before it is refused (503)."
+    )
+    max_statement_bytes: int = setting(1024**2, "Longest accepted SQL statement, in bytes.")
+    query_memory_bytes: int = setting(
+        4 * 1024**3,
+        "Memory one query's DataFusion operators may hold (sorts, joins, aggregations); past "
+        "it the query fails with 'resources exhausted'.",
+    )
+    max_result_bytes: int = setting(
+        1024**3, "Largest query answer, in bytes of Arrow data; larger ones are refused (413)."
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise InvalidArgument("TLS needs both tls_cert and tls_key")
+        if self.tls_client_ca is not None and self.tls_cert is None:
+            raise InvalidArgument("tls_client_ca needs tls_cert and tls_key")
+        for name in ("max_concurrent_queries", "max_statement_bytes", "query_memory_bytes"):
+            if getattr(self, name) < 1:
+                raise InvalidArgument(f"{name} must be at least 1")
+        if self.max_result_bytes < 1024:
+            raise InvalidArgument("max_result_bytes must be at least 1024")
+        if self.query_queue_timeout_s < 0 or self.auth_cache_s < 0:
+            raise InvalidArgument("query_queue_timeout_s and auth_cache_s must be at least 0")
         for name in ("http_port", "grpc_port", "flight_port"):
             _check_port(name, getattr(self, name))
         if self.wal_sync not in ("always", "never"):

@@ -15,6 +15,8 @@ class Status(IntEnum):
     """Wire-neutral status codes; servers map them to gRPC / HTTP statuses."""
 
     INVALID_ARGUMENT = 400
+    UNAUTHENTICATED = 401
+    PERMISSION_DENIED = 403
     NOT_FOUND = 404
     ALREADY_EXISTS = 409
     CONFLICT = 419
@@ -46,6 +48,19 @@ class InvalidArgument(GnomonError):
 
 class SchemaMismatch(InvalidArgument):
     """Data does not fit a schema: unknown field, missing key part, wrong type."""
+
+
+class Unauthenticated(GnomonError):
+    """The caller is not known: no credentials, a wrong password, an unknown, expired or
+    revoked token."""
+
+    status = Status.UNAUTHENTICATED
+
+
+class PermissionDenied(GnomonError):
+    """The caller is known but its grants do not cover what it asked for."""
+
+    status = Status.PERMISSION_DENIED
 
 
 class NotFound(GnomonError):

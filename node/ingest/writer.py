@@ -33,6 +33,8 @@ from node.engine.engine import Engine
 from node.engine.schema import TSID, Column, ColumnType, Schema
 from node.engine.table import Logged, Table
 from node.ingest.rows import TableRows
+from node.security.context import authorize
+from node.security.principal import Privilege
 from node.tables import IngestTables, TableWriter, local
 
 log = logging.getLogger("gnomon.ingest")
@@ -117,6 +119,7 @@ class Ingestor:
         table = self._tables.get(rows.table)
         if table is None or table.closed:
             return None
+        authorize(Privilege.WRITE, [rows.table])
         plan = self._plan_one(rows, table.info.schema)
         if plan.add:
             return None
@@ -132,6 +135,9 @@ class Ingestor:
         for rows in tables:
             if rows.table not in planned:
                 planned[rows.table] = self._schema(rows.table)
+                # Creating a table by writing to it needs write on the database.
+                creates = [None] if planned[rows.table] is None else []
+                authorize(Privilege.WRITE, [rows.table, *creates])
             plan = self._plan_one(rows, planned[rows.table])
             planned[rows.table] = plan.schema
             plans.append(plan)

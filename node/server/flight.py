@@ -10,8 +10,7 @@
   carries one; when the stream ends its statistics are kept under the scan id for
   ``scan_stats`` (``rows_returned``: after the predicate).
 - ``do_get(ticket = QuerySpec JSON)``: the answer of a SQL query over tables the node serves
-  (a sub-table's share of a partition table's query, node/partition/pushdown.py), never sent
-  on.
+  (a sub-table's share of a partition table's query, node/partition/query.py), never sent on.
 - ``do_put(descriptor = PutSpec JSON)``: rows written like any other write, or staged under a
   reserved revision (invisible until it is committed); or, with ``ingest``, one table's part
   of a line-protocol write (``node/cluster/rows_wire.py``) written whole through the node's
@@ -61,6 +60,10 @@ from node.cluster.remote import decode_predicate
 from node.engine.engine import Engine
 from node.engine.scan import Scan
 from node.engine.schema import Column, ColumnType, Schema
+from node.security.context import acting_as, authorize
+from node.security.principal import Privilege
+from node.security.tls import ServerTls
+from node.server.auth import FLIGHT_MIDDLEWARE, FlightAuth, flight_caller
 from node.server.listen import bind_failed, check_free
 from node.server.metrics import Registry
 from node.server.status import message_of
@@ -98,13 +101,19 @@ def _answer(what: str, e: Exception) -> flight.FlightError:
     return flight_error(e)
 
 
-def _guarded(what: str, fn: Callable[[], T]) -> T:
+def _guarded(what: str, fn: Callable[[], T], context: flight.ServerCallContext) -> T:
+    """``fn`` run as the call's caller (see node/server/auth.py), its errors as Flight's."""
     try:
-        return fn()
+        with acting_as(flight_caller(context)):
+            return fn()
     except flight.FlightError:
         raise
     except Exception as e:
         raise _answer(what, e) from None
+
+
+#: What an action on a table needs (those not named change the table's revisions: write).
+_ACTION_NEEDS = {"describe": Privilege.READ, "route": Privilege.READ}
 
 
 # -- filters -------------------------------------------------------------------------------------
@@ -198,10 +207,17 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         port_setting: str = "flight_port",
         ingestor: RowsWriter | None = None,
         query: Callable[[str], pa.Table] | None = None,
+        auth: FlightAuth | None = None,
+        tls: ServerTls | None = None,
     ) -> None:
         check_free("Arrow Flight", bind, port, port_setting)
+        scheme = "grpc+tcp" if tls is None else "grpc+tls"
         try:
-            super().__init__(f"grpc+tcp://{bind}:{port}")
+            super().__init__(
+                f"{scheme}://{bind}:{port}",
+                middleware=None if auth is None else {FLIGHT_MIDDLEWARE: auth},
+                **({} if tls is None else tls.flight_options()),
+            )
         except pa.ArrowException as e:  # "Server did not start properly", no reason given
             raise bind_failed("Arrow Flight", bind, port, port_setting, str(e)) from None
         self.tables: FlightTables = local(tables)
@@ -227,10 +243,11 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         # the others, does not take FlightErrors apart); clients plan with get_flight_info.
         def run() -> flight.SchemaResult:
             spec = ScanSpec.from_json(descriptor.command or b"")
+            authorize(Privilege.READ, [spec.table])
             compile_filters(spec, self.tables.describe(spec.table).schema)  # checks them
             return flight.SchemaResult(self._schema(spec))
 
-        return _guarded("get_schema", run)
+        return _guarded("get_schema", run, context)
 
     def _schema(self, spec: ScanSpec) -> pa.Schema:
         schema = self.tables.describe(spec.table).schema.arrow()
@@ -244,10 +261,11 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
     def get_flight_info(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.FlightInfo:
-        return _guarded("get_flight_info", lambda: self._flight_info(descriptor))
+        return _guarded("get_flight_info", lambda: self._flight_info(descriptor), context)
 
     def _flight_info(self, descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
         spec = ScanSpec.from_json(descriptor.command or b"")
+        authorize(Privilege.READ, [spec.table])
         info = self.tables.describe(spec.table)
         schema = self._schema(spec)
         _, (lo, hi) = compile_filters(spec, info.schema)
@@ -295,6 +313,7 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
                 if self.query is None:
                     raise InvalidArgument("this Flight endpoint answers no queries")
                 return flight.RecordBatchStream(self.query(spec.query))
+            authorize(Privilege.READ, [spec.table])
             info = self.tables.describe(spec.table)
             predicate, time_range = compile_filters(spec, info.schema)
             schema = self._schema(spec)
@@ -319,7 +338,7 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
                 batches = (rows.apply(b, schema.names) for b in batches)
             return flight.GeneratorStream(schema, self._stream(spec, scan, batches, schema))
 
-        return _guarded("do_get", run)
+        return _guarded("do_get", run, context)
 
     def _stream(
         self,
@@ -359,9 +378,10 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
                 self.metrics.rows_written.inc("flight", amount=written)
             writer.write(pa.py_buffer(json.dumps({"rows": written}).encode()))
 
-        _guarded("do_put", run)
+        _guarded("do_put", run, context)
 
     def _put_chunks(self, spec: PutSpec, reader: flight.MetadataRecordBatchReader) -> int:
+        authorize(Privilege.WRITE, [spec.table])
         self.tables.describe(spec.table)  # NotFound before reading anything
         written = 0
         pending: list[pa.RecordBatch] = []
@@ -425,10 +445,14 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
     def do_action(self, context: flight.ServerCallContext, action: flight.Action) -> list[bytes]:
         def run() -> list[bytes]:
             body = action.body.to_pybytes() if action.body is not None else b""
-            result = self._action(action.type, parse_action(action.type, body))
+            args = parse_action(action.type, body)
+            table = getattr(args, "table", None)
+            if table is not None:
+                authorize(_ACTION_NEEDS.get(action.type, Privilege.WRITE), [table])
+            result = self._action(action.type, args)
             return [json.dumps(result).encode()]
 
-        return _guarded(action.type, run)
+        return _guarded(action.type, run, context)
 
     def _scan_stats(self, scan_id: str) -> dict[str, Any]:
         """The statistics of the finished ticket ``scan_id``, or summed over the finished

@@ -399,17 +399,21 @@ class GrpcServer:
         max_message_bytes: int = 256 * 1024**2,
         port_setting: str = "grpc_port",
         extra_handlers: Sequence[grpc.GenericRpcHandler] = (),
+        interceptors: Sequence[grpc.ServerInterceptor] = (),
+        tls: ServerTls | None = None,
     ) -> None:
         """``extra_handlers``: other services on the same port (a cluster node's shard
-        control)."""
+        control); ``interceptors`` see every call of them all (authentication)."""
         self.service = service
         self.bind = bind
         self._requested_port = port
         self.port = port
         self.port_setting = port_setting
+        self.tls = tls
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="gnomon-grpc"),
             handlers=[service.handler(), *extra_handlers],
+            interceptors=list(interceptors),
             options=[
                 # grpcio's default 4 MiB receive limit would reject writes HoraeDB accepts.
                 ("grpc.max_receive_message_length", max_message_bytes),
@@ -429,7 +433,11 @@ class GrpcServer:
         port, setting = self._requested_port, self.port_setting
         check_free("gRPC", self.bind, port, setting)
         try:
-            self.port = self._server.add_insecure_port(_address(self.bind, port))
+            address = _address(self.bind, port)
+            if self.tls is None:
+                self.port = self._server.add_insecure_port(address)
+            else:
+                self.port = self._server.add_secure_port(address, self.tls.grpc_credentials())
         except RuntimeError:
             raise bind_failed("gRPC", self.bind, port, setting, "bind failed") from None
         self._server.start()

@@ -51,7 +51,11 @@ from node.engine.table import Logged
 from node.ingest import line_protocol
 from node.ingest.rows import TableRows
 from node.ingest.writer import Ingestor
+from node.security.authn import Authenticates
+from node.security.context import acting_as
+from node.security.tls import ServerTls
 from node.server.arrow_wire import ipc_stream, json_rows, to_wire
+from node.server.auth import CHALLENGE, OPEN_PATHS
 from node.server.listen import listen_error
 from node.server.metrics import Registry
 from node.server.openapi import SPEC
@@ -184,7 +188,9 @@ class HttpApp:
     ``queries`` (their time limit, cancelled when stopping). ``start_writes`` starts small
     writes without blocking (:meth:`Ingestor.start_write_all`, the ingestor's own if it is
     one); a writer that sends rows on to other nodes hands it that of its local ingestor,
-    whose refusal (None) makes the writes go through ``ingestor`` on a thread."""
+    whose refusal (None) makes the writes go through ``ingestor`` on a thread. With an
+    ``authenticator``, requests but those of OPEN_PATHS are authenticated (on a pool thread,
+    as the check may take milliseconds) and run as their caller."""
 
     def __init__(
         self,
@@ -197,8 +203,10 @@ class HttpApp:
         queries: Queries | None = None,
         start_writes: Callable[[Sequence[TableRows]], Logged | None] | None = None,
         route: Callable[[str], Mapping[str, str]] | None = None,
+        authenticator: Authenticates | None = None,
     ) -> None:
         self.ingestor = ingestor
+        self.authenticator = authenticator
         #: The endpoints serving a table (``GET /route/{table}``); NotFound if none.
         self._route = route
         if start_writes is None and isinstance(ingestor, Ingestor):
@@ -912,7 +920,23 @@ class _Connection(asyncio.Protocol):
 
     def _dispatch(self, request: _Request) -> _Response | Callable[[], _Response] | None:
         """The answer, the blocking work that makes it (run on the pool), or None: a small
-        write, queued to be answered with its batch."""
+        write, queued to be answered with its batch. A request to authenticate is all work
+        for the pool (small writes are not batched then)."""
+        authenticator = self.app.authenticator
+        if authenticator is None or request.path in OPEN_PATHS:
+            return self._route(request, batch=True)
+        authorization = (request.fields or RequestHeaders(request.headers)).get("Authorization")
+
+        def run() -> _Response:
+            with acting_as(authenticator.authenticate(authorization)):
+                outcome = self._route(request, batch=False)
+                return outcome() if callable(outcome) else outcome  # type: ignore[return-value]
+
+        return run
+
+    def _route(
+        self, request: _Request, *, batch: bool
+    ) -> _Response | Callable[[], _Response] | None:
         app = self.app
         path, method = request.path, request.method
         if path.startswith(ROUTE_PREFIX):
@@ -948,7 +972,7 @@ class _Connection(asyncio.Protocol):
             kind = headers.get("Content-Type", "")
             return lambda: app.influx_query(params, form, kind, gone=self.gone)
         app.metrics.request_bytes.inc("influxdb", amount=len(body))
-        if encoding in ("identity", "") and len(body) <= SMALL_WRITE_BYTES:
+        if batch and encoding in ("identity", "") and len(body) <= SMALL_WRITE_BYTES:
             self.server.writes.add(body, params, functools.partial(self._written, request))
             return None
         return lambda: app.influx_write(_decoded(body, encoding, limit), params)
@@ -961,7 +985,10 @@ class _Connection(asyncio.Protocol):
             log.error("request failed", extra=fields, exc_info=e)
         else:
             log.info("request rejected", extra=fields)
-        return _error(status, message_of(e))
+        resp = _error(status, message_of(e))
+        if status == 401:
+            resp.headers["WWW-Authenticate"] = CHALLENGE
+        return resp
 
     def _answer(self, request: _Request, resp: _Response) -> None:
         """Write the answer to the request being served; close the connection after it if
@@ -1041,8 +1068,10 @@ class HttpServer:
         port: int = 5440,
         port_setting: str = "http_port",
         workers: int = DEFAULT_WORKERS,
+        tls: ServerTls | None = None,
     ) -> None:
         self.app = app
+        self.tls = tls
         self.bind = bind
         self._requested_port = port
         self.port = port
@@ -1062,7 +1091,12 @@ class HttpServer:
         loop = asyncio.new_event_loop()
         server = _Server(self.app, pool, loop)
         listening = loop.run_until_complete(
-            loop.create_server(lambda: _Connection(server), sock=sock, backlog=BACKLOG)
+            loop.create_server(
+                lambda: _Connection(server),
+                sock=sock,
+                backlog=BACKLOG,
+                ssl=None if self.tls is None else self.tls.ssl_context(),
+            )
         )
         self._server, self._loop, self._listening = server, loop, listening
         self._thread = threading.Thread(

@@ -27,14 +27,17 @@ from node.cluster.router import Router
 from node.engine.engine import Engine, EngineConfig
 from node.ingest.writer import Ingestor
 from node.partition.ingest import PartitionedRows
+from node.security.settings import Security
+from node.security.tls import ServerTls
 from node.server.arrow_wire import DEFAULT_COMPRESS_MIN_BYTES
+from node.server.auth import FlightAuth, GrpcAuth
 from node.server.flight import FlightService
 from node.server.forwarding import forwarding
 from node.server.grpc_service import GrpcServer, StorageService
 from node.server.http import HttpApp, HttpServer
 from node.server.listen import check_free
 from node.server.metrics import Labels, Registry
-from node.sql.cancel import DEFAULT_QUERY_TIMEOUT_S, Queries
+from node.sql.cancel import DEFAULT_QUERY_TIMEOUT_S, Queries, QueryLimits
 from node.sql.executor import SqlExecutor
 from node.tables import LocalTables
 
@@ -98,8 +101,12 @@ class Standalone:
         grace_s: float = 10.0,
         query_timeout_s: float = DEFAULT_QUERY_TIMEOUT_S,
         placement: Placement | None = None,
+        security: Security | None = None,
+        limits: QueryLimits | None = None,
     ) -> None:
         self.data_dir = data_dir
+        #: Authentication, TLS (default: neither, refused off loopback).
+        self.security = security or Security()
         self.bind = bind
         self.http_port = http_port
         self.grpc_port = grpc_port
@@ -116,7 +123,7 @@ class Standalone:
         self.grpc_workers = grpc_workers
         self.grace_s = grace_s
         self.metrics = Registry()
-        self.queries = Queries(query_timeout_s)
+        self.queries = Queries(query_timeout_s, limits)
         self.engine: Engine | None = None
         #: Whether the last stop left work running (a query DataFusion was still planning,
         #: a Flight call): see :meth:`run_forever`.
@@ -143,6 +150,22 @@ class Standalone:
             decoded_cache_bytes=cfg.decoded_cache_bytes,
             query_timeout_s=cfg.query_timeout_s,
             placement=placement,
+            security=Security(
+                auth=cfg.auth,
+                insecure=cfg.insecure,
+                cluster_secret=cfg.cluster_secret,
+                tls=None
+                if cfg.tls_cert is None or cfg.tls_key is None
+                else ServerTls(cfg.tls_cert, cfg.tls_key, cfg.tls_client_ca),
+                auth_cache_s=cfg.auth_cache_s,
+            ),
+            limits=QueryLimits(
+                max_concurrent=cfg.max_concurrent_queries,
+                queue_timeout_s=cfg.query_queue_timeout_s,
+                max_statement_bytes=cfg.max_statement_bytes,
+                memory_bytes=cfg.query_memory_bytes,
+                max_result_bytes=cfg.max_result_bytes,
+            ),
         )
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -150,6 +173,7 @@ class Standalone:
     def start(self) -> None:
         """Lock the data directory, open the engine and serve. Unavailable (nothing left
         open) if a port is taken or another process serves the data directory."""
+        self.security.check_exposure(self.bind, "server")
         # Taken ports fail the start before the engine replays its WAL.
         for what, port, setting in (
             ("gRPC", self.grpc_port, "grpc_port"),
@@ -163,6 +187,8 @@ class Standalone:
                 self.data_dir, decoded_cache_bytes=self.decoded_cache_bytes
             )
             self.engine = engine
+            authenticator = self.security.authenticator(engine.catalog.store)
+            tls = self.security.tls
             # SQL, ingest and Flight see this node's tables through the table-source seam.
             tables = LocalTables(engine)
             partitions = self.placement.partitions(tables)
@@ -186,6 +212,8 @@ class Standalone:
                 max_workers=self.grpc_workers,
                 max_message_bytes=self.max_request_bytes,
                 extra_handlers=self.placement.handlers(),
+                interceptors=[] if authenticator is None else [GrpcAuth(authenticator)],
+                tls=tls,
             )
             self.grpc_port = self._grpc.start()
             if router.forwarder is not None:
@@ -201,8 +229,9 @@ class Standalone:
                 queries=self.queries,
                 start_writes=ingestor.start_write_all,
                 route=functools.partial(self._route, router, tables),
+                authenticator=authenticator,
             )
-            self._http = HttpServer(app, bind=self.bind, port=self.http_port)
+            self._http = HttpServer(app, bind=self.bind, port=self.http_port, tls=tls)
             self.http_port = self._http.start()
             self._flight = FlightService(
                 tables,
@@ -212,6 +241,8 @@ class Standalone:
                 metrics=self.metrics,
                 ingestor=writer,
                 query=lambda sql: executor.execute(sql).table(),
+                auth=None if authenticator is None else FlightAuth(authenticator),
+                tls=tls,
             )
             self.flight_port = self._flight.port
             mine = self._endpoints()

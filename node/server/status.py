@@ -24,7 +24,13 @@ def http_status(e: BaseException) -> int:
 def horaedb_code(e: BaseException) -> int:
     """The ``ResponseHeader.code`` HoraeDB would send: 400 for a bad request, else 500. HoraeDB
     reports planning failures such as an unknown table as 500 too, and its SDKs treat any code
-    but 200 as failure, so finer codes would only differ from what its users expect."""
+    but 200 as failure, so finer codes would only differ from what its users expect; a
+    refusal of the caller's grants is 403."""
     if isinstance(e, GnomonError) and e.status in (Status.INVALID_ARGUMENT, Status.TOO_LARGE):
         return 400
+    if isinstance(e, GnomonError) and e.status in _AUTH:
+        return int(e.status)  # HoraeDB has none; an SDK shows the code with the message
     return 500
+
+
+_AUTH = (Status.UNAUTHENTICATED, Status.PERMISSION_DENIED)

@@ -8,6 +8,10 @@ query registers take it along (:mod:`node.sql.provider`) and their scans call
 own, where the request's context is not current. A check raises :class:`Cancelled` once
 the token is cancelled (the gRPC call ended, the server is stopping), its deadline passed
 or its probe (has the HTTP client closed its connection?) says the caller is gone.
+
+The token also carries the server's :class:`QueryLimits` for the query (its memory budget,
+the largest answer), and :meth:`Queries.running` admits at most ``max_concurrent`` queries at
+once, the others waiting their turn up to ``queue_timeout_s``.
 """
 
 from __future__ import annotations
@@ -17,23 +21,42 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
+from dataclasses import dataclass
 
-from gnomon.errors import Cancelled, DeadlineExceeded
+from gnomon.errors import Cancelled, DeadlineExceeded, TooLarge, Unavailable
 
 #: The server-side limit on one query's time, unless configured otherwise.
 DEFAULT_QUERY_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class QueryLimits:
+    """What one query may take (None: no limit): queries running at once (the others queue
+    for at most ``queue_timeout_s``), the statement's length, the memory its DataFusion
+    operators hold, the size of its answer."""
+
+    max_concurrent: int | None = None
+    queue_timeout_s: float = 30.0
+    max_statement_bytes: int | None = None
+    memory_bytes: int | None = None
+    max_result_bytes: int | None = None
 
 
 class CancelToken:
     """Whether one query should stop. ``probe`` answers whether its caller is gone; it is
     asked at every check, so it must be cheap (one non-blocking system call)."""
 
-    __slots__ = ("_probe", "_reason", "deadline", "timeout_s")
+    __slots__ = ("_probe", "_reason", "deadline", "limits", "timeout_s")
 
     def __init__(
-        self, timeout_s: float | None = None, *, probe: Callable[[], bool] | None = None
+        self,
+        timeout_s: float | None = None,
+        *,
+        probe: Callable[[], bool] | None = None,
+        limits: QueryLimits | None = None,
     ) -> None:
         self.timeout_s = timeout_s
+        self.limits = limits or QueryLimits()
         self.deadline = None if not timeout_s else time.monotonic() + timeout_s
         self._probe = probe
         self._reason: str | None = None
@@ -59,6 +82,27 @@ class CancelToken:
                 "(setting query_timeout_s); narrow it (fewer columns, a time range, a LIMIT)"
             )
 
+    def check_statement(self, statement: str) -> None:
+        """TooLarge if ``statement`` is longer than the query's limit."""
+        most = self.limits.max_statement_bytes
+        # Characters are counted first: a statement within the limit in bytes is within it.
+        if most is not None and len(statement) > most:
+            size = len(statement.encode("utf-8", "surrogatepass"))
+            if size > most:
+                raise TooLarge(
+                    f"SQL statement of {size} bytes exceeds the limit of {most} bytes "
+                    "(setting max_statement_bytes)"
+                )
+
+    def check_result(self, nbytes: int) -> None:
+        """TooLarge if an answer of ``nbytes`` exceeds the query's limit."""
+        limit = self.limits.max_result_bytes
+        if limit is not None and nbytes > limit:
+            raise TooLarge(
+                f"query answer of {nbytes} bytes exceeds the server's limit of {limit} bytes "
+                "(setting max_result_bytes); select fewer rows or columns, or aggregate"
+            )
+
 
 _current: ContextVar[CancelToken | None] = ContextVar("gnomon_cancel_token", default=None)
 
@@ -72,22 +116,71 @@ class Queries:
     """The queries a server is running, each under its own token with the server's time
     limit (``timeout_s``, 0 for none), so that stopping can cancel those still running."""
 
-    def __init__(self, timeout_s: float = DEFAULT_QUERY_TIMEOUT_S) -> None:
+    def __init__(
+        self, timeout_s: float = DEFAULT_QUERY_TIMEOUT_S, limits: QueryLimits | None = None
+    ) -> None:
         self.timeout_s = timeout_s
+        self.limits = limits or QueryLimits()
+        self._slots = (
+            None
+            if self.limits.max_concurrent is None
+            else threading.BoundedSemaphore(self.limits.max_concurrent)
+        )
+        #: Queries waiting for a slot now, and refused for waiting too long since start.
+        self.queued = 0
+        self.refused = 0
         self._tokens: set[CancelToken] = set()
         self._cond = threading.Condition()
         self._stopping: str | None = None
 
     @contextlib.contextmanager
     def running(
-        self, *, timeout_s: float | None = None, probe: Callable[[], bool] | None = None
+        self,
+        *,
+        timeout_s: float | None = None,
+        probe: Callable[[], bool] | None = None,
     ) -> Iterator[CancelToken]:
         """A token current for the query run inside; ``timeout_s`` (a caller's own deadline)
-        shortens the server's limit, never extends it."""
+        shortens the server's limit, never extends it. The query waits for a free slot
+        first (Unavailable after queue_timeout_s)."""
         limit = self.timeout_s or None
         if timeout_s is not None:
             limit = timeout_s if limit is None else min(limit, timeout_s)
-        token = CancelToken(limit, probe=probe)
+        with self._slot():
+            with self._token(limit, probe) as token:
+                yield token
+
+    @contextlib.contextmanager
+    def _slot(self) -> Iterator[None]:
+        slots = self._slots
+        if slots is None:
+            yield
+            return
+        if not slots.acquire(blocking=False):
+            with self._cond:
+                self.queued += 1
+            try:
+                got = slots.acquire(timeout=self.limits.queue_timeout_s)
+            finally:
+                with self._cond:
+                    self.queued -= 1
+            if not got:
+                self.refused += 1
+                raise Unavailable(
+                    f"server busy: {self.limits.max_concurrent} queries running and this one "
+                    f"waited {self.limits.queue_timeout_s:g} s for its turn (settings "
+                    "max_concurrent_queries, query_queue_timeout_s); try again"
+                )
+        try:
+            yield
+        finally:
+            slots.release()
+
+    @contextlib.contextmanager
+    def _token(
+        self, limit: float | None, probe: Callable[[], bool] | None
+    ) -> Iterator[CancelToken]:
+        token = CancelToken(limit, probe=probe, limits=self.limits)
         with self._cond:
             if self._stopping is not None:
                 token.cancel(self._stopping)
@@ -107,6 +200,11 @@ class Queries:
             self._stopping = reason
             for token in self._tokens:
                 token.cancel(reason)
+            return len(self._tokens)
+
+    @property
+    def running_now(self) -> int:
+        with self._cond:
             return len(self._tokens)
 
     def wait_done(self, timeout_s: float) -> bool:

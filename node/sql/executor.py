@@ -18,12 +18,11 @@ from typing import Any, TypeVar
 import datafusion
 import pyarrow as pa
 
-from gnomon.errors import GnomonError, InvalidArgument, NotOwner, UnknownTable
+from gnomon.errors import GnomonError, InvalidArgument, NotOwner, TooLarge, UnknownTable
 from node.engine.engine import Engine
 from node.engine.options import UpdateMode
 from node.engine.schema import TSID, ColumnType
-from node.partition import pushdown
-from node.partition.dataset import PartitionDataset
+from node.partition import query as partition_query
 from node.partition.tables import (
     PartitionedCatalog,
     Partitions,
@@ -31,7 +30,9 @@ from node.partition.tables import (
     PartMoved,
     standalone_partitions,
 )
-from node.sql import ddl, direct, functions, prescan, rewrite
+from node.security.context import visible
+from node.security.statements import authorize_query, authorize_statement
+from node.sql import cancel, ddl, direct, functions, prescan, rewrite
 from node.sql.analysis import Analyses, Analysis, parse_timestamp, timestamp_ms
 from node.sql.ast import (
     AlterAddColumns,
@@ -182,7 +183,7 @@ class _QueryContext:
         """The query's DataFusion session, made when first needed (a query answered without
         DataFusion never pays for one), holding the rows read up front."""
         if self._ctx is None:
-            self._ctx = datafusion.SessionContext()
+            self._ctx = _session()
             functions.register(self._ctx, self.errors)
             for name, rows in self.rows.items():
                 self._ctx.from_arrow(rows, name=_dq(name))
@@ -211,11 +212,13 @@ class _QueryContext:
                     f"table {table!r} is a partition table: VERSION / TIMESTAMP AS OF is not "
                     "supported on partition tables yet"
                 )
-            parts = partition.reading(None if prescan is None else prescan.bounds)
+            keep = None if prescan is None else partition.spec.rule.prune(prescan.bounds)
             self._register_dataset(
                 name,
                 table,
-                PartitionDataset(partition, parts, scans=self.scans, errors=self.errors),
+                partition_query.PartitionDataset(
+                    partition, partition.parts(keep), scans=self.scans, errors=self.errors
+                ),
             )
             return
         if (
@@ -311,6 +314,9 @@ class SqlExecutor:
         return self.execute(sql).table()
 
     def execute(self, sql: str) -> QueryResult:
+        token = cancel.current()
+        if token is not None:
+            token.check_statement(sql)
         remote: Remote = {}
         for _ in range(RESOLVE_ATTEMPTS):
             try:
@@ -357,6 +363,7 @@ class SqlExecutor:
     def run(self, stmt: Statement, remote: Remote | None = None) -> QueryResult:
         """Run ``stmt``; a query reads the tables of other nodes in ``remote`` from there."""
         stmt = self._resolved(stmt)
+        authorize_statement(stmt)
         match stmt:
             case Query(sql, tokens):
                 return self._query(sql, tokens, remote=remote or {})
@@ -392,7 +399,7 @@ class SqlExecutor:
                 self.catalog.alter_table(table, options=options)
                 return QueryResult.affected(0)
             case ShowTables(like):
-                names = self.catalog.shown_tables()
+                names = visible(self.catalog.shown_tables())
                 if like is not None:
                     rx = _like_regex(like)
                     names = [n for n in names if rx.match(n)]
@@ -537,6 +544,7 @@ class SqlExecutor:
     ) -> QueryResult:
         """The answer of a query; one reading partition tables whose sub-table moved meanwhile
         runs once more where it is now."""
+        authorize_query(sql, [*self.catalog.list_tables(), *(remote or {})], tokens)
         try:
             return self._query_once(sql, tokens, analysis, remote)
         except PartMoved as e:
@@ -554,6 +562,9 @@ class SqlExecutor:
         if pushed is not None:
             return pushed
         qc, table = self._run(sql, tokens=tokens, analysis=analysis, remote=remote)
+        token = cancel.current()
+        if token is not None:
+            token.check_result(table.nbytes)
         result = QueryResult.rows(table)
         result.scans = qc.scans
         return result
@@ -561,7 +572,7 @@ class SqlExecutor:
     def _pushed_down(self, sql: str) -> QueryResult | None:
         """The answer of a query reading one partition table alone, once, in a shape that
         splits into queries of its sub-tables run where they are served
-        (:func:`node.partition.pushdown.plan`); None for any other query."""
+        (:func:`node.partition.query.plan`); None for any other query."""
         names = self.partitions.names()
         lowered = sql.lower()
         if not any(n.lower() in lowered for n in names):
@@ -583,6 +594,7 @@ class SqlExecutor:
 
     def _explain(self, query: str, analyze: bool, remote: Remote) -> QueryResult:
         prefix = "EXPLAIN ANALYZE " if analyze else "EXPLAIN "
+        authorize_query(query, [*self.catalog.list_tables(), *remote])
         qc, plan = self._run(query, prefix, remote=remote)
         rows = {name: plan.column(name).to_pylist() for name in plan.column_names}
         for scan in qc.scans:
@@ -681,14 +693,26 @@ def _pushed(
     shape = prescan.shape(tokens, table.name, schema, mentions=mentions)
     if not shape.single:
         return None
-    push = pushdown.plan(sql, tokens, table.name, schema.names)
+    push = partition_query.plan(sql, tokens, table.name, schema.names)
     if push is None:
         return None
-    parts = table.reading(shape.bind(tokens).bounds)
+    parts = table.parts(table.spec.rule.prune(shape.bind(tokens).bounds))
     scans: list[ScanRecord] = []
-    result = QueryResult.rows(pushdown.run(push, table, parts, scans))
+    result = QueryResult.rows(partition_query.run(push, table, parts, scans))
     result.scans = scans
     return result
+
+
+def _session() -> datafusion.SessionContext:
+    """A DataFusion session whose operators hold at most the running query's memory budget
+    (a query over it fails with DataFusion's 'Resources exhausted' instead of growing)."""
+    token = cancel.current()
+    budget = None if token is None else token.limits.memory_bytes
+    if budget is None:
+        return datafusion.SessionContext()
+    return datafusion.SessionContext(
+        runtime=datafusion.RuntimeEnvBuilder().with_greedy_memory_pool(budget)
+    )
 
 
 def _dq(name: str) -> str:
@@ -749,6 +773,11 @@ def _translate(e: Exception, names: dict[str, str]) -> GnomonError:
     m = _DF_NOT_FOUND.search(text)
     if m:
         return UnknownTable(names.get(m.group(1), m.group(1)))
+    if "Resources exhausted" in text:
+        return TooLarge(
+            "query needs more memory than its budget (setting query_memory_bytes): "
+            + text.split("Resources exhausted:", 1)[-1].strip().splitlines()[0]
+        )
     if _DF_RECURSION.search(text):
         return InvalidArgument(
             "query too complex: nested deeper than the SQL parser's limit of 50 levels "

@@ -1,0 +1,143 @@
+"""The authentication hooks of the servers: each takes a request's ``Authorization`` (an HTTP
+header, gRPC metadata, an Arrow Flight header), asks the authenticator who the caller is and
+runs the request as that caller (:func:`node.security.context.acting_as`), so the SQL
+executor, the ingestor and the Flight service can authorise what it does. A server without
+an authenticator runs every request unchecked.
+
+HTTP leaves ``/health`` (probes) and ``/openapi.json`` open; gRPC and Flight check every call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import grpc
+import pyarrow.flight as flight
+
+from gnomon.errors import Unauthenticated
+from node.security.authn import Authenticates
+from node.security.context import acting_as
+from node.security.principal import Principal
+
+#: HTTP endpoints anyone may call.
+OPEN_PATHS = frozenset({"/health", "/openapi.json"})
+#: What a 401 answer asks HTTP clients for.
+CHALLENGE = 'Basic realm="gnomon", charset="UTF-8"'
+#: The name the Flight middleware is registered under.
+FLIGHT_MIDDLEWARE = "auth"
+
+
+def http_caller(
+    authenticator: Authenticates | None, path: str, authorization: str | None
+) -> Principal | None:
+    """The caller of an HTTP request to ``path``; None when nothing is checked (no
+    authenticator, an open endpoint). Unauthenticated if the credentials prove nothing."""
+    if authenticator is None or path in OPEN_PATHS:
+        return None
+    return authenticator.authenticate(authorization)
+
+
+# -- gRPC ---------------------------------------------------------------------------------------
+
+
+def _metadata(details: grpc.HandlerCallDetails, key: str) -> str | None:
+    for k, v in details.invocation_metadata or ():
+        if k == key:
+            return v if isinstance(v, str) else v.decode("latin-1")
+    return None
+
+
+class GrpcAuth(grpc.ServerInterceptor):  # type: ignore[misc]
+    """Refuses a call without valid credentials (gRPC UNAUTHENTICATED, as HoraeDB does) and
+    runs the others as their caller."""
+
+    def __init__(self, authenticator: Authenticates) -> None:
+        self.authenticator = authenticator
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler[Any, Any] | None],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        handler = continuation(details)
+        if handler is None:
+            return None
+        try:
+            principal = self.authenticator.authenticate(_metadata(details, "authorization"))
+        except Unauthenticated as e:
+            return _refusal(handler, e.message)
+        return _as_caller(handler, principal)
+
+
+def _as_caller(
+    handler: grpc.RpcMethodHandler[Any, Any], principal: Principal
+) -> grpc.RpcMethodHandler[Any, Any]:
+    def unary(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def call(request: Any, context: grpc.ServicerContext) -> Any:
+            with acting_as(principal):
+                return fn(request, context)
+
+        return call
+
+    def streaming(fn: Callable[..., Iterator[Any]]) -> Callable[..., Iterator[Any]]:
+        def call(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+            with acting_as(principal):
+                yield from fn(request, context)
+
+        return call
+
+    return handler._replace(  # type: ignore[attr-defined,no-any-return]
+        unary_unary=handler.unary_unary and unary(handler.unary_unary),
+        stream_unary=handler.stream_unary and unary(handler.stream_unary),
+        unary_stream=handler.unary_stream and streaming(handler.unary_stream),
+        stream_stream=handler.stream_stream and streaming(handler.stream_stream),
+    )
+
+
+def _refusal(
+    handler: grpc.RpcMethodHandler[Any, Any], message: str
+) -> grpc.RpcMethodHandler[Any, Any]:
+    def refuse(request: Any, context: grpc.ServicerContext) -> Any:
+        context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+
+    return handler._replace(  # type: ignore[attr-defined,no-any-return]
+        unary_unary=handler.unary_unary and refuse,
+        stream_unary=handler.stream_unary and refuse,
+        unary_stream=handler.unary_stream and refuse,
+        stream_stream=handler.stream_stream and refuse,
+    )
+
+
+# -- Arrow Flight -------------------------------------------------------------------------------
+
+
+class _FlightCaller(flight.ServerMiddleware):  # type: ignore[misc]
+    def __init__(self, principal: Principal) -> None:
+        self.principal = principal
+
+
+class FlightAuth(flight.ServerMiddlewareFactory):  # type: ignore[misc]
+    """Refuses a Flight call without valid credentials (UNAUTHENTICATED) and keeps the
+    caller for the service (:func:`flight_caller`). Clients send the ``authorization``
+    header with every call (``FlightCallOptions(headers=[(b"authorization", ...)])``)."""
+
+    def __init__(self, authenticator: Authenticates) -> None:
+        self.authenticator = authenticator
+
+    def start_call(self, info: flight.CallInfo, headers: dict[str, list[Any]]) -> _FlightCaller:
+        values = headers.get("authorization") or [None]
+        value = values[0]
+        if isinstance(value, bytes):
+            value = value.decode("latin-1")
+        try:
+            principal = self.authenticator.authenticate(value)
+        except Unauthenticated as e:
+            raise flight.FlightUnauthenticatedError(e.message) from None
+        return _FlightCaller(principal)
+
+
+def flight_caller(context: flight.ServerCallContext) -> Principal | None:
+    """The caller of a Flight call (None on a server without authentication)."""
+    middleware = context.get_middleware(FLIGHT_MIDDLEWARE)
+    return None if middleware is None else middleware.principal  # type: ignore[no-any-return]
