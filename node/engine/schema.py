@@ -127,11 +127,16 @@ class Column:
     #: Value used when an insert omits the column (None: null, or an error if NOT NULL).
     default: Any = None
     comment: str = ""
+    #: Declared DICTIONARY (HoraeDB's hint to dictionary-encode a string column): shown by
+    #: DESCRIBE and SHOW CREATE TABLE; string tags are dictionary-encoded either way.
+    dictionary: bool = False
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"name": self.name, "type": self.type.value}
         if self.is_tag:
             d["tag"] = True
+        if self.dictionary:
+            d["dictionary"] = True
         if not self.nullable:
             d["nullable"] = False
         if self.default is not None:
@@ -149,6 +154,7 @@ class Column:
             nullable=bool(d.get("nullable", True)),
             default=d.get("default"),
             comment=str(d.get("comment", "")),
+            dictionary=bool(d.get("dictionary", False)),
         )
 
 

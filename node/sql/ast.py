@@ -18,6 +18,7 @@ class ColumnDef:
     nullable: bool | None = None
     default: Any = None
     comment: str = ""
+    dictionary: bool = False
 
 
 @dataclass(frozen=True)

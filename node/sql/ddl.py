@@ -54,6 +54,7 @@ def to_column(d: ColumnDef) -> Column:
         nullable=True if d.nullable is None else d.nullable,
         default=_checked_default(d),
         comment=d.comment,
+        dictionary=d.dictionary,
     )
 
 
@@ -64,7 +65,7 @@ STORAGE_FORMATS = ("columnar", "hybrid", "auto")
 
 def schema_of(stmt: CreateTable) -> tuple[Schema, TableOptions]:
     schema = Schema.build(
-        [to_column(c) for c in stmt.columns],
+        [to_column(c) for c in stmt.columns if not _is_implicit_tsid(c, stmt)],
         timestamp_key=stmt.timestamp_key,
         primary_key=_primary_key(stmt),
     )
@@ -77,11 +78,23 @@ def schema_of(stmt: CreateTable) -> tuple[Schema, TableOptions]:
     return schema, TableOptions.from_strings(options)
 
 
+def _is_implicit_tsid(c: ColumnDef, stmt: CreateTable) -> bool:
+    """Whether ``c`` is the implicit series id written out, as SHOW CREATE TABLE (HoraeDB's
+    and gnomon's) prints it: ``tsid uint64 NOT NULL`` with PRIMARY KEY(tsid, t)."""
+    return (
+        c.name == TSID
+        and c.type is ColumnType.UINT64
+        and not c.is_tag
+        and stmt.primary_key == [TSID, stmt.timestamp_key]
+    )
+
+
 def _primary_key(stmt: CreateTable) -> list[str] | None:
     """The PRIMARY KEY of ``stmt``, None for the implicit (tsid, timestamp key): HoraeDB
-    writes that one out as PRIMARY KEY(tsid, t) without a tsid column."""
+    writes that one out as PRIMARY KEY(tsid, t), with or without a tsid column."""
     pk = stmt.primary_key
-    if pk is None or TSID not in pk or any(c.name == TSID for c in stmt.columns):
+    own_tsid = any(c.name == TSID and not _is_implicit_tsid(c, stmt) for c in stmt.columns)
+    if pk is None or TSID not in pk or own_tsid:
         return pk
     if pk != [TSID, stmt.timestamp_key]:
         raise InvalidArgument(
@@ -104,24 +117,46 @@ def _literal(v: Any) -> str:
     return "'" + str(v).replace("'", "''") + "'"
 
 
+#: Type names as HoraeDB writes them (DESCRIBE, SHOW CREATE TABLE); the others are alike.
+_HORAEDB_TYPES = {
+    ColumnType.INT8: "tinyint",
+    ColumnType.INT16: "smallint",
+    ColumnType.INT32: "int",
+    ColumnType.INT64: "bigint",
+}
+
+
+def type_name(typ: ColumnType) -> str:
+    return _HORAEDB_TYPES.get(typ, typ.value)
+
+
+def _key_first(schema: Schema) -> list[Column]:
+    """The columns as HoraeDB lists them: the primary key's, in key order, then the others
+    as declared."""
+    key = [schema.column(k) for k in schema.primary_key]
+    return key + [c for c in schema.columns if c.name not in schema.primary_key]
+
+
 def show_create(info: TableInfo, partition: str | None = None) -> str:
-    """``info`` as CREATE TABLE; ``partition`` is a partition table's PARTITION BY clause."""
+    """``info`` as CREATE TABLE, in HoraeDB's shape: key columns first (the implicit
+    ``tsid`` too, which parses back as the implicit one), the PRIMARY KEY written out;
+    ``partition`` is a partition table's PARTITION BY clause."""
     schema = info.schema
     parts: list[str] = []
-    for c in schema.columns:
-        if c.name == TSID and schema.has_tsid:
-            continue  # implicit: recreated from the tags
-        col = f"{quote(c.name)} {c.type.value}"
+    for c in _key_first(schema):
+        col = f"{quote(c.name)} {type_name(c.type)}"
         if c.is_tag:
             col += " TAG"
-        col += " NOT NULL" if not c.nullable else " NULL"
+        if not c.nullable:
+            col += " NOT NULL"
+        if c.dictionary:
+            col += " DICTIONARY"
         if c.default is not None:
             col += f" DEFAULT {_literal(c.default)}"
         if c.comment:
             col += f" COMMENT {_literal(c.comment)}"
         parts.append(col)
-    if not schema.has_tsid:
-        parts.append(f"PRIMARY KEY({', '.join(quote(k) for k in schema.primary_key)})")
+    parts.append(f"PRIMARY KEY({', '.join(quote(k) for k in schema.primary_key)})")
     parts.append(f"TIMESTAMP KEY({quote(schema.timestamp_key)})")
     opts = ", ".join(f"{k}='{v}'" for k, v in info.options.to_strings().items())
     clause = "" if partition is None else f" {partition}"
@@ -132,15 +167,16 @@ def show_create(info: TableInfo, partition: str | None = None) -> str:
 
 
 def describe(info: TableInfo) -> pa.Table:
+    """DESCRIBE's rows, as HoraeDB answers them: key columns first, its type names."""
     schema = info.schema
-    cols = schema.columns
+    cols = _key_first(schema)
     return pa.table(
         {
             "name": [c.name for c in cols],
-            "type": [c.type.value for c in cols],
+            "type": [type_name(c.type) for c in cols],
             "is_primary": [c.name in schema.primary_key for c in cols],
             "is_nullable": [c.nullable for c in cols],
             "is_tag": [c.is_tag for c in cols],
-            "is_dictionary": [c.is_tag for c in cols],
+            "is_dictionary": [c.dictionary for c in cols],
         }
     )

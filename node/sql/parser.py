@@ -336,7 +336,7 @@ class _Parser:
         nullable: bool | None = None
         default: Any = None
         comment = ""
-        primary = timestamp = False
+        primary = timestamp = dictionary = False
         while True:
             if self.accept("TAG"):
                 is_tag = True
@@ -358,10 +358,15 @@ class _Parser:
                 self.advance()
                 timestamp = True  # HoraeDB's column-level form of TIMESTAMP KEY(column)
             elif self.accept("DICTIONARY"):
-                pass  # HoraeDB's encoding hint; tags are always dictionary-encoded here
+                if typ is not ColumnType.STRING:
+                    raise InvalidArgument(
+                        f"column {name!r} ({typ.value}): only a string column can be DICTIONARY"
+                    )
+                dictionary = True
             else:
                 break
-        return ColumnDef(name, typ, is_tag, nullable, default, comment), primary, timestamp
+        col = ColumnDef(name, typ, is_tag, nullable, default, comment, dictionary)
+        return col, primary, timestamp
 
     def added_column(self) -> ColumnDef:
         """A column ALTER TABLE adds: never the table's TIMESTAMP KEY."""

@@ -12,10 +12,10 @@ DESCRIBE cpu;
 -- expect
 name   | type      | is_primary | is_nullable | is_tag | is_dictionary
 tsid   | uint64    | true       | false       | false  | false
-host   | string    | false      | true        | true   | true
-region | string    | false      | true        | true   | true
-usage  | double    | false      | true        | false  | false
 ts     | timestamp | true       | false       | false  | false
+host   | string    | false      | true        | true   | false
+region | string    | false      | true        | true   | false
+usage  | double    | false      | true        | false  | false
 
 -- IF NOT EXISTS on an existing table changes nothing, even with another schema.
 CREATE TABLE IF NOT EXISTS cpu (x string TAG, ts timestamp NOT NULL, TIMESTAMP KEY(ts));
@@ -25,10 +25,10 @@ DESC TABLE cpu;
 -- expect
 name   | type      | is_primary | is_nullable | is_tag | is_dictionary
 tsid   | uint64    | true       | false       | false  | false
-host   | string    | false      | true        | true   | true
-region | string    | false      | true        | true   | true
-usage  | double    | false      | true        | false  | false
 ts     | timestamp | true       | false       | false  | false
+host   | string    | false      | true        | true   | false
+region | string    | false      | true        | true   | false
+usage  | double    | false      | true        | false  | false
 
 -- Type aliases map to the engine's types; keywords are case-insensitive; the partition
 -- clause and the dictionary hint are accepted.
@@ -41,18 +41,18 @@ DESCRIBE aliases;
 -- expect
 name | type      | is_primary | is_nullable | is_tag | is_dictionary
 tsid | uint64    | true       | false       | false  | false
-a    | int64     | false      | true        | false  | false
-b    | int32     | false      | true        | false  | false
-c    | int32     | false      | true        | false  | false
-d    | int16     | false      | true        | false  | false
-e    | int8      | false      | true        | false  | false
+t    | timestamp | true       | false       | false  | false
+a    | bigint    | false      | true        | false  | false
+b    | int       | false      | true        | false  | false
+c    | int       | false      | true        | false  | false
+d    | smallint  | false      | true        | false  | false
+e    | tinyint   | false      | true        | false  | false
 f    | float     | false      | true        | false  | false
 g    | boolean   | false      | true        | false  | false
 h    | string    | false      | true        | true   | true
 i    | string    | false      | true        | false  | false
 j    | varbinary | false      | true        | false  | false
 k    | varbinary | false      | true        | false  | false
-t    | timestamp | true       | false       | false  | false
 
 -- Names keep their case, quoted or not; another case finds nothing.
 CREATE TABLE `CamelCase` (`Host` string TAG, "Zone" string TAG, `order` int32,
@@ -115,14 +115,14 @@ DESCRIBE cpu;
 -- expect
 name   | type      | is_primary | is_nullable | is_tag | is_dictionary
 tsid   | uint64    | true       | false       | false  | false
-host   | string    | false      | true        | true   | true
-region | string    | false      | true        | true   | true
-usage  | double    | false      | true        | false  | false
 ts     | timestamp | true       | false       | false  | false
+host   | string    | false      | true        | true   | false
+region | string    | false      | true        | true   | false
+usage  | double    | false      | true        | false  | false
 idle   | double    | false      | true        | false  | false
 note   | string    | false      | true        | false  | false
-level  | int8      | false      | false       | false  | false
-dc     | string    | false      | true        | true   | true
+level  | tinyint   | false      | false       | false  | false
+dc     | string    | false      | true        | true   | false
 
 ALTER TABLE cpu MODIFY SETTING write_buffer_size='1048576', compaction_min_threshold='2';
 -- expect affected 0
@@ -164,6 +164,6 @@ DESCRIBE cpu;
 -- expect
 name | type      | is_primary | is_nullable | is_tag | is_dictionary
 tsid | uint64    | true       | false       | false  | false
-host | string    | false      | true        | true   | true
-v    | int64     | false      | true        | false  | false
 ts   | timestamp | true       | false       | false  | false
+host | string    | false      | true        | true   | false
+v    | bigint    | false      | true        | false  | false

@@ -25,9 +25,9 @@ DESCRIBE 03_dml_select;
 -- expect
 name  | type      | is_primary | is_nullable | is_tag | is_dictionary
 tsid  | uint64    | true       | false       | false  | false
-host  | string    | false      | true        | true   | true
-value | double    | false      | true        | false  | false
 t     | timestamp | true       | false       | false  | false
+host  | string    | false      | true        | true   | false
+value | double    | false      | true        | false  | false
 
 SHOW TABLES LIKE '03%';
 -- expect
@@ -126,9 +126,9 @@ DESCRIBE 04_ts_key;
 -- expect
 name | type      | is_primary | is_nullable | is_tag | is_dictionary
 tsid | uint64    | true       | false       | false  | false
-host | string    | false      | true        | true   | true
 t    | timestamp | true       | false       | false  | false
-v    | int32     | false      | true        | false  | false
+host | string    | false      | true        | true   | false
+v    | int       | false      | true        | false  | false
 
 SELECT host, t, v FROM 04_ts_key;
 -- expect
@@ -222,8 +222,8 @@ DESCRIBE 05_tsid_key;
 -- expect
 name | type      | is_primary | is_nullable | is_tag | is_dictionary
 tsid | uint64    | true       | false       | false  | false
-c1   | int32     | false      | true        | false  | false
 t1   | timestamp | true       | false       | false  | false
+c1   | int       | false      | true        | false  | false
 
 INSERT INTO 05_tsid_key (c1, t1) VALUES (1, 1000), (2, 1000);
 -- expect affected 2
@@ -334,3 +334,55 @@ true
 
 CREATE TABLE "" (t timestamp NOT NULL, TIMESTAMP KEY(t));
 -- expect error InvalidArgument: empty quoted identifier at position 13
+
+-- DESCRIBE and SHOW CREATE TABLE in HoraeDB's shape: the key columns first (the implicit
+-- tsid, then the timestamp key), HoraeDB's type names, is_dictionary from DICTIONARY.
+CREATE TABLE shape (c1 int, d string DICTIONARY, n bigint NOT NULL, s smallint, h string TAG,
+  t1 timestamp NOT NULL TIMESTAMP KEY);
+-- expect affected 0
+
+DESCRIBE shape;
+-- expect
+name | type      | is_primary | is_nullable | is_tag | is_dictionary
+tsid | uint64    | true       | false       | false  | false
+t1   | timestamp | true       | false       | false  | false
+c1   | int       | false      | true        | false  | false
+d    | string    | false      | true        | false  | true
+n    | bigint    | false      | false       | false  | false
+s    | smallint  | false      | true        | false  | false
+h    | string    | false      | true        | true   | false
+
+SHOW CREATE TABLE shape;
+-- expect
+Table | Create Table
+shape | CREATE TABLE `shape` (`tsid` uint64 NOT NULL, `t1` timestamp NOT NULL, `c1` int, `d` string DICTIONARY, `n` bigint NOT NULL, `s` smallint, `h` string TAG, PRIMARY KEY(`tsid`, `t1`), TIMESTAMP KEY(`t1`)) ENGINE=Analytic WITH (segment_duration='2h', update_mode='OVERWRITE', write_buffer_size='33554432', ttl='1w', enable_ttl='false', num_rows_per_row_group='65536', compression='zstd', enable_compaction='true', compaction_min_threshold='4', compaction_max_threshold='16', compaction_target_size='268435456', compaction_full_after='off', compaction_mode='auto', time_travel='1h', max_versions='100')
+
+-- Only a string column can be DICTIONARY.
+CREATE TABLE shape2 (d double DICTIONARY, t timestamp NOT NULL TIMESTAMP KEY);
+-- expect error InvalidArgument: only a string column can be DICTIONARY
+
+-- SHOW CREATE TABLE's output (with the implicit tsid written out) makes the same table.
+DROP TABLE shape;
+-- expect affected 0
+
+CREATE TABLE `shape` (`tsid` uint64 NOT NULL, `t1` timestamp NOT NULL, `c1` int, `d` string DICTIONARY, `n` bigint NOT NULL, `s` smallint, `h` string TAG, PRIMARY KEY(`tsid`, `t1`), TIMESTAMP KEY(`t1`)) ENGINE=Analytic;
+-- expect affected 0
+
+DESCRIBE shape;
+-- expect
+name | type      | is_primary | is_nullable | is_tag | is_dictionary
+tsid | uint64    | true       | false       | false  | false
+t1   | timestamp | true       | false       | false  | false
+c1   | int       | false      | true        | false  | false
+d    | string    | false      | true        | false  | true
+n    | bigint    | false      | false       | false  | false
+s    | smallint  | false      | true        | false  | false
+h    | string    | false      | true        | true   | false
+
+INSERT INTO shape (t1, c1, d, n, h) VALUES (1, 1, 'x', 2, 'a');
+-- expect affected 1
+
+SELECT t1, c1, d, n, h FROM shape;
+-- expect
+t1                      | c1 | d | n | h
+1970-01-01T00:00:00.001 | 1  | x | 2 | a
