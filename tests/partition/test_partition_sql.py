@@ -14,8 +14,10 @@ import pytest
 from gnomon.errors import AlreadyExists, InvalidArgument
 from node.backends import open_standalone
 from node.engine.engine import Engine
+from node.partition import pushdown
 from node.partition.rule import KeyRule
 from node.sql.executor import SqlExecutor
+from node.sql.lexer import tokenize
 from tests.partition import differential
 from tests.sql import test_differential as diff
 
@@ -181,7 +183,14 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SqlExecut
     engine.close()
 
 
-def test_random_queries_agree_with_duckdb(loaded: tuple[SqlExecutor, Any]) -> None:
+@pytest.mark.parametrize("merge", ["arrow", "sql"])
+def test_random_queries_agree_with_duckdb(
+    loaded: tuple[SqlExecutor, Any], merge: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Partial answers merged by Arrow kernels, or all by the SQL merge (where the kernels
+    would differ from DataFusion it runs anyway)."""
+    if merge == "sql":
+        monkeypatch.setattr(pushdown, "_merged", lambda m, parts: None)
     sql, con = loaded
     failures = differential.disagreements(lambda q: sql.execute(q).table(), con)
     assert not failures, f"{len(failures)} queries differ:\n\n" + "\n\n".join(failures[:5])
@@ -203,3 +212,33 @@ def test_time_buckets_of_a_scanned_table(loaded: tuple[SqlExecutor, Any]) -> Non
     )
     q = diff.Query("", "", ordered=True)
     assert diff.compare(q, diff._rows(got), want) is None
+
+
+def test_which_queries_split() -> None:
+    """A single SELECT of the table alone with merged aggregates, group keys, ORDER BY of
+    outputs (or columns carried) and LIMIT splits; anything else is scanned."""
+    columns = ["host", "region", "cpu", "mem", "req", "ts"]
+    split = [
+        "SELECT host, cpu FROM t WHERE host = 'a' ORDER BY ts DESC LIMIT 5",
+        "SELECT t.host AS h, cpu * 2 FROM t ORDER BY 2 DESC NULLS LAST, h LIMIT 3 OFFSET 1",
+        "SELECT count(*), sum(cpu), avg(req), min(ts), max(mem) FROM t WHERE ts > 1000",
+        "SELECT date_bin(INTERVAL '5 minutes', ts) AS b, host, avg(cpu) FROM t "
+        "GROUP BY b, host ORDER BY b, host",
+        "SELECT region, count(cpu) c FROM t x WHERE x.cpu > 1 GROUP BY 1 ORDER BY c DESC",
+    ]
+    scanned = [
+        "SELECT * FROM t",
+        "SELECT DISTINCT host FROM t",
+        "SELECT host, count(DISTINCT region) FROM t GROUP BY host",
+        "SELECT host, count(*) FROM t GROUP BY host HAVING count(*) > 1",
+        "SELECT max(cpu) + 1 FROM t",
+        "SELECT host FROM t WHERE cpu > (SELECT avg(cpu) FROM t)",
+        "SELECT a.host FROM t a JOIN t b ON a.host = b.host",
+        "SELECT host, max(cpu) FROM t GROUP BY host ORDER BY min(cpu)",
+        "SELECT region, sum(cpu) FROM t GROUP BY region ORDER BY host",
+        "SELECT host FROM t LIMIT 1 + 1",
+    ]
+    for q in split:
+        assert pushdown.plan(q, tokenize(q), "t", columns) is not None, q
+    for q in scanned:
+        assert pushdown.plan(q, tokenize(q), "t", columns) is None, q
