@@ -33,4 +33,5 @@ USER 10001:10001
 # HTTP (SQL, line protocol, /health), gRPC (HoraeDB protocol), Arrow Flight, meta gRPC.
 EXPOSE 5440 8831 8832 2390
 ENTRYPOINT ["gnomon"]
-CMD ["standalone", "--bind=0.0.0.0", "--data-dir=/var/lib/gnomon"]
+# Open to the container network: pass --auth=true (after gnomon admin users create) to close it.
+CMD ["standalone", "--bind=0.0.0.0", "--insecure=true", "--data-dir=/var/lib/gnomon"]

@@ -72,6 +72,7 @@ the flags and GNOMON_* variables name. */}}
 {{- $settings := dict
   "data_dir" "/var/lib/gnomon"
   "bind" "0.0.0.0"
+  "insecure" true
   "http_port" .Values.dataNode.ports.http
   "grpc_port" .Values.dataNode.ports.grpc
   "flight_port" .Values.dataNode.ports.flight
