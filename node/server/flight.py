@@ -10,7 +10,8 @@
   carries one; when the stream ends its statistics are kept under the scan id for
   ``scan_stats`` (``rows_returned``: after the predicate).
 - ``do_get(ticket = QuerySpec JSON)``: the answer of a SQL query over tables the node serves
-  (a sub-table's share of a partition table's query, node/partition/query.py), never sent on.
+  (a sub-table's share of a partition table's query, node/partition/pushdown.py), never sent
+  on.
 - ``do_put(descriptor = PutSpec JSON)``: rows written like any other write, or staged under a
   reserved revision (invisible until it is committed); or, with ``ingest``, one table's part
   of a line-protocol write (``node/cluster/rows_wire.py``) written whole through the node's

@@ -22,7 +22,8 @@ from gnomon.errors import GnomonError, InvalidArgument, NotOwner, TooLarge, Unkn
 from node.engine.engine import Engine
 from node.engine.options import UpdateMode
 from node.engine.schema import TSID, ColumnType
-from node.partition import query as partition_query
+from node.partition import pushdown
+from node.partition.dataset import PartitionDataset
 from node.partition.tables import (
     PartitionedCatalog,
     Partitions,
@@ -212,13 +213,11 @@ class _QueryContext:
                     f"table {table!r} is a partition table: VERSION / TIMESTAMP AS OF is not "
                     "supported on partition tables yet"
                 )
-            keep = None if prescan is None else partition.spec.rule.prune(prescan.bounds)
+            parts = partition.reading(None if prescan is None else prescan.bounds)
             self._register_dataset(
                 name,
                 table,
-                partition_query.PartitionDataset(
-                    partition, partition.parts(keep), scans=self.scans, errors=self.errors
-                ),
+                PartitionDataset(partition, parts, scans=self.scans, errors=self.errors),
             )
             return
         if (
@@ -572,7 +571,7 @@ class SqlExecutor:
     def _pushed_down(self, sql: str) -> QueryResult | None:
         """The answer of a query reading one partition table alone, once, in a shape that
         splits into queries of its sub-tables run where they are served
-        (:func:`node.partition.query.plan`); None for any other query."""
+        (:func:`node.partition.pushdown.plan`); None for any other query."""
         names = self.partitions.names()
         lowered = sql.lower()
         if not any(n.lower() in lowered for n in names):
@@ -693,12 +692,12 @@ def _pushed(
     shape = prescan.shape(tokens, table.name, schema, mentions=mentions)
     if not shape.single:
         return None
-    push = partition_query.plan(sql, tokens, table.name, schema.names)
+    push = pushdown.plan(sql, tokens, table.name, schema.names)
     if push is None:
         return None
-    parts = table.parts(table.spec.rule.prune(shape.bind(tokens).bounds))
+    parts = table.reading(shape.bind(tokens).bounds)
     scans: list[ScanRecord] = []
-    result = QueryResult.rows(partition_query.run(push, table, parts, scans))
+    result = QueryResult.rows(pushdown.run(push, table, parts, scans))
     result.scans = scans
     return result
 
