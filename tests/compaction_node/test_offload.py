@@ -13,7 +13,9 @@ import signal
 from collections.abc import Iterator
 
 import pytest
+from click.testing import CliRunner
 
+from gnomon.cli import main
 from gnomon.devcluster.cluster import DevCluster
 from meta.client import MetaClient
 from tests.compaction_node.support import (
@@ -115,6 +117,23 @@ def test_a_compaction_node_killed_mid_task(cluster: DevCluster) -> None:
     assert outcome(cluster, "fallback_node_unavailable") == 1
     assert workspace(cluster, t3) == []
     _start(cluster, busy[0])
+
+
+def test_admin_lists_compaction_nodes_and_their_tasks(cluster: DevCluster) -> None:
+    t5 = create_table(cluster, "t5")
+    write(cluster, "t5")
+    nodes = [ep.grpc for ep in cluster.compaction_endpoints]
+    wait_until("t5's merge on a node", lambda: any(status(n).running for n in nodes))
+    listed = CliRunner().invoke(
+        main, ["admin", "compaction-nodes", "--meta", cluster.meta], terminal_width=250
+    )
+    assert listed.exit_code == 0, listed.output
+    for n in nodes:
+        assert n in listed.output
+    task_rows = [line for line in listed.output.splitlines() if "│ running │" in line]
+    assert len(task_rows) == 1 and f" {t5} " in task_rows[0], listed.output
+    wait_until("t5 compacted", lambda: compacted(cluster, "t5"))
+    check_rows(cluster, "t5")
 
 
 def test_a_node_whose_heartbeat_broke_is_never_picked(cluster: DevCluster) -> None:
