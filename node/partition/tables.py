@@ -11,7 +11,8 @@ up again once. :class:`PartitionedCatalog` shows SQL a partition table as one ta
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent import futures
 from typing import Any, TypeVar
 
@@ -20,6 +21,7 @@ import pyarrow as pa
 
 from gnomon.errors import AlreadyExists, InvalidArgument, NotOwner, Unavailable
 from node.cluster.ingest_forward import SentPart, outcome
+from node.cluster.router import MOVE_WAIT_S
 from node.engine.bounds import Range
 from node.engine.catalog import TableInfo
 from node.engine.options import TableOptions
@@ -33,6 +35,17 @@ from node.tables import LocalTables, SqlTables, TableCatalog
 log = logging.getLogger("gnomon.partition")
 
 T = TypeVar("T")
+
+
+def move_pauses(wait_s: float = MOVE_WAIT_S) -> Iterator[float]:
+    """Growing pauses between tries of a request meeting a sub-table on its way to another
+    shard or node, for up to ``wait_s`` (as requests of plain tables wait,
+    ``node.cluster.router.through_moves``)."""
+    deadline = time.monotonic() + wait_s
+    pause = 0.02
+    while time.monotonic() + pause <= deadline:
+        yield pause
+        pause = min(pause * 2, 0.5)
 
 
 class PartMoved(Unavailable):
@@ -89,19 +102,21 @@ class PartitionTable:
 
     def each(self, subs: Sequence[str], fn: Callable[[Part], T]) -> dict[str, futures.Future[T]]:
         """``fn`` on each of ``subs`` where it is served, in parallel; those that met "not
-        owner" (nothing done there) once more where they are served now; one still not
-        where its route says fails as :class:`PartMoved`."""
+        owner" (nothing done there: the sub-table is moving) again where they are served
+        now, after growing pauses (:func:`move_pauses`); one still moving then fails as
+        :class:`PartMoved`."""
         running = self._start(subs, fn)
-        moved = [s for s, f in running.items() if isinstance(f.exception(), NotOwner)]
-        if moved:
-            for s in moved:
-                error = running[s].exception()
-                assert isinstance(error, NotOwner)
-                self._parts.moved(error)
-            running.update(self._start(moved, fn))
+        for pause in move_pauses():
+            moved = {s: e for s, f in running.items() if isinstance(e := f.exception(), NotOwner)}
+            if not moved:
+                break
+            for cause in moved.values():
+                self._parts.moved(cause)
+            time.sleep(pause)
+            running.update(self._start(list(moved), fn))
         for s, f in running.items():
             error = f.exception()
-            if isinstance(error, NotOwner):
+            if isinstance(error, NotOwner):  # still moving
                 failed: futures.Future[T] = futures.Future()
                 failed.set_exception(
                     PartMoved(

@@ -10,6 +10,7 @@ import contextvars
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -29,6 +30,7 @@ from node.partition.tables import (
     Partitions,
     PartitionTable,
     PartMoved,
+    move_pauses,
     standalone_partitions,
 )
 from node.security.context import visible
@@ -541,13 +543,15 @@ class SqlExecutor:
         analysis: Analysis | None = None,
         remote: Remote | None = None,
     ) -> QueryResult:
-        """The answer of a query; one reading partition tables whose sub-table moved meanwhile
-        runs once more where it is now."""
+        """The answer of a query; one reading a partition table whose sub-table is moving
+        runs again where it is now, after growing pauses."""
         authorize_query(sql, [*self.catalog.list_tables(), *(remote or {})], tokens)
-        try:
-            return self._query_once(sql, tokens, analysis, remote)
-        except PartMoved as e:
-            self.partitions.parts.moved(e.cause)
+        for pause in move_pauses():
+            try:
+                return self._query_once(sql, tokens, analysis, remote)
+            except PartMoved as e:
+                self.partitions.parts.moved(e.cause)
+            time.sleep(pause)
         return self._query_once(sql, tokens, analysis, remote)
 
     def _query_once(
