@@ -333,6 +333,13 @@ def compaction_node(config_file: str | None, **flags: object) -> None:
 @click.option("--metas", type=click.IntRange(1, 5), default=1, show_default=True)
 @click.option("--shards", type=click.IntRange(1, 256), default=8, show_default=True)
 @click.option(
+    "--followers",
+    type=click.IntRange(0, 9),
+    default=0,
+    show_default=True,
+    help="Followers each shard gets on other data nodes (read copies that take over fast).",
+)
+@click.option(
     "--compaction-nodes",
     type=click.IntRange(0, 10),
     default=0,
@@ -351,7 +358,13 @@ def compaction_node(config_file: str | None, **flags: object) -> None:
     "BASE+20+i and Flight on BASE+30+i; compaction node k gRPC on BASE+40+k, HTTP on BASE+50+k.",
 )
 def dev_cluster(
-    nodes: int, metas: int, shards: int, compaction_nodes: int, data_dir: str, port_base: int
+    nodes: int,
+    metas: int,
+    shards: int,
+    followers: int,
+    compaction_nodes: int,
+    data_dir: str,
+    port_base: int,
 ) -> None:
     """Run a whole cluster on loopback: etcd, a Kafka-protocol broker, an S3 server, meta
     instances and data nodes, each a process (logs under --data-dir/logs). For trying gnomon
@@ -368,6 +381,7 @@ def dev_cluster(
         metas=metas,
         shards=shards,
         port_base=port_base,
+        followers=followers,
         compaction_nodes=compaction_nodes,
     )
     try:

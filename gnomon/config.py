@@ -400,9 +400,16 @@ class MetaConfig(RoleConfig):
     node_ttl_s: int = setting(10, "Lease of a node that does not ask for one, in seconds.")
     election_ttl_s: int = setting(3, "Lease of the leading instance, in seconds.")
     interval_s: float = setting(1.0, "Seconds between scheduling rounds.")
+    followers: int = setting(
+        0,
+        "Followers each shard gets on other data nodes: read-only copies that serve follower "
+        "reads and take over fast when the leader fails (needs that many more nodes).",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.followers < 0:
+            raise InvalidArgument("followers must be 0 or more")
         if not self.etcd:
             raise InvalidArgument("gnomon meta needs etcd: --etcd HOST:PORT (or GNOMON_ETCD)")
         _check_port("grpc_port", self.grpc_port)

@@ -17,6 +17,7 @@ from gnomon.errors import GnomonError
 from gnomon.proto import meta_pb2 as pb
 from meta.client import MetaClient
 from meta.core import MetaSettings
+from meta.model import FOLLOWER_LAG
 from meta.server import MetaServer, ServerConfig
 
 #: Test seam read by ``gnomon meta``: ``"<kind>:<step>"`` exits the process right after that
@@ -42,6 +43,7 @@ def meta_command(config_file: str | None, **flags: object) -> None:
         shards=cfg.shards,
         node_ttl_s=cfg.node_ttl_s,
         interval_s=cfg.interval_s,
+        followers=cfg.followers,
         crash_after=os.environ.get(CRASH_ENV) or None,
     )
     config = ServerConfig(
@@ -221,9 +223,16 @@ def _count(figures: Mapping[str, float], name: str) -> str:
 @admin.command()
 @_META
 def shards(meta: str) -> None:
-    """Shards: leader, followers, epoch, status, tables and load."""
+    """Shards: leader, followers (with how far each is behind), epoch, status, tables and
+    load."""
     with _client(meta) as client:
         found = client.shards()
+        figures: dict[str, Mapping[str, float]] = {n.name: n.figures for n in client.nodes()}
+
+    def follower(shard_id: int, name: str) -> str:
+        lag = figures.get(name, {}).get(f"{FOLLOWER_LAG}{shard_id}")
+        return name if lag is None else f"{name} ({lag:.1f}s behind)"
+
     _show(
         "shards",
         ("id", "leader", "followers", "epoch", "status", "tables", "load"),
@@ -231,7 +240,7 @@ def shards(meta: str) -> None:
             (
                 str(s.id),
                 s.leader or "-",
-                ",".join(s.followers) or "-",
+                ",".join(follower(s.id, f) for f in s.followers) or "-",
                 str(s.epoch),
                 s.status,
                 str(s.tables),
@@ -300,6 +309,17 @@ def merge(meta: str, shard_id: int, other_id: int) -> None:
     """Merge OTHER_ID into SHARD_ID (OTHER_ID is dropped)."""
     with _client(meta) as client:
         _finish(client, client.merge(shard_id, other_id))
+
+
+@admin.command("add-follower")
+@_META
+@click.argument("shard_id", type=int)
+@click.argument("node")
+def add_follower(meta: str, shard_id: int, node: str) -> None:
+    """Have the data node NODE follow SHARD_ID: it reads the leader's log into a read-only copy,
+    serves follower reads, and takes over fast if the leader fails."""
+    with _client(meta) as client:
+        _finish(client, client.add_follower(shard_id, node))
 
 
 @admin.command("switch-role")

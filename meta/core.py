@@ -29,6 +29,7 @@ from meta.planner import (
     place_partitions,
     plan_assign,
     plan_failover,
+    plan_followers,
     plan_rebalance,
 )
 from meta.runner import ProcedureRunner
@@ -55,6 +56,9 @@ class MetaSettings:
     rebalance_ratio: float = 1.05
     #: Shard moves one rebalancing round may plan.
     max_moves: int = 10_000
+    #: Followers each shard gets on other live data nodes (0: none unless an operator adds
+    #: them).
+    followers: int = 0
     #: Test seam: ``"<kind>:<step>"`` makes the process exit right after that step.
     crash_after: str | None = None
 
@@ -79,6 +83,8 @@ class RouteInfo:
     partitions: tuple[RouteInfo, ...] = ()
     #: The shard leader's other endpoints by protocol.
     endpoints: tuple[tuple[str, str], ...] = ()
+    #: The shard's followers: (gRPC endpoint, other endpoints by protocol).
+    followers: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -285,7 +291,12 @@ class MetaCore:
             else ()
         )
         leader = None if shard is None or not shard.leader else self.state.nodes.get(shard.leader)
-        return RouteInfo(table, shard, subs, () if leader is None else leader.endpoints)
+        followers = tuple(
+            (f, node.endpoints)
+            for f in (() if shard is None else shard.followers)
+            if (node := self.state.nodes.get(f)) is not None
+        )
+        return RouteInfo(table, shard, subs, () if leader is None else leader.endpoints, followers)
 
     # -- events ------------------------------------------------------------------------------------
 
@@ -372,14 +383,18 @@ class MetaCore:
     # -- scheduling --------------------------------------------------------------------------------
 
     def plan_round(self) -> RoundReport:
-        """Refresh liveness from etcd and plan one round (failover first; then assignment;
-        rebalancing only once nothing else is to do)."""
+        """Refresh liveness from etcd and plan one round (failover first; then assignment,
+        then followers; rebalancing only once nothing else is to do)."""
         live = self.liveness.live()
         start = time.perf_counter()
         with self.lock:
             self.state.live = live
             view = self.state.snapshot()
-        plans = plan_failover(view) or plan_assign(view)
+        plans = (
+            plan_failover(view)
+            or plan_assign(view)
+            or plan_followers(view, self.settings.followers)
+        )
         if not plans:
             plans = plan_rebalance(
                 view, max_ratio=self.settings.rebalance_ratio, max_moves=self.settings.max_moves

@@ -11,6 +11,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+#: A data node's heartbeat figure of how far it is behind a shard's leader it follows
+#: (seconds since it was last caught up): this prefix and the shard id.
+FOLLOWER_LAG = "follower_lag_s:"
+
 
 class NodeKind(StrEnum):
     DATA = "data"

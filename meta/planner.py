@@ -132,6 +132,35 @@ def plan_assign(view: ClusterView) -> list[Plan]:
     return [Plan("assign", chunk) for chunk in chunked(moves)]
 
 
+def plan_followers(view: ClusterView, wanted: int) -> list[Plan]:
+    """Ready shards with fewer than ``wanted`` live followers get more, on the live data
+    nodes holding no copy of them yet, those following the fewest shards first (a follower
+    reads its shard's whole log, so followers are load too)."""
+    if wanted <= 0:
+        return []
+    live = view.live_nodes(NodeKind.DATA)
+    following: dict[str, int] = dict.fromkeys(live, 0)
+    for shard in view.shards.values():
+        for f in shard.followers:
+            if f in following:
+                following[f] += 1
+    moves: list[Move] = []
+    for shard in sorted(view.shards.values(), key=lambda s: s.id):
+        if shard.status is not ShardStatus.READY or not shard.leader:
+            continue
+        followers = tuple(f for f in shard.followers if f in following)
+        need = wanted - len(followers)
+        candidates = sorted(
+            (n for n in live if n not in shard.nodes()), key=lambda n: (following[n], n)
+        )[: max(need, 0)]
+        if not candidates:
+            continue
+        for node in candidates:
+            following[node] += 1
+        moves.append(Move(shard.id, shard.epoch, shard.leader, followers + tuple(candidates)))
+    return [Plan("add_follower", chunk) for chunk in chunked(moves)]
+
+
 def plan_rebalance(
     view: ClusterView, *, max_ratio: float = 1.05, max_moves: int = 10_000
 ) -> list[Plan]:

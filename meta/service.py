@@ -60,6 +60,7 @@ def _route(r: RouteInfo) -> pb.Route:
         epoch=0 if shard is None else shard.epoch,
         partitions=[_route(p) for p in r.partitions],
         endpoints=dict(r.endpoints),
+        followers=[pb.Replica(endpoint=f, endpoints=dict(e)) for f, e in r.followers],
     )
 
 

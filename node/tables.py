@@ -28,10 +28,13 @@ import pyarrow.compute as pc
 from node.engine.bounds import Bounds
 from node.engine.catalog import TableInfo
 from node.engine.engine import Engine
+from node.engine.leases import SnapshotLeases
+from node.engine.native import native_files
 from node.engine.options import TableOptions
 from node.engine.revisions import Revisions
 from node.engine.scan import Scan
 from node.engine.schema import Column, Schema
+from node.engine.sst.meta import SstMeta
 from node.engine.table import Pinned, Table
 
 TimeRange = tuple[int | None, int | None]
@@ -55,6 +58,8 @@ class ScanRequest:
     timestamp_ms: int | None = None
     batch_size: int = 65_536
     dictionary_tags: bool = False
+    #: Scan this snapshot (a held one, :class:`Snapshots`) instead of ``version``.
+    pinned: Pinned | None = None
 
 
 class TableCatalog(Protocol):
@@ -113,7 +118,17 @@ class LocalReader(TableReader, Protocol):
 
 
 class Snapshots(Protocol):
-    """Pinned snapshots of a table, cut into time splits scanned apart (Flight)."""
+    """Pinned snapshots of a table, cut into time splits scanned apart (Flight), held under
+    leases for readers outside the node, and which of their SSTs need no merge."""
+
+    @property
+    def leases(self) -> SnapshotLeases: ...
+
+    def native_files(self, table: str, pinned: Pinned, time_range: TimeRange) -> list[SstMeta]:
+        """The SSTs of ``pinned`` a reader may read as plain Parquet (``engine/native.py``)."""
+
+    def object_uri(self, key: str) -> str | None:
+        """Where a reader with its own client finds an SST (None: nowhere it can)."""
 
     def flush(self, table: str) -> None: ...
 
@@ -209,10 +224,22 @@ class LocalTables:
             batch_size=request.batch_size,
             bounds=request.bounds,
             dictionary_tags=request.dictionary_tags,
+            pinned=request.pinned,
         )
 
     def flush(self, table: str) -> None:
         self.engine.table(table).flush()
+
+    @property
+    def leases(self) -> SnapshotLeases:
+        return self.engine.leases
+
+    def native_files(self, table: str, pinned: Pinned, time_range: TimeRange) -> list[SstMeta]:
+        info = self.engine.describe(table)
+        return native_files(info.schema, info.options, pinned, time_range)
+
+    def object_uri(self, key: str) -> str | None:
+        return self.engine.object_uri(key)
 
     def pin(
         self, table: str, *, version: int | None = None, timestamp_ms: int | None = None

@@ -282,6 +282,10 @@ class LocalObjectStore:
     def head(self, key: str) -> ObjectMeta:
         return _meta(key, self._stat(key)[1])
 
+    def uri(self, key: str) -> str:
+        """``key`` as a ``file:`` URI (for readers given URIs, such as Spark)."""
+        return "file://" + os.path.join(self._root, *check_key(key))
+
     def local_path(self, key: str) -> str:
         """The file holding the object, for readers that need a path rather than a file object;
         NotFound if absent. A put replaces the file rather than rewriting it, so once opened

@@ -220,6 +220,10 @@ class S3ObjectStore:
 
     # -- writes ---------------------------------------------------------------------------------
 
+    def uri(self, key: str) -> str:
+        """Where readers with their own S3 client (Spark's s3a) find ``key``."""
+        return f"s3a://{self._bucket}/{self._prefix}{key}"
+
     def put(self, key: str, data: bytes) -> ObjectMeta:
         name = self._name(key)
         response = self._request(

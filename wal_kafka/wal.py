@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient
 from gnomon.errors import Closed, InvalidArgument
 from gnomon.wal.region_wal import RegionWal
 
+from .follow import RegionFollower
 from .frame import MIN_RECORD_BYTES
 from .kafka import (
     Clients,
@@ -168,6 +169,11 @@ class KafkaWal(RegionWal[Region]):
         return Region.open(
             self._ctx, region_id, data_topic, f"{data_topic}-meta", self._ensure_topics, epoch
         )
+
+    def follow(self, region_id: int, floors: Mapping[int, int]) -> RegionFollower:
+        """Read ``region_id`` as its leader writes it, without opening it (a follower)."""
+        data_topic = f"{self.namespace}-wal-{region_id}"
+        return RegionFollower(self._ctx, region_id, data_topic, f"{data_topic}-meta", floors)
 
     def _region_name(self, region_id: int) -> str:
         return f"WAL region {region_id} of namespace {self.namespace} at {self.bootstrap}"

@@ -58,6 +58,8 @@ class DevCluster:
     lease_ttl_s: int = 6
     #: Extra environment of the meta processes (tests arm meta's crash hook through it).
     meta_env: dict[str, str] = field(default_factory=dict)
+    #: Followers each shard gets (the meta service's ``--followers``).
+    followers: int = 0
     #: Compaction nodes; with any, the data nodes offload their merges to them.
     compaction_nodes: int = 0
     #: Extra flags of the data nodes and of the compaction nodes, and extra environment of
@@ -145,6 +147,7 @@ class DevCluster:
                 f"--namespace={NAMESPACE}",
                 f"--shards={self.shards}",
                 f"--node-ttl-s={self.lease_ttl_s}",
+                f"--followers={self.followers}",
             ],
             log=self._log(name),
             env=self.meta_env,

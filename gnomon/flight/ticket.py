@@ -114,7 +114,13 @@ _FORBID = ConfigDict(extra="forbid")
 class ScanSpec:
     """What to read: a table, its columns (None: all), filters, a [lo, hi) ms time range and
     a manifest version (or the version current at ``timestamp_ms``; neither: the live table).
-    ``scan_id`` names the scan for ``scan_stats``."""
+    ``scan_id`` names the scan for ``scan_stats``.
+
+    Planned with ``lease_ms``, the snapshot is held (the live table: its manifest version and
+    memtables as they are, nothing flushed) for that long after each use, and the tickets
+    name it in ``pin``; with ``native`` too (URI schemes the reader can open, ``file``,
+    ``s3a``), SSTs that need no merge and that it can open are left out of the tickets and
+    listed in the plan for the reader to read as plain Parquet."""
 
     __pydantic_config__: ClassVar[ConfigDict] = _FORBID
 
@@ -134,6 +140,17 @@ class ScanSpec:
     #: get_flight_info only: at most this many time splits, of about this many rows at least.
     max_splits: Annotated[StrictInt, Field(ge=1, le=100_000)] = 64
     min_split_rows: Positive = 1_000_000
+    lease_ms: Annotated[StrictInt, Field(ge=1, le=MAX_LEASE_MS)] | None = None
+    native: list[Annotated[StrictStr, Field(pattern="^[a-z0-9]{1,16}$")]] = field(
+        default_factory=list
+    )
+    pin: Name | None = None
+
+    def __post_init__(self) -> None:
+        if self.native and self.lease_ms is None:
+            raise ValueError("native files are planned only for a held snapshot (lease_ms)")
+        if self.pin is not None and (self.version is not None or self.timestamp_ms is not None):
+            raise ValueError("a ticket of a held snapshot names no version or timestamp")
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), separators=(",", ":")).encode()
@@ -211,7 +228,7 @@ class PutSpec:
 
 @dataclass(frozen=True)
 class TableArgs:
-    """``describe``."""
+    """``describe`` and ``route``."""
 
     __pydantic_config__: ClassVar[ConfigDict] = _FORBID
 
@@ -251,6 +268,15 @@ class CommitArgs:
 
 
 @dataclass(frozen=True)
+class PinArgs:
+    """``renew`` and ``release`` of a held snapshot."""
+
+    __pydantic_config__: ClassVar[ConfigDict] = _FORBID
+
+    pin: Name
+
+
+@dataclass(frozen=True)
 class ScanStatsArgs:
     __pydantic_config__: ClassVar[ConfigDict] = _FORBID
 
@@ -265,6 +291,9 @@ ACTIONS: dict[str, type] = {
     "abort": RevisionArgs,
     "heartbeat": RevisionArgs,
     "scan_stats": ScanStatsArgs,
+    "renew": PinArgs,
+    "release": PinArgs,
+    "route": TableArgs,
 }
 
 

@@ -27,7 +27,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17gnomon/proto/meta.proto\x12\x0bgnomon.meta\"\xcd\x01\n\x13RegisterNodeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12#\n\x04kind\x18\x02 \x01(\x0e\x32\x15.gnomon.meta.NodeKind\x12\r\n\x05ttl_s\x18\x03 \x01(\x03\x12\x42\n\tendpoints\x18\x04 \x03(\x0b\x32/.gnomon.meta.RegisterNodeRequest.EndpointsEntry\x1a\x30\n\x0e\x45ndpointsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"7\n\x14RegisterNodeResponse\x12\x10\n\x08lease_id\x18\x01 \x01(\x03\x12\r\n\x05ttl_s\x18\x02 \x01(\x03\"\x92\x02\n\x10HeartbeatRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04load\x18\x02 \x01(\x01\x12\x42\n\x0bshard_loads\x18\x03 \x03(\x0b\x32-.gnomon.meta.HeartbeatRequest.ShardLoadsEntry\x12;\n\x07\x66igures\x18\x04 \x03(\x0b\x32*.gnomon.meta.HeartbeatRequest.FiguresEntry\x1a\x31\n\x0fShardLoadsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x04\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x1a.\n\x0c\x46iguresEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\x13\n\x11HeartbeatResponse\"\x82\x03\n\x08NodeInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12#\n\x04kind\x18\x02 \x01(\x0e\x32\x15.gnomon.meta.NodeKind\x12\x0e\n\x06online\x18\x03 \x01(\x08\x12\x0c\n\x04live\x18\x04 \x01(\x08\x12\x0c\n\x04load\x18\x05 \x01(\x01\x12\x15\n\rleader_shards\x18\x06 \x01(\r\x12\x17\n\x0f\x66ollower_shards\x18\x07 \x01(\r\x12\x37\n\tendpoints\x18\x08 \x03(\x0b\x32$.gnomon.meta.NodeInfo.EndpointsEntry\x12\x33\n\x07\x66igures\x18\t \x03(\x0b\x32\".gnomon.meta.NodeInfo.FiguresEntry\x12\x17\n\x0fheartbeat_age_s\x18\n \x01(\x01\x1a\x30\n\x0e\x45ndpointsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a.\n\x0c\x46iguresEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"w\n\tShardInfo\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0e\n\x06leader\x18\x02 \x01(\t\x12\x11\n\tfollowers\x18\x03 \x03(\t\x12\r\n\x05\x65poch\x18\x04 \x01(\x04\x12\x0e\n\x06status\x18\x05 \x01(\t\x12\x0e\n\x06tables\x18\x06 \x01(\r\x12\x0c\n\x04load\x18\x07 \x01(\x01\"\xac\x01\n\tTableInfo\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06schema\x18\x03 \x01(\x0c\x12\x15\n\x08shard_id\x18\x04 \x01(\x04H\x00\x88\x01\x01\x12\x12\n\npartitions\x18\x05 \x01(\r\x12\x16\n\tparent_id\x18\x06 \x01(\x04H\x01\x88\x01\x01\x12\x17\n\x0fpartition_index\x18\x07 \x01(\rB\x0b\n\t_shard_idB\x0c\n\n_parent_id\"F\n\x12\x43reateTableRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06schema\x18\x02 \x01(\x0c\x12\x12\n\npartitions\x18\x03 \x01(\r\"=\n\x13\x43reateTableResponse\x12&\n\x06tables\x18\x01 \x03(\x0b\x32\x16.gnomon.meta.TableInfo\" \n\x10\x44ropTableRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"$\n\x11\x44ropTableResponse\x12\x0f\n\x07\x64ropped\x18\x01 \x01(\x08\"\x1e\n\x0cRouteRequest\x12\x0e\n\x06tables\x18\x01 \x03(\t\"\xfd\x01\n\x05Route\x12\r\n\x05table\x18\x01 \x01(\t\x12\x10\n\x08table_id\x18\x02 \x01(\x04\x12\x15\n\x08shard_id\x18\x03 \x01(\x04H\x00\x88\x01\x01\x12\x10\n\x08\x65ndpoint\x18\x04 \x01(\t\x12\r\n\x05\x65poch\x18\x05 \x01(\x04\x12&\n\npartitions\x18\x06 \x03(\x0b\x32\x12.gnomon.meta.Route\x12\x34\n\tendpoints\x18\x07 \x03(\x0b\x32!.gnomon.meta.Route.EndpointsEntry\x1a\x30\n\x0e\x45ndpointsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x0b\n\t_shard_id\"3\n\rRouteResponse\x12\"\n\x06routes\x18\x01 \x03(\x0b\x32\x12.gnomon.meta.Route\"\r\n\x0bListRequest\"9\n\x11ListNodesResponse\x12$\n\x05nodes\x18\x01 \x03(\x0b\x32\x15.gnomon.meta.NodeInfo\"<\n\x12ListShardsResponse\x12&\n\x06shards\x18\x01 \x03(\x0b\x32\x16.gnomon.meta.ShardInfo\"<\n\x12ListTablesResponse\x12&\n\x06tables\x18\x01 \x03(\x0b\x32\x16.gnomon.meta.TableInfo\"\"\n\x12WatchShardsRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\"\x92\x01\n\nShardEvent\x12*\n\x04kind\x18\x01 \x01(\x0e\x32\x1c.gnomon.meta.ShardEvent.Kind\x12\x10\n\x08shard_id\x18\x02 \x01(\x04\x12\x0c\n\x04node\x18\x03 \x01(\t\x12\x0c\n\x04role\x18\x04 \x01(\t\x12\r\n\x05\x65poch\x18\x05 \x01(\x04\"\x1b\n\x04Kind\x12\x08\n\x04OPEN\x10\x00\x12\t\n\x05\x43LOSE\x10\x01\"7\n\x13MigrateShardRequest\x12\x10\n\x08shard_id\x18\x01 \x01(\x04\x12\x0e\n\x06target\x18\x02 \x01(\t\"%\n\x11SplitShardRequest\x12\x10\n\x08shard_id\x18\x01 \x01(\x04\"8\n\x12MergeShardsRequest\x12\x10\n\x08shard_id\x18\x01 \x01(\x04\x12\x10\n\x08other_id\x18\x02 \x01(\x04\"9\n\x11SwitchRoleRequest\x12\x10\n\x08shard_id\x18\x01 \x01(\x04\x12\x12\n\nnew_leader\x18\x02 \x01(\t\"8\n\x12\x41\x64\x64\x46ollowerRequest\x12\x10\n\x08shard_id\x18\x01 \x01(\x04\x12\x10\n\x08\x66ollower\x18\x02 \x01(\t\"1\n\x13GetProcedureRequest\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0e\n\x06wait_s\x18\x02 \x01(\x01\"f\n\rProcedureInfo\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0e\n\x06status\x18\x03 \x01(\t\x12\x0c\n\x04step\x18\x04 \x01(\r\x12\r\n\x05\x65rror\x18\x05 \x01(\t\x12\x0e\n\x06params\x18\x06 \x01(\t\"\x1b\n\x19PickCompactionNodeRequest\"*\n\x1aPickCompactionNodeResponse\x12\x0c\n\x04node\x18\x01 \x01(\t*$\n\x08NodeKind\x12\x08\n\x04\x44\x41TA\x10\x00\x12\x0e\n\nCOMPACTION\x10\x01\x32\xdf\t\n\x0bMetaService\x12S\n\x0cRegisterNode\x12 .gnomon.meta.RegisterNodeRequest\x1a!.gnomon.meta.RegisterNodeResponse\x12J\n\tHeartbeat\x12\x1d.gnomon.meta.HeartbeatRequest\x1a\x1e.gnomon.meta.HeartbeatResponse\x12P\n\x0b\x43reateTable\x12\x1f.gnomon.meta.CreateTableRequest\x1a .gnomon.meta.CreateTableResponse\x12J\n\tDropTable\x12\x1d.gnomon.meta.DropTableRequest\x1a\x1e.gnomon.meta.DropTableResponse\x12>\n\x05Route\x12\x19.gnomon.meta.RouteRequest\x1a\x1a.gnomon.meta.RouteResponse\x12\x45\n\tListNodes\x12\x18.gnomon.meta.ListRequest\x1a\x1e.gnomon.meta.ListNodesResponse\x12G\n\nListShards\x12\x18.gnomon.meta.ListRequest\x1a\x1f.gnomon.meta.ListShardsResponse\x12G\n\nListTables\x12\x18.gnomon.meta.ListRequest\x1a\x1f.gnomon.meta.ListTablesResponse\x12I\n\x0bWatchShards\x12\x1f.gnomon.meta.WatchShardsRequest\x1a\x17.gnomon.meta.ShardEvent0\x01\x12L\n\x0cMigrateShard\x12 .gnomon.meta.MigrateShardRequest\x1a\x1a.gnomon.meta.ProcedureInfo\x12H\n\nSplitShard\x12\x1e.gnomon.meta.SplitShardRequest\x1a\x1a.gnomon.meta.ProcedureInfo\x12J\n\x0bMergeShards\x12\x1f.gnomon.meta.MergeShardsRequest\x1a\x1a.gnomon.meta.ProcedureInfo\x12H\n\nSwitchRole\x12\x1e.gnomon.meta.SwitchRoleRequest\x1a\x1a.gnomon.meta.ProcedureInfo\x12J\n\x0b\x41\x64\x64\x46ollower\x12\x1f.gnomon.meta.AddFollowerRequest\x1a\x1a.gnomon.meta.ProcedureInfo\x12L\n\x0cGetProcedure\x12 .gnomon.meta.GetProcedureRequest\x1a\x1a.gnomon.meta.ProcedureInfo\x12\x65\n\x12PickCompactionNode\x12&.gnomon.meta.PickCompactionNodeRequest\x1a\'.gnomon.meta.PickCompactionNodeResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17gnomon/proto/meta.proto\x12\x0bgnomon.meta\"\xcd\x01\n\x13RegisterNodeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12#\n\x04kind\x18\x02 \x01(\x0e\x32\x15.gnomon.meta.NodeKind\x12\r\n\x05ttl_s\x18\x03 \x01(\x03\x12\x42\n\tendpoints\x18\x04 \x03(\x0b\x32/.gnomon.meta.RegisterNodeRequest.EndpointsEntry\x1a\x30\n\x0e\x45ndpointsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"7\n\x14RegisterNodeResponse\x12\x10\n\x08lease_id\x18\x01 \x01(\x03\x12\r\n\x05ttl_s\x18\x02 \x01(\x03\"\x92\x02\n\x10HeartbeatRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04load\x18\x02 \x01(\x01\x12\x42\n\x0bshard_loads\x18\x03 \x03(\x0b\x32-.gnomon.meta.HeartbeatRequest.ShardLoadsEntry\x12;\n\x07\x66igures\x18\x04 \x03(\x0b\x32*.gnomon.meta.HeartbeatRequest.FiguresEntry\x1a\x31\n\x0fShardLoadsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x04\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x1a.\n\x0c\x46iguresEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\x13\n\x11HeartbeatResponse\"\x82\x03\n\x08NodeInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12#\n\x04kind\x18\x02 \x01(\x0e\x32\x15.gnomon.meta.NodeKind\x12\x0e\n\x06online\x18\x03 \x01(\x08\x12\x0c\n\x04live\x18\x04 \x01(\x08\x12\x0c\n\x04load\x18\x05 \x01(\x01\x12\x15\n\rleader_shards\x18\x06 \x01(\r\x12\x17\n\x0f\x66ollower_shards\x18\x07 \x01(\r\x12\x37\n\tendpoints\x18\x08 \x03(\x0b\x32$.gnomon.meta.NodeInfo.EndpointsEntry\x12\x33\n\x07\x66igures\x18\t \x03(\x0b\x32\".gnomon.meta.NodeInfo.FiguresEntry\x12\x17\n\x0fheartbeat_age_s\x18\n \x01(\x01\x1a\x30\n\x0e\x45ndpointsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a.\n\x0c\x46iguresEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"w\n\tShardInfo\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0e\n\x06leader\x18\x02 \x01(\t\x12\x11\n\tfollowers\x18\x03 \x03(\t\x12\r\n\x05\x65poch\x18\x04 \x01(\x04\x12\x0e\n\x06status\x18\x05 \x01(\t\x12\x0e\n\x06tables\x18\x06 \x01(\r\x12\x0c\n\x04load\x18\x07 \x01(\x01\"\xac\x01\n\tTableInfo\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06schema\x18\x03 \x01(\x0c\x12\x15\n\x08shard_id\x18\x04 \x01(\x04H\x00\x88\x01\x01\x12\x12\n\npartitions\x18\x05 \x01(\r\x12\x16\n\tparent_id\x18\x06 \x01(\x04H\x01\x88\x01\x01\x12\x17\n\x0fpartition_index\x18\x07 \x01(\rB\x0b\n\t_shard_idB\x0c\n\n_parent_id\"F\n\x12\x43reateTableRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06schema\x18\x02 \x01(\x0c\x12\x12\n\npartitions\x18\x03 \x01(\r\"=\n\x13\x43reateTableResponse\x12&\n\x06tables\x18\x01 \x03(\x0b\x32\x16.gnomon.meta.TableInfo\" \n\x10\x44ropTableRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"$\n\x11\x44ropTableResponse\x12\x0f\n\x07\x64ropped\x18\x01 \x01(\x08\"\x1e\n\x0cRouteRequest\x12\x0e\n\x06tables\x18\x01 \x03(\t\"\xa6\x02\n\x05Route\x12\r\n\x05table\x18\x01 \x01(\t\x12\x10\n\x08table_id\x18\x02 \x01(\x04\x12\x15\n\x08shard_id\x18\x03 \x01(\x04H\x00\x88\x01\x01\x12\x10\n\x08\x65ndpoint\x18\x04 \x01(\t\x12\r\n\x05\x65poch\x18\x05 \x01(\x04\x12&\n\npartitions\x18\x06 \x03(\x0b\x32\x12.gnomon.meta.Route\x12\x34\n\tendpoints\x18\x07 \x03(\x0b\x32!.gnomon.meta.Route.EndpointsEntry\x12\'\n\tfollowers\x18\x08 \x03(\x0b\x32\x14.gnomon.meta.Replica\x1a\x30\n\x0e\x45ndpointsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x0b\n\t_shard_id\"\x85\x01\n\x07Replica\x12\x10\n\x08\x65ndpoint\x18\x01 \x01(\t\x12\x36\n\tendpoints\x18\x02 \x03(\x0b\x32#.gnomon.meta.Replica.EndpointsEntry\x1a\x30\n\x0e\x45ndpointsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"3\n\rRouteResponse\x12\"\n\x06routes\x18\x01 \x03(\x0b\x32\x12.gnomon.meta.Route\"\r\n\x0bListRequest\"9\n\x11ListNodesResponse\x12$\n\x05nodes\x18\x01 \x03(\x0b\x32\x15.gnomon.meta.NodeInfo\"<\n\x12ListShardsResponse\x12&\n\x06shards\x18\x01 \x03(\x0b\x32\x16.gnomon.meta.ShardInfo\"<\n\x12ListTablesResponse\x12&\n\x06tables\x18\x01 \x03(\x0b\x32\x16.gnomon.meta.TableInfo\"\"\n\x12WatchShardsRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\"\x92\x01\n\nShardEvent\x12*\n\x04kind\x18\x01 \x01(\x0e\x32\x1c.gnomon.meta.ShardEvent.Kind\x12\x10\n\x08shard_id\x18\x02 \x01(\x04\x12\x0c\n\x04node\x18\x03 \x01(\t\x12\x0c\n\x04role\x18\x04 \x01(\t\x12\r\n\x05\x65poch\x18\x05 \x01(\x04\"\x1b\n\x04Kind\x12\x08\n\x04OPEN\x10\x00\x12\t\n\x05\x43LOSE\x10\x01\"7\n\x13MigrateShardRequest\x12\x10\n\x08shard_id\x18\x01 \x01(\x04\x12\x0e\n\x06target\x18\x02 \x01(\t\"%\n\x11SplitShardRequest\x12\x10\n\x08shard_id\x18\x01 \x01(\x04\"8\n\x12MergeShardsRequest\x12\x10\n\x08shard_id\x18\x01 \x01(\x04\x12\x10\n\x08other_id\x18\x02 \x01(\x04\"9\n\x11SwitchRoleRequest\x12\x10\n\x08shard_id\x18\x01 \x01(\x04\x12\x12\n\nnew_leader\x18\x02 \x01(\t\"8\n\x12\x41\x64\x64\x46ollowerRequest\x12\x10\n\x08shard_id\x18\x01 \x01(\x04\x12\x10\n\x08\x66ollower\x18\x02 \x01(\t\"1\n\x13GetProcedureRequest\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0e\n\x06wait_s\x18\x02 \x01(\x01\"f\n\rProcedureInfo\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0e\n\x06status\x18\x03 \x01(\t\x12\x0c\n\x04step\x18\x04 \x01(\r\x12\r\n\x05\x65rror\x18\x05 \x01(\t\x12\x0e\n\x06params\x18\x06 \x01(\t\"\x1b\n\x19PickCompactionNodeRequest\"*\n\x1aPickCompactionNodeResponse\x12\x0c\n\x04node\x18\x01 \x01(\t*$\n\x08NodeKind\x12\x08\n\x04\x44\x41TA\x10\x00\x12\x0e\n\nCOMPACTION\x10\x01\x32\xdf\t\n\x0bMetaService\x12S\n\x0cRegisterNode\x12 .gnomon.meta.RegisterNodeRequest\x1a!.gnomon.meta.RegisterNodeResponse\x12J\n\tHeartbeat\x12\x1d.gnomon.meta.HeartbeatRequest\x1a\x1e.gnomon.meta.HeartbeatResponse\x12P\n\x0b\x43reateTable\x12\x1f.gnomon.meta.CreateTableRequest\x1a .gnomon.meta.CreateTableResponse\x12J\n\tDropTable\x12\x1d.gnomon.meta.DropTableRequest\x1a\x1e.gnomon.meta.DropTableResponse\x12>\n\x05Route\x12\x19.gnomon.meta.RouteRequest\x1a\x1a.gnomon.meta.RouteResponse\x12\x45\n\tListNodes\x12\x18.gnomon.meta.ListRequest\x1a\x1e.gnomon.meta.ListNodesResponse\x12G\n\nListShards\x12\x18.gnomon.meta.ListRequest\x1a\x1f.gnomon.meta.ListShardsResponse\x12G\n\nListTables\x12\x18.gnomon.meta.ListRequest\x1a\x1f.gnomon.meta.ListTablesResponse\x12I\n\x0bWatchShards\x12\x1f.gnomon.meta.WatchShardsRequest\x1a\x17.gnomon.meta.ShardEvent0\x01\x12L\n\x0cMigrateShard\x12 .gnomon.meta.MigrateShardRequest\x1a\x1a.gnomon.meta.ProcedureInfo\x12H\n\nSplitShard\x12\x1e.gnomon.meta.SplitShardRequest\x1a\x1a.gnomon.meta.ProcedureInfo\x12J\n\x0bMergeShards\x12\x1f.gnomon.meta.MergeShardsRequest\x1a\x1a.gnomon.meta.ProcedureInfo\x12H\n\nSwitchRole\x12\x1e.gnomon.meta.SwitchRoleRequest\x1a\x1a.gnomon.meta.ProcedureInfo\x12J\n\x0b\x41\x64\x64\x46ollower\x12\x1f.gnomon.meta.AddFollowerRequest\x1a\x1a.gnomon.meta.ProcedureInfo\x12L\n\x0cGetProcedure\x12 .gnomon.meta.GetProcedureRequest\x1a\x1a.gnomon.meta.ProcedureInfo\x12\x65\n\x12PickCompactionNode\x12&.gnomon.meta.PickCompactionNodeRequest\x1a\'.gnomon.meta.PickCompactionNodeResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -46,8 +46,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_NODEINFO_FIGURESENTRY']._serialized_options = b'8\001'
   _globals['_ROUTE_ENDPOINTSENTRY']._loaded_options = None
   _globals['_ROUTE_ENDPOINTSENTRY']._serialized_options = b'8\001'
-  _globals['_NODEKIND']._serialized_start=2718
-  _globals['_NODEKIND']._serialized_end=2754
+  _globals['_REPLICA_ENDPOINTSENTRY']._loaded_options = None
+  _globals['_REPLICA_ENDPOINTSENTRY']._serialized_options = b'8\001'
+  _globals['_NODEKIND']._serialized_start=2895
+  _globals['_NODEKIND']._serialized_end=2931
   _globals['_REGISTERNODEREQUEST']._serialized_start=41
   _globals['_REGISTERNODEREQUEST']._serialized_end=246
   _globals['_REGISTERNODEREQUEST_ENDPOINTSENTRY']._serialized_start=198
@@ -83,43 +85,47 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ROUTEREQUEST']._serialized_start=1495
   _globals['_ROUTEREQUEST']._serialized_end=1525
   _globals['_ROUTE']._serialized_start=1528
-  _globals['_ROUTE']._serialized_end=1781
+  _globals['_ROUTE']._serialized_end=1822
   _globals['_ROUTE_ENDPOINTSENTRY']._serialized_start=198
   _globals['_ROUTE_ENDPOINTSENTRY']._serialized_end=246
-  _globals['_ROUTERESPONSE']._serialized_start=1783
-  _globals['_ROUTERESPONSE']._serialized_end=1834
-  _globals['_LISTREQUEST']._serialized_start=1836
-  _globals['_LISTREQUEST']._serialized_end=1849
-  _globals['_LISTNODESRESPONSE']._serialized_start=1851
-  _globals['_LISTNODESRESPONSE']._serialized_end=1908
-  _globals['_LISTSHARDSRESPONSE']._serialized_start=1910
-  _globals['_LISTSHARDSRESPONSE']._serialized_end=1970
-  _globals['_LISTTABLESRESPONSE']._serialized_start=1972
-  _globals['_LISTTABLESRESPONSE']._serialized_end=2032
-  _globals['_WATCHSHARDSREQUEST']._serialized_start=2034
-  _globals['_WATCHSHARDSREQUEST']._serialized_end=2068
-  _globals['_SHARDEVENT']._serialized_start=2071
-  _globals['_SHARDEVENT']._serialized_end=2217
-  _globals['_SHARDEVENT_KIND']._serialized_start=2190
-  _globals['_SHARDEVENT_KIND']._serialized_end=2217
-  _globals['_MIGRATESHARDREQUEST']._serialized_start=2219
-  _globals['_MIGRATESHARDREQUEST']._serialized_end=2274
-  _globals['_SPLITSHARDREQUEST']._serialized_start=2276
-  _globals['_SPLITSHARDREQUEST']._serialized_end=2313
-  _globals['_MERGESHARDSREQUEST']._serialized_start=2315
-  _globals['_MERGESHARDSREQUEST']._serialized_end=2371
-  _globals['_SWITCHROLEREQUEST']._serialized_start=2373
-  _globals['_SWITCHROLEREQUEST']._serialized_end=2430
-  _globals['_ADDFOLLOWERREQUEST']._serialized_start=2432
-  _globals['_ADDFOLLOWERREQUEST']._serialized_end=2488
-  _globals['_GETPROCEDUREREQUEST']._serialized_start=2490
-  _globals['_GETPROCEDUREREQUEST']._serialized_end=2539
-  _globals['_PROCEDUREINFO']._serialized_start=2541
-  _globals['_PROCEDUREINFO']._serialized_end=2643
-  _globals['_PICKCOMPACTIONNODEREQUEST']._serialized_start=2645
-  _globals['_PICKCOMPACTIONNODEREQUEST']._serialized_end=2672
-  _globals['_PICKCOMPACTIONNODERESPONSE']._serialized_start=2674
-  _globals['_PICKCOMPACTIONNODERESPONSE']._serialized_end=2716
-  _globals['_METASERVICE']._serialized_start=2757
-  _globals['_METASERVICE']._serialized_end=4004
+  _globals['_REPLICA']._serialized_start=1825
+  _globals['_REPLICA']._serialized_end=1958
+  _globals['_REPLICA_ENDPOINTSENTRY']._serialized_start=198
+  _globals['_REPLICA_ENDPOINTSENTRY']._serialized_end=246
+  _globals['_ROUTERESPONSE']._serialized_start=1960
+  _globals['_ROUTERESPONSE']._serialized_end=2011
+  _globals['_LISTREQUEST']._serialized_start=2013
+  _globals['_LISTREQUEST']._serialized_end=2026
+  _globals['_LISTNODESRESPONSE']._serialized_start=2028
+  _globals['_LISTNODESRESPONSE']._serialized_end=2085
+  _globals['_LISTSHARDSRESPONSE']._serialized_start=2087
+  _globals['_LISTSHARDSRESPONSE']._serialized_end=2147
+  _globals['_LISTTABLESRESPONSE']._serialized_start=2149
+  _globals['_LISTTABLESRESPONSE']._serialized_end=2209
+  _globals['_WATCHSHARDSREQUEST']._serialized_start=2211
+  _globals['_WATCHSHARDSREQUEST']._serialized_end=2245
+  _globals['_SHARDEVENT']._serialized_start=2248
+  _globals['_SHARDEVENT']._serialized_end=2394
+  _globals['_SHARDEVENT_KIND']._serialized_start=2367
+  _globals['_SHARDEVENT_KIND']._serialized_end=2394
+  _globals['_MIGRATESHARDREQUEST']._serialized_start=2396
+  _globals['_MIGRATESHARDREQUEST']._serialized_end=2451
+  _globals['_SPLITSHARDREQUEST']._serialized_start=2453
+  _globals['_SPLITSHARDREQUEST']._serialized_end=2490
+  _globals['_MERGESHARDSREQUEST']._serialized_start=2492
+  _globals['_MERGESHARDSREQUEST']._serialized_end=2548
+  _globals['_SWITCHROLEREQUEST']._serialized_start=2550
+  _globals['_SWITCHROLEREQUEST']._serialized_end=2607
+  _globals['_ADDFOLLOWERREQUEST']._serialized_start=2609
+  _globals['_ADDFOLLOWERREQUEST']._serialized_end=2665
+  _globals['_GETPROCEDUREREQUEST']._serialized_start=2667
+  _globals['_GETPROCEDUREREQUEST']._serialized_end=2716
+  _globals['_PROCEDUREINFO']._serialized_start=2718
+  _globals['_PROCEDUREINFO']._serialized_end=2820
+  _globals['_PICKCOMPACTIONNODEREQUEST']._serialized_start=2822
+  _globals['_PICKCOMPACTIONNODEREQUEST']._serialized_end=2849
+  _globals['_PICKCOMPACTIONNODERESPONSE']._serialized_start=2851
+  _globals['_PICKCOMPACTIONNODERESPONSE']._serialized_end=2893
+  _globals['_METASERVICE']._serialized_start=2934
+  _globals['_METASERVICE']._serialized_end=4181
 # @@protoc_insertion_point(module_scope)

@@ -183,7 +183,7 @@ class RouteRequest(_message.Message):
     def __init__(self, tables: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Route(_message.Message):
-    __slots__ = ("table", "table_id", "shard_id", "endpoint", "epoch", "partitions", "endpoints")
+    __slots__ = ("table", "table_id", "shard_id", "endpoint", "epoch", "partitions", "endpoints", "followers")
     class EndpointsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -198,6 +198,7 @@ class Route(_message.Message):
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    FOLLOWERS_FIELD_NUMBER: _ClassVar[int]
     table: str
     table_id: int
     shard_id: int
@@ -205,7 +206,23 @@ class Route(_message.Message):
     epoch: int
     partitions: _containers.RepeatedCompositeFieldContainer[Route]
     endpoints: _containers.ScalarMap[str, str]
-    def __init__(self, table: _Optional[str] = ..., table_id: _Optional[int] = ..., shard_id: _Optional[int] = ..., endpoint: _Optional[str] = ..., epoch: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[Route, _Mapping]]] = ..., endpoints: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    followers: _containers.RepeatedCompositeFieldContainer[Replica]
+    def __init__(self, table: _Optional[str] = ..., table_id: _Optional[int] = ..., shard_id: _Optional[int] = ..., endpoint: _Optional[str] = ..., epoch: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[Route, _Mapping]]] = ..., endpoints: _Optional[_Mapping[str, str]] = ..., followers: _Optional[_Iterable[_Union[Replica, _Mapping]]] = ...) -> None: ...
+
+class Replica(_message.Message):
+    __slots__ = ("endpoint", "endpoints")
+    class EndpointsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    endpoint: str
+    endpoints: _containers.ScalarMap[str, str]
+    def __init__(self, endpoint: _Optional[str] = ..., endpoints: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class RouteResponse(_message.Message):
     __slots__ = ("routes",)

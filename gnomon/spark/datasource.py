@@ -1,6 +1,7 @@
 """The ``gnomon`` PySpark data source (Python Data Source API of pyspark 4): reads a table
-over Arrow Flight, one Spark partition per time split of one pinned manifest version, with
-filter pushdown; writes a DataFrame as one revision of the table (reserve on the driver, stage
+over Arrow Flight, one Spark partition per (table or sub-table, owner, time split) of one
+snapshot each owner holds for the job, each task reading from the owner, with filter pushdown;
+writes a DataFrame as one revision of the table (reserve on the driver, stage
 in the tasks, publish on commit, cancel on abort).
 
 Read options: ``endpoint`` (host:port of a node's Flight endpoint), ``table``,
@@ -9,8 +10,10 @@ time; UTC if it names no zone), ``maxSplits`` (default 64) and ``minSplitRows`` 
 1000000): the scan is cut into time splits of about equal rows, as many as these allow.
 Columns are pruned by giving a schema with fewer columns
 (``spark.read.format("gnomon").schema("host string, v double")``) since Python data sources
-get no pruning call from Spark. ``scanId`` names the scan on the node, whose ``scan_stats``
-action then reports what it read.
+get no pruning call from Spark. ``scanId`` names the scan on the nodes: each owner's
+``scan_stats`` of it reports what it read. ``leaseSeconds`` (default 600): how long an owner
+holds its snapshot after the plan or a task's last read. ``plan``: splits planned already
+(``gnomon.spark.hybrid``), read instead of planning.
 
 Write options: ``endpoint``, ``table``; with ``mode("overwrite")``, ``overwriteFrom`` /
 ``overwriteTo`` bound the replaced time range (ms or ISO-8601; default all time);
@@ -26,11 +29,12 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import decimal
+import json
 import logging
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -72,6 +76,8 @@ from pyspark.sql.types import (
 from gnomon.errors import GnomonError, InvalidArgument, NotFound
 from gnomon.flight.client import FlightClient
 from gnomon.flight.ticket import ScanSpec
+from gnomon.spark import planning
+from gnomon.spark.planning import Split
 
 log = logging.getLogger("gnomon.spark")
 
@@ -94,6 +100,8 @@ _TYPES: dict[str, tuple[DataType, pa.DataType]] = {
     "uint32": (LongType(), pa.int64()),
     "uint64": (DecimalType(20, 0), pa.decimal128(20, 0)),
 }
+#: A sub-table's rows are sent once a task gathered this much of them.
+PART_CHUNK_BYTES = 64 * 1024**2
 #: The implicit series id (tables without a PRIMARY KEY): computed by the node, not shown.
 _TSID = "tsid"
 
@@ -132,9 +140,18 @@ class _Column:
     nullable: bool
 
 
-def _columns(endpoint: str, table: str) -> list[_Column]:
-    with FlightClient(endpoint) as client:
-        schema = client.describe(table)["schema"]
+def table_schema(endpoint: str, table: str, where: planning.Route | None = None) -> dict[str, Any]:
+    """The table's schema (the catalog's JSON form) as its owner (a partition table's first
+    sub-table's) has it."""
+    where = where or planning.route(endpoint, table)
+    part, owner = where.parts[0]
+    with FlightClient(owner) as client:
+        schema: dict[str, Any] = client.describe(part)["schema"]
+    return schema
+
+
+def columns_of(schema: dict[str, Any]) -> list[_Column]:
+    """The columns Spark sees (the implicit series id hidden)."""
     implicit = schema["primary_key"][0] == _TSID and any(
         c["name"] == _TSID for c in schema["columns"]
     )
@@ -143,6 +160,10 @@ def _columns(endpoint: str, table: str) -> list[_Column]:
         for c in schema["columns"]
         if not (implicit and c["name"] == _TSID)
     ]
+
+
+def _columns(endpoint: str, table: str, where: planning.Route | None = None) -> list[_Column]:
+    return columns_of(table_schema(endpoint, table, where))
 
 
 def spark_schema(columns: Sequence[_Column]) -> StructType:
@@ -177,12 +198,11 @@ class GnomonDataSource(DataSource):
 
 
 class GnomonSplit(InputPartition):  # type: ignore[misc]
-    """One (owner, time split) of the scan: the ticket and where to redeem it."""
+    """One (table or sub-table, owner, time split) of the scan: the ticket and its owner."""
 
-    def __init__(self, ticket: bytes, locations: list[str]) -> None:
-        super().__init__(ticket)
-        self.ticket = ticket
-        self.locations = locations
+    def __init__(self, split: Split) -> None:
+        super().__init__(split.ticket)
+        self.split = split
 
 
 def _filter_value(value: Any, column_type: str) -> tuple[bool, Any]:
@@ -219,6 +239,11 @@ class GnomonReader(DataSourceReader):  # type: ignore[misc]
         self.max_splits = int(options.get("maxSplits", 64))
         self.min_split_rows = int(options.get("minSplitRows", 1_000_000))
         self.scan_id = options.get("scanId")
+        self.lease_ms = int(float(options.get("leaseSeconds", 600)) * 1000)
+        planned = options.get("plan")
+        self.planned = (
+            None if planned is None else [Split.from_json(s) for s in json.loads(planned)]
+        )
         self.filters: list[tuple[str, str, Any]] = []
 
     def _convert(self, f: Filter) -> tuple[str, str, Any] | None:
@@ -270,24 +295,27 @@ class GnomonReader(DataSourceReader):  # type: ignore[misc]
             max_splits=self.max_splits,
             min_split_rows=self.min_split_rows,
             scan_id=self.scan_id,
+            lease_ms=self.lease_ms,
         )
 
     def partitions(self) -> Sequence[InputPartition]:
-        with FlightClient(self.endpoint) as client:
-            info = client.plan(self._spec())
-        return [
-            GnomonSplit(ep.ticket.ticket, [str(loc.uri.decode()) for loc in ep.locations])
-            for ep in info.endpoints
-        ]
+        # Each owner holds its snapshot for the job; a task's read renews the lease, so only
+        # a job idle for leaseSeconds loses it.
+        splits = self.planned
+        if splits is None:
+            splits = planning.plan(self.endpoint, self._spec()).splits
+        return [GnomonSplit(s) for s in splits]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         import pyarrow.flight as flight
 
         assert isinstance(partition, GnomonSplit)
-        endpoint = flight.FlightEndpoint(
-            partition.ticket, [flight.Location(uri) for uri in partition.locations]
+        # The filters Spark pushed to this reader and the columns it wants, whoever planned.
+        spec = replace(
+            ScanSpec.from_json(partition.split.ticket), columns=self.columns, filters=self.filters
         )
-        with FlightClient(self.endpoint) as client:
+        endpoint = flight.FlightEndpoint(spec.to_json(), [])
+        with FlightClient(partition.split.owner) as client:
             for batch in client.read(endpoint):
                 # Vectorised casts to the types Spark exchanges (µs UTC timestamps, widened
                 # unsigned integers).
@@ -302,16 +330,34 @@ class GnomonCommit(WriterCommitMessage):  # type: ignore[misc]
     rows: int
 
 
+@dataclass(frozen=True)
+class _Revision:
+    """The job's revision of one table or sub-table, reserved at its owner."""
+
+    table: str
+    owner: str
+    revision: int
+
+
 class GnomonWriter(DataSourceArrowWriter):  # type: ignore[misc]
-    """Created on the driver, which reserves the job's revision; pickled to the tasks."""
+    """Created on the driver, which reserves the job's revision at the owner of the table
+    (of each sub-table, for a partition table, whose rows the tasks split by its key as the
+    node does); pickled to the tasks, which stage their rows at the owners."""
 
     def __init__(self, options: Any, schema: StructType, overwrite: bool) -> None:
         self.endpoint = _require(options, "endpoint")
         self.table = _require(options, "table")
-        columns = {c.name: c for c in _columns(self.endpoint, self.table)}
+        where = planning.route(self.endpoint, self.table)
+        columns = {c.name: c for c in _columns(self.endpoint, self.table, where)}
         for f in schema.fields:
             if f.name not in columns:
                 raise NotFound(f"table {self.table!r} has no column {f.name!r}")
+        self.key = where.key
+        missing = [k for k in self.key or () if k not in schema.names]
+        if missing:
+            raise InvalidArgument(
+                f"partition table {self.table!r}: the rows written lack its key {missing}"
+            )
         # Spark's Arrow types -> the catalog's (timestamps truncated to ms, unsigned narrowed).
         target = {
             "timestamp": pa.timestamp("ms"),
@@ -332,52 +378,100 @@ class GnomonWriter(DataSourceArrowWriter):  # type: ignore[misc]
                 None if lo is None else _ms(str(lo)),
                 None if hi is None else _ms(str(hi)),
             )
-        with FlightClient(self.endpoint) as client:
-            self.revision = client.reserve(
-                self.table,
-                mode="overwrite" if overwrite else "append",
-                time_range=time_range,
-                owner=f"spark-{uuid.uuid4().hex[:12]}",
-                lease_ms=int(self.lease_s * 1000),
-            )
+        job = f"spark-{uuid.uuid4().hex[:12]}"
+        self.revisions: list[_Revision] = []
+        try:
+            for part, owner in where.parts:
+                with FlightClient(owner) as client:
+                    revision = client.reserve(
+                        part,
+                        mode="overwrite" if overwrite else "append",
+                        time_range=time_range,
+                        owner=job,
+                        lease_ms=int(self.lease_s * 1000),
+                    )
+                self.revisions.append(_Revision(part, owner, revision))
+        except BaseException:
+            self.abort([])
+            raise
+
+    def _parts(self, batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """Each batch (cast to the catalog's types) or, for a partition table, each sub-table's
+        rows of it, with the index of its revision."""
+        from node.partition.rule import KeyRule
+
+        rule = None if self.key is None else KeyRule(tuple(self.key), len(self.revisions))
+        for b in batches:
+            b = b.cast(self.target, safe=False) if b.schema != self.target else b
+            if rule is None:
+                yield 0, b
+                continue
+            keys = {k: b.column(k) for k in rule.columns}
+            for part, rows in rule.groups(rule.of(keys, b.num_rows)).items():
+                yield part, b.take(pa.array(rows))
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> GnomonCommit:  # type: ignore[override]
-        def cast() -> Iterator[pa.RecordBatch]:
-            for b in iterator:
-                yield b.cast(self.target, safe=False) if b.schema != self.target else b
-
-        # While the task runs (its input may take long to compute), it keeps the revision's
-        # lease: only a job whose every task and driver vanished lets it expire.
+        # While the task runs (its input may take long to compute), it keeps the revisions'
+        # leases: only a job whose every task and driver vanished lets them expire.
         done = threading.Event()
         beat = threading.Thread(target=self._heartbeat, args=(done,), daemon=True)
         beat.start()
         try:
-            with FlightClient(self.endpoint) as client:
-                rows = client.put(self.table, cast(), self.target, revision=self.revision)
+            rows = self._stage(iterator)
         finally:
             done.set()
             beat.join(timeout=10)
         return GnomonCommit(rows)
 
+    def _stage(self, iterator: Iterator[pa.RecordBatch]) -> int:
+        if self.key is None:
+            (r,) = self.revisions
+            with FlightClient(r.owner) as client:
+                return client.put(
+                    r.table, (b for _, b in self._parts(iterator)), self.target, revision=r.revision
+                )
+        # Sub-tables' rows are gathered and sent a chunk at a time, each to its owner.
+        rows = 0
+        pending: dict[int, list[pa.RecordBatch]] = {}
+        size: dict[int, int] = {}
+
+        def send(i: int) -> int:
+            r = self.revisions[i]
+            with FlightClient(r.owner) as client:
+                return client.put(r.table, pending.pop(i), self.target, revision=r.revision)
+
+        for i, b in self._parts(iterator):
+            pending.setdefault(i, []).append(b)
+            size[i] = size.get(i, 0) + b.nbytes
+            if size[i] >= PART_CHUNK_BYTES:
+                rows += send(i)
+                size[i] = 0
+        for i in list(pending):
+            rows += send(i)
+        return rows
+
     def _heartbeat(self, done: threading.Event) -> None:
-        with FlightClient(self.endpoint) as client:
-            while not done.wait(self.lease_s / 4):
+        while not done.wait(self.lease_s / 4):
+            for r in self.revisions:
                 try:
-                    client.action("heartbeat", table=self.table, revision=self.revision)
+                    with FlightClient(r.owner) as client:
+                        client.action("heartbeat", table=r.table, revision=r.revision)
                 except GnomonError as e:  # the put reports what matters
                     log.warning("revision heartbeat failed", extra={"error": e.message})
                     return
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        with FlightClient(self.endpoint) as client:
-            state = client.commit(self.table, self.revision, wait_s=self.commit_wait_s)
-        if state != "latest":
-            log.warning(
-                "revision committed but not yet visible: an earlier one is still being written",
-                extra={"table": self.table, "revision": self.revision, "state": state},
-            )
+        for r in self.revisions:
+            with FlightClient(r.owner) as client:
+                state = client.commit(r.table, r.revision, wait_s=self.commit_wait_s)
+            if state != "latest":
+                log.warning(
+                    "revision committed but not yet visible: an earlier one is still being written",
+                    extra={"table": r.table, "revision": r.revision, "state": state},
+                )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        # NotFound: already cancelled (its lease ran out).
-        with FlightClient(self.endpoint) as client, contextlib.suppress(NotFound):
-            client.abort(self.table, self.revision)
+        for r in self.revisions:
+            # NotFound: already cancelled (its lease ran out).
+            with FlightClient(r.owner) as client, contextlib.suppress(NotFound):
+                client.abort(r.table, r.revision)

@@ -17,9 +17,9 @@ its ticket settled when returned); the disk WAL's appends only wait on a segment
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 #: Table ids and sequence numbers are unsigned 64-bit integers.
 MAX_U64 = (1 << 64) - 1
@@ -138,3 +138,34 @@ class Wal(Protocol):
 
     def close(self) -> None:
         """Close every region."""
+
+
+class Follower(Protocol):
+    """A region read as its leader writes it (a follower shard's feed)."""
+
+    #: Next offset to read and the log's end as last seen (their gap is the lag).
+    position: int
+    end: int
+    #: Highest sequence applied per table.
+    applied: dict[int, int]
+    #: When the follower last had read up to the end it knew of (monotonic clock).
+    caught_up_at: float | None
+
+    @property
+    def lag_records(self) -> int: ...
+
+    def run(
+        self,
+        apply: Callable[[WalRecord], None],
+        stop: threading.Event,
+        tick: Callable[[], None] = ...,
+    ) -> None:
+        """Apply records above each table's floor until ``stop``; ``tick`` between reads."""
+
+
+@runtime_checkable
+class FollowableWal(Protocol):
+    """A WAL other nodes can read as it is written: only a shared log (Kafka) is one."""
+
+    def follow(self, region_id: int, floors: Mapping[int, int]) -> Follower:
+        """Follow ``region_id`` from above ``floors`` (table id -> sequence in its SSTs)."""

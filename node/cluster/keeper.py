@@ -99,7 +99,8 @@ class ShardKeeper:
 
     def reconcile(self) -> None:
         """One pass: close shards this node no longer leads (or leads at another epoch), open
-        those it leads, and open tables created on its shards since."""
+        those it leads, open tables created on its shards since, and follow the shards it is
+        a follower of (and no others)."""
         with self._pass:
             self._reconcile()
 
@@ -111,32 +112,45 @@ class ShardKeeper:
         for shard_id in self.engine.held() - busy:
             self.engine.unhold(shard_id)
         wanted = {s.id: s.epoch for s in shards if s.leader == self.name}
+        following = {
+            s.id: s.leader or "" for s in shards if self.name in s.followers and s.id not in wanted
+        }
         for shard_id, epoch in self.engine.shards().items():
             if wanted.get(shard_id) != epoch:
                 self.engine.close_shard(shard_id)
-        if wanted:
-            # Taken before asking the meta service: a table open now was placed before, so
-            # one missing from the answer was dropped (one placed meanwhile is not in here).
-            before = self._open_tables()
-            by_shard: dict[int, list[pb.TableInfo]] = {}
-            known: set[int] = set()
-            for t in self.client.tables():
-                known.add(t.id)
-                if t.HasField("shard_id") and t.shard_id in wanted:
-                    by_shard.setdefault(t.shard_id, []).append(t)
-            for name, table_id in before.items():
-                if table_id not in known:
-                    self._drop_forgotten(name)
-            for shard_id, epoch in sorted(wanted.items()):
-                infos = by_shard.get(shard_id, [])
-                for t in infos:
-                    self._define(t)
-                try:
-                    self.engine.open_shard(
-                        shard_id, epoch=epoch, table_ids=[t.id for t in infos], lease=self._lease
-                    )
-                except NotOwner:
-                    continue  # let go of for a move that is not over
+        if not (wanted or following or self.engine.followed()):
+            self.passes += 1
+            return
+        # Taken before asking the meta service: a table open now was placed before, so one
+        # missing from the answer was dropped (one placed meanwhile is not in here).
+        before = self._open_tables()
+        by_shard: dict[int, list[pb.TableInfo]] = {}
+        known: set[int] = set()
+        for t in self.client.tables():
+            known.add(t.id)
+            if t.HasField("shard_id"):
+                by_shard.setdefault(t.shard_id, []).append(t)
+        for name, table_id in before.items():
+            if table_id not in known:
+                self._drop_forgotten(name)
+        # Leaders first: a follower promoted here takes its copies over in open_shard.
+        for shard_id, epoch in sorted(wanted.items()):
+            infos = by_shard.get(shard_id, [])
+            for t in infos:
+                self._define(t)
+            try:
+                self.engine.open_shard(
+                    shard_id, epoch=epoch, table_ids=[t.id for t in infos], lease=self._lease
+                )
+            except NotOwner:
+                continue  # let go of for a move that is not over
+        for shard_id in set(self.engine.followed()) - set(following):
+            self.engine.unfollow_shard(shard_id)
+        for shard_id, leader in sorted(following.items()):
+            infos = by_shard.get(shard_id, [])
+            for t in infos:
+                self._define(t)
+            self.engine.follow_shard(shard_id, table_ids=[t.id for t in infos], leader=leader)
         self.passes += 1
 
     def _open_tables(self) -> dict[str, int]:

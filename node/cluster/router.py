@@ -18,7 +18,6 @@ from gnomon.errors import NotOwner
 from node.cluster.forward import Forwarder
 from node.cluster.routes import Route, RouteCache
 
-
 T = TypeVar("T")
 
 #: How long a request waits for a table that is moving (migrate, split, merge, failover) to
@@ -59,6 +58,13 @@ class Router(Protocol):
     def remote_routes(self, tables: Sequence[str]) -> dict[str, Route]:
         """Like :meth:`remote`, with the owners' other endpoints (``Route.endpoints``)."""
 
+    def routes(self, tables: Sequence[str]) -> dict[str, Route]:
+        """The routes of the tables it knows, naming :attr:`me` for those served here."""
+
+    @property
+    def me(self) -> str:
+        """This node's gRPC endpoint as routes name it ("" where there are no routes)."""
+
     def owner_moved(self, error: NotOwner) -> None:
         """A request met "not owner": forget what pointed it there."""
 
@@ -84,6 +90,13 @@ class LocalRouter:
     def remote_routes(self, tables: Sequence[str]) -> dict[str, Route]:
         return {}
 
+    def routes(self, tables: Sequence[str]) -> dict[str, Route]:
+        return {}
+
+    @property
+    def me(self) -> str:
+        return self._advertise or ""
+
     def owner_moved(self, error: NotOwner) -> None:
         return None
 
@@ -101,10 +114,17 @@ class ClusterRouter:
         *,
         local_shards: Callable[[], Sequence[int]],
     ) -> None:
-        self.me = me
+        self._me = me
         self._routes = routes
         self._forwarder = forwarder
         self._local_shards = local_shards
+
+    @property
+    def me(self) -> str:
+        return self._me
+
+    def routes(self, tables: Sequence[str]) -> dict[str, Route]:
+        return self._routes_now(tables)
 
     def _routes_now(self, tables: Sequence[str]) -> dict[str, Route]:
         """The routes of ``tables`` that name a node, this one for shards open here."""

@@ -27,6 +27,8 @@ class Route:
     epoch: int
     #: The leader's other endpoints by protocol ("http", "flight").
     endpoints: Mapping[str, str] = field(default_factory=dict)
+    #: The shard's followers: gRPC endpoint -> their other endpoints by protocol.
+    followers: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 class RouteCache:
@@ -55,6 +57,7 @@ class RouteCache:
                     r.endpoint,
                     r.epoch,
                     dict(r.endpoints),
+                    {f.endpoint: dict(f.endpoints) for f in r.followers},
                 )
                 for r in self._client.route(missing)
             }

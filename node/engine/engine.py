@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,7 +26,7 @@ from gnomon.errors import (
     Unavailable,
 )
 from gnomon.store.api import StructuredStore, TableContext
-from gnomon.wal.api import Wal
+from gnomon.wal.api import FollowableWal, Wal
 from node.engine import fences
 from node.engine.bounds import Bounds
 from node.engine.catalog import Catalog, TableInfo
@@ -34,8 +34,11 @@ from node.engine.compaction.compactor import Compactor
 from node.engine.compaction.offload import Offload
 from node.engine.compaction.scheduler import CompactionScheduler
 from node.engine.fences import UNFENCED, ShardFences
+from node.engine.follow import FollowedShard, FollowerGuard
 from node.engine.gc import GcReport, collect
+from node.engine.leases import SnapshotLeases
 from node.engine.manifest import Manifest
+from node.engine.native import AddressedStore
 from node.engine.options import TableOptions
 from node.engine.placement import LocalPlacer, TablePlacer
 from node.engine.releases import ReleasedTables
@@ -157,6 +160,11 @@ class _Periodic:
             self._thread.join(timeout=60)
 
 
+def _oldest(*versions: int | None) -> int | None:
+    """The oldest of the versions something still reads (None: nothing does)."""
+    return min((v for v in versions if v is not None), default=None)
+
+
 class Engine:
     def __init__(
         self,
@@ -189,6 +197,8 @@ class Engine:
         #: Shards let go of while the meta service moves them elsewhere: not opened again
         #: here until :meth:`unhold` (a deposed owner is fenced anyway; this keeps it quiet).
         self._held: set[int] = set()
+        #: Shards followed here (read-only, fed from their leaders' logs), by id.
+        self._followed: dict[int, FollowedShard] = {}
         self.manifest = Manifest(meta, table_name=self._table_name, fence=self._check_fence)
         self._flusher = _Flusher(config.flush_threads)
         self._scheduler = CompactionScheduler(config.compaction_threads)
@@ -203,6 +213,8 @@ class Engine:
         self._closed = False
         #: Revisioned batch ingest (reserve / stage / commit / abort), see revisions.py.
         self.revisions = Revisions(meta, table=self.table, by_id=self._table_by_id)
+        #: Snapshots held for outside readers (Spark jobs), kept from garbage collection.
+        self.leases = SnapshotLeases()
         self._gc = _Periodic(config.gc_interval_s, self._gc_quietly, name="gnomon-gc")
         self._compaction_check = _Periodic(
             config.compaction_check_interval_s,
@@ -245,6 +257,8 @@ class Engine:
                 )
             if held is None:
                 self._fences.take(shard_id, epoch)
+            # A follower promoted: its tables keep what they applied and replay the rest.
+            adopted = self._stop_following(shard_id) if held is None else {}
             present = set() if held is None else held.tables
             wanted = None if table_ids is None else set(table_ids) - self._released.of(shard_id)
             infos = [
@@ -268,7 +282,7 @@ class Engine:
             opened: list[Table] = []
             try:
                 for info in infos:
-                    table = self._open_table(info, guard)
+                    table = self._open_table(info, guard, adopted.pop(info.table_id, None))
                     opened.append(table)
                     table.recover()
             except BaseException:
@@ -397,8 +411,26 @@ class Engine:
         if guard is not None:
             fences.check(ctx, guard.shard_id, guard.epoch)
 
-    def _open_table(self, info: TableInfo, guard: ShardGuard) -> Table:
-        table = Table(
+    def _open_table(
+        self, info: TableInfo, guard: ShardGuard, followed: Table | None = None
+    ) -> Table:
+        """Table ``info`` led here under ``guard``: ``followed``, its follower copy, if this
+        node followed the shard until now."""
+        if followed is not None and followed.info == info:
+            table = followed
+            table.lead(guard, self._flusher.request, self._request_compaction)
+        else:
+            if followed is not None:
+                followed.close()
+            table = self._new_table(info, guard)
+        run = None if self.offload is None else self.offload.runner(table)
+        self._compactors[info.name] = Compactor(table, run=run)
+        self._guards[info.table_id] = guard
+        return table
+
+    def _new_table(self, info: TableInfo, guard: ShardGuard) -> Table:
+        """A table object; a follower's (``FollowerGuard``) never asks for flushes."""
+        return Table(
             info,
             wal=self._wal,
             guard=guard,
@@ -406,15 +438,77 @@ class Engine:
             store=self._store,
             sst_files=self._sst_files,
             staging_dir=self._staging,
-            request_flush=self._flusher.request,
+            request_flush=(
+                (lambda _t: None) if isinstance(guard, FollowerGuard) else self._flusher.request
+            ),
             on_flushed=self._request_compaction,
             max_immutables=self.config.max_immutables,
             max_write_bytes=self.config.max_write_bytes,
         )
-        run = None if self.offload is None else self.offload.runner(table)
-        self._compactors[info.name] = Compactor(table, run=run)
-        self._guards[info.table_id] = guard
-        return table
+
+    # -- followed shards -------------------------------------------------------------------------
+
+    def follow_shard(self, shard_id: int, *, table_ids: Iterable[int], leader: str) -> list[str]:
+        """Follow shard ``shard_id``, led by ``leader``: read-only copies of its tables
+        (``table_ids``) fed from its WAL region (``node/engine/follow.py``). Followed already
+        with these tables: only the leader is updated; with others: followed anew. The names
+        of the tables it follows."""
+        self._check_open()
+        wal = self._wal
+        if not isinstance(wal, FollowableWal):
+            raise InvalidArgument(
+                "following a shard needs a WAL other nodes can read (a Kafka WAL, kafka://)"
+            )
+        wanted = set(table_ids)
+        with self._lock:
+            if shard_id in self._shards:
+                raise Conflict(f"shard {shard_id} is led here; it cannot be followed too")
+            current = self._followed.get(shard_id)
+            if current is not None and set(current.tables) == wanted:
+                for table in current.tables.values():
+                    cast(FollowerGuard, table.guard).leader = leader
+                return sorted(current.by_name())
+        if current is not None:
+            self.unfollow_shard(shard_id)
+        infos = [i for i in self.catalog.list() if i.table_id in wanted]
+        guard = FollowerGuard(shard_id, leader)
+        followed = FollowedShard(
+            shard_id, wal, {i.table_id: self._new_table(i, guard) for i in infos}
+        )
+        with self._lock:
+            self._followed[shard_id] = followed
+        log.info(
+            "following shard", extra={"shard": shard_id, "leader": leader, "tables": len(infos)}
+        )
+        return sorted(followed.by_name())
+
+    def unfollow_shard(self, shard_id: int) -> bool:
+        """Stop following a shard and close its copies; False if it was not followed."""
+        with self._lock:
+            followed = shard_id in self._followed
+        for table in self._stop_following(shard_id).values():
+            table.close()
+        return followed
+
+    def _stop_following(self, shard_id: int) -> dict[int, Table]:
+        with self._lock:
+            followed = self._followed.pop(shard_id, None)
+        return {} if followed is None else followed.stop()
+
+    def followed(self) -> dict[int, FollowedShard]:
+        """The shards followed here, by id."""
+        with self._lock:
+            return dict(self._followed)
+
+    def follower_table(self, name: str) -> Table:
+        """The follower copy of table ``name`` (for follower reads); NotOwner if this node
+        follows no shard holding it."""
+        with self._lock:
+            for followed in self._followed.values():
+                table = followed.by_name().get(name)
+                if table is not None:
+                    return table
+        raise NotOwner(f"table {name!r} is not followed on this node")
 
     def _request_compaction(self, table: Table) -> None:
         if table.info.options.enable_compaction:
@@ -584,8 +678,16 @@ class Engine:
         log.info("dropped table", extra={"table": name, "table_id": info.table_id})
         return True
 
-    def describe(self, name: str) -> TableInfo:
-        return self.table(name).info
+    def describe(self, name: str, *, follower: bool = False) -> TableInfo:
+        return self._readable(name, follower).info
+
+    def _readable(self, name: str, follower: bool) -> Table:
+        """The table reads of ``name`` use: with ``follower``, the copy of a shard followed
+        here when there is one."""
+        if follower:
+            with contextlib.suppress(NotOwner):
+                return self.follower_table(name)
+        return self.table(name)
 
     def stats(self) -> EngineStats:
         """Figures of every open table now (empty once the engine is closed, so a metrics
@@ -597,10 +699,15 @@ class Engine:
             self._sst_files.decoded.stats(),
         )
 
-    def list_tables(self) -> list[str]:
+    def list_tables(self, *, follower: bool = False) -> list[str]:
+        """The tables served here (with ``follower``, those followed here too)."""
         self._check_open()
         with self._lock:
-            return sorted(self._tables)
+            names = set(self._tables)
+            if follower:
+                for followed in self._followed.values():
+                    names.update(followed.by_name())
+            return sorted(names)
 
     # -- data ------------------------------------------------------------------------------------
 
@@ -651,6 +758,7 @@ class Engine:
         pinned: Pinned | None = None,
         bounds: Bounds | None = None,
         dictionary_tags: bool = False,
+        follower: bool = False,
     ) -> Scan:
         """A scan over one consistent snapshot: ``columns`` (default all), rows with timestamp
         in ``time_range`` = [start, end) ms that match ``predicate``; with ``version`` or
@@ -664,7 +772,8 @@ class Engine:
         sorting the result. ``pinned`` (from :meth:`pin`) scans that snapshot instead.
         ``bounds`` are per-column conditions every wanted row meets (:mod:`node.engine.bounds`):
         they filter too, and prune cheaper than a predicate. ``dictionary_tags`` returns
-        string tags dictionary encoded."""
+        string tags dictionary encoded. ``follower``: read the copy of a shard followed here if
+        there is one (a follower read: a moment behind the leader)."""
         req = ScanRequest(
             columns,
             time_range,
@@ -675,7 +784,7 @@ class Engine:
             bounds,
             dictionary_tags,
         )
-        table = self.table(name)
+        table = self._readable(name, follower)
         if pinned is None:
             pinned = table.pin(version=version, timestamp_ms=timestamp_ms)
         return table.scan(req, pinned)
@@ -704,6 +813,11 @@ class Engine:
         return time_splits(
             windows, seg, lo, hi, max_splits=max_splits, min_split_rows=min_split_rows
         )
+
+    def object_uri(self, key: str) -> str | None:
+        """Where a reader with its own client finds the object ``key`` (None: the store
+        gives no address)."""
+        return self._store.uri(key) if isinstance(self._store, AddressedStore) else None
 
     def read_all(self, name: str, **kwargs: object) -> pa.Table:
         """The whole scan result as one table (convenience for small results); see
@@ -791,7 +905,10 @@ class Engine:
                     sst_files=self._sst_files,
                     now_ms=now,
                     grace_ms=self.config.gc_grace_ms,
-                    pinned=None if compactor is None else compactor.pinned_version(),
+                    pinned=_oldest(
+                        None if compactor is None else compactor.pinned_version(),
+                        self.leases.oldest(t.table_id),
+                    ),
                     staged=self.revisions.staged_paths(t.table_id),
                 )
             )

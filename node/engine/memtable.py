@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from node.engine.options import UpdateMode
 from node.engine.rows import resolve_versions, sort_by_key
-from node.engine.schema import DELETE, KIND, PUT, Schema
+from node.engine.schema import DELETE, KIND, PUT, SEQ, Schema
 from node.engine.tombstones import RangeTombstone
 from node.engine.tsid import SMALL_ROWS
 
@@ -100,19 +100,37 @@ class Memtable:
         stored = pa.RecordBatch.from_arrays(
             [*batch.columns, seqs, pa.repeat(_KINDS[kind], n)], schema=self._storage
         )
-        lo, hi = _time_range(batch.column(self.schema.timestamp_key))
+        self._add(stored, seq, n if kind != PUT else 0)
+
+    def _add(self, stored: pa.RecordBatch, seq: int, deletes: int) -> None:
+        lo, hi = _time_range(stored.column(self.schema.timestamp_key))
         # The whole buffers, not the bytes the batch's slices reach (nbytes): they are what
         # the batch keeps in memory, and nbytes costs a small write more than its insert.
         size = stored.get_total_buffer_size()
         with self._lock:
             self._batches.append(stored)
             self.nbytes += size
-            self.rows += n
-            if kind != PUT:
-                self.deletes += n
+            self.rows += stored.num_rows
+            self.deletes += deletes
             self._saw(seq)
             self.min_ts = min(self.min_ts, lo)
             self.max_ts = max(self.max_ts, hi)
+
+    def after(self, seq: int) -> Memtable:
+        """A memtable of what was written after ``seq``: a follower drops what its leader's
+        SSTs hold now (every batch carries one sequence)."""
+        kept = Memtable(self.schema, self.mode)
+        with self._lock:
+            batches, ranges = list(self._batches), list(self._ranges)
+        for stored in batches:
+            batch_seq = stored.column(SEQ)[0].as_py()
+            if batch_seq > seq:
+                deletes = stored.num_rows if stored.column(KIND)[0].as_py() != PUT else 0
+                kept._add(stored, batch_seq, deletes)
+        for tombstone in ranges:
+            if tombstone.seq > seq:
+                kept.add_range(tombstone)
+        return kept
 
     def add_range(self, tombstone: RangeTombstone) -> None:
         with self._lock:

@@ -138,6 +138,9 @@ class Table:
         #: Set once the table is moving to another shard: writes answer it (nothing logged,
         #: so the server may retry them at the table's next home).
         self._moving: NotOwner | None = None
+        #: Highest sequence applied from the leader's log while this table followed it: a
+        #: promoted follower replays only what comes after.
+        self._followed_to = 0
         self._active = self._new_memtable()
         self._immutables: list[Memtable] = []
         self._version = manifest.current(info.table_id)
@@ -161,12 +164,14 @@ class Table:
     # -- recovery --------------------------------------------------------------------------------
 
     def recover(self) -> int:
-        """Replay the WAL above the flushed sequence into the memtable; records replayed."""
+        """Replay the WAL above the flushed sequence (and above what it applied following
+        the shard's former leader) into the memtable; records replayed."""
         flushed = self._version.flushed_seq
         # Raises the WAL's sequence floor too, so new writes never reuse a flushed sequence.
         self._wal.mark_deleted(self._region, self.table_id, flushed)
         records = 0
-        for record in self._wal.read(self._region, self.table_id, flushed + 1):
+        start = max(flushed, self._followed_to) + 1
+        for record in self._wal.read(self._region, self.table_id, start):
             op, batch = decode_record(record.payload)
             self._apply(self._active, op, batch, record.seq)
             records += 1
@@ -174,7 +179,7 @@ class Table:
                 self.freeze(self._active)
         if records:
             log.info(
-                "replayed WAL", extra={"table": self.name, "records": records, "from": flushed + 1}
+                "replayed WAL", extra={"table": self.name, "records": records, "from": start}
             )
         return records
 
@@ -333,6 +338,49 @@ class Table:
             "may not be stored (its record may have reached the log the next owner replays)",
             retryable=False,
         )
+
+    # -- following the shard's leader ------------------------------------------------------------
+
+    def follow(self, seq: int, payload: bytes) -> None:
+        """Apply a record of the leader's log: a follower's table takes no writes of its own
+        and never flushes (its rows reach SSTs through the leader)."""
+        op, batch = decode_record(payload)
+        with self._cond:
+            self._apply(self._active, op, batch, seq)
+            self._followed_to = seq
+            if self._active.nbytes >= self.info.options.write_buffer_size:
+                self._freeze_locked()
+
+    def catch_up(self) -> bool:
+        """Take the leader's newest manifest version and drop from the memtables what its
+        SSTs hold now (so no row is read twice); whether it moved."""
+        version = self.manifest.current(self.table_id)
+        if version.version <= self._version.version:
+            return False
+        flushed = version.flushed_seq
+        with self._cond:
+            self._immutables = [
+                m.after(flushed) if m.min_seq <= flushed else m
+                for m in self._immutables
+                if m.max_seq > flushed
+            ]
+            if self._active.min_seq and self._active.min_seq <= flushed:
+                self._active = self._active.after(flushed)
+            self._version = version
+        return True
+
+    def lead(
+        self,
+        guard: ShardGuard,
+        request_flush: Callable[[Table], None],
+        on_flushed: Callable[[Table], None],
+    ) -> None:
+        """This follower's shard was promoted here: take writes under ``guard`` and flush
+        as a leader (call :meth:`recover` next for the log's tail)."""
+        self.catch_up()
+        self.guard = guard
+        self._request_flush = request_flush
+        self._on_flushed = on_flushed
 
     def stop_writes(self, moving: NotOwner) -> None:
         """Refuse new writes with ``moving`` and wait for those logging now, so that a

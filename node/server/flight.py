@@ -5,6 +5,11 @@
   splits: one endpoint per split, located at the table's owner (the address route answers
   name), whose ticket is a ``ScanSpec`` carrying the pinned version, the split's time range
   and a scan id ``<scan_id>/<split>`` (the request's ``scan_id``, or a fresh one).
+- ``get_flight_info`` with ``lease_ms``: holds the live snapshot instead (manifest version and
+  memtable views, nothing flushed; ``node/engine/leases.py``) and the tickets scan it by its
+  ``pin``; with ``native``, the SSTs needing no merge (``node/engine/native.py``) that the
+  reader can open are left out of the tickets and listed, with their URIs, in the plan's
+  ``app_metadata`` (the hybrid read of gnomon.spark).
 - ``do_get(ticket = ScanSpec JSON)``: streams the engine scan as record batches, only the rows
   matching the ticket's ``predicate`` (a Substrait expression, node/cluster/remote.py) when it
   carries one; when the stream ends its statistics are kept under the scan id for
@@ -18,9 +23,11 @@
   ingestor, which creates the table and adds columns as needed and sends it to the table's
   owner if that is another node, unless the put was itself forwarded (``forwarded_from``).
 - ``do_action``: ``describe``, ``reserve``, ``commit``, ``abort``, ``heartbeat`` (the revision
-  protocol, node/engine/revisions.py) and ``scan_stats`` (of one ticket, or summed over a
+  protocol, node/engine/revisions.py), ``scan_stats`` (of one ticket, or summed over a
   planned scan's tickets: SSTs and row groups read out of the total, rows returned), so
-  pushdown is observable; bodies and results are JSON.
+  pushdown is observable; ``renew`` and ``release`` of a held snapshot; ``route`` (the
+  table, or each sub-table of a partition table, with the Flight endpoint of the node serving
+  it, "" for this one, and a partition table's key); bodies and results are JSON.
 
 Errors are gnomon errors as Flight errors: the message is the gnomon message and
 ``extra_info`` is JSON ``{"error": class name, "status": code, "retryable": bool}``, from which
@@ -33,6 +40,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -46,6 +54,7 @@ import pyarrow.flight as flight
 from gnomon.errors import GnomonError, InvalidArgument, NotFound, Status, TooLarge
 from gnomon.flight.ticket import (
     CommitArgs,
+    PinArgs,
     PutSpec,
     QuerySpec,
     ReserveArgs,
@@ -61,6 +70,7 @@ from node.cluster.remote import decode_predicate
 from node.engine.engine import Engine
 from node.engine.scan import Scan
 from node.engine.schema import Column, ColumnType, Schema
+from node.engine.table import Pinned
 from node.security.context import acting_as, authorize
 from node.security.principal import Privilege
 from node.security.tls import ServerTls
@@ -208,6 +218,7 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         port_setting: str = "flight_port",
         ingestor: RowsWriter | None = None,
         query: Callable[[str], pa.Table] | None = None,
+        route: Callable[[str], dict[str, Any]] | None = None,
         auth: FlightAuth | None = None,
         tls: ServerTls | None = None,
     ) -> None:
@@ -232,6 +243,8 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         self.ingestor = ingestor
         #: Answers query tickets over tables served here; None: they are refused.
         self.query = query
+        #: Where a table (or each sub-table of a partition table) is served; None: here.
+        self.route = route
         self._stats: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._stats_lock = threading.Lock()
 
@@ -270,40 +283,78 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         info = self.tables.describe(spec.table)
         schema = self._schema(spec)
         _, (lo, hi) = compile_filters(spec, info.schema)
-        if spec.version is None and spec.timestamp_ms is None:
+        held = spec.lease_ms is not None
+        if spec.version is None and spec.timestamp_ms is None and not held:
             # A pinned version holds flushed data only: flush so it holds every write so far.
             self.tables.flush(spec.table)
         pinned = self.tables.pin(spec.table, version=spec.version, timestamp_ms=spec.timestamp_ms)
         version = pinned.version
-        data = [f for f in version.files if f.is_data]
+        if not held:
+            pinned = replace(pinned, views=())
+        meta: dict[str, Any] = {"version": version.version}
+        if spec.lease_ms is not None:
+            native = self._native(spec, pinned, (lo, hi))
+            meta.update(native)
+            native_paths = {f["path"] for f in native["native"]}
+            pinned = replace(
+                pinned,
+                version=replace(
+                    version, files=tuple(f for f in version.files if f.path not in native_paths)
+                ),
+            )
+            meta["pin"] = self.tables.leases.hold(info.table_id, pinned, spec.lease_ms)
+            meta["lease_ms"] = spec.lease_ms
+        data = [f for f in pinned.version.files if f.is_data]
         endpoints = []
         splits = self.tables.split(
             spec.table,
-            replace(pinned, views=()),
+            pinned,
             (lo, hi),
             max_splits=max(1, spec.max_splits),
             min_split_rows=spec.min_split_rows,
         )
+        if held and not data and not any(v.batches for v in pinned.views):
+            splits = []  # every row is read natively: a task over nothing is not worth one
         scan_id = spec.scan_id or uuid.uuid4().hex
         for i, split in enumerate(splits):
             ticket = replace(
                 spec,
                 time_range=split,
-                version=version.version,
+                version=None if held else version.version,
                 timestamp_ms=None,
                 scan_id=f"{scan_id}/{i}",
+                lease_ms=None,
+                native=[],
+                pin=meta.get("pin"),
             )
             endpoints.append(flight.FlightEndpoint(ticket.to_json(), self.owners))
         rows = sum(f.rows for f in data)
         size = sum(f.size for f in data)
         return flight.FlightInfo(
-            schema,
-            descriptor,
-            endpoints,
-            rows,
-            size,
-            app_metadata=json.dumps({"version": version.version}).encode(),
+            schema, descriptor, endpoints, rows, size, app_metadata=json.dumps(meta).encode()
         )
+
+    def _native(
+        self, spec: ScanSpec, pinned: Pinned, time_range: tuple[int | None, int | None]
+    ) -> dict[str, Any]:
+        """The plan's native part: the SSTs needing no merge whose URI scheme the reader
+        takes, the scheme of the store (what the reader would need to take them all) and
+        the TTL floor the reader applies to them."""
+        info = self.tables.describe(spec.table)
+        files = self.tables.native_files(spec.table, pinned, time_range) if spec.native else []
+        native = []
+        store = ""
+        for f in files:
+            uri = self.tables.object_uri(f.path)
+            if uri is None:
+                break
+            store = uri.split(":", 1)[0]
+            if store in spec.native:
+                native.append({"path": f.path, "uri": uri, "rows": f.rows, "size": f.size})
+        floor = None
+        if info.options.enable_ttl:
+            floor = int(time.time() * 1000) - info.options.ttl_ms
+        return {"native": native, "store": store, "ttl_floor_ms": floor}
 
     def do_get(
         self, context: flight.ServerCallContext, ticket: flight.Ticket
@@ -323,6 +374,7 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
                 if spec.predicate is None
                 else decode_predicate(spec.predicate, spec.table, info.schema)
             )
+            pinned = None if spec.pin is None else self.tables.leases.get(spec.pin, info.table_id)
             # The engine's own scan (a local reader's): its statistics answer scan_stats.
             scan = self.tables.scan(
                 ScanRequest(
@@ -332,6 +384,7 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
                     predicate=predicate,
                     version=spec.version,
                     timestamp_ms=spec.timestamp_ms,
+                    pinned=pinned,
                 )
             )
             batches: Iterator[pa.RecordBatch] = iter(scan)
@@ -440,6 +493,9 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
                 ("abort", "{table, revision} -> cancel it and delete what it staged"),
                 ("heartbeat", "{table, revision} -> extend its lease"),
                 ("scan_stats", "{scan_id} -> what the finished do_get of that ticket touched"),
+                ("renew", "{pin} -> extend the lease of a held snapshot"),
+                ("release", "{pin} -> let go of a held snapshot"),
+                ("route", "{table} -> {table, parts: [{table, flight}], key}: where it is served"),
             )
         ]
 
@@ -474,6 +530,15 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         revisions = self.tables.revisions
         if isinstance(args, ScanStatsArgs):
             return self._scan_stats(args.scan_id)
+        if isinstance(args, PinArgs):
+            if kind == "renew":
+                return {"pin": args.pin, "version": self.tables.leases.renew(args.pin)}
+            return {"pin": args.pin, "released": self.tables.leases.release(args.pin)}
+        if kind == "route":
+            if self.route is None:
+                self.tables.describe(args.table)
+                return {"table": args.table, "parts": [{"table": args.table, "flight": ""}]}
+            return self.route(args.table)
         if isinstance(args, TableArgs):
             info = self.tables.describe(args.table)
             return {"table": args.table, "table_id": info.table_id, "schema": info.schema.to_json()}

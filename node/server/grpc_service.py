@@ -26,11 +26,13 @@ from node.ingest.horaedb import decode_table_request
 from node.ingest.writer import Ingestor
 from node.partition.ingest import split_request
 from node.partition.tables import Partitions
+from node.security.tls import ServerTls
 from node.server import sql_response
 from node.server.arrow_wire import DEFAULT_COMPRESS_MIN_BYTES, encode_payload
 from node.server.forwarding import DATABASE, Forwarded, ask_owner
 from node.server.listen import bind_failed, check_free
 from node.server.metrics import Registry
+from node.server.reads import READ_HEADER, wants_follower
 from node.server.sql_response import EncodedSqlResponse
 from node.server.status import horaedb_code, http_status, message_of
 from node.sql.cancel import Queries
@@ -79,8 +81,12 @@ class StorageService:
         compress_min_bytes: int = DEFAULT_COMPRESS_MIN_BYTES,
         queries: Queries | None = None,
         partitions: Partitions | None = None,
+        execute_follower: Callable[[str], QueryResult] | None = None,
     ) -> None:
+        """``execute_follower``: runs queries asking for follower reads (``gnomon-read``
+        metadata; default ``execute``)."""
         self.ingestor = ingestor
+        self.execute_follower = execute_follower or execute
         #: Writes naming a partition table are split into its sub-tables' first.
         self.partitions = partitions
         self.execute = execute
@@ -203,7 +209,12 @@ class StorageService:
                 context.add_callback(
                     functools.partial(token.cancel, "the call was cancelled or its deadline passed")
                 )
-            return self.execute(req.sql)
+            return self._executor(context)(req.sql)
+
+    def _executor(self, context: grpc.ServicerContext | None) -> Callable[[str], QueryResult]:
+        metadata = () if context is None else context.invocation_metadata() or ()
+        read = next((v for k, v in metadata if k == READ_HEADER), None)
+        return self.execute_follower if wants_follower(read) else self.execute
 
     def _sql_error(
         self, req: storage_pb2.SqlQueryRequest, e: Exception, *, forwarded: bool = False

@@ -59,6 +59,7 @@ from node.server.auth import CHALLENGE, OPEN_PATHS
 from node.server.listen import listen_error
 from node.server.metrics import Registry
 from node.server.openapi import SPEC
+from node.server.reads import wants_follower
 from node.server.status import http_status, message_of
 from node.sql import influxql
 from node.sql.cancel import Queries
@@ -204,9 +205,13 @@ class HttpApp:
         start_writes: Callable[[Sequence[TableRows]], Logged | None] | None = None,
         route: Callable[[str], Mapping[str, str]] | None = None,
         authenticator: Authenticates | None = None,
+        execute_follower: Callable[[str], QueryResult] | None = None,
     ) -> None:
+        """``execute_follower``: runs queries asking for follower reads (default
+        ``execute``)."""
         self.ingestor = ingestor
         self.authenticator = authenticator
+        self.execute_follower = execute_follower or execute
         #: The endpoints serving a table (``GET /route/{table}``); NotFound if none.
         self._route = route
         if start_writes is None and isinstance(ingestor, Ingestor):
@@ -251,8 +256,9 @@ class HttpApp:
         query: str = doc["query"]
         if not query.strip():
             raise InvalidArgument("query is empty")
+        execute = self.execute_follower if wants_follower(doc.get("read")) else self.execute
         with self.queries.running(probe=gone):
-            result = self.execute(query)
+            result = execute(query)
         if result.is_query and arrow:
             return _Response(200, ipc_stream(to_wire(result.table())), ARROW_STREAM)
         if result.is_query:

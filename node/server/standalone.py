@@ -16,7 +16,7 @@ import sys
 import threading
 from collections.abc import Iterable
 from types import FrameType
-from typing import cast
+from typing import Any, cast
 
 from gnomon.config import ServerConfig
 from gnomon.errors import Closed, InvalidArgument, Unavailable
@@ -27,6 +27,7 @@ from node.cluster.router import Router
 from node.engine.engine import Engine, EngineConfig
 from node.ingest.writer import Ingestor
 from node.partition.ingest import PartitionedRows
+from node.partition.tables import Partitions
 from node.security.settings import Security
 from node.security.tls import ServerTls
 from node.server.arrow_wire import DEFAULT_COMPRESS_MIN_BYTES
@@ -241,6 +242,7 @@ class Standalone:
                 metrics=self.metrics,
                 ingestor=writer,
                 query=lambda sql: executor.execute(sql).table(),
+                route=functools.partial(self._flight_route, router, tables, partitions),
                 auth=None if authenticator is None else FlightAuth(authenticator),
                 tls=tls,
             )
@@ -338,6 +340,21 @@ class Standalone:
             return {"grpc": remote.endpoint, **remote.endpoints}
         tables.describe(table)
         return self._endpoints()
+
+    def _flight_route(
+        self, router: Router, tables: LocalTables, partitions: Partitions, table: str
+    ) -> dict[str, Any]:
+        """The Flight endpoint serving ``table``, or each of its sub-tables' for a partition
+        table with its key (a Spark job reads and writes at each owner)."""
+        found = partitions.find(table)
+        subs = [table] if found is None else found.sub_tables()
+        return {
+            "table": table,
+            "parts": [
+                {"table": t, "flight": self._route(router, tables, t)["flight"]} for t in subs
+            ],
+            "key": None if found is None else list(found.spec.rule.columns),
+        }
 
     def _cancel_queries(self) -> bool:
         """Cancel the queries still running; True if some still run after CANCEL_WAIT_S."""

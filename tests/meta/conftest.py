@@ -5,10 +5,10 @@ through the real client library."""
 from __future__ import annotations
 
 import sys
-from concurrent import futures
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent import futures
 from pathlib import Path
 
 import grpc

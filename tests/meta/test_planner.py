@@ -14,6 +14,7 @@ from meta.planner import (
     place_partitions,
     plan_assign,
     plan_failover,
+    plan_followers,
     plan_rebalance,
 )
 from meta.state import ClusterState
@@ -184,3 +185,24 @@ def test_a_shard_left_on_an_offline_node_is_still_failed_over() -> None:
     # Without shards, an offline node needs nothing more.
     state.apply(Batch(shards=[Shard(0, "b", (), 2, ShardStatus.READY)]))
     assert plan_failover(state.view()) == []
+
+
+def test_followers_go_to_the_nodes_following_least() -> None:
+    state = cluster(
+        {"a": True, "b": True, "c": True, "d": False},
+        [("a", ()), ("b", ()), ("c", ("a",)), ("a", ("d",))],
+    )
+    (plan,) = plan_followers(state.view(), 1)
+    assert plan.reason == "add_follower"
+    after = {m.shard_id: (m.leader, m.followers) for m in plan.moves}
+    # Shard 2 has its follower; shard 3's is dead, so it gets a live one; none on its leader.
+    assert set(after) == {0, 1, 3}
+    assert all(leader not in followers for leader, followers in after.values())
+    followed = Counter(f for _, fs in after.values() for f in fs) + Counter({"a": 1})
+    assert max(followed.values()) - min(followed[n] for n in "abc") <= 1
+    assert plan_followers(state.view(), 0) == []
+
+
+def test_followers_need_other_live_nodes() -> None:
+    state = cluster({"a": True}, [("a", ())])
+    assert plan_followers(state.view(), 2) == []

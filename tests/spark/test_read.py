@@ -74,6 +74,8 @@ def metrics(node: Node) -> pa.Table:
     )
     with node.client() as c:
         c.put("metrics", table.to_batches(), table.schema)
+        # Planned without a lease, a scan flushes first: the windows become SSTs to prune.
+        c.plan(ScanSpec(table="metrics"))
     return table
 
 

@@ -1,0 +1,172 @@
+"""Planning a read of a table on every node that serves part of it (DESIGN §9), without
+pyspark: the Spark reader and the hybrid read build on it.
+
+The node asked first answers where the table (or each sub-table of a partition table) is
+served (the ``route`` action); each owner then plans its share at once, in parallel: it holds
+its snapshot under a lease and answers tickets (one per time split) to redeem at it, and, when
+asked, the SSTs it left out of them for the reader to read as plain Parquet. The plan carries
+the held snapshots' ids so the reader can renew and release them (:class:`LeaseKeeper`).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from concurrent import futures
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gnomon.errors import GnomonError, NotFound
+from gnomon.flight.client import FlightClient
+from gnomon.flight.ticket import ScanSpec
+
+log = logging.getLogger("gnomon.spark")
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where ``table`` is served: each of its parts (the table, or the sub-tables of a
+    partition table) with its owner's Flight endpoint; ``key``: a partition table's key."""
+
+    table: str
+    parts: list[tuple[str, str]]
+    key: list[str] | None
+
+
+def route(endpoint: str, table: str) -> Route:
+    """Asked of the node at ``endpoint``; an owner it names as "" is that node."""
+    with FlightClient(endpoint) as client:
+        answer = client.action("route", table=table)
+    parts = [(p["table"], p["flight"] or endpoint) for p in answer["parts"]]
+    return Route(table, parts, answer.get("key"))
+
+
+@dataclass(frozen=True)
+class Split:
+    """One ticket and the owner to redeem it at."""
+
+    ticket: bytes
+    owner: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"ticket": base64.b64encode(self.ticket).decode(), "owner": self.owner}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, str]) -> Split:
+        return cls(base64.b64decode(doc["ticket"]), doc["owner"])
+
+
+@dataclass(frozen=True)
+class Held:
+    """A snapshot an owner holds for the plan."""
+
+    owner: str
+    pin: str
+    lease_ms: int
+
+
+@dataclass
+class Plan:
+    splits: list[Split] = field(default_factory=list)
+    #: URIs of the SSTs read as plain Parquet, and their rows.
+    native: list[str] = field(default_factory=list)
+    native_rows: int = 0
+    #: Schemes of the stores holding the tables' SSTs ("file", "s3a").
+    stores: set[str] = field(default_factory=set)
+    #: The latest TTL floor of the tables (ms), for the rows read as plain Parquet.
+    ttl_floor_ms: int | None = None
+    held: list[Held] = field(default_factory=list)
+
+    def add(self, owner: str, info: Any) -> None:
+        meta = json.loads(info.app_metadata or b"{}")
+        self.splits += [Split(ep.ticket.ticket, owner) for ep in info.endpoints]
+        for f in meta.get("native", []):
+            self.native.append(f["uri"])
+            self.native_rows += int(f["rows"])
+        if meta.get("store"):
+            self.stores.add(meta["store"])
+        floor = meta.get("ttl_floor_ms")
+        if floor is not None:
+            self.ttl_floor_ms = max(floor, self.ttl_floor_ms or floor)
+        if "pin" in meta:
+            self.held.append(Held(owner, meta["pin"], int(meta["lease_ms"])))
+
+    def splits_json(self) -> str:
+        return json.dumps([s.to_json() for s in self.splits])
+
+
+def plan(endpoint: str, spec: ScanSpec) -> Plan:
+    """``spec`` (its ``lease_ms`` set) planned at the owner of every part of its table, in
+    parallel; scan ids ``<scan_id>/<part>``, so each owner's ``scan_stats`` of ``scan_id``
+    sums what it served. Snapshots held before a failing part are released."""
+    if spec.lease_ms is None:
+        raise ValueError("a plan holds its snapshots: lease_ms is required")
+    where = route(endpoint, spec.table)
+
+    def one(part: str, owner: str) -> tuple[str, Any]:
+        scan_id = None if spec.scan_id is None else f"{spec.scan_id}/{part}"
+        with FlightClient(owner) as client:
+            return owner, client.plan(replace(spec, table=part, scan_id=scan_id))
+
+    result = Plan()
+    with futures.ThreadPoolExecutor(max_workers=min(16, len(where.parts))) as pool:
+        asked = [pool.submit(one, part, owner) for part, owner in where.parts]
+        failure: BaseException | None = None
+        for f in asked:
+            try:
+                result.add(*f.result())
+            except BaseException as e:  # released below, then raised
+                failure = failure or e
+    if failure is not None:
+        release(result.held)
+        raise failure
+    return result
+
+
+def release(held: Sequence[Held]) -> None:
+    """Let go of held snapshots (already gone ones are fine)."""
+    for h in held:
+        try:
+            with FlightClient(h.owner) as client:
+                client.action("release", pin=h.pin)
+        except GnomonError as e:  # it runs out on its own
+            log.warning("snapshot release failed", extra={"pin": h.pin, "error": e.message})
+
+
+class LeaseKeeper:
+    """Renews held snapshots from the driver until :meth:`stop` (which releases them), the
+    ``until`` callable says to stop, or ``max_s`` passed; a snapshot gone (released, run out)
+    is dropped."""
+
+    def __init__(self, held: Sequence[Held], *, max_s: float, until: Any = None) -> None:
+        self.held = list(held)
+        self._stop = threading.Event()
+        self._deadline = time.monotonic() + max_s
+        self._until = until
+        interval = min((h.lease_ms for h in held), default=60_000) / 3000
+        self._thread = threading.Thread(
+            target=self._run, args=(interval,), name="gnomon-snapshot-leases", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            if time.monotonic() > self._deadline or (self._until is not None and self._until()):
+                break
+            for h in list(self.held):
+                try:
+                    with FlightClient(h.owner) as client:
+                        client.action("renew", pin=h.pin)
+                except NotFound:
+                    self.held.remove(h)
+                except GnomonError as e:  # a node briefly away: the next round tries again
+                    log.warning("snapshot renew failed", extra={"pin": h.pin, "error": e.message})
+        release(self.held)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
