@@ -439,7 +439,7 @@ def translate_where(tokens: list[Token], schema: Schema, now_ns: int) -> tuple[s
     joined by AND alone: under an OR no bound is certain)."""
     out: list[str] = []
     bounds = TimeRange()
-    has_or = any(t.word == "OR" for t in tokens)
+    under_or = _under_or(tokens)
     i = 0
     while i < len(tokens):
         tok = tokens[i]
@@ -453,7 +453,7 @@ def translate_where(tokens: list[Token], schema: Schema, now_ns: int) -> tuple[s
             value, used = _time_value(tokens[i + 2 :], now_ns)
             ms = value // 1_000_000
             out.append(f"{_q(schema.time)} {op} to_timestamp_millis({ms})")
-            if not has_or:
+            if not under_or[i]:
                 _narrow(bounds, op, value)
             i += 2 + used
             continue
@@ -467,6 +467,23 @@ def translate_where(tokens: list[Token], schema: Schema, now_ns: int) -> tuple[s
             out.append(tok.text)
         i += 1
     return " ".join(out), bounds
+
+
+def _under_or(tokens: list[Token]) -> list[bool]:
+    """For each token, whether a parenthesised group holding it (or the whole clause) joins
+    its terms with OR: ``(host = 'a' OR host = 'b') AND time > 1s`` bounds time."""
+    stack = [0]  # the ids of the groups enclosing the current token, the clause first
+    ors: set[int] = set()
+    enclosing: list[tuple[int, ...]] = []
+    for tok in tokens:
+        if tok.text == "(":
+            stack.append(len(enclosing) + 1)
+        enclosing.append(tuple(stack))
+        if tok.word == "OR":
+            ors.add(stack[-1])
+        if tok.text == ")" and len(stack) > 1:
+            stack.pop()
+    return [any(g in ors for g in groups) for groups in enclosing]
 
 
 def _narrow(bounds: TimeRange, op: str, ns: int) -> None:
