@@ -232,7 +232,7 @@ def _serving_a_held_query(
     held (until cancelled, or until released)."""
     held: list[Held] = []
 
-    def executor(engine: Engine, remote: object = None) -> Held:
+    def executor(engine: Engine, remote: object = None, partitions: object = None) -> Held:
         held.append(Held(_tables(engine), until_cancelled=until_cancelled))
         return held[0]
 
@@ -304,7 +304,7 @@ class Endless(ds.InMemoryDataset):
         return [Fragment()]
 
 class Stuck:
-    def __init__(self, engine, remote=None):
+    def __init__(self, engine, remote=None, partitions=None):
         pass
     def execute(self, sql):
         ctx = datafusion.SessionContext()
