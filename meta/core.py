@@ -39,6 +39,9 @@ from meta.tables import Batch
 
 log = logging.getLogger("gnomon.meta")
 
+#: Seconds between looks at the node leases between rounds (a lapsed one starts a round).
+LIVENESS_POLL_S = 0.1
+
 #: Most sub-tables of one partition table: they are created in one store transaction.
 MAX_PARTITIONS = 100
 
@@ -422,13 +425,24 @@ class MetaCore:
         with self.lock:
             known = any(n.online for n in self.state.nodes.values())
         next_round = time.monotonic() + (self.settings.node_ttl_s if known else 0.0)
+        grace_until = next_round
         while not stop.is_set():
             if time.monotonic() >= next_round:
                 yield self.run_round()
                 next_round = time.monotonic() + self.settings.interval_s
-            self.wakeup.wait(max(0.0, next_round - time.monotonic()))
+            self.wakeup.wait(max(0.0, min(next_round - time.monotonic(), LIVENESS_POLL_S)))
             self.wakeup.clear()
+            # A lapsed lease is acted on at once, not at the next round: failover time after
+            # expiry is then this poll, not the round interval.
+            if time.monotonic() >= grace_until and self._lost_a_node():
+                next_round = time.monotonic()
             self.runner.run_all()
+
+    def _lost_a_node(self) -> bool:
+        """Whether a node this instance holds live has lost its lease (one etcd range read)."""
+        live = self.liveness.live()
+        with self.lock:
+            return bool(self.state.live - live)
 
     def close(self) -> None:
         self.bus.close()

@@ -31,6 +31,12 @@ def test_toy_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         assert math.isfinite(doc[key]) and doc[key] > 0
     assert set(doc["ingest_rows_per_s"]) == {"standalone", "cluster"}
     assert "failover RTO" in "\n".join(out[:-1])
+    # Shard moves under a writer refuse nothing; the follower took its leader's shard.
+    assert [m["kind"] for m in doc["moves"]] == ["migrate", "split"]
+    assert all(m["refused"] == 0 and m["writes"] > 0 for m in doc["moves"])
+    [fast] = doc["fast_kills"]
+    assert fast["expired_s"] is not None and fast["rto_s"] >= fast["expired_s"] - 0.05
+    assert doc["follower_lag_writes"] > 0 and doc["follower_lag_p99_s"] >= 0
 
 
 def test_bad_settings_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
