@@ -1,7 +1,7 @@
 """Cluster benchmark on loopback, in one run: failover RTO (a shard reopened elsewhere, and
 taken over by its follower), the HoraeDB SDK's writes through three nodes in Direct and Proxy
-mode, write stalls while shards move, follower lag, and one cluster node's ingest beside a
-standalone server.
+mode, write stalls while shards move, follower lag, partition-table queries, and one cluster
+node's ingest beside a standalone server.
 
 (a) Failover RTO. A three-node dev cluster (real etcd, broker, S3 server, meta and ``gnomon
     node`` processes) holds several tables. Each round SIGKILLs a node that leads a table's
@@ -35,6 +35,10 @@ standalone server.
     read first sees it (p50, p99). Fast failover: as in (a), SIGKILL a table's leader; its
     follower takes over (checked), replaying only the log tail it had not applied. Target: the
     median time from the lease's expiry to the first acknowledged write <= 1 s, next to (a)'s.
+(f) Partition tables: the TSBS cpu-only queries on a 4-partition table whose sub-tables the
+    meta service spreads over the nodes of (a), against the same rows in one table on one
+    node, every answer pair checked equal (``bench/partitions.py``); partition / one table per
+    query type.
 
 Every row written is counted afterwards. Prints a table, then one JSON line.
 
@@ -61,6 +65,8 @@ from typing import Any
 import grpc
 import pyarrow as pa
 
+from bench.partitions import Settings as PartitionSettings
+from bench.partitions import run_partitions
 from bench.tsbs.cpu_only import INTERVAL_MS, cpu_only_batches
 from bench.tsbs.gnomon_server import GnomonServer
 from bench.tsbs.payloads import line_protocol
@@ -111,6 +117,9 @@ class Settings:
     steps: int = 2000
     rows_per_batch: int = 10_000
     workers: int = 2
+    #: The partition-table queries (f): TSBS hosts and hours of rows.
+    partition_hosts: int = 40
+    partition_hours: int = 12
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -694,6 +703,9 @@ def run(s: Settings, scratch: Path) -> dict[str, Any]:
             for ep in cluster.node_endpoints
         )
         moved = moves(cluster)
+        partitioned = run_partitions(
+            cluster, PartitionSettings(hosts=s.partition_hosts, hours=s.partition_hours)
+        )
         kills = failover(cluster, tables, s.kills)
     lags, fast = followers(s, scratch)
     rates = ingest(s, scratch)
@@ -726,6 +738,9 @@ def run(s: Settings, scratch: Path) -> dict[str, Any]:
             {**asdict(m), "stall_s": round(m.stall_s, 3), "move_s": round(m.move_s, 3)}
             for m in moved
         ],
+        "partition_queries": partitioned["queries"],
+        "partition_ratio_median": partitioned["ratio_median"],
+        "partition_rows": partitioned["rows"],
         "direct_vs_proxy": round(direct / proxy, 2),
         "sdk_rows_per_s": {m: round(statistics.median(v)) for m, v in sdk.items()},
         "sdk_runs_rows_per_s": {m: [round(x) for x in v] for m, v in sdk.items()},
@@ -773,6 +788,11 @@ def table(doc: dict[str, Any]) -> str:
              f"moved in {m['move_s']:.2f} s, {m['writes']} writes, {m['refused']} refused")
             for m in doc["moves"]
         ),
+        ("partition table / one table",
+         f"{doc['partition_ratio_median']:.2f}",
+         f"median over the TSBS query types, {doc['partition_rows']:,} rows; 4 sub-tables over "
+         "3 nodes vs one table on one node, answers equal; per type: "
+         + ", ".join(f"{n} {q['ratio']:.2f}" for n, q in doc["partition_queries"].items())),
         ("SDK Direct rows/s", f"{doc['sdk_rows_per_s']['Direct']:,}",
          f"{s['sdk_clients']} clients x {s['sdk_batch']} points/write over {s['tables']} tables"),
         ("SDK Proxy rows/s", f"{doc['sdk_rows_per_s']['Proxy']:,}",

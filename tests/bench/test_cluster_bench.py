@@ -16,7 +16,8 @@ from bench import cluster
 def test_toy_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--kills", "1", "--lease-ttl-s", "3", "--tables", "4", "--sdk-clients", "2",
             "--sdk-batch", "8", "--sdk-writes", "2", "--reps", "1", "--hosts", "5",
-            "--steps", "10", "--rows-per-batch", "20", "--scratch", str(tmp_path)]  # fmt: skip
+            "--steps", "10", "--rows-per-batch", "20", "--partition-hosts", "4",
+            "--partition-hours", "1", "--scratch", str(tmp_path)]  # fmt: skip
     assert cluster.main(argv) == 0
     out = capsys.readouterr().out.strip().splitlines()
     doc = json.loads(out[-1])
@@ -37,6 +38,7 @@ def test_toy_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     [fast] = doc["fast_kills"]
     assert fast["expired_s"] is not None and fast["rto_s"] >= fast["expired_s"] - 0.05
     assert doc["follower_lag_writes"] > 0 and doc["follower_lag_p99_s"] >= 0
+    assert doc["partition_queries"] and doc["partition_ratio_median"] > 0
 
 
 def test_bad_settings_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
