@@ -140,4 +140,4 @@ class FlightAuth(flight.ServerMiddlewareFactory):  # type: ignore[misc]
 def flight_caller(context: flight.ServerCallContext) -> Principal | None:
     """The caller of a Flight call (None on a server without authentication)."""
     middleware = context.get_middleware(FLIGHT_MIDDLEWARE)
-    return None if middleware is None else middleware.principal  # type: ignore[no-any-return]
+    return None if middleware is None else middleware.principal  # type: ignore[attr-defined,no-any-return]

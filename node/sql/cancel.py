@@ -146,9 +146,8 @@ class Queries:
         limit = self.timeout_s or None
         if timeout_s is not None:
             limit = timeout_s if limit is None else min(limit, timeout_s)
-        with self._slot():
-            with self._token(limit, probe) as token:
-                yield token
+        with self._slot(), self._token(limit, probe) as token:
+            yield token
 
     @contextlib.contextmanager
     def _slot(self) -> Iterator[None]:
