@@ -3,8 +3,9 @@ no merge read by Spark's own vectorized Parquet reader, the rest (merge groups, 
 older schema versions) through the ``gnomon`` data source from each owner, unioned.
 
 Each owner holds its snapshot (manifest version and memtables, nothing flushed) from planning
-on, under a lease the driver renews while the session runs (at most ``hold_seconds``) and each
-task's read renews too, so retention cannot delete a file the job has still to read. Spark
+on, under a lease the driver renews while the session runs (at most ``hold_seconds``, default
+an hour: a DataFrame does not say when its last job ran) and each task's read renews too, so
+retention cannot delete a file the job has still to read. Spark
 pushes the DataFrame's filters to both halves (Parquet filters on one, the data source's
 ``pushFilters`` on the other) and prunes the Parquet half's columns; ``columns`` prunes the
 other's.
@@ -66,7 +67,7 @@ def read(
     time_range: tuple[int | None, int | None] = (None, None),
     native: bool = True,
     lease_seconds: float = 600.0,
-    hold_seconds: float = 24 * 3600.0,
+    hold_seconds: float = 3600.0,
     scan_id: str | None = None,
     max_splits: int = 64,
     min_split_rows: int = 1_000_000,

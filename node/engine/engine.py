@@ -160,11 +160,6 @@ class _Periodic:
             self._thread.join(timeout=60)
 
 
-def _oldest(*versions: int | None) -> int | None:
-    """The oldest of the versions something still reads (None: nothing does)."""
-    return min((v for v in versions if v is not None), default=None)
-
-
 class Engine:
     def __init__(
         self,
@@ -905,10 +900,8 @@ class Engine:
                     sst_files=self._sst_files,
                     now_ms=now,
                     grace_ms=self.config.gc_grace_ms,
-                    pinned=_oldest(
-                        None if compactor is None else compactor.pinned_version(),
-                        self.leases.oldest(t.table_id),
-                    ),
+                    pinned=None if compactor is None else compactor.pinned_version(),
+                    held=self.leases.oldest(t.table_id),
                     staged=self.revisions.staged_paths(t.table_id),
                 )
             )

@@ -60,16 +60,20 @@ def collect(
     now_ms: int,
     grace_ms: int,
     pinned: int | None = None,
+    held: int | None = None,
     staged: frozenset[str] | set[str] = frozenset(),
 ) -> GcReport:
     """Expire versions of the table and delete the files no kept version refers to.
     ``pinned`` is the oldest base version of a running compaction: it and later versions are
     kept, and no file is deleted meanwhile (the task's outputs are not referenced yet, and
-    a long task may have written its first ones more than the grace period ago). ``staged``
-    are files not referenced yet but still wanted (staged under an open revision)."""
+    a long task may have written its first ones more than the grace period ago). ``held`` is
+    the oldest version a reader holds (a snapshot lease): it and later versions are kept, so
+    their files are too. ``staged`` are files not referenced yet but still wanted (staged
+    under an open revision)."""
     report = GcReport()
     versions = [(v.version, v.timestamp_ms) for v in manifest.versions(table_id)]
-    keep = keep_from(versions, options, now_ms=now_ms, pinned=pinned)
+    oldest = min((v for v in (pinned, held) if v is not None), default=None)
+    keep = keep_from(versions, options, now_ms=now_ms, pinned=oldest)
     report.versions_expired = manifest.expire(table_id, keep)
     oldest_kept = next(ts for v, ts in versions if v >= keep)
     if pinned is not None or oldest_kept > now_ms - grace_ms:
