@@ -64,6 +64,13 @@ BAD_SCANS = [
     (_scan(max_splits=0), "max_splits"),
     (_scan(min_split_rows="many"), "min_split_rows"),
     (_scan(tabel="x"), "tabel"),
+    (_scan(lease_ms=0), "lease_ms"),
+    (_scan(lease_ms="60000"), "lease_ms"),
+    (_scan(native=["file"]), "lease_ms"),
+    (_scan(lease_ms=1000, native="file"), "native"),
+    (_scan(lease_ms=1000, native=["FILE://"]), "native"),
+    (_scan(pin=""), "pin"),
+    (_scan(pin="p", version=3), "version"),
     (json.dumps({"table": 5}).encode(), "table"),
     (json.dumps({"table": ""}).encode(), "table"),
     (b"{not json", "not JSON"),
@@ -91,6 +98,9 @@ BAD_ACTIONS = [
     ("describe", {"table": TABLE, "extra": 1}, "extra"),
     ("describe", {}, "table"),
     ("drop_everything", {"table": TABLE}, "drop_everything"),
+    ("renew", {}, "pin"),
+    ("release", {"pin": 5}, "pin"),
+    ("route", {"table": TABLE, "pin": "x"}, "pin"),
 ]
 
 BAD_PUTS = [
