@@ -169,8 +169,8 @@ def test_split_scans_answer_as_merged_ones(
     """Overlapping SSTs read split (rows outside the overlap as lone SSTs', through the
     filter, inside it resolved together) answer as the full merge does, with deletions
     on both sides of the overlap and bounds, a predicate or both."""
-    from node.engine import scan as scan_module
     from node.engine.bounds import Range
+    from node.engine.scan import split as scan_module
 
     quiet.create_table("cpu", CPU, TableOptions(update_mode=mode, num_rows_per_row_group=16))
     hosts = ["a", "b", "c"]

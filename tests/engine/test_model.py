@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import node.engine.scan as scan_module
+import node.engine.scan.split as scan_module
 from node.backends import open_standalone
 from node.engine.engine import Engine
 from node.engine.options import TableOptions, UpdateMode

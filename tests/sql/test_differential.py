@@ -23,7 +23,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-import node.engine.scan as scan_module
+import node.engine.scan.split as scan_module
 import node.sql.executor as executor_module
 from node.backends import open_standalone
 from node.sql.executor import SqlExecutor
