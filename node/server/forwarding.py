@@ -1,9 +1,10 @@
 """Statements that met "not owner" answered by the owner, for every server.
 
 gRPC SqlQuery passes the owner's serialised answer on as it is; HTTP ``/sql`` (and anything
-else that runs SQL through :func:`forwarding`) gets it back as a :class:`QueryResult`. The
-statement travels to the owner over gRPC marked ``forwarded-from``, so it is never forwarded
-again there.
+else that runs SQL through :func:`forwarding`) gets it back as a :class:`QueryResult`, its
+columns under gnomon's names again (the owner's gRPC answer has HoraeDB's,
+:mod:`node.sql.naming`). The statement travels to the owner over gRPC marked
+``forwarded-from``, so it is never forwarded again there.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from gnomon.proto import storage_pb2
 from node.cluster.router import MISDIRECTED, Router, through_moves
 from node.server import sql_response
 from node.server.arrow_wire import decode_payload
+from node.sql import naming
 from node.sql.result import QueryResult
 
 #: The one schema (HoraeDB "database") gnomon has.
@@ -59,7 +61,8 @@ def forwarding(
             raise Forwarded(answer.header.code, f"{answer.header.error} (at {owner})")
         if answer.batches is None:
             return QueryResult.affected(answer.affected_rows or 0)
-        return QueryResult.rows(decode_payload(answer.batches, answer.compressed))
+        # The owner answered over gRPC, under HoraeDB's names: gnomon's again.
+        return QueryResult.rows(naming.restored(decode_payload(answer.batches, answer.compressed)))
 
     def run(sql: str) -> QueryResult:
         return through_moves(lambda: once(sql), router)

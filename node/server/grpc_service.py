@@ -35,6 +35,7 @@ from node.server.metrics import Registry
 from node.server.reads import READ_HEADER, wants_follower
 from node.server.sql_response import EncodedSqlResponse
 from node.server.status import horaedb_code, http_status, message_of
+from node.sql import naming
 from node.sql.cancel import Queries
 from node.sql.result import QueryResult
 
@@ -250,7 +251,7 @@ class StorageService:
     def _answer(self, result: QueryResult) -> EncodedSqlResponse:
         """The response carrying ``result``: its affected rows, or its rows as Arrow."""
         if result.is_query:
-            return self._rows(result.table())
+            return self._rows(_named(result))
         return sql_response.encode_message(
             storage_pb2.SqlQueryResponse(
                 header=_ok(), affected_rows=min(result.affected_rows or 0, _MAX_UINT32)
@@ -275,7 +276,7 @@ class StorageService:
             yield self._sql_error(req, e)
             return
         sent = False
-        for batch in result.batches:
+        for batch in _named(result).to_batches():
             if batch.num_rows == 0:
                 continue
             try:
@@ -370,6 +371,12 @@ def _encoded(response: EncodedSqlResponse) -> bytes:
     return response.data
 
 
+def _named(result: QueryResult) -> pa.Table:
+    """The rows of ``result`` under the names HoraeDB gives its columns, which the HoraeDB
+    SDKs read them by (:mod:`node.sql.naming`)."""
+    return naming.horaedb(result.table(), result.expressions)
+
+
 def _was_forwarded(context: grpc.ServicerContext | None) -> bool:
     return context is not None and forwarded_from(context.invocation_metadata()) is not None
 
@@ -377,6 +384,8 @@ def _was_forwarded(context: grpc.ServicerContext | None) -> bool:
 def _sum_parallel(calls: Mapping[str, Callable[[], int]]) -> int:
     """Run ``calls`` at once; the sum of their results, or the first failure (naming every
     owner that failed)."""
+    if not calls:
+        return 0  # a write of no tables
     with futures.ThreadPoolExecutor(max_workers=len(calls)) as pool:
         running = {owner or "this node": pool.submit(fn) for owner, fn in calls.items()}
         failed = []

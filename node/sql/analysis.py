@@ -94,6 +94,18 @@ class Analysis:
                 return False
         return True
 
+    def item_names(self, sql: str, tokens: Sequence[Token]) -> frozenset[str]:
+        """The names :meth:`rewrite` gives the unnamed SELECT items: their text."""
+        return frozenset(name for _, name in self._item_names(sql, tokens))
+
+    def _item_names(self, sql: str, tokens: Sequence[Token]) -> list[tuple[int, str]]:
+        """Where each unnamed SELECT item ends in ``sql``, and its text."""
+        found = []
+        for first, last in self.unnamed:
+            end = tokens[last].pos + len(rewrite.raw(tokens[last], sql))
+            found.append((end, sql[tokens[first].pos : end]))
+        return found
+
     def rewrite(self, sql: str, tokens: Sequence[Token]) -> str:
         """``sql`` (of ``tokens``) as DataFusion takes it: time-travel clauses become their
         registered names, integer milliseconds compared with a timestamp become
@@ -107,9 +119,8 @@ class Analysis:
         for at, name in self.names:
             written = tokens[at]
             edits.append((written.pos, written.pos + len(rewrite.raw(written, sql)), _dq(name)))
-        for first, last in self.unnamed:
-            end = tokens[last].pos + len(rewrite.raw(tokens[last], sql))
-            edits.append((end, end, f" AS {_dq(sql[tokens[first].pos : end])}"))
+        for end, name in self._item_names(sql, tokens):
+            edits.append((end, end, f" AS {_dq(name)}"))
         for t in self.travel:
             text = _dq(t.alias) if t.aliased else f"{_dq(t.alias)} AS {_dq(t.table)}"
             edits.append((tokens[t.name_at].pos, tokens[t.following_at].pos, text + " "))

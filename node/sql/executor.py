@@ -35,7 +35,7 @@ from node.partition.tables import (
 )
 from node.security.context import visible
 from node.security.statements import authorize_query, authorize_statement
-from node.sql import cancel, ddl, direct, functions, prescan, rewrite
+from node.sql import cancel, ddl, direct, functions, naming, prescan, rewrite
 from node.sql.analysis import Analyses, Analysis, parse_timestamp, timestamp_ms
 from node.sql.ast import (
     AlterAddColumns,
@@ -180,6 +180,8 @@ class _QueryContext:
         self.direct: direct.Direct | None = None
         #: The answer, when a direct one was taken as the table was read.
         self.answer: pa.Table | None = None
+        #: DataFusion's own name of each answer column named by its SELECT item's text.
+        self.expressions: dict[str, str] = {}
 
     @property
     def ctx(self) -> datafusion.SessionContext:
@@ -463,11 +465,17 @@ class SqlExecutor:
             qc.register(name, name, prescan=bounds)
         return qc
 
-    def _collect(self, qc: _QueryContext, sql: str, depth: int) -> pa.Table:
+    def _collect(
+        self, qc: _QueryContext, sql: str, depth: int, named: frozenset[str] = frozenset()
+    ) -> pa.Table:
+        """The answer of ``sql``; DataFusion's names of the columns ``named`` by their
+        SELECT item's text are kept in ``qc.expressions``."""
         ctx = qc.ctx
 
         def answer() -> pa.Table:
-            return ctx.sql(sql).to_arrow_table()
+            df = ctx.sql(sql)
+            qc.expressions = naming.expression_names(df.logical_plan(), named)
+            return df.to_arrow_table()
 
         try:
             return _plain(answer() if depth <= INLINE_DEPTH else _DEEP.call(answer))
@@ -517,6 +525,10 @@ class SqlExecutor:
         def rewritten() -> str:
             return prefix + analysis.rewrite(sql, positioned or tokenize(sql))
 
+        named = frozenset[str]()
+        if analysis.unnamed and not prefix:
+            named = analysis.item_names(sql, positioned or tokenize(sql))
+
         mode = _Mode(in_memory=not prefix)
         for _ in range(3):  # each retry turns one of the three features off
             qc = self._prepare(analysis, tokens, mode, remote)
@@ -526,7 +538,7 @@ class SqlExecutor:
                 (rows,) = qc.rows.values()
                 return qc, _plain(direct.run(qc.direct, rows))
             try:
-                return qc, self._collect(qc, rewritten(), depth)
+                return qc, self._collect(qc, rewritten(), depth, named)
             except _StreamInstead:
                 mode = replace(mode, in_memory=False)
             except _LiteralFilterPushdown:
@@ -534,7 +546,7 @@ class SqlExecutor:
             except _DictionaryUnsupported:
                 mode = replace(mode, dictionary_tags=False)
         qc = self._prepare(analysis, tokens, mode, remote)
-        return qc, self._collect(qc, rewritten(), depth)
+        return qc, self._collect(qc, rewritten(), depth, named)
 
     def _query(
         self,
@@ -570,6 +582,7 @@ class SqlExecutor:
             token.check_result(table.nbytes)
         result = QueryResult.rows(table)
         result.scans = qc.scans
+        result.expressions = qc.expressions
         return result
 
     def _pushed_down(self, sql: str) -> QueryResult | None:

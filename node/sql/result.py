@@ -19,6 +19,9 @@ class QueryResult:
     affected_rows: int | None = None
     #: The engine scans a query ran (pruning figures), for EXPLAIN and tests.
     scans: list[Any] = field(default_factory=list)
+    #: DataFusion's own name of each column gnomon named by its SELECT item's text
+    #: (:mod:`node.sql.naming`).
+    expressions: dict[str, str] = field(default_factory=dict)
 
     @property
     def is_query(self) -> bool:

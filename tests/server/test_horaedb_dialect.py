@@ -51,3 +51,26 @@ def test_two_timestamp_keys_are_a_400_over_http_and_grpc(
     assert resp.header.code == 400 and "two TIMESTAMP KEYs" in resp.header.error
     status, body = gnomon.sql("SHOW TABLES LIKE '07_two'")
     assert (status, body) == (200, {"rows": []})
+
+
+def test_grpc_answers_under_horaedb_names_and_http_under_gnomons(
+    gnomon: Running, channel: grpc.Channel
+) -> None:
+    status, _ = gnomon.sql(
+        "CREATE TABLE 07_names (host string TAG, v double, t timestamp NOT NULL TIMESTAMP KEY)"
+    )
+    assert status == 200
+    status, _ = gnomon.sql("INSERT INTO 07_names (host, v, t) VALUES ('a', 1.5, 1), ('b', 2, 2)")
+    assert status == 200
+    query = "SELECT sum(v), count(DISTINCT host), 1, v % 2 AS r FROM 07_names GROUP BY v % 2"
+    status, body = gnomon.sql(query + " ORDER BY r")
+    assert status == 200
+    assert list(body["rows"][0]) == ["sum(07_names.v)", "count(DISTINCT 07_names.host)", "1", "r"]
+    resp = sql(channel, query + " ORDER BY r")
+    assert resp.header.code == 200
+    assert decode(resp.arrow).to_pydict() == {
+        "SUM(07_names.v)": [2.0, 1.5],
+        "COUNT(DISTINCT 07_names.host)": [1, 1],
+        "Int64(1)": [1, 1],
+        "r": [0.0, 1.5],
+    }

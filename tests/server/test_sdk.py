@@ -206,3 +206,21 @@ def test_sdk_large_write_and_compressed_result(gnomon: Running, tmp_path: Path) 
     assert out["n"] == 5 * 1024 * 1024
     assert out["w_many"] == [3000, 0]
     assert out["rows"] == 3000 and out["ok"]
+
+
+def test_sdk_reads_expression_columns_by_horaedb_names(gnomon: Running, tmp_path: Path) -> None:
+    out = run_sdk(
+        gnomon.grpc_endpoint,
+        """
+        async def scenario(ctx):
+            c = client("Proxy")
+            await query(c, ctx, [], "CREATE TABLE sdk_names (host string TAG, v double, "
+                        "t timestamp NOT NULL, TIMESTAMP KEY(t))")
+            await query(c, ctx, [], "INSERT INTO sdk_names (host, v, t) VALUES ('a', 1.5, 1)")
+            r = await query(c, ctx, ["sdk_names"], "SELECT sum(v), count(*), 'x' FROM sdk_names")
+            (row,) = list(r.iter_rows())
+            return {n: row.column(n).value() for n in ["SUM(sdk_names.v)", "COUNT(*)", 'Utf8("x")']}
+        """,
+        tmp_path,
+    )
+    assert out == {"SUM(sdk_names.v)": 1.5, "COUNT(*)": 1, 'Utf8("x")': "x"}
