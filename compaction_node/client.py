@@ -1,5 +1,6 @@
 """The client of compaction nodes: what a data node calls to offload a task, and what
-``gnomon admin compaction-nodes`` asks each node. One channel per node, kept."""
+``gnomon admin compaction-nodes`` asks each node. One channel per node, kept; calls carry the
+cluster secret when there is one (``peer``; by default GNOMON_CLUSTER_SECRET)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import grpc
 from google.protobuf.message import Message
 
 from compaction_node.wire import SERVICE, error_of
+from gnomon.peer import Peer
 from gnomon.proto import compaction_pb2 as pb
 from node.engine.compaction.task import CompactionTask
 from node.engine.sst.meta import SstMeta
@@ -20,9 +22,10 @@ MAX_MESSAGE_BYTES = 64 * 1024**2
 
 
 class CompactionClient:
-    def __init__(self, requester: str = "") -> None:
+    def __init__(self, requester: str = "", *, peer: Peer | None = None) -> None:
         #: Who is asking, as the node lists it among its tasks.
         self.requester = requester
+        self.peer = peer or Peer.from_env()
         self._channels: dict[str, grpc.Channel] = {}
         self._lock = threading.Lock()
 
@@ -30,7 +33,7 @@ class CompactionClient:
         with self._lock:
             channel = self._channels.get(node)
             if channel is None:
-                channel = self._channels[node] = grpc.insecure_channel(
+                channel = self._channels[node] = self.peer.channel(
                     node, options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
                 )
         stub: Any = channel.unary_unary(
@@ -39,7 +42,7 @@ class CompactionClient:
             response_deserializer=_RESPONSES[method].FromString,
         )
         try:
-            return stub(request, timeout=timeout_s)
+            return stub(request, timeout=timeout_s, metadata=self.peer.metadata())
         except grpc.RpcError as e:
             raise error_of(e, node) from None
 

@@ -20,6 +20,7 @@ from compaction_node.service import CompactionService
 from compaction_node.tasks import Tasks
 from gnomon.config import CompactionNodeConfig
 from gnomon.errors import InvalidArgument
+from gnomon.peer import Peer, SecretCheck
 from meta.client import MetaClient, NodeAgent
 from meta.model import NodeKind
 from node.server.listen import bind_failed, check_free
@@ -68,10 +69,13 @@ class CompactionNode:
             self._executor = executor = open_executor(cfg)
             self._http = MetricsServer(self.metrics, bind=cfg.bind, port=cfg.http_port)
             self.http_port = self._http.start()
+            peer = Peer(cfg.cluster_secret, cfg.cluster_ca)
             server = grpc.server(
                 # One thread per slot and per queue place, and some for Status calls.
                 futures.ThreadPoolExecutor(2 * cfg.slots + 4, thread_name_prefix="gnomon-cn"),
                 options=[("grpc.max_receive_message_length", 64 * 1024**2)],
+                # Data nodes (and the admin CLI) are its only callers: they hold the secret.
+                interceptors=[] if peer.secret is None else [SecretCheck(peer.secret)],
             )
             port = server.add_insecure_port(f"{cfg.bind}:{cfg.grpc_port}")
             if port == 0:
@@ -88,7 +92,7 @@ class CompactionNode:
             self._grpc = server
             self._register_metrics(tasks)
             self._agent = NodeAgent(
-                MetaClient(cfg.meta),
+                MetaClient(cfg.meta, peer=peer),
                 self.name,
                 NodeKind.COMPACTION,
                 ttl_s=cfg.lease_ttl_s,

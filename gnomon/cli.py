@@ -258,6 +258,7 @@ def node(config_file: str | None, **flags: object) -> None:
 
     Settings come from defaults, then --config, then GNOMON_* environment variables, then
     flags. Stops gracefully (flushing) on SIGTERM or Ctrl-C."""
+    from gnomon.peer import Peer
     from node.backends import Storage
     from node.cluster.placement import MetaPlacement
     from node.engine.compaction.offload import CompactionMode
@@ -280,6 +281,7 @@ def node(config_file: str | None, **flags: object) -> None:
             ttl_s=cfg.lease_ttl_s,
             compaction_mode=CompactionMode(cfg.compaction_mode),
             compaction_timeout_s=cfg.compaction_timeout_s,
+            peer=Peer(cfg.cluster_secret, cfg.cluster_ca),
         )
     except GnomonError as e:
         raise click.UsageError(e.message) from None
@@ -357,6 +359,17 @@ def compaction_node(config_file: str | None, **flags: object) -> None:
     help="Meta instance j listens on BASE+j; data node i serves HTTP on BASE+10+i, gRPC on "
     "BASE+20+i and Flight on BASE+30+i; compaction node k gRPC on BASE+40+k, HTTP on BASE+50+k.",
 )
+@click.option(
+    "--auth",
+    is_flag=True,
+    help="Authentication on: a cluster secret between the processes and a first superuser "
+    "(its password printed).",
+)
+@click.option(
+    "--tls",
+    is_flag=True,
+    help="HTTP, gRPC and Flight of the data nodes over TLS, from a throwaway CA.",
+)
 def dev_cluster(
     nodes: int,
     metas: int,
@@ -365,6 +378,8 @@ def dev_cluster(
     compaction_nodes: int,
     data_dir: str,
     port_base: int,
+    auth: bool,
+    tls: bool,
 ) -> None:
     """Run a whole cluster on loopback: etcd, a Kafka-protocol broker, an S3 server, meta
     instances and data nodes, each a process (logs under --data-dir/logs). For trying gnomon
@@ -383,6 +398,8 @@ def dev_cluster(
         port_base=port_base,
         followers=followers,
         compaction_nodes=compaction_nodes,
+        auth=auth,
+        tls=tls,
     )
     try:
         with console.status("starting etcd, the broker, the S3 server, meta and the nodes"):
@@ -417,10 +434,22 @@ def _cluster_summary(cluster: DevCluster) -> str:
         lines.append(f"  {n.name}   gRPC {n.grpc}  HTTP {n.http}  Flight {n.flight}")
     for c in cluster.compaction_endpoints:
         lines.append(f"  {c.name}   gRPC {c.grpc}  HTTP {c.http}")
+    scheme, curl = "http", "curl -s"
+    if cluster.ca is not None:
+        scheme, curl = "https", f"curl -s --cacert {cluster.ca}"
+        lines.append(f"  TLS      the data nodes' certificate is signed by the CA {cluster.ca}")
+    if cluster.admin is not None:
+        user, password = cluster.admin
+        curl += f" -u {user}:{password}"
+        lines += [
+            f"  auth     superuser {user!r}, password {password!r}; the processes share the "
+            f"cluster secret {cluster.peer.secret!r} (GNOMON_CLUSTER_SECRET)",
+            f"  accounts gnomon admin users|grants|tokens ... --catalog {cluster.catalog}",
+        ]
     lines += [
         "examples (any node answers; requests go on to the table's owner):",
         f"  gnomon sql --endpoint {first.http}",
-        f"  curl -s -X POST http://{first.http}/sql -H 'Content-Type: application/json' "
+        f"  {curl} -X POST {scheme}://{first.http}/sql -H 'Content-Type: application/json' "
         """-d '{"query": "SHOW TABLES"}'""",
         f"  gnomon admin shards --meta {cluster.meta}",
         f"  gnomon admin compaction-nodes --meta {cluster.meta}",

@@ -210,6 +210,11 @@ class ServerConfig(RoleConfig):
         "Secret the nodes and the meta service of a cluster present to each other (with auth); "
         "best given as GNOMON_CLUSTER_SECRET.",
     )
+    cluster_ca: str | None = setting(
+        None,
+        "PEM CA the data nodes' TLS certificates are signed by: calls between nodes use TLS "
+        "and trust it (a cluster serving TLS); best given as GNOMON_CLUSTER_CA.",
+    )
     auth_cache_s: float = setting(5.0, "Seconds a successful credential check is reused.")
     tls_cert: str | None = setting(
         None, "PEM certificate (chain): serve HTTP, gRPC, Flight over TLS."
@@ -358,6 +363,16 @@ class CompactionNodeConfig(RoleConfig):
     lease_ttl_s: int = setting(
         10, "Lease with the meta service, in seconds; heartbeats go three times a lease."
     )
+    cluster_secret: str | None = setting(
+        None,
+        "Secret every call between the processes of the cluster carries; with it set, calls "
+        "without it are refused. Best given as GNOMON_CLUSTER_SECRET.",
+    )
+    cluster_ca: str | None = setting(
+        None,
+        "PEM CA the data nodes' TLS certificates are signed by (calls to them use TLS); best "
+        "given as GNOMON_CLUSTER_CA.",
+    )
     hold_answer_s: float = setting(
         0.0,
         "Seconds each merged task's answer is held back (fault-injection tests: a task in "
@@ -400,6 +415,16 @@ class MetaConfig(RoleConfig):
     node_ttl_s: int = setting(10, "Lease of a node that does not ask for one, in seconds.")
     election_ttl_s: int = setting(3, "Lease of the leading instance, in seconds.")
     interval_s: float = setting(1.0, "Seconds between scheduling rounds.")
+    cluster_secret: str | None = setting(
+        None,
+        "Secret every call between the processes of the cluster carries; with it set, calls "
+        "without it are refused. Best given as GNOMON_CLUSTER_SECRET.",
+    )
+    cluster_ca: str | None = setting(
+        None,
+        "PEM CA the data nodes' TLS certificates are signed by (calls to them use TLS); best "
+        "given as GNOMON_CLUSTER_CA.",
+    )
     followers: int = setting(
         0,
         "Followers each shard gets on other data nodes: read-only copies that serve follower "

@@ -1,7 +1,8 @@
 """The one call the meta service makes to a data node: "let go of this shard, or of these of
 its tables, before I move them" (``gnomon/proto/node.proto``). Both ends live here so the
 method name and error mapping are written once: the data node serves it next to its storage
-service, the meta service's procedures call it.
+service, the meta service's procedures call it. With a cluster secret the call carries it
+and the node refuses a call without it, whatever its other authentication.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, Protocol
 import grpc
 
 from gnomon.errors import Conflict, GnomonError, NotFound, Unavailable
+from gnomon.peer import AUTHORIZATION, Peer, holds_secret, metadata_value
 from gnomon.proto import node_pb2 as pb
 
 SERVICE = "gnomon.node.ShardControl"
@@ -24,10 +26,17 @@ RELEASE_TIMEOUT_S = 60.0
 Release = Callable[[int, int, Collection[int] | None], Sequence[str]]
 
 
-def handler(release: Release) -> grpc.GenericRpcHandler:
-    """The service over ``release(shard_id, epoch, table_ids or None for all)``."""
+def handler(release: Release, secret: str | None = None) -> grpc.GenericRpcHandler:
+    """The service over ``release(shard_id, epoch, table_ids or None for all)``; ``secret``:
+    the cluster secret a caller must present."""
 
     def call(req: pb.ReleaseRequest, context: grpc.ServicerContext) -> pb.ReleaseResponse:
+        if secret is not None and not holds_secret(
+            secret, metadata_value(context.invocation_metadata(), AUTHORIZATION)
+        ):
+            context.abort(
+                grpc.StatusCode.UNAUTHENTICATED, "shard control takes the cluster secret only"
+            )
         tables = None if req.whole_shard else list(req.table_ids)
         try:
             names = release(req.shard_id, req.epoch, tables)
@@ -59,7 +68,8 @@ class NodeCalls(Protocol):
 
 
 class GrpcNodeCalls:
-    def __init__(self, *, timeout_s: float = RELEASE_TIMEOUT_S) -> None:
+    def __init__(self, *, peer: Peer | None = None, timeout_s: float = RELEASE_TIMEOUT_S) -> None:
+        self.peer = peer or Peer()
         self._timeout_s = timeout_s
         self._channels: dict[str, grpc.Channel] = {}
         self._lock = threading.Lock()
@@ -70,7 +80,7 @@ class GrpcNodeCalls:
         with self._lock:
             channel = self._channels.get(node)
             if channel is None:
-                channel = self._channels[node] = grpc.insecure_channel(node)
+                channel = self._channels[node] = self.peer.channel(node, node=True)
         stub: Any = channel.unary_unary(
             _RELEASE,
             request_serializer=pb.ReleaseRequest.SerializeToString,
@@ -83,7 +93,9 @@ class GrpcNodeCalls:
             whole_shard=table_ids is None,
         )
         try:
-            resp: pb.ReleaseResponse = stub(req, timeout=self._timeout_s)
+            resp: pb.ReleaseResponse = stub(
+                req, timeout=self._timeout_s, metadata=self.peer.metadata()
+            )
         except grpc.RpcError as e:
             with self._lock:
                 if self._channels.get(node) is channel:

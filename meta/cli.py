@@ -14,6 +14,7 @@ from rich.table import Table as RichTable
 
 from gnomon.config import MetaConfig, options
 from gnomon.errors import GnomonError
+from gnomon.peer import Peer
 from gnomon.proto import meta_pb2 as pb
 from meta.client import MetaClient
 from meta.core import MetaSettings
@@ -54,6 +55,7 @@ def meta_command(config_file: str | None, **flags: object) -> None:
         advertise=cfg.advertise,
         election_ttl_s=cfg.election_ttl_s,
         settings=settings,
+        peer=Peer(cfg.cluster_secret, cfg.cluster_ca),
     )
     server = MetaServer(config)
     port = server.start()

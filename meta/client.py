@@ -3,7 +3,9 @@
 :class:`MetaClient` talks to any of several meta endpoints: a call that reaches an instance that
 does not lead is repeated at the leader it names, and one that finds an endpoint unreachable (or
 an election in progress) moves on to the next, for up to ``retry_for_s`` seconds.
-:class:`NodeAgent` is the registration-plus-heartbeat loop a node runs.
+:class:`NodeAgent` is the registration-plus-heartbeat loop a node runs. Calls carry the
+cluster secret when there is one (``peer``; by default GNOMON_CLUSTER_SECRET, so the admin
+CLI and tools find it where the processes of the cluster do).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import grpc
 from google.protobuf.message import Message
 
 from gnomon.errors import GnomonError, NotFound, NotLeader, Unavailable
+from gnomon.peer import Peer
 from gnomon.proto import meta_pb2 as pb
 from meta.model import NodeKind
 from meta.wire import NODE_KINDS, SERVICE, error_of
@@ -44,8 +47,10 @@ class MetaClient:
         *,
         timeout_s: float = 10.0,
         retry_for_s: float = 20.0,
+        peer: Peer | None = None,
     ) -> None:
         self.endpoints = _endpoints(endpoints)
+        self._metadata = (peer or Peer.from_env()).metadata()
         self._timeout_s = timeout_s
         self._retry_for_s = retry_for_s
         self._channels: dict[str, grpc.Channel] = {}
@@ -105,7 +110,7 @@ class MetaClient:
                 request_serializer=lambda m: m.SerializeToString(),
                 response_deserializer=response.FromString,
             )
-            result: M = stub(request, timeout=self._timeout_s)
+            result: M = stub(request, timeout=self._timeout_s, metadata=self._metadata)
             return result
 
         return self._with_leader(call)
@@ -217,7 +222,7 @@ class MetaClient:
                     request_serializer=lambda m: m.SerializeToString(),
                     response_deserializer=pb.ShardEvent.FromString,
                 )
-                stream = stub(request)
+                stream = stub(request, metadata=self._metadata)
                 # The first message (or the error) tells whether this endpoint leads.
                 return stream, next(stream, None)
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import grpc
 
 from gnomon.errors import GnomonError, NotLeader
+from gnomon.peer import Peer, SecretCheck
 from gnomon.shard_control import GrpcNodeCalls
 from gnomon.store.etcd import EtcdStore
 from meta.core import MetaCore, MetaSettings
@@ -40,6 +41,9 @@ class ServerConfig:
     #: TTL of the leader's election lease: how long a dead leader goes unnoticed.
     election_ttl_s: int = 3
     settings: MetaSettings = field(default_factory=MetaSettings)
+    #: The cluster secret every caller must present (and this instance presents to the
+    #: nodes it asks to release shards), and the CA of the nodes' TLS.
+    peer: Peer = field(default_factory=Peer)
 
 
 class MetaServer:
@@ -50,10 +54,12 @@ class MetaServer:
         self._etcd = EtcdClient(config.etcd)
         self._store = EtcdStore(config.etcd, namespace=f"{root}/store")
         self._liveness = Liveness(self._etcd, root)
-        self._calls = GrpcNodeCalls()
+        self._calls = GrpcNodeCalls(peer=config.peer)
+        secret = config.peer.secret
         self._grpc = grpc.server(
             futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="gnomon-meta"),
             handlers=[MetaService(self).handler()],
+            interceptors=[] if secret is None else [SecretCheck(secret)],
         )
         self._stop = threading.Event()
         self._core: MetaCore | None = None

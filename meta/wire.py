@@ -15,6 +15,7 @@ from gnomon.errors import (
     NotFound,
     NotLeader,
     Status,
+    Unauthenticated,
     Unavailable,
 )
 from gnomon.proto import meta_pb2 as pb
@@ -40,6 +41,7 @@ _ERRORS: dict[grpc.StatusCode, type[GnomonError]] = {
     grpc.StatusCode.ABORTED: Conflict,
     grpc.StatusCode.UNAVAILABLE: Unavailable,
     grpc.StatusCode.DEADLINE_EXCEEDED: Unavailable,
+    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
 }
 
 NODE_KINDS = {NodeKind.DATA: pb.DATA, NodeKind.COMPACTION: pb.COMPACTION}

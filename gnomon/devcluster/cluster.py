@@ -5,11 +5,18 @@ The data nodes are real ``gnomon node`` processes with their WAL regions on the 
 SSTs in a bucket of the S3 server and the catalog on etcd, exactly as in a deployment; only
 the three external services are development stand-ins (tansu and moto keep everything in
 memory, so the cluster's data lives as long as they run).
+
+``auth`` turns authentication on as a secured deployment would: a fresh cluster secret that
+every process presents to the others, ``--auth`` on the data nodes, and a first superuser
+made in the catalog before they start (:attr:`DevCluster.admin`). ``tls`` makes a throwaway CA
+(``node/security/ca.py``) whose certificate the data nodes serve HTTP, gRPC and Flight with,
+and which the processes trust when they call the data nodes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import secrets
 import shutil
 import signal
 import sys
@@ -22,6 +29,7 @@ from gnomon.devcluster.brokers import running_moto, running_tansu
 from gnomon.devcluster.etcd import EtcdServer
 from gnomon.devcluster.procs import Server, free_port, wait_for_port
 from gnomon.errors import GnomonError, Unavailable
+from gnomon.peer import CA_ENV, SECRET_ENV, Peer
 
 #: Credentials of the development S3 server (it accepts any).
 S3_ENV = {
@@ -38,6 +46,8 @@ SETTLE_QUIET_S = 2.0
 META_PORTS, HTTP_PORTS, GRPC_PORTS, FLIGHT_PORTS = 0, 10, 20, 30
 COMPACTION_GRPC_PORTS, COMPACTION_HTTP_PORTS = 40, 50
 NAMESPACE = "/gnomon"
+#: The superuser an ``auth`` cluster is made with.
+ADMIN_USER = "admin"
 
 
 @dataclass(frozen=True)
@@ -69,6 +79,16 @@ class DevCluster:
     compaction_env: dict[str, str] = field(default_factory=dict)
     #: Fixed ports from this base (see META_PORTS); None picks free ones.
     port_base: int | None = None
+    #: Authentication on (a cluster secret, a first superuser: :attr:`admin`).
+    auth: bool = False
+    #: TLS on the data nodes' servers, from a throwaway CA (:attr:`ca`).
+    tls: bool = False
+    #: With ``auth``: the first superuser's name and password.
+    admin: tuple[str, str] | None = None
+    #: With ``tls``: the PEM file of the CA the data nodes' certificate is signed by.
+    ca: Path | None = None
+    #: What the processes present to each other (the secret, the CA).
+    peer: Peer = field(default_factory=Peer)
     etcd: EtcdServer | None = None
     bootstrap: str = ""
     s3_endpoint: str = ""
@@ -76,11 +96,53 @@ class DevCluster:
     node_endpoints: list[NodeEndpoints] = field(default_factory=list)
     compaction_endpoints: list[NodeEndpoints] = field(default_factory=list)
     processes: dict[str, Server] = field(default_factory=dict)
+    _tls_flags: tuple[str, ...] = ()
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     @property
     def meta(self) -> str:
         return ",".join(self.meta_endpoints)
+
+    def _peer_env(self) -> dict[str, str]:
+        """The environment that hands every process the secret and the CA."""
+        env = {}
+        if self.peer.secret is not None:
+            env[SECRET_ENV] = self.peer.secret
+        if self.peer.ca is not None:
+            env[CA_ENV] = self.peer.ca
+        return env
+
+    def _secure(self) -> None:
+        """The secret and the CA (a fresh cluster gets fresh ones)."""
+        ca = None
+        if self.tls:
+            from node.security.ca import make_ca
+
+            issued = make_ca(self.root / "tls")
+            self.ca = issued.ca
+            self._tls_flags = (f"--tls-cert={issued.cert}", f"--tls-key={issued.key}")
+            ca = str(issued.ca)
+        self.peer = Peer(secrets.token_urlsafe(24) if self.auth else None, ca)
+
+    def _first_admin(self) -> None:
+        """The superuser of an ``auth`` cluster, made in its catalog (on etcd) before any
+        data node serves."""
+        from node.backends import Storage, open_catalog
+        from node.security.accounts import Accounts
+
+        assert self.etcd is not None
+        password = secrets.token_urlsafe(12)
+        store = open_catalog(str(self.root), Storage(catalog=self.catalog))
+        try:
+            Accounts(store).create_user(ADMIN_USER, password, superuser=True)
+        finally:
+            store.close()
+        self.admin = (ADMIN_USER, password)
+
+    @property
+    def catalog(self) -> str:
+        assert self.etcd is not None
+        return f"etcd://{self.etcd.endpoint}{NAMESPACE}/catalog"
 
     def _log(self, name: str) -> Path:
         """A fresh log per start of ``name``: a restart keeps what the killed run wrote."""
@@ -101,7 +163,10 @@ class DevCluster:
             shutil.rmtree(self.root / leftover, ignore_errors=True)
         (self.root / "logs").mkdir(parents=True, exist_ok=True)
         try:
+            self._secure()
             self._start_services()
+            if self.auth:
+                self._first_admin()
             for i in range(self.metas):
                 self.start_meta(i)
             for i in range(self.nodes):
@@ -150,7 +215,7 @@ class DevCluster:
                 f"--followers={self.followers}",
             ],
             log=self._log(name),
-            env=self.meta_env,
+            env={**self._peer_env(), **self.meta_env},
         )
         server.wait_for_port(int(port))
 
@@ -183,21 +248,22 @@ class DevCluster:
                 f"--wal=kafka://{self.bootstrap}",
                 f"--store=s3://{BUCKET}/sst",
                 f"--s3-endpoint={self.s3_endpoint}",
-                f"--catalog=etcd://{self.etcd.endpoint}{NAMESPACE}/catalog",
+                f"--catalog={self.catalog}",
                 f"--lease-ttl-s={self.lease_ttl_s}",
                 *(["--compaction-mode=offload"] if self.compaction_nodes else []),
+                *(["--auth=true"] if self.auth else []),
+                *(self._tls_flags if self.tls else ()),
                 *self.node_flags,
             ],
             log=self._log(ep.name),
-            env=S3_ENV,
+            env={**S3_ENV, **self._peer_env()},
         )
         server.wait_for_port(int(ep.grpc.rsplit(":", 1)[1]))
         wait_for_port(int(ep.http.rsplit(":", 1)[1]), proc=server.proc, log=server.log)
         if server.proc.poll() is not None:
             # Something else answered on its port: the node itself gave up (a port in use).
             raise Unavailable(
-                f"{ep.name} exited ({server.proc.returncode}): "
-                f"{server.log.read_text()[-2000:]}"
+                f"{ep.name} exited ({server.proc.returncode}): {server.log.read_text()[-2000:]}"
             )
 
     def add_node(self) -> int:
@@ -239,7 +305,7 @@ class DevCluster:
                 *self.compaction_flags,
             ],
             log=self._log(ep.name),
-            env={**S3_ENV, **self.compaction_env, **(env or {})},
+            env={**S3_ENV, **self._peer_env(), **self.compaction_env, **(env or {})},
         )
         server.wait_for_port(int(ep.grpc.rsplit(":", 1)[1]), timeout_s=90.0)
         wait_for_port(int(ep.http.rsplit(":", 1)[1]), proc=server.proc, log=server.log)
@@ -295,7 +361,7 @@ class DevCluster:
             if proc is None or proc.proc.poll() is not None:
                 continue
             # No retry budget: a follower's redirect is an error here instead of followed.
-            with MetaClient(endpoint, retry_for_s=0, timeout_s=2) as client:
+            with MetaClient(endpoint, retry_for_s=0, timeout_s=2, peer=self.peer) as client:
                 try:
                     client.shards()
                 except GnomonError:
@@ -307,7 +373,7 @@ class DevCluster:
         """The index of the data node meta names as the leader of ``table``'s shard."""
         from meta.client import MetaClient
 
-        with MetaClient(self.meta) as client:
+        with MetaClient(self.meta, peer=self.peer) as client:
             routes = client.route([table])
         if not routes or not routes[0].endpoint:
             raise Unavailable(f"table {table!r} has no leader now")
@@ -325,7 +391,7 @@ class DevCluster:
         deadline = time.monotonic() + timeout_s
         placement: dict[int, tuple[str, int]] = {}
         since = time.monotonic()
-        with MetaClient(self.meta) as client:
+        with MetaClient(self.meta, peer=self.peer) as client:
             while True:
                 names = {n.name for n in client.nodes() if n.live} - set(without)
                 shards = client.shards()

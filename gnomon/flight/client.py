@@ -5,7 +5,7 @@ scans, write rows, and run the revision protocol. Flight errors carrying a gnomo
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -35,15 +35,40 @@ def gnomon_error(e: flight.FlightError) -> errors.GnomonError:
     return errors.Unavailable(f"flight: {message}")
 
 
+Headers = Callable[[], list[tuple[bytes, bytes]]]
+
+
+def call_options(
+    timeout_s: float, headers: list[tuple[bytes, bytes]] | None = None
+) -> flight.FlightCallOptions:
+    # pyarrow takes the headers as bytes (its stubs say str).
+    return flight.FlightCallOptions(timeout=timeout_s, headers=headers)  # type: ignore[arg-type]
+
+
 class FlightClient:
     """Connected to the endpoint (``host:port`` or a Flight URI) it was given; tickets whose
-    endpoint names other locations are redeemed there."""
+    endpoint names other locations are redeemed there. ``headers``: what each call sends
+    (asked per call, so they may name the caller of the moment); ``connect``: keyword
+    arguments of ``pyarrow.flight.connect`` (TLS roots)."""
 
-    def __init__(self, endpoint: str, *, timeout_s: float = 600.0) -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        timeout_s: float = 600.0,
+        headers: Headers | None = None,
+        connect: dict[str, Any] | None = None,
+    ) -> None:
         self.location = _location(endpoint)
-        self._client = flight.connect(self.location)
-        self._options = flight.FlightCallOptions(timeout=timeout_s)
+        self._connect = connect or {}
+        self._client = flight.connect(self.location, **self._connect)
+        self._timeout_s = timeout_s
+        self._headers = headers
         self._others: dict[str, flight.FlightClient] = {}
+
+    @property
+    def _options(self) -> flight.FlightCallOptions:
+        return call_options(self._timeout_s, None if self._headers is None else self._headers())
 
     def close(self) -> None:
         for c in (self._client, *self._others.values()):
@@ -63,7 +88,7 @@ class FlightClient:
             return self._client
         uri = uris[0]
         if uri not in self._others:
-            self._others[uri] = flight.connect(uri)
+            self._others[uri] = flight.connect(uri, **self._connect)
         return self._others[uri]
 
     # -- actions ---------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """Sending a request that reached the wrong node on to the owner of its tables, once.
 
-The forwarded call carries the metadata ``forwarded-from: <this node>`` (HoraeDB's marker);
+The forwarded call carries the metadata ``forwarded-from: <this node>`` (HoraeDB's marker),
+and with a cluster secret the secret and the caller's user (``gnomon/peer.py``), so the owner
+authorises it as the caller's own call;
 a node never forwards a call that carries it, so a route that is stale on two nodes at once
 costs an error naming the owner, never a loop. A forward that fails is that error to the
 caller too: the request is never executed on a node that does not own the table (HoraeDB
@@ -16,7 +18,9 @@ from typing import Any
 import grpc
 
 from gnomon.errors import Unavailable
+from gnomon.peer import Peer
 from gnomon.proto import storage_pb2
+from node.security.context import on_behalf_of
 
 FORWARDED_FROM = "forwarded-from"
 _SERVICE = "storage.StorageService"
@@ -31,8 +35,9 @@ def forwarded_from(metadata: Sequence[tuple[str, str | bytes]] | None) -> str | 
 
 
 class Forwarder:
-    def __init__(self, me: str, *, timeout_s: float = 30.0) -> None:
+    def __init__(self, me: str, *, peer: Peer | None = None, timeout_s: float = 30.0) -> None:
         self.me = me
+        self.peer = peer or Peer()
         self._timeout_s = timeout_s
         self._channels: dict[str, grpc.Channel] = {}
         self._lock = threading.Lock()
@@ -43,14 +48,15 @@ class Forwarder:
         with self._lock:
             channel = self._channels.get(endpoint)
             if channel is None:
-                channel = self._channels[endpoint] = grpc.insecure_channel(endpoint)
+                channel = self._channels[endpoint] = self.peer.channel(endpoint, node=True)
         stub: Any = channel.unary_unary(
             f"/{_SERVICE}/{method}",
             request_serializer=lambda m: m.SerializeToString(),
             response_deserializer=response,
         )
         try:
-            return stub(request, timeout=self._timeout_s, metadata=((FORWARDED_FROM, self.me),))
+            metadata = ((FORWARDED_FROM, self.me), *self.peer.metadata(on_behalf_of()))
+            return stub(request, timeout=self._timeout_s, metadata=metadata)
         except grpc.RpcError as e:
             # A broken channel is made again on the next call rather than reused.
             with self._lock:

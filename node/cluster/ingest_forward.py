@@ -8,7 +8,9 @@ served here or unknown stay here; each other table's rows go to its owner's Arro
 endpoint as an ingest ``do_put`` (``node/cluster/rows_wire.py``), in parallel, and the
 owner's own ingestor creates the table or adds columns as they need. A put is marked
 ``forwarded_from`` this node, and a forwarded put is written by its receiver or refused,
-never sent on: a route stale on two nodes costs an error naming the owner, not a loop.
+never sent on: a route stale on two nodes costs an error naming the owner, not a loop. With
+a cluster secret a put carries it and the user whose write it is (``gnomon/peer.py``): the
+owner authorises the rows as that user's own write.
 
 A request is acknowledged only when every part was. One refused as a whole by the checks
 (InvalidArgument) wrote nothing anywhere; when some parts were stored and others not, the
@@ -30,13 +32,15 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from gnomon.errors import GnomonError, InvalidArgument, NotOwner, Status, Unavailable
-from gnomon.flight.client import gnomon_error
+from gnomon.flight.client import call_options, gnomon_error
 from gnomon.flight.ticket import PutSpec
+from gnomon.peer import Peer
 from node.cluster import rows_wire
 from node.cluster.router import Router, through_moves
 from node.cluster.routes import Route
 from node.ingest.rows import TableRows
 from node.ingest.writer import Ingestor
+from node.security.context import on_behalf_of
 from node.server.status import message_of
 
 #: Longest one put to an owner may take.
@@ -65,9 +69,12 @@ class Owners:
     """Ingest puts to other nodes' Flight endpoints: one connection per endpoint, kept, and
     one pool of threads sending them."""
 
-    def __init__(self, me: str, *, timeout_s: float = PUT_TIMEOUT_S) -> None:
+    def __init__(
+        self, me: str, *, peer: Peer | None = None, timeout_s: float = PUT_TIMEOUT_S
+    ) -> None:
         self.me = me
-        self._options = flight.FlightCallOptions(timeout=timeout_s)
+        self.peer = peer or Peer()
+        self._timeout_s = timeout_s
         self._clients: dict[str, flight.FlightClient] = {}
         self._lock = threading.Lock()
         self._pool = futures.ThreadPoolExecutor(MAX_PUTS, thread_name_prefix="gnomon-ingest-put")
@@ -75,14 +82,15 @@ class Owners:
     def submit(self, fn: Callable[[], int]) -> futures.Future[int]:
         return self._pool.submit(fn)
 
-    def put(self, endpoint: str, table: str, data: pa.Table) -> int:
+    def put(self, endpoint: str, table: str, data: pa.Table, user: str | None = None) -> int:
         """Send ``data`` (:func:`rows_wire.encode`) to ``table`` at the Flight ``endpoint``
-        of its owner; the rows the owner wrote."""
+        of its owner, as ``user``'s write; the rows the owner wrote."""
         spec = PutSpec(table=table, ingest=True, forwarded_from=self.me)
         descriptor = flight.FlightDescriptor.for_command(spec.to_json())
         client = self._client(endpoint)
+        options = call_options(self._timeout_s, self.peer.flight_headers(user))
         try:
-            writer, reader = client.do_put(descriptor, data.schema, self._options)
+            writer, reader = client.do_put(descriptor, data.schema, options)
             with writer:
                 writer.write_table(data)
                 writer.done_writing()
@@ -104,7 +112,9 @@ class Owners:
         with self._lock:
             client = self._clients.get(endpoint)
             if client is None:
-                client = self._clients[endpoint] = flight.connect(f"grpc+tcp://{endpoint}")
+                client = self._clients[endpoint] = flight.connect(
+                    self.peer.flight_location(endpoint), **self.peer.flight_options()
+                )
             return client
 
     def _drop(self, endpoint: str, client: flight.FlightClient) -> None:
@@ -196,12 +206,15 @@ class ForwardingIngestor:
     def _sender(
         self, owners: Owners, route: Route, table: str, data: pa.Table
     ) -> Callable[[], int]:
+        # Sent from a pool thread, which does not see the request's caller.
+        user = on_behalf_of()
+
         def send() -> int:
             endpoint = route.endpoints.get("flight", "")
             try:
                 if not endpoint:
                     raise Unavailable(f"the owner of table {table!r} has no Arrow Flight endpoint")
-                return owners.put(endpoint, table, data)
+                return owners.put(endpoint, table, data, user)
             except GnomonError as e:
                 if isinstance(e, NotOwner):
                     self.router.owner_moved(e)

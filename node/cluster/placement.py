@@ -18,6 +18,7 @@ import grpc
 from compaction_node.client import CompactionClient
 from gnomon import shard_control
 from gnomon.errors import Unavailable
+from gnomon.peer import Peer
 from meta.client import MetaClient, NodeAgent
 from meta.model import NodeKind
 from node.backends import Storage, open_engine, open_standalone
@@ -112,22 +113,25 @@ class MetaPlacement:
         reconcile_s: float = 2.0,
         compaction_mode: CompactionMode = CompactionMode.LOCAL,
         compaction_timeout_s: float = 600.0,
+        peer: Peer | None = None,
     ) -> None:
         self.advertise = advertise
+        #: How this node calls the others, the meta service and the compaction nodes.
+        self.peer = peer = peer or Peer()
         self.storage = storage
         self.ttl_s = ttl_s
-        self.client = MetaClient(meta)
+        self.client = MetaClient(meta, peer=peer)
         self.routes = RouteCache(self.client)
         self.lease = LeaseClock()
-        self.forwarder = Forwarder(advertise)
-        self.remote = FlightRemoteTables(self.routes, advertise)
+        self.forwarder = Forwarder(advertise, peer=peer)
+        self.remote = FlightRemoteTables(self.routes, advertise, peer)
         self._reconcile_s = reconcile_s
         self._agent: NodeAgent | None = None
         self._keeper: ShardKeeper | None = None
         self._placer = MetaPlacer(self.client, self.routes, me=advertise)
         # Picks fail fast: with meta away a compaction is merged here, not held up.
-        self._picks = MetaClient(meta, timeout_s=2.0, retry_for_s=2.0)
-        self._compaction_nodes = CompactionClient(requester=advertise)
+        self._picks = MetaClient(meta, timeout_s=2.0, retry_for_s=2.0, peer=peer)
+        self._compaction_nodes = CompactionClient(requester=advertise, peer=peer)
         self.offload = Offload(
             self._picks,
             self._compaction_nodes,
@@ -165,7 +169,7 @@ class MetaPlacement:
         )
 
     def handlers(self) -> Sequence[grpc.GenericRpcHandler]:
-        return (shard_control.handler(self._release),)
+        return (shard_control.handler(self._release, self.peer.secret),)
 
     def _release(
         self, shard_id: int, epoch: int, table_ids: Collection[int] | None

@@ -37,9 +37,11 @@ import pyarrow.substrait as substrait
 from gnomon.errors import GnomonError, InvalidArgument
 from gnomon.flight.client import FlightClient
 from gnomon.flight.ticket import MAX_PREDICATE_CHARS, ScanSpec
+from gnomon.peer import Peer
 from node.cluster.routes import RouteCache
 from node.engine.scan import referenced_columns
 from node.engine.schema import Schema
+from node.security.context import on_behalf_of
 from node.sql import cancel
 from node.sql.provider import ScanRecord, conformed
 from node.tables import ScanRequest
@@ -252,11 +254,14 @@ class FlightTable:
 
 class FlightRemoteTables:
     """A cluster node's remote tables: owners from the route cache, schemas and rows from
-    the owners' Flight endpoints (one client per owner, kept)."""
+    the owners' Flight endpoints (one client per owner, kept). Calls carry the cluster
+    secret (``peer``) and the user the request runs for, where its thread knows it: scans
+    the query's executor already authorised run in DataFusion's threads, as the cluster."""
 
-    def __init__(self, routes: RouteCache, me: str) -> None:
+    def __init__(self, routes: RouteCache, me: str, peer: Peer | None = None) -> None:
         self._routes = routes
         self._me = me
+        self._peer = peer or Peer()
         self._clients: dict[str, FlightClient] = {}
         self._lock = threading.Lock()
 
@@ -281,7 +286,12 @@ class FlightRemoteTables:
         with self._lock:
             client = self._clients.get(endpoint)
             if client is None:
-                client = self._clients[endpoint] = FlightClient(endpoint)
+                peer = self._peer
+                client = self._clients[endpoint] = FlightClient(
+                    peer.flight_location(endpoint),
+                    headers=lambda: peer.flight_headers(on_behalf_of()),
+                    connect=peer.flight_options(),
+                )
             return client
 
     def close(self) -> None:

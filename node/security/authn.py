@@ -7,7 +7,9 @@ Accepted forms, the same on HTTP, gRPC metadata and Arrow Flight headers:
   ``set_authorization``);
 - ``Bearer gnm_<id>.<secret>`` (an API token);
 - ``Cluster <secret>`` (another node of the cluster, or the meta service, holding the
-  cluster secret; see :data:`~node.security.principal.CLUSTER`).
+  cluster secret; see :data:`~node.security.principal.CLUSTER`), acting as itself or, when
+  it names one (``gnomon-on-behalf-of``, ``gnomon/peer.py``), as the user whose call it
+  forwards.
 
 A successful check is cached for ``cache_s`` seconds under a hash of the value, so a client
 sending the same credentials on every request pays the scrypt check once per period; a
@@ -19,34 +21,30 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import hmac
 import threading
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from gnomon.errors import Unauthenticated
+from gnomon.peer import CLUSTER_SCHEME, holds_secret
 from node.security.accounts import Accounts
 from node.security.principal import CLUSTER, Principal
 
 #: Cached checks kept at most (the oldest dropped first).
 CACHE_ENTRIES = 4096
-CLUSTER_SCHEME = "Cluster"
 
 
 class Authenticates(Protocol):
-    def authenticate(self, authorization: str | None) -> Principal:
+    def authenticate(self, authorization: str | None, on_behalf_of: str | None = None) -> Principal:
         """The caller proven by ``authorization`` (the header's value); Unauthenticated if
-        it is missing or proves nothing."""
+        it is missing or proves nothing. ``on_behalf_of``: the user a node holding the
+        cluster secret forwards a call of (ignored from anyone else)."""
 
 
 def basic(user: str, password: str) -> str:
     """The ``Authorization`` value of HTTP Basic credentials."""
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
-
-
-def cluster(secret: str) -> str:
-    """The ``Authorization`` value a node sends to another with the cluster secret."""
-    return f"{CLUSTER_SCHEME} {secret}"
 
 
 class Authenticator:
@@ -57,12 +55,12 @@ class Authenticator:
         self, accounts: Accounts, *, cluster_secret: str | None = None, cache_s: float = 5.0
     ) -> None:
         self.accounts = accounts
-        self._cluster = None if not cluster_secret else cluster_secret.encode()
+        self._cluster = cluster_secret or None
         self.cache_s = cache_s
         self._cache: dict[bytes, tuple[float, Principal]] = {}
         self._lock = threading.Lock()
 
-    def authenticate(self, authorization: str | None) -> Principal:
+    def authenticate(self, authorization: str | None, on_behalf_of: str | None = None) -> Principal:
         if not authorization:
             raise Unauthenticated(
                 "authentication required: send Authorization: Basic (user and password) or "
@@ -71,16 +69,23 @@ class Authenticator:
         scheme, _, value = authorization.strip().partition(" ")
         value = value.strip()
         if scheme == CLUSTER_SCHEME:
-            if self._cluster is None or not hmac.compare_digest(value.encode(), self._cluster):
+            if self._cluster is None or not holds_secret(self._cluster, authorization):
                 raise Unauthenticated("wrong cluster secret")
-            return CLUSTER
-        key = hashlib.sha256(authorization.encode("utf-8", "surrogateescape")).digest()
+            return CLUSTER if on_behalf_of is None else self._vouched(on_behalf_of)
+        return self._cached(authorization, lambda: self._check(scheme.lower(), value))
+
+    def _vouched(self, user: str) -> Principal:
+        # Keyed apart from any Authorization value (those hold a space, names cannot).
+        return self._cached(f"vouched:{user}", lambda: self.accounts.vouched(user))
+
+    def _cached(self, key_text: str, check: Callable[[], Principal]) -> Principal:
+        key = hashlib.sha256(key_text.encode("utf-8", "surrogateescape")).digest()
         now = time.monotonic()
         with self._lock:
             hit = self._cache.get(key)
         if hit is not None and now - hit[0] < self.cache_s:
             return hit[1]
-        principal = self._check(scheme.lower(), value)
+        principal = check()
         if self.cache_s > 0:
             with self._lock:
                 if len(self._cache) >= CACHE_ENTRIES:

@@ -15,7 +15,7 @@ from contextvars import ContextVar
 from typing import TypeVar
 
 from gnomon.errors import PermissionDenied
-from node.security.principal import DATABASE, Principal, Privilege
+from node.security.principal import CLUSTER, DATABASE, Principal, Privilege
 
 T = TypeVar("T")
 
@@ -24,6 +24,13 @@ _current: ContextVar[Principal | None] = ContextVar("gnomon_principal", default=
 
 def current() -> Principal | None:
     return _current.get()
+
+
+def on_behalf_of() -> str | None:
+    """The user a call this node makes to another for the current request acts for (None:
+    no user, as when authentication is off or the request came from the cluster itself)."""
+    principal = _current.get()
+    return None if principal is None or principal is CLUSTER else principal.name
 
 
 @contextlib.contextmanager

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ssl
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
@@ -59,10 +60,10 @@ class ServerTls:
             [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
         )
 
-    def flight_options(self) -> dict[str, object]:
+    def flight_options(self) -> dict[str, Any]:
         """The keyword arguments of a pyarrow Flight server serving over this TLS."""
         cert, key, ca = self.pem()
-        options: dict[str, object] = {"tls_certificates": [(cert, key)]}
+        options: dict[str, Any] = {"tls_certificates": [(cert, key)]}
         if ca is not None:
             options.update(verify_client=True, root_certificates=ca)
         return options

@@ -5,6 +5,8 @@ executor, the ingestor and the Flight service can authorise what it does. A serv
 an authenticator runs every request unchecked.
 
 HTTP leaves ``/health`` (probes) and ``/openapi.json`` open; gRPC and Flight check every call.
+A gRPC or Flight call from another node holding the cluster secret that names a user
+(``gnomon-on-behalf-of``, ``gnomon/peer.py``) runs as that user.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import grpc
 import pyarrow.flight as flight
 
 from gnomon.errors import Unauthenticated
+from gnomon.peer import AUTHORIZATION, ON_BEHALF_OF, metadata_value, refusing
 from node.security.authn import Authenticates
 from node.security.context import acting_as
 from node.security.principal import Principal
@@ -41,13 +44,6 @@ def http_caller(
 # -- gRPC ---------------------------------------------------------------------------------------
 
 
-def _metadata(details: grpc.HandlerCallDetails, key: str) -> str | None:
-    for k, v in details.invocation_metadata or ():
-        if k == key:
-            return v if isinstance(v, str) else v.decode("latin-1")
-    return None
-
-
 class GrpcAuth(grpc.ServerInterceptor):  # type: ignore[misc]
     """Refuses a call without valid credentials (gRPC UNAUTHENTICATED, as HoraeDB does) and
     runs the others as their caller."""
@@ -64,9 +60,12 @@ class GrpcAuth(grpc.ServerInterceptor):  # type: ignore[misc]
         if handler is None:
             return None
         try:
-            principal = self.authenticator.authenticate(_metadata(details, "authorization"))
+            metadata = details.invocation_metadata
+            principal = self.authenticator.authenticate(
+                metadata_value(metadata, AUTHORIZATION), metadata_value(metadata, ON_BEHALF_OF)
+            )
         except Unauthenticated as e:
-            return _refusal(handler, e.message)
+            return refusing(handler, e.message)
         return _as_caller(handler, principal)
 
 
@@ -95,20 +94,6 @@ def _as_caller(
     )
 
 
-def _refusal(
-    handler: grpc.RpcMethodHandler[Any, Any], message: str
-) -> grpc.RpcMethodHandler[Any, Any]:
-    def refuse(request: Any, context: grpc.ServicerContext) -> Any:
-        context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
-
-    return handler._replace(  # type: ignore[attr-defined,no-any-return]
-        unary_unary=handler.unary_unary and refuse,
-        stream_unary=handler.stream_unary and refuse,
-        unary_stream=handler.unary_stream and refuse,
-        stream_stream=handler.stream_stream and refuse,
-    )
-
-
 # -- Arrow Flight -------------------------------------------------------------------------------
 
 
@@ -126,15 +111,18 @@ class FlightAuth(flight.ServerMiddlewareFactory):  # type: ignore[misc]
         self.authenticator = authenticator
 
     def start_call(self, info: flight.CallInfo, headers: dict[str, list[Any]]) -> _FlightCaller:
-        values = headers.get("authorization") or [None]
-        value = values[0]
-        if isinstance(value, bytes):
-            value = value.decode("latin-1")
         try:
-            principal = self.authenticator.authenticate(value)
+            principal = self.authenticator.authenticate(
+                _header(headers, AUTHORIZATION), _header(headers, ON_BEHALF_OF)
+            )
         except Unauthenticated as e:
             raise flight.FlightUnauthenticatedError(e.message) from None
         return _FlightCaller(principal)
+
+
+def _header(headers: dict[str, list[Any]], key: str) -> str | None:
+    value = (headers.get(key) or [None])[0]
+    return value.decode("latin-1") if isinstance(value, bytes) else value
 
 
 def flight_caller(context: flight.ServerCallContext) -> Principal | None:

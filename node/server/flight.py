@@ -236,7 +236,11 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         self.owners: list[str | flight.Location] = (
             []
             if advertise_host is None
-            else [flight.Location.for_grpc_tcp(advertise_host, self.port)]
+            else [
+                (flight.Location.for_grpc_tcp if tls is None else flight.Location.for_grpc_tls)(
+                    advertise_host, self.port
+                )
+            ]
         )
         self.metrics = metrics
         #: Writes ingest puts; None: they are refused.

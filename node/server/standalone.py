@@ -218,7 +218,7 @@ class Standalone:
             )
             self.grpc_port = self._grpc.start()
             if router.forwarder is not None:
-                self._owners = Owners(router.forwarder.me)
+                self._owners = Owners(router.forwarder.me, peer=router.forwarder.peer)
             writer = PartitionedRows(ForwardingIngestor(ingestor, router, self._owners), partitions)
             app = HttpApp(
                 # HttpApp calls write_all alone, which the forwarding writer has.

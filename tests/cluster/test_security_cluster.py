@@ -1,0 +1,201 @@
+"""A secured cluster (``DevCluster(auth=True, tls=True)``: a cluster secret between the
+processes, ``--auth`` on the nodes, TLS from a throwaway CA): writes and queries sent to a
+node that does not own the table are forwarded with the caller's identity, so they work for a
+user whose grants allow them and are refused for one whose grants do not, with the answer
+the owner gives; the meta service and a node's shard control refuse calls without the secret,
+and a user cannot borrow another's identity by naming it."""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import pytest
+
+from gnomon.devcluster.cluster import DevCluster, NodeEndpoints
+from gnomon.errors import Unauthenticated
+from gnomon.peer import ON_BEHALF_OF, Peer
+from gnomon.proto import node_pb2, storage_pb2
+from gnomon.shard_control import SERVICE as SHARD_CONTROL
+from meta.client import MetaClient
+from node.backends import Storage, open_catalog
+from node.security.accounts import Accounts
+from node.security.principal import Privilege
+from tests.server.test_grpc import decode
+
+TABLES = [f"sec_{i}" for i in range(6)]
+CREATE = "CREATE TABLE {} (host string TAG, v double, ts timestamp NOT NULL, TIMESTAMP KEY(ts))"
+WRITER = ("writer", "writer-password")
+OUTSIDER = ("outsider", "outsider-password")
+
+
+def _basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+    with DevCluster(
+        tmp_path_factory.mktemp("secured-cluster"),
+        nodes=3,
+        shards=6,
+        auth=True,
+        tls=True,
+        # Grants made during the test are seen at once.
+        node_flags=("--auth-cache-s=0",),
+    ) as running:
+        assert running.admin is not None and running.ca is not None
+        store = open_catalog(str(running.root), Storage(catalog=running.catalog))
+        try:
+            accounts = Accounts(store)
+            for user, password in (WRITER, OUTSIDER):
+                accounts.create_user(user, password)
+            for table in TABLES:
+                accounts.grant(WRITER[0], Privilege.WRITE, table)
+        finally:
+            store.close()
+        admin = _basic(*running.admin)
+        for table in TABLES:
+            status, body = _http_sql(
+                running, running.node_endpoints[0], CREATE.format(table), admin
+            )
+            assert status == 200, body
+        yield running
+
+
+def _http(
+    cluster: DevCluster, node: NodeEndpoints, path: str, body: bytes, auth: str
+) -> tuple[int, Any]:
+    assert cluster.ca is not None
+    req = urllib.request.Request(
+        f"https://{node.http}{path}", data=body, method="POST", headers={"Authorization": auth}
+    )
+    context = ssl.create_default_context(cafile=str(cluster.ca))
+    try:
+        with urllib.request.urlopen(req, timeout=30, context=context) as resp:
+            data = resp.read()
+            return resp.status, json.loads(data) if data else None
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+def _http_sql(cluster: DevCluster, node: NodeEndpoints, query: str, auth: str) -> tuple[int, Any]:
+    return _http(cluster, node, "/sql", json.dumps({"query": query}).encode(), auth)
+
+
+def _channel(cluster: DevCluster, node: NodeEndpoints) -> grpc.Channel:
+    assert cluster.ca is not None
+    creds = grpc.ssl_channel_credentials(root_certificates=cluster.ca.read_bytes())
+    return grpc.secure_channel(node.grpc, creds)
+
+
+def _grpc_sql(
+    cluster: DevCluster, node: NodeEndpoints, query: str, metadata: tuple[tuple[str, str], ...]
+) -> storage_pb2.SqlQueryResponse:
+    req = storage_pb2.SqlQueryRequest(tables=[], sql=query)
+    req.context.database = "public"
+    with _channel(cluster, node) as channel:
+        resp: storage_pb2.SqlQueryResponse = channel.unary_unary(
+            "/storage.StorageService/SqlQuery",
+            request_serializer=storage_pb2.SqlQueryRequest.SerializeToString,
+            response_deserializer=storage_pb2.SqlQueryResponse.FromString,
+        )(req, timeout=30, metadata=metadata)
+    return resp
+
+
+@pytest.fixture(scope="module")
+def entries(cluster: DevCluster) -> dict[str, NodeEndpoints]:
+    """For each table, a node that does not own it (its requests are forwarded)."""
+    with MetaClient(cluster.meta, peer=cluster.peer) as client:
+        routes = {r.table: r.endpoint for r in client.route(TABLES)}
+    assert len(set(routes.values())) > 1, routes
+    return {t: next(n for n in cluster.node_endpoints if n.grpc != routes[t]) for t in TABLES}
+
+
+def test_line_protocol_through_a_non_owner_by_grants(
+    cluster: DevCluster, entries: dict[str, NodeEndpoints]
+) -> None:
+    path = "/influxdb/v1/write?db=public&precision=ms"
+    for table, entry in entries.items():
+        line = f"{table},host=lp v=1.5 1000".encode()
+        assert _http(cluster, entry, path, line, _basic(*WRITER)) == (204, None)
+        status, body = _http(cluster, entry, path, line, _basic(*OUTSIDER))
+        assert status == 403 and f"may not write to table '{table}'" in body["message"], body
+    for table, entry in entries.items():
+        status, body = _http_sql(
+            cluster, entry, f"SELECT host, v FROM {table}", _basic(*cluster.admin or ("", ""))
+        )
+        assert (status, body["rows"]) == (200, [{"host": "lp", "v": 1.5}]), table
+
+
+def test_grpc_sql_through_a_non_owner_by_grants(
+    cluster: DevCluster, entries: dict[str, NodeEndpoints]
+) -> None:
+    writer = (("authorization", _basic(*WRITER)),)
+    outsider = (("authorization", _basic(*OUTSIDER)),)
+    for table, entry in entries.items():
+        insert = f"INSERT INTO {table} (host, v, ts) VALUES ('grpc', 2.5, 2000)"
+        resp = _grpc_sql(cluster, entry, insert, writer)
+        assert resp.header.code == 200, resp.header.error
+        resp = _grpc_sql(cluster, entry, insert, outsider)
+        assert resp.header.code == 403 and "may not write to" in resp.header.error
+        resp = _grpc_sql(cluster, entry, f"SELECT host FROM {table} WHERE host = 'grpc'", writer)
+        assert resp.header.code == 200, resp.header.error
+        assert decode(resp.arrow).to_pylist() == [{"host": "grpc"}]
+        resp = _grpc_sql(cluster, entry, f"SELECT host FROM {table}", outsider)
+        assert resp.header.code == 403 and f"may not read table '{table}'" in resp.header.error
+
+
+def test_a_user_cannot_borrow_an_identity(
+    cluster: DevCluster, entries: dict[str, NodeEndpoints]
+) -> None:
+    """Naming another user is believed only from a holder of the cluster secret."""
+    table, entry = next(iter(entries.items()))
+    borrowed = (("authorization", _basic(*OUTSIDER)), (ON_BEHALF_OF, WRITER[0]))
+    resp = _grpc_sql(cluster, entry, f"SELECT host FROM {table}", borrowed)
+    assert resp.header.code == 403
+    # What a forwarding node sends: the secret, and the user the owner authorises.
+    secret = cluster.peer.metadata()
+    resp = _grpc_sql(
+        cluster, entry, f"SELECT host FROM {table}", (*secret, (ON_BEHALF_OF, OUTSIDER[0]))
+    )
+    assert resp.header.code == 403 and "user 'outsider' may not read" in resp.header.error
+    resp = _grpc_sql(
+        cluster, entry, f"SELECT host FROM {table}", (*secret, (ON_BEHALF_OF, WRITER[0]))
+    )
+    assert resp.header.code == 200, resp.header.error
+    wrong_secret = (("authorization", "Cluster not-the-secret"), (ON_BEHALF_OF, "admin"))
+    with pytest.raises(grpc.RpcError) as e:
+        _grpc_sql(cluster, entry, f"SELECT host FROM {table}", wrong_secret)
+    assert e.value.code() is grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_meta_and_shard_control_take_the_cluster_secret_only(cluster: DevCluster) -> None:
+    with (
+        MetaClient(cluster.meta, peer=Peer(), retry_for_s=0) as client,
+        pytest.raises(Unauthenticated, match="cluster secret"),
+    ):
+        client.shards()
+    with MetaClient(cluster.meta, peer=cluster.peer) as client:
+        assert client.shards()
+    release = node_pb2.ReleaseRequest(shard_id=0, epoch=0, whole_shard=True)
+    with _channel(cluster, cluster.node_endpoints[0]) as channel:
+        call = channel.unary_unary(
+            f"/{SHARD_CONTROL}/Release",
+            request_serializer=node_pb2.ReleaseRequest.SerializeToString,
+            response_deserializer=node_pb2.ReleaseResponse.FromString,
+        )
+        # A superuser of the data is no member of the cluster.
+        with pytest.raises(grpc.RpcError) as e:
+            call(
+                release,
+                timeout=10,
+                metadata=(("authorization", _basic(*cluster.admin or ("", ""))),),
+            )
+        assert e.value.code() is grpc.StatusCode.UNAUTHENTICATED
