@@ -15,6 +15,7 @@ import base64
 import json
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -48,7 +49,7 @@ def basic(user: str, password: str) -> str:
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
-def sql_as(running: Running, auth: str, query: str) -> tuple[int, dict]:
+def sql_as(running: Running, auth: str, query: str) -> tuple[int, dict[str, Any]]:
     status, _, body = running.request(
         "POST",
         "/sql",

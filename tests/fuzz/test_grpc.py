@@ -38,7 +38,7 @@ def channel(server: Running) -> Iterator[grpc.Channel]:
 
 
 def _call(channel: grpc.Channel, method: str, request: Any, response: Any) -> Any:
-    stub = channel.unary_unary(
+    stub: Any = channel.unary_unary(
         f"/storage.StorageService/{method}",
         request_serializer=lambda m: m.SerializeToString(),
         response_deserializer=response.FromString,

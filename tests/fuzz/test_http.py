@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.fuzz import strategies as fz
 from tests.fuzz.conftest import FUZZ, FUZZER, assert_serving, basic
@@ -31,7 +32,7 @@ def test_sql_bodies(server: Running, body: bytes) -> None:
 
 
 @FUZZ
-@given(text=fz.line_protocol, precision=fz.st.sampled_from(["ms", "s", "ns", "h", "x", ""]))
+@given(text=fz.line_protocol, precision=st.sampled_from(["ms", "s", "ns", "h", "x", ""]))
 def test_line_protocol(server: Running, text: str, precision: str) -> None:
     status, _, answer = server.request(
         "POST",
@@ -45,10 +46,10 @@ def test_line_protocol(server: Running, text: str, precision: str) -> None:
 @FUZZ
 @given(
     headers=fz.headers,
-    path=fz.st.sampled_from(
+    path=st.sampled_from(
         ["/sql", "/influxdb/v1/write?db=public", "/influxdb/v1/query", "/metrics", "/x"]
     ),
-    body=fz.st.one_of(fz.st.just(b'{"query": "SELECT 1"}'), fz.st.binary(max_size=64)),
+    body=st.one_of(st.just(b'{"query": "SELECT 1"}'), st.binary(max_size=64)),
 )
 def test_headers(server: Running, headers: dict[str, str], path: str, body: bytes) -> None:
     # A fuzzed Transfer-Encoding or Expect header is http.client's to refuse before sending.
