@@ -435,6 +435,8 @@ def _cluster_summary(cluster: DevCluster) -> str:
     for c in cluster.compaction_endpoints:
         lines.append(f"  {c.name}   gRPC {c.grpc}  HTTP {c.http}")
     scheme, curl = "http", "curl -s"
+    # The meta service and compaction nodes take calls with the cluster secret only.
+    secret = "" if cluster.peer.secret is None else f"GNOMON_CLUSTER_SECRET={cluster.peer.secret} "
     if cluster.ca is not None:
         scheme, curl = "https", f"curl -s --cacert {cluster.ca}"
         lines.append(f"  TLS      the data nodes' certificate is signed by the CA {cluster.ca}")
@@ -451,8 +453,8 @@ def _cluster_summary(cluster: DevCluster) -> str:
         f"  gnomon sql --endpoint {first.http}",
         f"  {curl} -X POST {scheme}://{first.http}/sql -H 'Content-Type: application/json' "
         """-d '{"query": "SHOW TABLES"}'""",
-        f"  gnomon admin shards --meta {cluster.meta}",
-        f"  gnomon admin compaction-nodes --meta {cluster.meta}",
+        f"  {secret}gnomon admin shards --meta {cluster.meta}",
+        f"  {secret}gnomon admin compaction-nodes --meta {cluster.meta}",
         f"  horaedb-client: Builder('{first.grpc}', Mode.Direct)",
         "  stop: Ctrl-C",
     ]
