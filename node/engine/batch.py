@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from gnomon.errors import SchemaMismatch, TooLarge
+from node.engine import defaults
 from node.engine.schema import TSID, Schema, repeat
 from node.engine.tsid import tsid_of
 
@@ -74,6 +75,13 @@ def conform(
                     ) from None
         elif col.default is not None:
             arr = pa.repeat(pa.scalar(col.default, target), n)
+        elif col.default_expr is not None:
+            try:
+                arr = defaults.evaluate(col.default_expr, arrays, n, target)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+                raise SchemaMismatch(
+                    f"table {table!r}, column {col.name!r}: DEFAULT {col.default_expr}: {e}"
+                ) from None
         elif not col.nullable:
             raise SchemaMismatch(f"table {table!r}: missing value for NOT NULL column {col.name!r}")
         else:

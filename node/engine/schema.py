@@ -19,6 +19,7 @@ from typing import Any, cast
 import pyarrow as pa
 
 from gnomon.errors import InvalidArgument
+from node.engine import defaults
 
 TSID = "tsid"
 SEQ = "__seq"
@@ -130,6 +131,9 @@ class Column:
     #: Declared DICTIONARY (HoraeDB's hint to dictionary-encode a string column): shown by
     #: DESCRIBE and SHOW CREATE TABLE; string tags are dictionary-encoded either way.
     dictionary: bool = False
+    #: A default computed from the row's other columns (:mod:`node.engine.defaults`), as
+    #: its text; ``default`` is then None.
+    default_expr: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"name": self.name, "type": self.type.value}
@@ -143,6 +147,8 @@ class Column:
             d["default"] = self.default
         if self.comment:
             d["comment"] = self.comment
+        if self.default_expr is not None:
+            d["default_expr"] = self.default_expr
         return d
 
     @classmethod
@@ -155,6 +161,7 @@ class Column:
             default=d.get("default"),
             comment=str(d.get("comment", "")),
             dictionary=bool(d.get("dictionary", False)),
+            default_expr=d.get("default_expr"),
         )
 
 
@@ -213,6 +220,9 @@ class Schema:
                 f"primary key {list(pk)} must contain the timestamp key {timestamp_key!r}"
             )
         by_name = {c.name: c for c in cols}
+        for i, c in enumerate(cols):
+            if c.default_expr is not None:
+                defaults.check(c.default_expr, c.name, [b.name for b in cols[:i]])
         for k in pk:
             if k not in by_name:
                 raise InvalidArgument(f"primary key column {k!r} is not a column")
@@ -383,6 +393,11 @@ class Schema:
             if column.name in names:
                 raise InvalidArgument(f"column {column.name!r} already exists")
             names.add(column.name)
+            if column.default_expr is not None:
+                raise InvalidArgument(
+                    f"new column {column.name!r}: a DEFAULT computed from other columns is "
+                    "for a table's creation; existing rows would need it computed on read"
+                )
             if not column.nullable and column.default is None:
                 raise InvalidArgument(
                     f"new column {column.name!r} must be nullable or have a default: "

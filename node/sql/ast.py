@@ -19,6 +19,8 @@ class ColumnDef:
     default: Any = None
     comment: str = ""
     dictionary: bool = False
+    #: A DEFAULT computed from other columns (``c1 + 1``), as its text.
+    default_expr: str | None = None
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,7 @@ def to_column(d: ColumnDef) -> Column:
         default=_checked_default(d),
         comment=d.comment,
         dictionary=d.dictionary,
+        default_expr=d.default_expr,
     )
 
 
@@ -91,12 +92,15 @@ def _is_implicit_tsid(c: ColumnDef, stmt: CreateTable) -> bool:
 
 def _primary_key(stmt: CreateTable) -> list[str] | None:
     """The PRIMARY KEY of ``stmt``, None for the implicit (tsid, timestamp key): HoraeDB
-    writes that one out as PRIMARY KEY(tsid, t), with or without a tsid column."""
+    writes that one out as PRIMARY KEY(tsid, t) or (t, tsid), with or without a tsid
+    column."""
     pk = stmt.primary_key
     own_tsid = any(c.name == TSID and not _is_implicit_tsid(c, stmt) for c in stmt.columns)
     if pk is None or TSID not in pk or own_tsid:
         return pk
-    if pk != [TSID, stmt.timestamp_key]:
+    # HoraeDB takes the two in either order; gnomon keys such a table by (tsid, timestamp),
+    # which holds the same rows under the same keys, only stored in another order.
+    if sorted(pk) != sorted([TSID, stmt.timestamp_key]) or len(pk) != 2:
         raise InvalidArgument(
             f"PRIMARY KEY({', '.join(pk)}): a key holding the implicit {TSID!r} is "
             f"({TSID}, {stmt.timestamp_key}) alone; for another key, name its columns "
@@ -153,6 +157,8 @@ def show_create(info: TableInfo, partition: str | None = None) -> str:
             col += " DICTIONARY"
         if c.default is not None:
             col += f" DEFAULT {_literal(c.default)}"
+        elif c.default_expr is not None:
+            col += f" DEFAULT {c.default_expr}"
         if c.comment:
             col += f" COMMENT {_literal(c.comment)}"
         parts.append(col)

@@ -10,6 +10,7 @@ queries follow the rule of :mod:`node.sql.analysis`.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Collection
 from typing import Any
 
@@ -335,6 +336,7 @@ class _Parser:
         is_tag = False
         nullable: bool | None = None
         default: Any = None
+        default_expr: str | None = None
         comment = ""
         primary = timestamp = dictionary = False
         while True:
@@ -346,7 +348,7 @@ class _Parser:
             elif self.accept("NULL"):
                 nullable = True
             elif self.accept("DEFAULT"):
-                default = self.literal()
+                default, default_expr = self.default()
             elif self.accept("COMMENT"):
                 comment = self.string("a comment string")
             elif self.tok.is_word("PRIMARY") and self.peek().is_word("KEY"):
@@ -365,8 +367,39 @@ class _Parser:
                 dictionary = True
             else:
                 break
-        col = ColumnDef(name, typ, is_tag, nullable, default, comment, dictionary)
+        col = ColumnDef(name, typ, is_tag, nullable, default, comment, dictionary, default_expr)
         return col, primary, timestamp
+
+    def default(self) -> tuple[Any, str | None]:
+        """A DEFAULT: a literal, else an expression's text as HoraeDB prints it (``c3 * 2 +
+        1``), which runs to the next column option or the column's end."""
+        start = self.i
+        if self.tok.kind is not Kind.WORD or self.tok.is_word("NULL", "TRUE", "FALSE", "X"):
+            with contextlib.suppress(InvalidArgument):
+                value = self.literal()
+                if self._default_ends():
+                    return value, None
+            self.i = start
+        parts: list[str] = []
+        depth = 0
+        while not (depth == 0 and self._default_ends()):
+            t = self.advance()
+            if t.kind is Kind.END:
+                raise self.error("the end of a DEFAULT expression")
+            raw = self.sql[t.pos : self.tok.pos].strip() if t.kind is not Kind.WORD else t.text
+            if t.kind is Kind.SYMBOL and t.text in "()":
+                depth += 1 if t.text == "(" else -1
+            binary = t.kind is Kind.SYMBOL and t.text in "+-*/%" and _ends_operand(parts)
+            parts.append(f" {raw} " if binary else raw)
+        return None, "".join(parts).strip()
+
+    def _default_ends(self) -> bool:
+        t = self.tok
+        return (
+            t.kind is Kind.END
+            or (t.kind is Kind.SYMBOL and t.text in ",)")
+            or t.is_word("NOT", "NULL", "TAG", "COMMENT", "PRIMARY", "TIMESTAMP", "DICTIONARY")
+        )
 
     def added_column(self) -> ColumnDef:
         """A column ALTER TABLE adds: never the table's TIMESTAMP KEY."""
@@ -454,6 +487,11 @@ class _Parser:
                 break
         self.end()
         return Insert(table, columns, rows)
+
+
+def _ends_operand(parts: list[str]) -> bool:
+    """Whether the text so far ends with an operand (a sign after it is a binary operator)."""
+    return bool(parts) and parts[-1] != "(" and not parts[-1].endswith(" ")
 
 
 def resolve(name: str, names: Collection[str]) -> str:

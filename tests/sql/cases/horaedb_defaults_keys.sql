@@ -1,0 +1,58 @@
+-- DEFAULT computed from the row (HoraeDB's DEFAULT c1 + 1): from the columns declared
+-- before it, written or themselves computed; a value written wins.
+CREATE TABLE d_expr (ts timestamp NOT NULL, c1 uint32, c2 string DEFAULT '123',
+  c3 uint32 DEFAULT c1 + 1, c4 uint32 DEFAULT c3*2 + 1, c5 int DEFAULT -(1 + 1),
+  TIMESTAMP KEY(ts));
+-- expect affected 0
+
+INSERT INTO d_expr (ts, c1, c4) VALUES (1, 10, 3), (2, 20, NULL), (3, NULL, 7);
+-- expect affected 3
+
+SELECT ts, c1, c2, c3, c4, c5 FROM d_expr ORDER BY ts;
+-- expect
+ts                      | c1   | c2  | c3   | c4   | c5
+1970-01-01T00:00:00.001 | 10   | 123 | 11   | 3    | -2
+1970-01-01T00:00:00.002 | 20   | 123 | 21   | NULL | -2
+1970-01-01T00:00:00.003 | NULL | 123 | NULL | 7    | -2
+
+INSERT INTO d_expr (ts, c1) VALUES (4, 5);
+-- expect affected 1
+
+SELECT c3, c4 FROM d_expr WHERE ts = 4;
+-- expect
+c3 | c4
+6  | 13
+
+SHOW CREATE TABLE d_expr;
+-- expect
+Table  | Create Table
+d_expr | CREATE TABLE `d_expr` (`tsid` uint64 NOT NULL, `ts` timestamp NOT NULL, `c1` uint32, `c2` string DEFAULT '123', `c3` uint32 DEFAULT c1 + 1, `c4` uint32 DEFAULT c3 * 2 + 1, `c5` int DEFAULT -(1 + 1), PRIMARY KEY(`tsid`, `ts`), TIMESTAMP KEY(`ts`)) ENGINE=Analytic WITH (segment_duration='2h', update_mode='OVERWRITE', write_buffer_size='33554432', ttl='1w', enable_ttl='false', num_rows_per_row_group='65536', compression='zstd', enable_compaction='true', compaction_min_threshold='4', compaction_max_threshold='16', compaction_target_size='268435456', compaction_full_after='off', compaction_mode='auto', time_travel='1h', max_versions='100')
+
+-- A computed value that does not fit the column is refused, nothing written.
+CREATE TABLE d_small (ts timestamp NOT NULL TIMESTAMP KEY, c1 uint8, c2 uint8 DEFAULT c1 * 100);
+-- expect affected 0
+
+INSERT INTO d_small (ts, c1) VALUES (1, 3);
+-- expect error SchemaMismatch: DEFAULT c1 * 100
+
+-- A default may read only columns declared before it; functions are not taken.
+CREATE TABLE d_later (c1 int DEFAULT c2 + 1, c2 int, ts timestamp NOT NULL TIMESTAMP KEY);
+-- expect error InvalidArgument: reads 'c2', not a column declared before it
+
+CREATE TABLE d_fn (c1 int DEFAULT abs(1), ts timestamp NOT NULL TIMESTAMP KEY);
+-- expect error InvalidArgument: DEFAULT abs(1)
+
+-- ALTER TABLE cannot add one: existing rows would need it computed on read.
+ALTER TABLE d_small ADD COLUMN c3 int DEFAULT c1 + 1;
+-- expect error InvalidArgument: a DEFAULT computed from other columns
+
+-- PRIMARY KEY(t1, tsid): the implicit key in HoraeDB's other order is the same table.
+CREATE TABLE k_order (c1 int, t1 timestamp NOT NULL TIMESTAMP KEY, PRIMARY KEY(t1, tsid));
+-- expect affected 0
+
+DESCRIBE k_order;
+-- expect
+name | type      | is_primary | is_nullable | is_tag | is_dictionary
+tsid | uint64    | true       | false       | false  | false
+t1   | timestamp | true       | false       | false  | false
+c1   | int       | false      | true        | false  | false
