@@ -34,10 +34,12 @@ _AGGREGATES = (
     "first_value", "last_value", "stddev", "stddev_pop", "var", "var_pop", "covar",
     "covar_pop", "corr", "bit_and", "bit_or", "bit_xor", "bool_and", "bool_or", "grouping",
 )  # fmt: skip
-#: A call of one of :data:`_AGGREGATES`, or a quoted text (skipped: a literal's value or a
-#: quoted name is never a call).
+#: A call of one of :data:`_AGGREGATES`, of time_bucket under another name, or a quoted
+#: text (skipped: a literal's value or a quoted name is never a call).
 _CALL_OR_QUOTED = re.compile(
-    r'"(?:[^"\\]|\\.)*"|\'(?:[^\']|\'\')*\'|(?<![\w.])(' + "|".join(_AGGREGATES) + r")\(",
+    r'"(?:[^"\\]|\\.)*"|\'(?:[^\']|\'\')*\'|(?<![\w.])(?:('
+    + "|".join(_AGGREGATES)
+    + r")|(time_bucket)_\d+)\(",
 )
 
 
@@ -63,10 +65,15 @@ def expression_names(plan: Any, named: Collection[str]) -> dict[str, str]:
 
 def horaedb_name(name: str) -> str:
     """DataFusion 55's name of an expression as HoraeDB's DataFusion wrote it: built-in
-    aggregate functions in upper case."""
+    aggregate functions in upper case, and time_bucket under its own name where gnomon
+    registered it by its count of arguments (:func:`node.sql.functions.bucket_name`)."""
 
     def upper(m: re.Match[str]) -> str:
-        return m.group(0) if m.group(1) is None else m.group(1).upper() + "("
+        if m.group(1) is not None:
+            return m.group(1).upper() + "("
+        if m.group(2) is not None:
+            return m.group(2) + "("
+        return m.group(0)
 
     return _CALL_OR_QUOTED.sub(upper, name)
 

@@ -47,6 +47,11 @@ def executor(tmp_path: Path) -> Iterator[SqlExecutor]:
             ["time_bucket(ts, 'PT1H')"],
             ['time_bucket(t.ts,Utf8("PT1H"))'],
         ),
+        (
+            "SELECT time_bucket(ts, 'PT1H', 'yyyy-MM-dd HH:mm:ss', '+0800') FROM t",
+            ["time_bucket(ts, 'PT1H', 'yyyy-MM-dd HH:mm:ss', '+0800')"],
+            ['time_bucket(t.ts,Utf8("PT1H"),Utf8("yyyy-MM-dd HH:mm:ss"),Utf8("+0800"))'],
+        ),
         # A user's alias and a user-defined aggregate keep their names.
         ("SELECT sum(v) AS total, host FROM t GROUP BY host", ["total", "host"], None),
         ("SELECT 'count(' AS x, v FROM t", ["x", "v"], None),
