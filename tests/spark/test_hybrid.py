@@ -79,8 +79,9 @@ def _answers(spark: Any, endpoint: str, table: str, engine: Engine) -> None:
     assert got == _sorted([tuple(r[c] for c in columns) for r in want])
     hybrid.createOrReplaceTempView("t")
     by_spark = [tuple(r) for r in spark.sql(AGG).collect()]
-    t = expected  # noqa: F841 - DuckDB finds it by name
-    by_duckdb = duckdb.sql(AGG).fetchall()
+    with duckdb.connect() as con:
+        con.register("t", expected)
+        by_duckdb = con.execute(AGG).fetchall()
     assert [r[:3] for r in by_spark] == [r[:3] for r in by_duckdb]
     assert [r[3:] for r in by_spark] == [
         tuple(x.replace(tzinfo=None) for x in r[3:]) for r in by_duckdb
