@@ -1,8 +1,9 @@
 """The ``gnomon`` PySpark data source (Python Data Source API of pyspark 4): reads a table
 over Arrow Flight, one Spark partition per (table or sub-table, owner, time split) of one
 snapshot each owner holds for the job, each task reading from the owner, with filter pushdown;
-writes a DataFrame as one revision of the table (reserve on the driver, stage
-in the tasks, publish on commit, cancel on abort).
+writes a DataFrame as one revision of the table at its owner, or of each sub-table of a
+partition table at the sub-table's owner (reserve on the driver, stage in the tasks, publish on
+commit, cancel on abort). On a cluster, ``endpoint`` may name any node.
 
 Read options: ``endpoint`` (host:port of a node's Flight endpoint), ``table``,
 ``versionAsOf`` (a manifest version) or ``timestampAsOf`` (ms since the epoch, or an ISO-8601
