@@ -85,6 +85,9 @@ class EngineConfig:
     #: Memory for decoded column chunks of SSTs that scans read again without decoding (see
     #: :mod:`node.engine.sst.decoded`); 0 keeps none.
     decoded_cache_bytes: int = 512 * 1024**2
+    #: Memory for what scans derive from SST files: footers, statistics, series directories,
+    #: tombstones (see :mod:`node.engine.sst.cache`).
+    file_cache_bytes: int = 128 * 1024**2
 
 
 class _Flusher:
@@ -185,6 +188,7 @@ class Engine:
             store,
             os.path.join(config.data_dir, "cache"),
             decoded_bytes=config.decoded_cache_bytes,
+            file_bytes=config.file_cache_bytes,
         )
         self.catalog = Catalog(meta)
         self._fences = ShardFences(meta)
@@ -692,6 +696,7 @@ class Engine:
         return EngineStats(
             tuple(sorted((t.stats() for t in tables), key=lambda s: s.name)),
             self._sst_files.decoded.stats(),
+            self._sst_files.cache.stats(),
         )
 
     def list_tables(self, *, follower: bool = False) -> list[str]:

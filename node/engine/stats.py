@@ -29,9 +29,9 @@ class TableStats:
 
 
 @dataclass(frozen=True)
-class DecodedCacheStats:
-    """The decoded column chunk cache: what it holds, may hold, and how reads fared (chunks
-    found and chunks decoded, since the engine opened)."""
+class CacheStats:
+    """A cache with a byte budget (decoded column chunks, SST file metadata): what it holds,
+    may hold, and how lookups fared since the engine opened (found: hits, made: misses)."""
 
     bytes: int
     capacity_bytes: int
@@ -42,7 +42,9 @@ class DecodedCacheStats:
 @dataclass(frozen=True)
 class EngineStats:
     tables: tuple[TableStats, ...]
-    decoded_cache: DecodedCacheStats
+    decoded_cache: CacheStats
+    #: What scans derive from SST files (footers, statistics, series directories, ...).
+    file_cache: CacheStats
 
     @property
     def memtable_rows(self) -> int:

@@ -25,6 +25,7 @@ from node.cluster.ingest_forward import ForwardingIngestor, Owners
 from node.cluster.placement import LocalPlacement, Placement
 from node.cluster.router import Router
 from node.engine.engine import Engine, EngineConfig
+from node.engine.stats import CacheStats
 from node.ingest.writer import Ingestor
 from node.partition.ingest import PartitionedRows
 from node.partition.tables import Partitions
@@ -427,12 +428,17 @@ class Standalone:
         def failing() -> Iterable[tuple[Labels, float]]:
             yield (), float(engine.stats().flush_failing)
 
-        def decoded() -> Iterable[tuple[Labels, float]]:
-            cache = engine.stats().decoded_cache
+        def cache_figures(cache: CacheStats) -> Iterable[tuple[Labels, float]]:
             yield ("bytes",), float(cache.bytes)
             yield ("capacity_bytes",), float(cache.capacity_bytes)
             yield ("hits",), float(cache.hits)
             yield ("misses",), float(cache.misses)
+
+        def decoded() -> Iterable[tuple[Labels, float]]:
+            return cache_figures(engine.stats().decoded_cache)
+
+        def file_cache() -> Iterable[tuple[Labels, float]]:
+            return cache_figures(engine.stats().file_cache)
 
         m = self.metrics
         offload = engine.offload
@@ -463,6 +469,14 @@ class Standalone:
             "(hits) and decoded (misses) since start.",
             ["unit"],
             decoded,
+        )
+        m.gauge(
+            "gnomon_sst_file_cache",
+            "What scans derive from SST files (footers, statistics, series directories, "
+            "tombstones) kept in memory: held (estimated) and allowed bytes, entries found "
+            "(hits) and made (misses) since start.",
+            ["unit"],
+            file_cache,
         )
         m.gauge("gnomon_pending_flushes", "Immutable memtables waiting to be flushed.", [], pending)
         m.gauge(

@@ -174,8 +174,11 @@ def test_health_metrics_openapi_and_unknown_paths(gnomon: Running) -> None:
         "gnomon_memtable_size",
         "gnomon_table_ssts",
         "gnomon_pending_flushes",
+        "gnomon_decoded_cache",
+        "gnomon_sst_file_cache",
     ):
         assert f"# TYPE {name} gauge" in text
+    assert 'gnomon_sst_file_cache{unit="capacity_bytes"}' in text
     status, _, body = gnomon.request("GET", "/openapi.json")
     spec = json.loads(body)
     assert spec["openapi"].startswith("3.")

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from gnomon.errors import InvalidArgument
 from node.engine.bounds import numpy_values
-from node.engine.stats import DecodedCacheStats
+from node.engine.stats import CacheStats
 
 #: (file key, row group, column, decoded as a dictionary)
 ChunkKey = tuple[str, int, str, bool]
@@ -52,9 +52,9 @@ class DecodedChunks:
     def bytes(self) -> int:
         return self._bytes
 
-    def stats(self) -> DecodedCacheStats:
+    def stats(self) -> CacheStats:
         with self._lock:
-            return DecodedCacheStats(self._bytes, self.capacity_bytes, self.hits, self.misses)
+            return CacheStats(self._bytes, self.capacity_bytes, self.hits, self.misses)
 
     def read(
         self,

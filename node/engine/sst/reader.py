@@ -29,8 +29,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from node.engine.bounds import Bounds, conjunction
-from node.engine.lru import Lru
 from node.engine.schema import Schema, repeat
+from node.engine.sst.cache import FileCache
 from node.engine.sst.decoded import DecodedChunks
 from node.engine.sst.writer import SERIES_KEY
 from node.engine.tombstones import RangeTombstone, read_tombstone_file
@@ -45,8 +45,9 @@ class LocalPathStore(Protocol):
 
 
 class SstFiles:
-    """Local paths of SST objects, their cached Parquet footers and columns, and the cached
-    contents of tombstone files.
+    """Local paths of SST objects, their cached Parquet footers and columns, what pruning
+    derives from those, and the cached contents of tombstone files: all in one
+    :class:`FileCache` of ``file_bytes``.
 
     A store whose objects are local files hands out their paths; objects of any other store
     go through a bounded read-through cache in ``cache_dir`` (SSTs are immutable, so a cached
@@ -57,7 +58,7 @@ class SstFiles:
         store: ObjectStore,
         cache_dir: str,
         *,
-        footers: int = 4096,
+        file_bytes: int = 128 * 1024**2,
         cache_bytes: int = 8 * 1024**3,
         decoded_bytes: int = 0,
     ) -> None:
@@ -67,20 +68,10 @@ class SstFiles:
             else SstCache(store, cache_dir, capacity_bytes=cache_bytes)
         )
         self._local: LocalPathStore = store if self._cache is None else self._cache  # type: ignore[assignment]
-        # A local store's paths are looked up (a stat) once per file: its objects are
-        # immutable and leave only through forget().
-        self._paths: Lru[str, str] = Lru(footers)
-        self._footers: Lru[str, pq.FileMetaData] = Lru(footers)
-        self._tombstones: Lru[str, list[RangeTombstone]] = Lru(footers)
-        self._columns: Lru[str, frozenset[str]] = Lru(footers)
-        # Building the guarantee expressions of every row group costs more than judging the
-        # filter against them; files are immutable, so they are built once per file (entries
-        # of deleted files are never asked for again and age out).
-        self._guarantees: Lru[tuple[str, tuple[tuple[str, str], ...]], list[pc.Expression]] = Lru(
-            footers
-        )
-        self._series: Lru[tuple[str, tuple[str, ...]], SeriesIndex] = Lru(footers)
-        self._ranges: Lru[tuple[str, str], ColumnRanges | None] = Lru(footers)
+        # A local store's paths are looked up (a stat) once per file, and building the
+        # guarantee expressions of every row group costs more than judging the filter
+        # against them: files are immutable, so all of it is made once per file.
+        self.cache = FileCache(file_bytes)
         #: Decoded column chunks scans read through (compaction reads around it: it reads each
         #: file once, and would only push out what queries read again).
         self.decoded = DecodedChunks(decoded_bytes)
@@ -88,7 +79,9 @@ class SstFiles:
     def path(self, key: str) -> str:
         if self._cache is not None:
             return self._cache.local_path(key)
-        return self._paths.get_or_load(key, self._local.local_path)
+        return self.cache.get_or_load(
+            "path", key, None, lambda: self._local.local_path(key), _text_bytes
+        )
 
     def pinned(self, key: str) -> AbstractContextManager[str]:
         """The local path of ``key``, kept from eviction until the context exits (a scan holds
@@ -98,15 +91,29 @@ class SstFiles:
         return self._cache.pinned(key)
 
     def footer(self, key: str) -> pq.FileMetaData:
-        return self._footers.get_or_load(key, lambda k: pq.read_metadata(self.path(k)))
+        return self.cache.get_or_load(
+            "footer", key, None, lambda: pq.read_metadata(self.path(key)), _footer_bytes
+        )
 
     def tombstones(self, key: str) -> list[RangeTombstone]:
         """The range tombstones of a tombstone file."""
-        return self._tombstones.get_or_load(key, lambda k: read_tombstone_file(self.path(k)))
+        return self.cache.get_or_load(
+            "tombstones",
+            key,
+            None,
+            lambda: read_tombstone_file(self.path(key)),
+            lambda found: _ENTRY_BYTES * (1 + len(found)),
+        )
 
     def columns(self, key: str) -> frozenset[str]:
         """The columns the file has (older files lack those added since)."""
-        return self._columns.get_or_load(key, lambda k: file_columns(self.footer(k)))
+        return self.cache.get_or_load(
+            "columns",
+            key,
+            None,
+            lambda: file_columns(self.footer(key)),
+            lambda names: sum(map(_text_bytes, names)),
+        )
 
     def guarantees(
         self, key: str, schema: pa.Schema, stat_columns: Sequence[str]
@@ -115,15 +122,22 @@ class SstFiles:
         usable = tuple(
             (name, str(schema.field(name).type)) for name in stat_columns if name in schema.names
         )
-        return self._guarantees.get_or_load(
-            (key, usable),
-            lambda _: row_group_guarantees(self.footer(key), schema, [n for n, _ in usable]),
+        return self.cache.get_or_load(
+            "guarantees",
+            key,
+            usable,
+            lambda: row_group_guarantees(self.footer(key), schema, [n for n, _ in usable]),
+            lambda found: _ENTRY_BYTES * (1 + len(found) * max(1, len(usable))),
         )
 
     def series(self, key: str, tags: Sequence[str]) -> SeriesIndex:
         """:func:`row_group_series` of the file, cached."""
-        return self._series.get_or_load(
-            (key, tuple(tags)), lambda _: row_group_series(self.footer(key), tags)
+        return self.cache.get_or_load(
+            "series",
+            key,
+            tuple(tags),
+            lambda: row_group_series(self.footer(key), tags),
+            _series_bytes,
         )
 
     def row_groups_within(
@@ -195,27 +209,53 @@ class SstFiles:
         return True
 
     def _column_ranges(self, key: str, column: str) -> ColumnRanges | None:
-        return self._ranges.get_or_load(
-            (key, column), lambda k: column_ranges(self.footer(k[0]), k[1])
+        return self.cache.get_or_load(
+            "ranges",
+            key,
+            column,
+            lambda: column_ranges(self.footer(key), column),
+            _ranges_bytes,
         )
 
     def drop_caches(self) -> None:
         """Drop what memory holds of every file: paths, footers and what was derived from
         them, tombstones, decoded chunks (local copies of remote objects stay on disk, as
         the OS page cache stays). Benchmarks measure reads that start cold this way."""
-        for cache in (
-            self._paths, self._footers, self._tombstones, self._columns, self._guarantees,
-            self._series, self._ranges,
-        ):  # fmt: skip
-            cache.clear()
+        self.cache.clear()
         self.decoded.clear()
 
     def forget(self, key: str) -> None:
-        for cache in (self._paths, self._footers, self._tombstones, self._columns):
-            cache.pop(key)
+        self.cache.forget(key)
         self.decoded.forget(key)
         if self._cache is not None:
             self._cache.discard(key)
+
+
+#: What an entry of the file cache is reckoned to take besides its contents (a Python object,
+#: its key and its place in the cache), and each item of a list.
+_ENTRY_BYTES = 200
+
+
+def _text_bytes(text: str) -> int:
+    return _ENTRY_BYTES + len(text)
+
+
+def _footer_bytes(meta: pq.FileMetaData) -> int:
+    # Parsed, a footer takes a few times its Thrift encoding.
+    return _ENTRY_BYTES + 4 * meta.serialized_size
+
+
+def _series_bytes(index: SeriesIndex) -> int:
+    listed = sum(len(groups) for groups in index.row_groups.values()) + len(index.row_groups)
+    runs = sum(len(r) for r in index.runs.values())
+    return _ENTRY_BYTES * (1 + listed + runs + len(index.unlisted))
+
+
+def _ranges_bytes(ranges: ColumnRanges | None) -> int:
+    if ranges is None:
+        return _ENTRY_BYTES
+    arrays = ranges.known.nbytes + ranges.mins.nbytes + ranges.maxs.nbytes
+    return _ENTRY_BYTES * (1 + len(ranges.spans)) + arrays
 
 
 def _row_group_guarantee(
