@@ -62,8 +62,15 @@ def _run(cmd: str) -> str:
     return done.stdout
 
 
+def _bash_block(marker: str) -> list[str]:
+    """The commands of the README's one bash block that mentions ``marker``."""
+    (found,) = [b.commands() for b in blocks() if b.lang == "bash" and marker in b.text]
+    return found
+
+
 def test_the_cluster_section(tmp_path: Path) -> None:
-    start, tries, real = (b.commands() for b in blocks() if b.lang == "bash")
+    start, tries = _bash_block("gnomon dev-cluster"), _bash_block("curl")
+    real, compaction = _bash_block("gnomon node"), _bash_block("gnomon compaction-node")
     (command,) = start
     base = _free_range()
     log = tmp_path / "dev-cluster.out"
@@ -85,13 +92,16 @@ def test_the_cluster_section(tmp_path: Path) -> None:
         assert f"127.0.0.1:{base}" in summary and f"127.0.0.1:{base + 20}" in summary
 
         answers = [_run(_aim(cmd, base)) for cmd in tries]
-        created, inserted, selected = (json.loads(a) for a in answers[:3])
+        created, inserted, selected, followed = (json.loads(a) for a in answers[:4])
         assert created == {"affected_rows": 0} and inserted == {"affected_rows": 1}
         assert selected["rows"][0]["site"] == "a" and selected["rows"][0]["v"] == 1.5
-        shards, nodes = answers[3:]
+        # A follower read: the copy may be a moment behind, never ahead.
+        assert followed["rows"][0]["n"] in (0, 1)
+        shards, nodes = answers[4:]
         assert "leader" in shards.lower() and nodes.count("127.0.0.1:") >= 3
 
         _join_a_fourth_node(real, base, summary, tmp_path)
+        _start_a_compaction_node(compaction, base, summary, tmp_path)
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         code = proc.wait(timeout=60)
@@ -128,6 +138,47 @@ def _join_a_fourth_node(real: list[str], base: int, summary: str, tmp_path: Path
         f"--flight-port={free_port()}",
     ]
     node = Server(argv, log=tmp_path / "node-4.log", env=S3_ENV, cwd=ROOT)
+    try:
+        wait_for_port(grpc, proc=node.proc, log=node.log)
+        with MetaClient(f"127.0.0.1:{base}") as client:
+            deadline = time.monotonic() + 30
+            while not any(n.name == f"127.0.0.1:{grpc}" and n.live for n in client.nodes()):
+                assert time.monotonic() < deadline, node.log.read_text()
+                time.sleep(0.2)
+    finally:
+        node.stop()
+
+
+def _services(summary: str) -> dict[str, str]:
+    found = {k: re.search(rf"{k}\s+(\S+)", summary) for k in ("etcd", "kafka", "s3")}
+    return {k: m[1] for k, m in found.items() if m is not None}
+
+
+def _start_a_compaction_node(
+    compaction: list[str], base: int, summary: str, tmp_path: Path
+) -> None:
+    """The documented `gnomon compaction-node` command (its optional Ray part left out), its
+    placeholders filled: it registers with the meta service as a live compaction node."""
+    (command,) = compaction
+    grpc = free_port()
+    filled = (
+        re.sub(r"\s*\[[^\]]*\]", "", command)
+        .replace("META1:2390,META2:2390", f"127.0.0.1:{base}")
+        .replace("THIS_HOST:8841", f"127.0.0.1:{grpc}")
+        .replace("BUCKET/gnomon", "gnomon/readme")
+    )
+    assert not re.search(r"[A-Z]{4,}", filled.replace("--", "")), filled
+    argv = [
+        sys.executable,
+        "-m",
+        "gnomon.cli",
+        *filled.split()[1:],
+        f"--s3-endpoint={_services(summary)['s3']}",
+        f"--data-dir={tmp_path / 'compaction'}",
+        f"--grpc-port={grpc}",
+        f"--http-port={free_port()}",
+    ]
+    node = Server(argv, log=tmp_path / "compaction.log", env=S3_ENV, cwd=ROOT)
     try:
         wait_for_port(grpc, proc=node.proc, log=node.log)
         with MetaClient(f"127.0.0.1:{base}") as client:
