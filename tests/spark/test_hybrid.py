@@ -8,6 +8,7 @@ sees exactly the planned snapshot."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -179,7 +180,8 @@ def test_filters_and_columns(spark: Any, owner: tuple[Engine, str]) -> None:
 
 def test_a_read_sees_one_snapshot(spark: Any, owner: tuple[Engine, str]) -> None:
     """Planned, then a writer ingests, compaction merges, garbage collection runs with no
-    retention: the job reads the planned rows, from files the lease kept."""
+    retention, before the job and while it runs: the job reads the planned rows, from files
+    the lease kept."""
     engine, endpoint = owner
     _create(engine, "busy")
     SqlExecutor(engine).execute("ALTER TABLE busy MODIFY SETTING max_versions='1'")
@@ -202,7 +204,21 @@ def test_a_read_sees_one_snapshot(spark: Any, owner: tuple[Engine, str]) -> None
     # max_versions=1 would keep the current version alone: the lease keeps the planned one.
     table_id = engine.describe("busy").table_id
     assert len(engine.manifest.versions(table_id)) > 1
-    got = _sorted([tuple(r) for r in frame.collect()])
+
+    def busy() -> None:
+        for h in range(4):  # bounded: a few rounds while the job runs
+            engine.write("busy", _rows(range(h, h + 3), 200.0 + h))
+            engine.flush("busy")
+            engine.compact("busy")
+            engine.gc("busy")
+
+    writer = threading.Thread(target=busy)
+    writer.start()
+    try:
+        got = _sorted([tuple(r) for r in frame.collect()])
+    finally:
+        writer.join(timeout=120)
+    assert not writer.is_alive()
     assert got == _sorted([(r["host"], r["v"], r["ts"]) for r in before.to_pylist()])
     assert got != _sorted(
         [(r["host"], r["v"], r["ts"]) for r in engine.read_all("busy").to_pylist()]
