@@ -111,47 +111,29 @@ def test_the_cluster_section(tmp_path: Path) -> None:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
 
 
+def _services(summary: str) -> dict[str, str]:
+    """The dev cluster's services as its summary names them (etcd, kafka, s3)."""
+    found = {k: re.search(rf"{k}\s+(\S+)", summary) for k in ("etcd", "kafka", "s3")}
+    return {k: m[1] for k, m in found.items() if m is not None}
+
+
 def _join_a_fourth_node(real: list[str], base: int, summary: str, tmp_path: Path) -> None:
     """The documented `gnomon node` command, its placeholders filled with the dev cluster's
     services: it registers and the meta service sees it live."""
     (command,) = real
-    found = {k: re.search(rf"{k}\s+(\S+)", summary) for k in ("etcd", "kafka", "s3", "meta")}
-    etcd, kafka, s3 = (m[1] for m in (found["etcd"], found["kafka"], found["s3"]))  # type: ignore[index]
-    grpc = free_port()
-    filled = (
-        command.replace("META1:2390,META2:2390", f"127.0.0.1:{base}")
-        .replace("THIS_HOST:8831", f"127.0.0.1:{grpc}")
-        .replace("BROKER:9092", kafka)
-        .replace("BUCKET/gnomon", "gnomon/readme")
-        .replace("ETCD:2379", etcd)
+    services = _services(summary)
+    _run_documented(
+        command,
+        {
+            "THIS_HOST:8831": "{grpc}",
+            "BROKER:9092": services["kafka"],
+            "ETCD:2379": services["etcd"],
+        },
+        ["--http-port", "--flight-port"],
+        base,
+        summary,
+        tmp_path / "node-4",
     )
-    assert not re.search(r"[A-Z]{4,}", filled.replace("--", "")), filled
-    argv = [
-        sys.executable,
-        "-m",
-        "gnomon.cli",
-        *filled.split()[1:],
-        f"--s3-endpoint={s3}",
-        f"--data-dir={tmp_path / 'node-4'}",
-        f"--grpc-port={grpc}",
-        f"--http-port={free_port()}",
-        f"--flight-port={free_port()}",
-    ]
-    node = Server(argv, log=tmp_path / "node-4.log", env=S3_ENV, cwd=ROOT)
-    try:
-        wait_for_port(grpc, proc=node.proc, log=node.log)
-        with MetaClient(f"127.0.0.1:{base}") as client:
-            deadline = time.monotonic() + 30
-            while not any(n.name == f"127.0.0.1:{grpc}" and n.live for n in client.nodes()):
-                assert time.monotonic() < deadline, node.log.read_text()
-                time.sleep(0.2)
-    finally:
-        node.stop()
-
-
-def _services(summary: str) -> dict[str, str]:
-    found = {k: re.search(rf"{k}\s+(\S+)", summary) for k in ("etcd", "kafka", "s3")}
-    return {k: m[1] for k, m in found.items() if m is not None}
 
 
 def _start_a_compaction_node(
@@ -160,13 +142,32 @@ def _start_a_compaction_node(
     """The documented `gnomon compaction-node` command (its optional Ray part left out), its
     placeholders filled: it registers with the meta service as a live compaction node."""
     (command,) = compaction
-    grpc = free_port()
-    filled = (
-        re.sub(r"\s*\[[^\]]*\]", "", command)
-        .replace("META1:2390,META2:2390", f"127.0.0.1:{base}")
-        .replace("THIS_HOST:8841", f"127.0.0.1:{grpc}")
-        .replace("BUCKET/gnomon", "gnomon/readme")
+    _run_documented(
+        re.sub(r"\s*\[[^\]]*\]", "", command),
+        {"THIS_HOST:8841": "{grpc}"},
+        ["--http-port"],
+        base,
+        summary,
+        tmp_path / "compaction",
     )
+
+
+def _run_documented(
+    command: str,
+    placeholders: dict[str, str],
+    port_flags: list[str],
+    base: int,
+    summary: str,
+    data_dir: Path,
+) -> None:
+    """Start a documented command with its placeholders filled (``{grpc}``: a free port it
+    serves gRPC on and registers as), and wait until the meta service sees it live."""
+    grpc = free_port()
+    filled = command.replace("META1:2390,META2:2390", f"127.0.0.1:{base}").replace(
+        "BUCKET/gnomon", "gnomon/readme"
+    )
+    for placeholder, value in placeholders.items():
+        filled = filled.replace(placeholder, value.format(grpc=f"127.0.0.1:{grpc}"))
     assert not re.search(r"[A-Z]{4,}", filled.replace("--", "")), filled
     argv = [
         sys.executable,
@@ -174,11 +175,11 @@ def _start_a_compaction_node(
         "gnomon.cli",
         *filled.split()[1:],
         f"--s3-endpoint={_services(summary)['s3']}",
-        f"--data-dir={tmp_path / 'compaction'}",
+        f"--data-dir={data_dir}",
         f"--grpc-port={grpc}",
-        f"--http-port={free_port()}",
+        *(f"{flag}={free_port()}" for flag in port_flags),
     ]
-    node = Server(argv, log=tmp_path / "compaction.log", env=S3_ENV, cwd=ROOT)
+    node = Server(argv, log=data_dir.with_suffix(".log"), env=S3_ENV, cwd=ROOT)
     try:
         wait_for_port(grpc, proc=node.proc, log=node.log)
         with MetaClient(f"127.0.0.1:{base}") as client:
