@@ -139,8 +139,8 @@ def release(held: Sequence[Held]) -> None:
 
 class LeaseKeeper:
     """Renews held snapshots from the driver until :meth:`stop` (which releases them), the
-    ``until`` callable says to stop, or ``max_s`` passed; a snapshot gone (released, run out)
-    is dropped."""
+    ``until`` callable says to stop, or ``max_s`` passed; a snapshot gone (released, run out,
+    or its owner unreachable for longer than its lease, which it then outlived) is dropped."""
 
     def __init__(self, held: Sequence[Held], *, max_s: float, until: Any = None) -> None:
         self.held = list(held)
@@ -154,17 +154,25 @@ class LeaseKeeper:
         self._thread.start()
 
     def _run(self, interval: float) -> None:
+        renewed = {h.pin: time.monotonic() for h in self.held}
         while not self._stop.wait(interval):
-            if time.monotonic() > self._deadline or (self._until is not None and self._until()):
+            now = time.monotonic()
+            if now > self._deadline or (self._until is not None and self._until()):
                 break
             for h in list(self.held):
                 try:
                     with FlightClient(h.owner) as client:
                         client.action("renew", pin=h.pin)
+                    renewed[h.pin] = now
                 except NotFound:
                     self.held.remove(h)
-                except GnomonError as e:  # a node briefly away: the next round tries again
-                    log.warning("snapshot renew failed", extra={"pin": h.pin, "error": e.message})
+                except GnomonError as e:
+                    if now - renewed[h.pin] > h.lease_ms / 1000:
+                        self.held.remove(h)  # run out on its owner by now
+                    else:  # a node briefly away: the next round tries again
+                        log.warning(
+                            "snapshot renew failed", extra={"pin": h.pin, "error": e.message}
+                        )
         release(self.held)
 
     def stop(self) -> None:

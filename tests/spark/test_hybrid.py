@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 
 import gnomon.spark
+from gnomon.errors import NotFound
 from gnomon.flight.client import FlightClient
 from gnomon.flight.ticket import ScanSpec
 from gnomon.spark import planning
@@ -231,5 +232,15 @@ def test_lease_runs_out(owner: tuple[Engine, str]) -> None:
     (held,) = plan.held
     with FlightClient(endpoint) as client:
         assert client.action("release", pin=held.pin)["released"]
-        with pytest.raises(Exception, match="no held snapshot"):
+        with pytest.raises(NotFound, match="no held snapshot"):
             client.action("renew", pin=held.pin)
+
+
+def test_lease_keeper_releases_on_stop(owner: tuple[Engine, str]) -> None:
+    _, endpoint = owner
+    plan = planning.plan(endpoint, ScanSpec(table="flushed", lease_ms=60_000))
+    keeper = planning.LeaseKeeper(plan.held, max_s=600)
+    keeper.stop()
+    (held,) = plan.held
+    with FlightClient(endpoint) as client, pytest.raises(NotFound, match="no held snapshot"):
+        client.action("renew", pin=held.pin)
