@@ -227,8 +227,9 @@ def test_a_read_sees_one_snapshot(spark: Any, owner: tuple[Engine, str]) -> None
 
 
 def test_lease_runs_out(owner: tuple[Engine, str]) -> None:
-    _, endpoint = owner
-    plan = planning.plan(endpoint, ScanSpec(table="flushed", lease_ms=60_000))
+    engine, endpoint = owner
+    _create(engine, "released")
+    plan = planning.plan(endpoint, ScanSpec(table="released", lease_ms=60_000))
     (held,) = plan.held
     with FlightClient(endpoint) as client:
         assert client.action("release", pin=held.pin)["released"]
@@ -237,8 +238,9 @@ def test_lease_runs_out(owner: tuple[Engine, str]) -> None:
 
 
 def test_lease_keeper_releases_on_stop(owner: tuple[Engine, str]) -> None:
-    _, endpoint = owner
-    plan = planning.plan(endpoint, ScanSpec(table="flushed", lease_ms=60_000))
+    engine, endpoint = owner
+    _create(engine, "kept")
+    plan = planning.plan(endpoint, ScanSpec(table="kept", lease_ms=60_000))
     keeper = planning.LeaseKeeper(plan.held, max_s=600)
     keeper.stop()
     (held,) = plan.held
