@@ -399,9 +399,12 @@ class GnomonWriter(DataSourceArrowWriter):  # type: ignore[misc]
     def _parts(self, batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.RecordBatch]]:
         """Each batch (cast to the catalog's types) or, for a partition table, each sub-table's
         rows of it, with the index of its revision."""
-        from node.partition.rule import KeyRule
+        rule = None
+        if self.key is not None:
+            # Imported only for partition tables: plain writes keep the workers' imports light.
+            from node.partition.rule import KeyRule
 
-        rule = None if self.key is None else KeyRule(tuple(self.key), len(self.revisions))
+            rule = KeyRule(tuple(self.key), len(self.revisions))
         for b in batches:
             b = b.cast(self.target, safe=False) if b.schema != self.target else b
             if rule is None:
