@@ -8,9 +8,11 @@ sees exactly the planned snapshot."""
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
+from decimal import Decimal
 from typing import Any
 
 import duckdb
@@ -246,3 +248,34 @@ def test_lease_keeper_releases_on_stop(owner: tuple[Engine, str]) -> None:
     (held,) = plan.held
     with FlightClient(endpoint) as client, pytest.raises(NotFound, match="no held snapshot"):
         client.action("renew", pin=held.pin)
+
+
+def test_every_column_type_read_natively(spark: Any, owner: tuple[Engine, str]) -> None:
+    """Spark's Parquet reader takes every column type as the data source gives it (unsigned
+    integers widened, dates, binary, the zone-less timestamp as a UTC one)."""
+    engine, endpoint = owner
+    SqlExecutor(engine).execute(
+        "CREATE TABLE typed (host string TAG, d double, f float, s string, b varbinary, "
+        "ok boolean, day date, i8 int8, i16 int16, i32 int32, i64 int64, u8 uint8, "
+        "u16 uint16, u32 uint32, u64 uint64, ts timestamp NOT NULL, TIMESTAMP KEY(ts))"
+    )
+    SqlExecutor(engine).execute(
+        "INSERT INTO typed (host, d, f, s, b, ok, day, i8, i16, i32, i64, u8, u16, u32, u64, ts) "
+        "VALUES ('h1', 1.5, 2.5, 'x', 'ab', true, '2024-02-29', -128, -32768, -2147483648, "
+        "-9223372036854775808, 255, 65535, 4294967295, 18446744073709551615, 1700000000123), "
+        "('h2', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
+        "NULL, 1700000000124)"
+    )
+    engine.flush("typed")
+    assert _native(endpoint, "typed").native_rows == 2
+    hybrid = gnomon.spark.read(spark, "typed", endpoint=endpoint).collect()
+    flight_only = gnomon.spark.read(spark, "typed", endpoint=endpoint, native=False).collect()
+    assert _sorted([tuple(r) for r in hybrid]) == _sorted([tuple(r) for r in flight_only])
+    (full,) = [r for r in hybrid if r.host == "h1"]
+    assert (full.u64, full.u32, full.u8, full.day) == (
+        Decimal(2**64 - 1),
+        2**32 - 1,
+        255,
+        dt.date(2024, 2, 29),
+    )
+    assert full.ts == dt.datetime(2023, 11, 14, 22, 13, 20, 123000)
