@@ -236,7 +236,7 @@ class LocalTables:
 
     def native_files(self, table: str, pinned: Pinned, time_range: TimeRange) -> list[SstMeta]:
         info = self.engine.describe(table)
-        return native_files(info.schema, info.options, pinned, time_range)
+        return native_files(info.schema, info.options, pinned, time_range, self.engine.sst_columns)
 
     def object_uri(self, key: str) -> str | None:
         return self.engine.object_uri(key)

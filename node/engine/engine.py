@@ -814,6 +814,10 @@ class Engine:
             windows, seg, lo, hi, max_splits=max_splits, min_split_rows=min_split_rows
         )
 
+    def sst_columns(self, key: str) -> frozenset[str]:
+        """The columns the SST ``key`` holds (from its cached footer)."""
+        return self._sst_files.columns(key)
+
     def object_uri(self, key: str) -> str | None:
         """Where a reader with its own client finds the object ``key`` (None: the store
         gives no address)."""

@@ -4,8 +4,9 @@ node).
 
 An SST's rows are the table's rows, as stored, when nothing the scan would resolve reaches them:
 
-- it was written with the table's current schema version (older files lack added columns,
-  which the engine fills with defaults);
+- it holds every column of the table's current schema (it was written with the current
+  schema version, or an older one that differs only in settings: files from before an ADD
+  COLUMN lack the column, which the engine fills with its default);
 - it holds no row-deletion markers;
 - no other source of the snapshot (SST or memtable) overlaps its time range and might hold
   another version of one of its keys (in APPEND mode nothing shadows anything, so only an
@@ -18,6 +19,7 @@ columns (sequence, kind) are simply not read.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 from node.engine.options import TableOptions, UpdateMode
@@ -45,9 +47,14 @@ def _in_range(f: SstMeta, time_range: TimeRange) -> bool:
 
 
 def native_files(
-    schema: Schema, options: TableOptions, pinned: Pinned, time_range: TimeRange
+    schema: Schema,
+    options: TableOptions,
+    pinned: Pinned,
+    time_range: TimeRange,
+    columns_of: Callable[[str], frozenset[str]],
 ) -> list[SstMeta]:
-    """The data SSTs of ``pinned`` in ``time_range`` whose rows need no merge (see above)."""
+    """The data SSTs of ``pinned`` in ``time_range`` whose rows need no merge (see above);
+    ``columns_of`` gives the columns an SST holds (asked only of older schema versions')."""
     files = pinned.version.files
     data = [f for f in files if f.is_data and _in_range(f, time_range)]
     tombstone_files = [f for f in files if not f.is_data]
@@ -63,7 +70,9 @@ def native_files(
     memtable_ranges = [r for view in pinned.views for r in view.ranges]
     out = []
     for f in data:
-        if f.schema_version != schema.version or f.deletes:
+        if f.deletes:
+            continue
+        if f.schema_version != schema.version and not set(schema.names) <= columns_of(f.path):
             continue
         if any(
             o is not f and (deletes or not append) and _overlap(f.min_ts, f.max_ts, lo, hi)

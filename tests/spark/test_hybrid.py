@@ -279,3 +279,15 @@ def test_every_column_type_read_natively(spark: Any, owner: tuple[Engine, str]) 
         dt.date(2024, 2, 29),
     )
     assert full.ts == dt.datetime(2023, 11, 14, 22, 13, 20, 123000)
+
+
+def test_a_settings_change_keeps_files_native(spark: Any, owner: tuple[Engine, str]) -> None:
+    """MODIFY SETTING makes a new schema version with the same columns: files written before
+    it still hold every column and are read as plain Parquet."""
+    engine, endpoint = owner
+    _create(engine, "retuned")
+    engine.write("retuned", _rows(range(0, 2), 0.0))
+    engine.flush("retuned")
+    SqlExecutor(engine).execute("ALTER TABLE retuned MODIFY SETTING max_versions='50'")
+    assert _native(endpoint, "retuned").native_rows == 2 * 60 * HOSTS
+    _answers(spark, endpoint, "retuned", engine)
