@@ -175,16 +175,19 @@ class FlightTables(TableCatalog, LocalReader, TableWriter, Snapshots, Staging, P
 class LocalTables:
     """This node's engine behind the seam: every protocol above, each call one engine call."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, follower_reads: bool = False) -> None:
+        """``follower_reads``: reads use the copies of shards followed here where there are
+        some (a moment behind their leaders), and list and describe them too."""
         self.engine = engine
+        self.follower_reads = follower_reads
 
     # -- catalog ---------------------------------------------------------------------------------
 
     def list_tables(self) -> list[str]:
-        return self.engine.list_tables()
+        return self.engine.list_tables(follower=self.follower_reads)
 
     def describe(self, name: str) -> TableInfo:
-        return self.engine.describe(name)
+        return self.engine.describe(name, follower=self.follower_reads)
 
     def create_table(
         self,
@@ -211,7 +214,7 @@ class LocalTables:
     # -- reads -----------------------------------------------------------------------------------
 
     def schema(self, table: str) -> Schema:
-        return self.engine.describe(table).schema
+        return self.describe(table).schema
 
     def scan(self, request: ScanRequest) -> Scan:
         return self.engine.plan_scan(
@@ -225,6 +228,7 @@ class LocalTables:
             bounds=request.bounds,
             dictionary_tags=request.dictionary_tags,
             pinned=request.pinned,
+            follower=self.follower_reads,
         )
 
     def flush(self, table: str) -> None:

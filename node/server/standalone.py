@@ -194,6 +194,11 @@ class Standalone:
             # SQL, ingest and Flight see this node's tables through the table-source seam.
             tables = LocalTables(engine)
             partitions = self.placement.partitions(tables)
+            # Made first: the partition tables answer their sub-tables' shares through the
+            # executor made last, the leaders' one.
+            follower = SqlExecutor(
+                LocalTables(engine, follower_reads=True), self.placement.remote_tables(), partitions
+            )
             executor = SqlExecutor(tables, self.placement.remote_tables(), partitions)
             ingestor = Ingestor(tables)
             self._register_engine_gauges(engine)
@@ -206,6 +211,7 @@ class Standalone:
                 compress_min_bytes=self.compress_min_bytes,
                 queries=self.queries,
                 partitions=partitions,
+                execute_follower=follower.execute,
             )
             self._grpc = GrpcServer(
                 service,
@@ -232,6 +238,7 @@ class Standalone:
                 start_writes=ingestor.start_write_all,
                 route=functools.partial(self._route, router, tables),
                 authenticator=authenticator,
+                execute_follower=forwarding(follower.execute, router),
             )
             self._http = HttpServer(app, bind=self.bind, port=self.http_port, tls=tls)
             self.http_port = self._http.start()
@@ -333,14 +340,19 @@ class Standalone:
             "flight": f"{host}:{self.flight_port}",
         }
 
-    def _route(self, router: Router, tables: LocalTables, table: str) -> dict[str, str]:
+    def _route(self, router: Router, tables: LocalTables, table: str) -> dict[str, Any]:
         """The endpoints of the node serving ``table``: its owner's where another node
-        serves it, this node's where it does (NotFound for no such table)."""
-        remote = router.remote_routes([table]).get(table)
-        if remote is not None:
-            return {"grpc": remote.endpoint, **remote.endpoints}
-        tables.describe(table)
-        return self._endpoints()
+        serves it, this node's where it does (NotFound for no such table); and its
+        followers' (``followers``, follower reads go there) when it has some."""
+        route = router.routes([table]).get(table)
+        if route is None or route.endpoint == router.me:
+            tables.describe(table)
+            found: dict[str, Any] = dict(self._endpoints())
+        else:
+            found = {"grpc": route.endpoint, **route.endpoints}
+        if route is not None and route.followers:
+            found["followers"] = [{"grpc": f, **e} for f, e in route.followers.items()]
+        return found
 
     def _flight_route(
         self, router: Router, tables: LocalTables, partitions: Partitions, table: str
@@ -451,6 +463,20 @@ class Standalone:
                 lambda: [((o,), float(n)) for o, n in sorted(offload.outcomes().items())],
             )
         m.gauge("gnomon_tables", "Tables in the catalog.", [], tables)
+
+        def follower_lag() -> Iterable[tuple[Labels, float]]:
+            for shard_id, followed in sorted(engine.followed().items()):
+                records, seconds = followed.lag()
+                yield (str(shard_id), "records"), float(records)
+                yield (str(shard_id), "seconds"), seconds
+
+        m.gauge(
+            "gnomon_follower_lag",
+            "How far each shard followed here is behind its leader: log records not applied "
+            "yet, and seconds since it was last caught up (0 when caught up).",
+            ["shard", "unit"],
+            follower_lag,
+        )
         m.gauge(
             "gnomon_memtable_size",
             "Data held in memtables, not yet flushed to SSTs.",
