@@ -79,9 +79,7 @@ class FollowedShard:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            floors = {tid: t._version.flushed_seq for tid, t in self.tables.items()}
-            for tid, table in self.tables.items():
-                floors[tid] = max(floors[tid], table._followed_to)
+            floors = {tid: t.followed_to for tid, t in self.tables.items()}
             try:
                 self._follower = self._wal.follow(self.shard_id, floors)
                 self._follower.run(self._apply, self._stop, self._tick)

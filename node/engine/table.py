@@ -170,7 +170,7 @@ class Table:
         # Raises the WAL's sequence floor too, so new writes never reuse a flushed sequence.
         self._wal.mark_deleted(self._region, self.table_id, flushed)
         records = 0
-        start = max(flushed, self._followed_to) + 1
+        start = self.followed_to + 1
         for record in self._wal.read(self._region, self.table_id, start):
             op, batch = decode_record(record.payload)
             self._apply(self._active, op, batch, record.seq)
@@ -350,6 +350,13 @@ class Table:
             self._followed_to = seq
             if self._active.nbytes >= self.info.options.write_buffer_size:
                 self._freeze_locked()
+
+    @property
+    def followed_to(self) -> int:
+        """The highest sequence this table holds: in its SSTs or, following a leader,
+        applied to its memtables (a follower reads the log, and a promoted one replays it,
+        from after it)."""
+        return max(self._version.flushed_seq, self._followed_to)
 
     def catch_up(self) -> bool:
         """Take the leader's newest manifest version and drop from the memtables what its
