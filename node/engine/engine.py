@@ -934,6 +934,8 @@ class Engine:
             return
         self._gc.stop()
         self._compaction_check.stop()
+        for shard_id in list(self._followed):
+            self.unfollow_shard(shard_id)
         # A compaction in progress finishes (or is discarded) before its table closes.
         self._scheduler.stop()
         try:
