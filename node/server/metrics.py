@@ -1,5 +1,6 @@
 """A small metrics registry rendered in the Prometheus text exposition format (version 0.0.4):
-counters and histograms with labels, plus gauges read from callbacks when scraped."""
+counters and histograms with labels, plus gauges (and counters kept elsewhere) read from
+callbacks when scraped."""
 
 from __future__ import annotations
 
@@ -107,14 +108,19 @@ class Histogram:
 
 
 class Gauge:
-    def __init__(self, name: str, help: str, labels: Sequence[str], fn: GaugeFn) -> None:
+    """Figures read from ``fn`` when scraped; ``kind`` "counter" for counts only growing."""
+
+    def __init__(
+        self, name: str, help: str, labels: Sequence[str], fn: GaugeFn, kind: str = "gauge"
+    ) -> None:
         self.name = name
         self.help = help
         self.label_names = tuple(labels)
         self.fn = fn
+        self.kind = kind
 
     def render(self) -> list[str]:
-        out = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} gauge"]
+        out = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {self.kind}"]
         out += [f"{self.name}{_labels(self.label_names, k)} {_num(v)}" for k, v in self.fn()]
         return out
 
@@ -158,6 +164,12 @@ class Registry:
 
     def gauge(self, name: str, help: str, labels: Sequence[str], fn: GaugeFn) -> Gauge:
         g = Gauge(name, help, labels, fn)
+        self._metrics.append(g)
+        return g
+
+    def counted(self, name: str, help: str, labels: Sequence[str], fn: GaugeFn) -> Gauge:
+        """A counter whose counts are kept elsewhere, read from ``fn`` when scraped."""
+        g = Gauge(name, help, labels, fn, kind="counter")
         self._metrics.append(g)
         return g
 

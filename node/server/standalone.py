@@ -126,6 +126,7 @@ class Standalone:
         self.grace_s = grace_s
         self.metrics = Registry()
         self.queries = Queries(query_timeout_s, limits)
+        self._register_query_gauges()
         self.engine: Engine | None = None
         #: Whether the last stop left work running (a query DataFusion was still planning,
         #: a Flight call): see :meth:`run_forever`.
@@ -417,6 +418,37 @@ class Standalone:
         self.stop()
 
     # -- metrics ---------------------------------------------------------------------------------
+
+    def _register_query_gauges(self) -> None:
+        queries = self.queries
+        limits = queries.limits
+        settings = {
+            "max_concurrent_queries": limits.max_concurrent,
+            "query_queue_timeout_s": limits.queue_timeout_s,
+            "query_timeout_s": queries.timeout_s or None,
+            "max_statement_bytes": limits.max_statement_bytes,
+            "query_memory_bytes": limits.memory_bytes,
+            "max_result_bytes": limits.max_result_bytes,
+        }
+        self.metrics.gauge(
+            "gnomon_query_limit",
+            "The query limits this server enforces, by setting (those set only).",
+            ["setting"],
+            lambda: [((k,), float(v)) for k, v in settings.items() if v is not None],
+        )
+        self.metrics.gauge(
+            "gnomon_queries",
+            "Queries running now, and waiting for a turn under max_concurrent_queries.",
+            ["state"],
+            lambda: [(("running",), float(queries.running_now)), (("queued",), queries.queued)],
+        )
+        self.metrics.counted(
+            "gnomon_queries_refused_total",
+            "Queries a limit turned away since start: concurrency (waited in the queue too "
+            "long), timeout, statement_bytes, memory_bytes, result_bytes.",
+            ["limit"],
+            lambda: [((k,), float(n)) for k, n in queries.refusals.counts().items()],
+        )
 
     def _register_engine_gauges(self, engine: Engine) -> None:
         def tables() -> Iterable[tuple[Labels, float]]:

@@ -11,7 +11,8 @@ or its probe (has the HTTP client closed its connection?) says the caller is gon
 
 The token also carries the server's :class:`QueryLimits` for the query (its memory budget,
 the largest answer), and :meth:`Queries.running` admits at most ``max_concurrent`` queries at
-once, the others waiting their turn up to ``queue_timeout_s``.
+once, the others waiting their turn up to ``queue_timeout_s``. Each limit that turns a
+query away is counted in :class:`Refusals` (the servers' ``/metrics`` show them).
 """
 
 from __future__ import annotations
@@ -42,11 +43,31 @@ class QueryLimits:
     max_result_bytes: int | None = None
 
 
+#: The limits a query can be refused by, as counted in :class:`Refusals`.
+LIMITS = ("concurrency", "timeout", "statement_bytes", "memory_bytes", "result_bytes")
+
+
+class Refusals:
+    """How many queries each limit (:data:`LIMITS`) turned away since start."""
+
+    def __init__(self) -> None:
+        self._counts = dict.fromkeys(LIMITS, 0)
+        self._lock = threading.Lock()
+
+    def count(self, limit: str) -> None:
+        with self._lock:
+            self._counts[limit] += 1
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+
 class CancelToken:
     """Whether one query should stop. ``probe`` answers whether its caller is gone; it is
     asked at every check, so it must be cheap (one non-blocking system call)."""
 
-    __slots__ = ("_probe", "_reason", "deadline", "limits", "timeout_s")
+    __slots__ = ("_probe", "_reason", "_timed_out", "deadline", "limits", "refusals", "timeout_s")
 
     def __init__(
         self,
@@ -54,12 +75,15 @@ class CancelToken:
         *,
         probe: Callable[[], bool] | None = None,
         limits: QueryLimits | None = None,
+        refusals: Refusals | None = None,
     ) -> None:
         self.timeout_s = timeout_s
         self.limits = limits or QueryLimits()
+        self.refusals = refusals or Refusals()
         self.deadline = None if not timeout_s else time.monotonic() + timeout_s
         self._probe = probe
         self._reason: str | None = None
+        self._timed_out = False
 
     def cancel(self, reason: str) -> None:
         """Stop the query at its next check; the first reason given is the one reported."""
@@ -77,6 +101,10 @@ class CancelToken:
         if self._reason is not None:
             raise Cancelled(f"query cancelled: {self._reason}")
         if self.deadline is not None and time.monotonic() > self.deadline:
+            # Each scan of the query meets the deadline; the query is counted once.
+            if not self._timed_out:
+                self._timed_out = True
+                self.refusals.count("timeout")
             raise DeadlineExceeded(
                 f"query exceeded the server's time limit of {self.timeout_s:g} s "
                 "(setting query_timeout_s); narrow it (fewer columns, a time range, a LIMIT)"
@@ -89,6 +117,7 @@ class CancelToken:
         if most is not None and len(statement) > most:
             size = len(statement.encode("utf-8", "surrogatepass"))
             if size > most:
+                self.refusals.count("statement_bytes")
                 raise TooLarge(
                     f"SQL statement of {size} bytes exceeds the limit of {most} bytes "
                     "(setting max_statement_bytes)"
@@ -98,6 +127,7 @@ class CancelToken:
         """TooLarge if an answer of ``nbytes`` exceeds the query's limit."""
         limit = self.limits.max_result_bytes
         if limit is not None and nbytes > limit:
+            self.refusals.count("result_bytes")
             raise TooLarge(
                 f"query answer of {nbytes} bytes exceeds the server's limit of {limit} bytes "
                 "(setting max_result_bytes); select fewer rows or columns, or aggregate"
@@ -110,6 +140,17 @@ _current: ContextVar[CancelToken | None] = ContextVar("gnomon_cancel_token", def
 def current() -> CancelToken | None:
     """The token of the query running in this context, if any."""
     return _current.get()
+
+
+def over_memory(detail: str) -> TooLarge:
+    """The error of a query over its memory budget (DataFusion's ``detail``), counted
+    against the running query's limits."""
+    token = current()
+    if token is not None:
+        token.refusals.count("memory_bytes")
+    return TooLarge(
+        f"query needs more memory than its budget (setting query_memory_bytes): {detail}"
+    )
 
 
 class Queries:
@@ -126,9 +167,9 @@ class Queries:
             if self.limits.max_concurrent is None
             else threading.BoundedSemaphore(self.limits.max_concurrent)
         )
-        #: Queries waiting for a slot now, and refused for waiting too long since start.
+        #: Queries waiting for a slot now.
         self.queued = 0
-        self.refused = 0
+        self.refusals = Refusals()
         self._tokens: set[CancelToken] = set()
         self._cond = threading.Condition()
         self._stopping: str | None = None
@@ -164,7 +205,7 @@ class Queries:
                 with self._cond:
                     self.queued -= 1
             if not got:
-                self.refused += 1
+                self.refusals.count("concurrency")
                 raise Unavailable(
                     f"server busy: {self.limits.max_concurrent} queries running and this one "
                     f"waited {self.limits.queue_timeout_s:g} s for its turn (settings "
@@ -179,7 +220,7 @@ class Queries:
     def _token(
         self, limit: float | None, probe: Callable[[], bool] | None
     ) -> Iterator[CancelToken]:
-        token = CancelToken(limit, probe=probe, limits=self.limits)
+        token = CancelToken(limit, probe=probe, limits=self.limits, refusals=self.refusals)
         with self._cond:
             if self._stopping is not None:
                 token.cancel(self._stopping)

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import datafusion
 import pyarrow as pa
 
-from gnomon.errors import GnomonError, InvalidArgument, NotOwner, TooLarge, UnknownTable
+from gnomon.errors import GnomonError, InvalidArgument, NotOwner, UnknownTable
 from node.engine.engine import Engine
 from node.engine.options import UpdateMode
 from node.engine.schema import TSID, ColumnType
@@ -790,10 +790,7 @@ def _translate(e: Exception, names: dict[str, str]) -> GnomonError:
     if m:
         return UnknownTable(names.get(m.group(1), m.group(1)))
     if "Resources exhausted" in text:
-        return TooLarge(
-            "query needs more memory than its budget (setting query_memory_bytes): "
-            + text.split("Resources exhausted:", 1)[-1].strip().splitlines()[0]
-        )
+        return cancel.over_memory(text.split("Resources exhausted:", 1)[-1].strip().splitlines()[0])
     if _DF_RECURSION.search(text):
         return InvalidArgument(
             "query too complex: nested deeper than the SQL parser's limit of 50 levels "

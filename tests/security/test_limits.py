@@ -2,11 +2,12 @@
 serving the others: many heavy queries against a small cap on concurrent queries (each one
 answers or is turned away after its wait in the queue, with a message saying so), a
 statement over the size limit, a query over its memory budget, an answer over the size
-limit."""
+limit; each refusal is counted on /metrics under the limit that made it."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from concurrent import futures
 from pathlib import Path
@@ -15,7 +16,9 @@ from typing import Any
 import grpc
 import pytest
 
+from gnomon.errors import DeadlineExceeded
 from gnomon.proto import storage_pb2
+from node.sql.cancel import Queries
 from tests.server.conftest import Running, start_standalone
 
 ROWS = 3000
@@ -69,6 +72,20 @@ def _serving(running: Running) -> None:
     assert _query(running, "SELECT count(*) AS n FROM lim") == (200, {"rows": [{"n": ROWS}]})
 
 
+def _metric(running: Running, series: str) -> float:
+    """The value of ``series`` (a name with its labels) on the server's /metrics."""
+    status, _, body = running.request("GET", "/metrics")
+    assert status == 200
+    prefix = series + " "
+    lines = [x for x in body.decode().splitlines() if x.startswith(prefix)]
+    assert len(lines) == 1, f"{series} not on /metrics"
+    return float(lines[0][len(prefix) :])
+
+
+def _refused(running: Running, limit: str) -> float:
+    return _metric(running, f'gnomon_queries_refused_total{{limit="{limit}"}}')
+
+
 def _peak_rss_bytes(running: Running) -> int:
     status = Path(f"/proc/{running.server.proc.pid}/status").read_text()
     line = next(x for x in status.splitlines() if x.startswith("VmHWM:"))
@@ -76,6 +93,7 @@ def _peak_rss_bytes(running: Running) -> int:
 
 
 def test_heavy_queries_against_a_small_cap_answer_or_queue_out(limited: Running) -> None:
+    refused_before = _refused(limited, "concurrency")
     with futures.ThreadPoolExecutor(HEAVY) as pool:
         answers = list(pool.map(lambda _: _query(limited, HEAVY_QUERY), range(HEAVY)))
     for status, body in answers:
@@ -86,12 +104,16 @@ def test_heavy_queries_against_a_small_cap_answer_or_queue_out(limited: Running)
             assert f"server busy: {CAP} queries running" in body["message"]
             assert "max_concurrent_queries" in body["message"]
     assert any(status == 200 for status, _ in answers)
+    busy = sum(status == 503 for status, _ in answers)
+    assert _refused(limited, "concurrency") - refused_before == busy
+    assert _metric(limited, 'gnomon_queries{state="queued"}') == 0
     _serving(limited)
     # Every query ran under the memory budget: the server grew by little more than CAP of them.
     assert _peak_rss_bytes(limited) < 1024**3
 
 
 def test_a_statement_over_the_size_limit(limited: Running) -> None:
+    refused_before = _refused(limited, "statement_bytes")
     long = "SELECT 1" + " " * STATEMENT_BYTES
     status, body = _query(limited, long)
     assert status == 413, body
@@ -106,18 +128,47 @@ def test_a_statement_over_the_size_limit(limited: Running) -> None:
         )(req, timeout=30)
     # The HoraeDB protocol's header has 400 for every refusal of the request itself.
     assert resp.header.code == 400 and "max_statement_bytes" in resp.header.error
+    assert _refused(limited, "statement_bytes") - refused_before == 2
     _serving(limited)
 
 
 def test_a_query_over_its_memory_budget(limited: Running) -> None:
+    refused_before = _refused(limited, "memory_bytes")
     status, body = _query(limited, GREEDY_QUERY)
     assert status == 413, body
     assert "more memory than its budget (setting query_memory_bytes)" in body["message"]
+    assert _refused(limited, "memory_bytes") - refused_before == 1
     _serving(limited)
 
 
 def test_an_answer_over_the_size_limit(limited: Running) -> None:
+    refused_before = _refused(limited, "result_bytes")
     status, body = _query(limited, "SELECT a.v, b.v AS w FROM lim a, lim b LIMIT 200000")
     assert status == 413, body
     assert f"exceeds the server's limit of {RESULT_BYTES} bytes" in body["message"]
+    assert _refused(limited, "result_bytes") - refused_before == 1
     _serving(limited)
+
+
+def test_the_limits_are_on_metrics(limited: Running) -> None:
+    for setting, value in (
+        ("max_concurrent_queries", CAP),
+        ("query_queue_timeout_s", 1),
+        ("max_statement_bytes", STATEMENT_BYTES),
+        ("query_memory_bytes", MEMORY_BYTES),
+        ("max_result_bytes", RESULT_BYTES),
+    ):
+        assert _metric(limited, f'gnomon_query_limit{{setting="{setting}"}}') == value
+    # This scrape is no query: none runs while it is answered.
+    assert _metric(limited, 'gnomon_queries{state="running"}') == 0
+
+
+def test_a_query_past_its_deadline_is_counted_once() -> None:
+    queries = Queries(timeout_s=60.0)
+    with queries.running() as token:
+        token.deadline = time.monotonic() - 1.0
+        # Every scan of the query checks; the query is one refusal.
+        for _ in range(3):
+            with pytest.raises(DeadlineExceeded, match="query_timeout_s"):
+                token.check()
+    assert queries.refusals.counts()["timeout"] == 1
