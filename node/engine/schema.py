@@ -28,7 +28,8 @@ KIND = "__kind"
 PUT = 0
 DELETE = 1
 
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-\.]*$")
+# A name may start with a digit, as HoraeDB's may (``1st_value``), but not be a number.
+_NAME = re.compile(r"^(?![0-9]*$)[A-Za-z0-9_][A-Za-z0-9_\-\.]*$")
 
 #: Most columns a table may have, its timestamp and series id included: InfluxDB 3's limit
 #: (500 per table, the time column included). Every scan, flush and compaction handles each
@@ -203,14 +204,17 @@ class Schema:
                 raise InvalidArgument(f"tag column {c.name!r} cannot be of type {c.type}")
         if timestamp_key not in names:
             raise InvalidArgument(f"timestamp key {timestamp_key!r} is not a column")
-        _check_width(len(cols) + (primary_key is None))
-        if primary_key is None:
-            if TSID in names:
-                raise InvalidArgument(
-                    f"column name {TSID!r} is reserved for the series id when no PRIMARY KEY "
-                    "is given"
-                )
+        # A key naming ``tsid`` without such a column (HoraeDB's PRIMARY KEY(tsid, t, c1))
+        # keys by the implicit series id and more columns.
+        implicit = primary_key is None or (TSID in primary_key and TSID not in names)
+        _check_width(len(cols) + implicit)
+        if primary_key is None and TSID in names:
+            raise InvalidArgument(
+                f"column name {TSID!r} is reserved for the series id when no PRIMARY KEY is given"
+            )
+        if implicit:
             cols.insert(0, Column(TSID, ColumnType.UINT64, nullable=False))
+        if primary_key is None:
             primary_key = (TSID, timestamp_key)
         pk = tuple(primary_key)
         if len(set(pk)) != len(pk):
@@ -453,7 +457,7 @@ def _check_name(name: str) -> None:
     if not _NAME.match(name):
         raise InvalidArgument(
             f"invalid column name {name!r}: use letters, digits, '_', '-' or '.', "
-            "not starting with a digit"
+            "starting with a letter, digit or '_', not all digits"
         )
     if name.startswith("__"):
         raise InvalidArgument(

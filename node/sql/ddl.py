@@ -81,32 +81,36 @@ def schema_of(stmt: CreateTable) -> tuple[Schema, TableOptions]:
 
 def _is_implicit_tsid(c: ColumnDef, stmt: CreateTable) -> bool:
     """Whether ``c`` is the implicit series id written out, as SHOW CREATE TABLE (HoraeDB's
-    and gnomon's) prints it: ``tsid uint64 NOT NULL`` with PRIMARY KEY(tsid, t)."""
+    and gnomon's) prints it: ``tsid uint64 NOT NULL`` in a PRIMARY KEY with the timestamp
+    key, such as (tsid, t) or (tsid, t, c1)."""
+    pk = stmt.primary_key or []
     return (
         c.name == TSID
         and c.type is ColumnType.UINT64
         and not c.is_tag
-        and stmt.primary_key == [TSID, stmt.timestamp_key]
+        and TSID in pk
+        and stmt.timestamp_key in pk
     )
 
 
 def _primary_key(stmt: CreateTable) -> list[str] | None:
-    """The PRIMARY KEY of ``stmt``, None for the implicit (tsid, timestamp key): HoraeDB
-    writes that one out as PRIMARY KEY(tsid, t) or (t, tsid), with or without a tsid
-    column."""
+    """The PRIMARY KEY of ``stmt``: None for the implicit (tsid, timestamp key), which
+    HoraeDB writes out as PRIMARY KEY(tsid, t) or (t, tsid), with or without a tsid column;
+    a key holding ``tsid`` and more columns (HoraeDB's PRIMARY KEY(tsid, t, c1)) with the
+    implicit ``tsid`` first."""
     pk = stmt.primary_key
     own_tsid = any(c.name == TSID and not _is_implicit_tsid(c, stmt) for c in stmt.columns)
     if pk is None or TSID not in pk or own_tsid:
         return pk
-    # HoraeDB takes the two in either order; gnomon keys such a table by (tsid, timestamp),
-    # which holds the same rows under the same keys, only stored in another order.
-    if sorted(pk) != sorted([TSID, stmt.timestamp_key]) or len(pk) != 2:
+    if stmt.timestamp_key not in pk:
         raise InvalidArgument(
-            f"PRIMARY KEY({', '.join(pk)}): a key holding the implicit {TSID!r} is "
-            f"({TSID}, {stmt.timestamp_key}) alone; for another key, name its columns "
-            f"without {TSID!r}"
+            f"PRIMARY KEY({', '.join(pk)}) must contain the timestamp key {stmt.timestamp_key!r}"
         )
-    return None
+    # HoraeDB takes the key's columns in any order; gnomon keys such a table by the series
+    # id first, which holds the same rows under the same keys, only stored in another order.
+    if len(pk) == 2:
+        return None
+    return [TSID, *(k for k in pk if k != TSID)]
 
 
 def quote(name: str) -> str:

@@ -64,6 +64,9 @@ _SYMBOLS = (
 # is: an exponent (``1e5``, ``2E+3``) or a hexadecimal literal (``0x1F``) stays a number.
 # DataFusion reads such a word only quoted (:meth:`node.sql.analysis.Analysis.rewrite`).
 _DIGIT_WORD = r"""\d++(?![eE][+-]?\d++(?![\w$])|(?<=0)[xX][\da-fA-F]++(?![\w$]))[^\W\d][\w$]*+"""
+# A dot between a name and such a word (``t.1st_value``) qualifies the word, where ``.1``
+# would otherwise start a number.
+_QUALIFYING_DOT = r"""(?<=[\w$`"])\.(?=""" + _DIGIT_WORD + r""")"""
 
 # One pattern for every token, tried at each position: a regular expression walks the text
 # in C, where a loop over characters cost about 5 us per token. Space and comments before a
@@ -75,8 +78,9 @@ _DIGIT_WORD = r"""\d++(?![eE][+-]?\d++(?![\w$])|(?<=0)[xX][\da-fA-F]++(?![\w$]))
 _PATTERN = re.compile(
     r"""(?:\s+|--[^\n]*+\n?|/\*.*?\*/)*+"""
     r"""(?:([^\W\d][\w$]*|""" + _DIGIT_WORD + r""")"""
-    r"""|((?:\d|\.(?=\d))(?:[\d.eE]|(?<=[eE])[+-])*)"""
-    r"""|(<=|>=|<>|!=|\|\||::|\.(?!\d)|/(?!\*)|[(),;=<>*\-+%\[\]{}:|&^~!?@#$])"""
+    r"""|((?:\d|(?!""" + _QUALIFYING_DOT + r""")\.(?=\d))(?:[\d.eE]|(?<=[eE])[+-])*)"""
+    r"""|(<=|>=|<>|!=|\|\||::|\.(?!\d)|""" + _QUALIFYING_DOT + r"""|/(?!\*)"""
+    r"""|[(),;=<>*\-+%\[\]{}:|&^~!?@#$])"""
     r"""|'((?:[^']|'')*+)'"""
     r"""|"((?:[^"]|"")*+)"|`((?:[^`]|``)*+)`"""
     r"""|(/\*)|(.)|\Z)""",
@@ -263,7 +267,7 @@ _STRING_MARK, _WHOLE_MARK, _NUMBER_MARK = _MARK + "s", _MARK + "i", _MARK + "n"
 # instead of one per token.
 _LITERALS = re.compile(
     r"""((?:[^\W\d][\w$]*+|""" + _DIGIT_WORD + r"""|[^\w'"`.\-/]++|--[^\n]*+\n?|/\*.*?\*/"""
-    r"""|"(?:[^"]|"")*+"|`(?:[^`]|``)*+`|-(?!-)|/(?!\*)|\.(?!\d))++)"""
+    r"""|"(?:[^"]|"")*+"|`(?:[^`]|``)*+`|-(?!-)|/(?!\*)|\.(?!\d)|""" + _QUALIFYING_DOT + r""")++)"""
     r"""|'((?:[^']|'')*+)'"""
     r"""|((?:\d|\.(?=\d))(?:[\d.eE]|(?<=[eE])[+-])*)"""
     r"""|(.)""",

@@ -56,3 +56,87 @@ name | type      | is_primary | is_nullable | is_tag | is_dictionary
 tsid | uint64    | true       | false       | false  | false
 t1   | timestamp | true       | false       | false  | false
 c1   | int       | false      | true        | false  | false
+
+-- PRIMARY KEY(tsid, t1, c1): the implicit series id, the timestamp and more columns. Rows
+-- of one series and time differing in c1 are rows of their own; the same key is replaced.
+CREATE TABLE k3 (c1 int NOT NULL, host string TAG, v double,
+  t1 timestamp NOT NULL TIMESTAMP KEY, PRIMARY KEY(tsid, t1, c1));
+-- expect affected 0
+
+INSERT INTO k3 (c1, host, v, t1) VALUES (1, 'a', 1.0, 1000), (2, 'a', 2.0, 1000),
+  (1, 'b', 4.0, 1000);
+-- expect affected 3
+
+-- flush k3
+
+CREATE TABLE k_tags (host string TAG, t1 timestamp NOT NULL TIMESTAMP KEY);
+INSERT INTO k_tags (host, t1) VALUES ('a', 0), ('b', 0);
+
+INSERT INTO k3 (c1, host, v, t1) VALUES (1, 'a', 3.0, 1000), (3, 'a', 5.0, 500);
+-- expect affected 2
+
+SELECT c1, host, v, t1 FROM k3 ORDER BY host, t1, c1;
+-- expect
+c1 | host | v   | t1
+3  | a    | 5.0 | 1970-01-01T00:00:00.500
+1  | a    | 3.0 | 1970-01-01T00:00:01
+2  | a    | 2.0 | 1970-01-01T00:00:01
+1  | b    | 4.0 | 1970-01-01T00:00:01
+
+-- The series id is the one a table keyed by (tsid, t1) alone gives the same tags.
+SELECT count(*) AS same FROM k3 JOIN k_tags ON k3.tsid = k_tags.tsid;
+-- expect
+same
+4
+
+DELETE FROM k3 WHERE host = 'a' AND c1 = 1;
+-- expect affected 1
+
+SELECT c1, host, v FROM k3 ORDER BY host, c1;
+-- expect
+c1 | host | v
+2  | a    | 2.0
+3  | a    | 5.0
+1  | b    | 4.0
+
+DESCRIBE k3;
+-- expect
+name | type      | is_primary | is_nullable | is_tag | is_dictionary
+tsid | uint64    | true       | false       | false  | false
+t1   | timestamp | true       | false       | false  | false
+c1   | int       | true       | false       | false  | false
+host | string    | false      | true        | true   | false
+v    | double    | false      | true        | false  | false
+
+-- SHOW CREATE TABLE lists the implicit tsid in the key, and its statement makes the
+-- same table again.
+SHOW CREATE TABLE k3;
+-- expect
+Table | Create Table
+k3    | CREATE TABLE `k3` (`tsid` uint64 NOT NULL, `t1` timestamp NOT NULL, `c1` int NOT NULL, `host` string TAG, `v` double, PRIMARY KEY(`tsid`, `t1`, `c1`), TIMESTAMP KEY(`t1`)) ENGINE=Analytic WITH (segment_duration='2h', update_mode='OVERWRITE', write_buffer_size='33554432', ttl='1w', enable_ttl='false', num_rows_per_row_group='65536', compression='zstd', enable_compaction='true', compaction_min_threshold='4', compaction_max_threshold='16', compaction_target_size='268435456', compaction_full_after='off', compaction_mode='auto', time_travel='1h', max_versions='100')
+
+CREATE TABLE `k3_again` (`tsid` uint64 NOT NULL, `t1` timestamp NOT NULL, `c1` int NOT NULL, `host` string TAG, `v` double, PRIMARY KEY(`tsid`, `t1`, `c1`), TIMESTAMP KEY(`t1`)) ENGINE=Analytic;
+-- expect affected 0
+
+DESCRIBE k3_again;
+-- expect
+name | type      | is_primary | is_nullable | is_tag | is_dictionary
+tsid | uint64    | true       | false       | false  | false
+t1   | timestamp | true       | false       | false  | false
+c1   | int       | true       | false       | false  | false
+host | string    | false      | true        | true   | false
+v    | double    | false      | true        | false  | false
+
+-- In another order the key is the same, the series id first.
+CREATE TABLE k4 (c1 int, t1 timestamp NOT NULL TIMESTAMP KEY, PRIMARY KEY(c1, tsid, t1));
+-- expect affected 0
+
+DESCRIBE k4;
+-- expect
+name | type      | is_primary | is_nullable | is_tag | is_dictionary
+tsid | uint64    | true       | false       | false  | false
+c1   | int       | true       | false       | false  | false
+t1   | timestamp | true       | false       | false  | false
+
+CREATE TABLE k5 (c1 int, t1 timestamp NOT NULL TIMESTAMP KEY, PRIMARY KEY(tsid, c1));
+-- expect error InvalidArgument: must contain the timestamp key 't1'

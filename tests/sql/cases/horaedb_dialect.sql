@@ -2,7 +2,7 @@
 
 -- Table names (and aliases) may start with digits, unquoted, as in HoraeDB (MySQL): a
 -- word is a name when a letter or underscore follows its digits; 1e5 and 0x1F stay
--- numbers. Column names starting with a digit are refused by the engine, as before.
+-- numbers. Column names may too (below).
 CREATE TABLE 03_dml_select (host string TAG, value double, t timestamp NOT NULL,
   TIMESTAMP KEY(t));
 -- expect affected 0
@@ -43,6 +43,56 @@ DROP TABLE 03_dml_select;
 
 SELECT * FROM 03_dml_select;
 -- expect error NotFound: '03_dml_select'
+
+-- Column names starting with num_cols, unquoted or back-quoted, in every statement; after a
+-- name and a dot such a word is a qualified column, not the number .3.
+CREATE TABLE num_cols (1st_host string TAG, 2nd double, `3rd` int, t timestamp NOT NULL,
+  TIMESTAMP KEY(t));
+-- expect affected 0
+
+INSERT INTO num_cols (1st_host, 2nd, 3rd, t) VALUES ('a', 1.5, 3, 1000), ('b', 2.5, 4, 2000);
+-- expect affected 2
+
+SELECT 1st_host, 2nd, num_cols.3rd, `num_cols`.2nd * .5 AS half, t FROM num_cols
+WHERE 2nd > 2 ORDER BY t;
+-- expect
+1st_host | 2nd | 3rd | half | t
+b        | 2.5 | 4   | 1.25 | 1970-01-01T00:00:02
+
+SELECT 1st_host, sum(2nd) AS s FROM num_cols GROUP BY 1st_host ORDER BY 1st_host;
+-- expect
+1st_host | s
+a        | 1.5
+b        | 2.5
+
+DELETE FROM num_cols WHERE 1st_host = 'a';
+-- expect affected 1
+
+SELECT * FROM num_cols;
+-- expect
+tsid                 | 1st_host | 2nd | 3rd | t
+17868363790012946680 | b        | 2.5 | 4   | 1970-01-01T00:00:02
+
+DESCRIBE num_cols;
+-- expect
+name     | type      | is_primary | is_nullable | is_tag | is_dictionary
+tsid     | uint64    | true       | false       | false  | false
+t        | timestamp | true       | false       | false  | false
+1st_host | string    | false      | true        | true   | false
+2nd      | double    | false      | true        | false  | false
+3rd      | int       | false      | true        | false  | false
+
+ALTER TABLE num_cols ADD COLUMN 4th string;
+-- expect affected 0
+
+SHOW CREATE TABLE num_cols;
+-- expect
+Table    | Create Table
+num_cols | CREATE TABLE `num_cols` (`tsid` uint64 NOT NULL, `t` timestamp NOT NULL, `1st_host` string TAG, `2nd` double, `3rd` int, `4th` string, PRIMARY KEY(`tsid`, `t`), TIMESTAMP KEY(`t`)) ENGINE=Analytic WITH (segment_duration='2h', update_mode='OVERWRITE', write_buffer_size='33554432', ttl='1w', enable_ttl='false', num_rows_per_row_group='65536', compression='zstd', enable_compaction='true', compaction_min_threshold='4', compaction_max_threshold='16', compaction_target_size='268435456', compaction_full_after='off', compaction_mode='auto', time_travel='1h', max_versions='100')
+
+-- A column name of num_cols alone is a number, never a column.
+CREATE TABLE d2 (`12` int, t timestamp NOT NULL TIMESTAMP KEY);
+-- expect error InvalidArgument: invalid column name '12'
 
 -- Double quotes: a string where a value is expected and the text names nothing the query
 -- can mean (HoraeDB's rule for its MySQL-like dialect); a name where it spells a table,
@@ -233,9 +283,19 @@ SELECT c1 FROM 05_tsid_key;
 c1
 2
 
+-- With more columns too (horaedb_defaults_keys.sql has the rest).
 CREATE TABLE 05_tsid_more (c1 int NOT NULL, t1 timestamp NOT NULL TIMESTAMP KEY,
   PRIMARY KEY(tsid, t1, c1));
--- expect error InvalidArgument: a key holding the implicit 'tsid' is (tsid, t1) alone
+-- expect affected 0
+
+INSERT INTO 05_tsid_more (c1, t1) VALUES (1, 1000), (2, 1000);
+-- expect affected 2
+
+SELECT c1 FROM 05_tsid_more ORDER BY c1;
+-- expect
+c1
+1
+2
 
 -- Names keep their case, as in HoraeDB: another case finds nothing, back-quoted or not.
 CREATE TABLE case_T (ts timestamp NOT NULL, VALUE1 double, timestamp KEY (ts))
