@@ -20,7 +20,7 @@ import pyarrow as pa
 from gnomon.errors import InvalidArgument, UnknownTable
 from node.engine.lru import Lru
 from node.engine.schema import ColumnType, Schema
-from node.sql import direct, functions, prescan, rewrite
+from node.sql import direct, functions, prescan, rewrite, system
 from node.sql.lexer import Kind, Token, check_bounds, shaped
 from node.sql.parser import resolve
 from node.tables import TableCatalog
@@ -83,6 +83,8 @@ class Analysis:
     names: tuple[tuple[int, str], ...] = ()
     #: Double-quoted tokens that are string literals (:func:`_double_quoted_strings`).
     strings: tuple[int, ...] = ()
+    #: The words naming ``system.public.tables`` (:func:`node.sql.system.references`).
+    system: tuple[int, ...] = ()
 
     def holds_for(self, engine: TableCatalog) -> bool:
         """Whether the engine's tables are still those the analysis was found with."""
@@ -183,12 +185,17 @@ def analyse(tokens: Sequence[Token], engine: TableCatalog, sql: str) -> Analysis
     tables = engine.list_tables()
     known = set(tables)
     tokens = list(tokens)
-    names = _spelled_names(tokens, sql, known, (), last=False)
-    mentioned = list(dict.fromkeys(n for t in tokens if (n := t.identifier) in known))
+    system_at = system.references(tokens)
+    names = _spelled_names(tokens, sql, known, system_at, last=False)
+    mentioned = list(
+        dict.fromkeys(
+            n for i, t in enumerate(tokens) if (n := t.identifier) in known and i not in system_at
+        )
+    )
     schemas = tuple((name, engine.describe(name).schema) for name in mentioned)
     strings = _double_quoted_strings(tokens, sql, known, schemas)
     columns = {c.name for _, schema in schemas for c in schema.columns}
-    names += _spelled_names(tokens, sql, known | columns, strings, last=True)
+    names += _spelled_names(tokens, sql, known | columns, (*strings, *system_at), last=True)
     names += _bucket_calls(tokens)
     if strings:
         tokens = list(tokens)
@@ -202,7 +209,7 @@ def analyse(tokens: Sequence[Token], engine: TableCatalog, sql: str) -> Analysis
     plain: list[str] = []
     for i, t in enumerate(tokens):
         name = t.identifier
-        if name is None:
+        if name is None or i in system_at:
             continue
         if (
             i + 4 < len(tokens)
@@ -255,6 +262,7 @@ def analyse(tokens: Sequence[Token], engine: TableCatalog, sql: str) -> Analysis
         rewrite.constant_spans(tokens),
         tuple(names),
         strings,
+        system_at,
     )
 
 

@@ -35,7 +35,7 @@ from node.partition.tables import (
 )
 from node.security.context import visible
 from node.security.statements import authorize_query, authorize_statement
-from node.sql import cancel, ddl, direct, functions, naming, prescan, rewrite
+from node.sql import cancel, ddl, direct, functions, naming, prescan, rewrite, system
 from node.sql.analysis import Analyses, Analysis, parse_timestamp, timestamp_ms
 from node.sql.ast import (
     AlterAddColumns,
@@ -182,6 +182,8 @@ class _QueryContext:
         self.answer: pa.Table | None = None
         #: DataFusion's own name of each answer column named by its SELECT item's text.
         self.expressions: dict[str, str] = {}
+        #: The rows of ``system.public.tables``, when the query reads it.
+        self.system_tables: pa.Table | None = None
 
     @property
     def ctx(self) -> datafusion.SessionContext:
@@ -192,6 +194,8 @@ class _QueryContext:
             functions.register(self._ctx, self.errors)
             for name, rows in self.rows.items():
                 self._ctx.from_arrow(rows, name=_dq(name))
+            if self.system_tables is not None:
+                system.register(self._ctx, self.system_tables)
         return self._ctx
 
     def register(
@@ -443,6 +447,9 @@ class SqlExecutor:
         of its WHERE clause (:mod:`node.sql.prescan`); in ``in_memory`` mode a small such
         scan is read up front, once for all the query's uses of the table."""
         qc = _QueryContext(self.tables, mode, self.partitions)
+        if analysis.system:
+            shown = visible(self.catalog.shown_tables())
+            qc.system_tables = system.tables_rows(self.catalog.describe(n) for n in shown)
         for name, table in remote.items():
             qc.register_remote(name, table)
         for t in analysis.travel:

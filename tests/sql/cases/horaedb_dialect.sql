@@ -446,3 +446,37 @@ SELECT t1, c1, d, n, h FROM shape;
 -- expect
 t1                      | c1 | d | n | h
 1970-01-01T00:00:00.001 | 1  | x | 2 | a
+
+-- system.public.tables: one row per table, in HoraeDB's columns; a table of the user's
+-- named `tables` is another table.
+CREATE TABLE `01_system_table1` (`timestamp` timestamp NOT NULL, `arch` string TAG,
+  `value` double, timestamp KEY (timestamp)) ENGINE=Analytic;
+-- expect affected 0
+
+CREATE TABLE tables (name string TAG, t timestamp NOT NULL TIMESTAMP KEY);
+INSERT INTO tables (name, t) VALUES ('mine', 0);
+
+SELECT `timestamp`, `catalog`, `schema`, `table_name`, `engine` FROM system.public.tables
+WHERE table_name = '01_system_table1';
+-- expect
+timestamp           | catalog | schema | table_name       | engine
+1970-01-01T00:00:00 | horaedb | public | 01_system_table1 | Analytic
+
+SELECT st.table_name, tables.name FROM SYSTEM.PUBLIC.TABLES st JOIN tables
+  ON st.table_name = 'tables';
+-- expect
+table_name | name
+tables     | mine
+
+SELECT count(*) AS n, min(table_id) > 0 AS ids FROM system.public.tables
+WHERE table_name IN ('tables', '01_system_table1', 'case_T');
+-- expect
+n | ids
+3 | true
+
+DROP TABLE `01_system_table1`;
+-- expect affected 0
+
+SELECT table_name FROM system.public.tables WHERE table_name LIKE '01%';
+-- expect
+table_name
