@@ -59,6 +59,25 @@ def test_a_dot_before_a_digit_starts_a_number_elsewhere_it_is_a_symbol() -> None
     ]
 
 
+def test_a_dot_between_a_name_and_a_digit_led_word_qualifies_it() -> None:
+    # t.3rd is the column 3rd of t; x.5 and t.1e5 keep their numbers, as before.
+    assert kinds("t.3rd `q`.2nd x.5 t.1e5") == [
+        (Kind.WORD, "t", 0),
+        (Kind.SYMBOL, ".", 1),
+        (Kind.WORD, "3rd", 2),
+        (Kind.QUOTED, "q", 6),
+        (Kind.SYMBOL, ".", 9),
+        (Kind.WORD, "2nd", 10),
+        (Kind.WORD, "x", 14),
+        (Kind.NUMBER, ".5", 15),
+        (Kind.WORD, "t", 18),
+        (Kind.NUMBER, ".1e5", 19),
+        (Kind.END, "", 23),
+    ]
+    found = shaped("SELECT t.3rd, x.5 FROM t")
+    assert found is not None and [t.text for t in found.literals] == [".5"]
+
+
 def test_longest_symbols_first() -> None:
     texts = [t.text for t in tokenize("a<=b>=c<>d!=e||f::g<h")][:-1]
     assert " ".join(texts) == "a <= b >= c <> d != e || f :: g < h"
