@@ -297,13 +297,14 @@ class Accounts:
             raise Unauthenticated(f"token {token_id}'s user no longer exists")
         return Principal(row["user"], bool(user["superuser"]), grants, via="token")
 
-    def vouched(self, name: str) -> Principal:
-        """The user ``name`` with its grants, its credentials checked by another node of the
-        cluster (which forwards its call); Unauthenticated if no such user exists."""
+    def vouched(self, name: str, via: str = "cluster forward") -> Principal:
+        """The user ``name`` with its grants, its credentials checked before (``via``: by
+        another node of the cluster, which forwards its call; by this server, which issued
+        it a session token); Unauthenticated if no such user exists."""
         row, grants = self._user_and_grants(name)
         if row is None:
-            raise Unauthenticated(f"the forwarded call's user {name!r} does not exist")
-        return Principal(name, bool(row["superuser"]), grants, via="cluster forward")
+            raise Unauthenticated(f"user {name!r} of the {via} does not exist")
+        return Principal(name, bool(row["superuser"]), grants, via=via)
 
     def _user_and_grants(self, name: str) -> tuple[dict[str, Any] | None, tuple[Grant, ...]]:
         def txn(ctx: TableContext) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:

@@ -6,6 +6,8 @@ Accepted forms, the same on HTTP, gRPC metadata and Arrow Flight headers:
 - ``Basic base64(user:password)`` (HTTP clients, InfluxDB tools, the horaedb-client SDK's
   ``set_authorization``);
 - ``Bearer gnm_<id>.<secret>`` (an API token);
+- ``Bearer gns_<user>:<expiry>:<mac>`` (a session token this server or its cluster issued
+  after checking the user's password: :mod:`node.security.sessions`);
 - ``Cluster <secret>`` (another node of the cluster, or the meta service, holding the
   cluster secret; see :data:`~node.security.principal.CLUSTER`), acting as itself or, when
   it names one (``gnomon-on-behalf-of``, ``gnomon/peer.py``), as the user whose call it
@@ -30,6 +32,7 @@ from gnomon.errors import Unauthenticated
 from gnomon.peer import CLUSTER_SCHEME, holds_secret
 from node.security.accounts import Accounts
 from node.security.principal import CLUSTER, Principal
+from node.security.sessions import SESSION_PREFIX, SessionTokens
 
 #: Cached checks kept at most (the oldest dropped first).
 CACHE_ENTRIES = 4096
@@ -41,6 +44,10 @@ class Authenticates(Protocol):
         it is missing or proves nothing. ``on_behalf_of``: the user a node holding the
         cluster secret forwards a call of (ignored from anyone else)."""
 
+    def session_token(self, user: str) -> str:
+        """A short-lived bearer token for ``user`` (whose password was just checked) that
+        this server and its cluster accept."""
+
 
 def basic(user: str, password: str) -> str:
     """The ``Authorization`` value of HTTP Basic credentials."""
@@ -49,13 +56,14 @@ def basic(user: str, password: str) -> str:
 
 class Authenticator:
     """Checks credentials against ``accounts``; ``cluster_secret`` (None: no node may call
-    as the cluster) admits other nodes."""
+    as the cluster) admits other nodes and keys the session tokens."""
 
     def __init__(
         self, accounts: Accounts, *, cluster_secret: str | None = None, cache_s: float = 5.0
     ) -> None:
         self.accounts = accounts
         self._cluster = cluster_secret or None
+        self.sessions = SessionTokens.for_cluster(cluster_secret)
         self.cache_s = cache_s
         self._cache: dict[bytes, tuple[float, Principal]] = {}
         self._lock = threading.Lock()
@@ -73,6 +81,9 @@ class Authenticator:
                 raise Unauthenticated("wrong cluster secret")
             return CLUSTER if on_behalf_of is None else self._vouched(on_behalf_of)
         return self._cached(authorization, lambda: self._check(scheme.lower(), value))
+
+    def session_token(self, user: str) -> str:
+        return self.sessions.issue(user)
 
     def _vouched(self, user: str) -> Principal:
         # Keyed apart from any Authorization value (those hold a space, names cannot).
@@ -105,6 +116,8 @@ class Authenticator:
             if not sep:
                 raise Unauthenticated("malformed Basic credentials: no ':' after the user name")
             return self.accounts.check_password(user, password)
+        if scheme == "bearer" and value.startswith(SESSION_PREFIX):
+            return self.accounts.vouched(self.sessions.user(value), via="session token")
         if scheme == "bearer":
             return self.accounts.check_token(value)
         raise Unauthenticated(f"unsupported authorization scheme {scheme!r}: use Basic or Bearer")

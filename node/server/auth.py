@@ -6,7 +6,9 @@ an authenticator runs every request unchecked.
 
 HTTP leaves ``/health`` (probes) and ``/openapi.json`` open; gRPC and Flight check every call.
 A gRPC or Flight call from another node holding the cluster secret that names a user
-(``gnomon-on-behalf-of``, ``gnomon/peer.py``) runs as that user.
+(``gnomon-on-behalf-of``, ``gnomon/peer.py``) runs as that user. The Flight handshake with a
+user and password (pyarrow's ``authenticate_basic_token``) answers a session token
+(:mod:`node.security.sessions`) the client sends as its bearer from then on.
 """
 
 from __future__ import annotations
@@ -98,14 +100,20 @@ def _as_caller(
 
 
 class _FlightCaller(flight.ServerMiddleware):  # type: ignore[misc]
-    def __init__(self, principal: Principal) -> None:
+    def __init__(self, principal: Principal, session: str | None = None) -> None:
         self.principal = principal
+        self.session = session
+
+    def sending_headers(self) -> dict[str, list[str] | list[bytes]]:
+        # pyarrow's authenticate_basic_token returns the handshake's authorization header.
+        return {} if self.session is None else {AUTHORIZATION: [f"Bearer {self.session}"]}
 
 
 class FlightAuth(flight.ServerMiddlewareFactory):  # type: ignore[misc]
     """Refuses a Flight call without valid credentials (UNAUTHENTICATED) and keeps the
     caller for the service (:func:`flight_caller`). Clients send the ``authorization``
-    header with every call (``FlightCallOptions(headers=[(b"authorization", ...)])``)."""
+    header with every call (``FlightCallOptions(headers=[(b"authorization", ...)])``), or
+    handshake with user and password first and send the session token answered."""
 
     def __init__(self, authenticator: Authenticates) -> None:
         self.authenticator = authenticator
@@ -117,7 +125,22 @@ class FlightAuth(flight.ServerMiddlewareFactory):  # type: ignore[misc]
             )
         except Unauthenticated as e:
             raise flight.FlightUnauthenticatedError(e.message) from None
+        # Only a checked password earns a session: a session token cannot renew itself.
+        if info.method == flight.FlightMethod.HANDSHAKE and principal.via == "password":
+            return _FlightCaller(principal, self.authenticator.session_token(principal.name))
         return _FlightCaller(principal)
+
+
+class MiddlewareHandshake(flight.ServerAuthHandler):  # type: ignore[misc]
+    """Lets the Flight handshake through to :class:`FlightAuth`, which checks every call
+    (a server without an auth handler refuses the handshake as unimplemented)."""
+
+    def authenticate(self, outgoing: Any, incoming: Any) -> None:
+        pass
+
+    # pyarrow's stubs say bool; its server takes the caller's identity, a string.
+    def is_valid(self, token: str) -> str:  # type: ignore[override]
+        return ""
 
 
 def _header(headers: dict[str, list[Any]], key: str) -> str | None:

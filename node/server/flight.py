@@ -74,7 +74,7 @@ from node.engine.table import Pinned
 from node.security.context import acting_as, authorize
 from node.security.principal import Privilege
 from node.security.tls import ServerTls
-from node.server.auth import FLIGHT_MIDDLEWARE, FlightAuth, flight_caller
+from node.server.auth import FLIGHT_MIDDLEWARE, FlightAuth, MiddlewareHandshake, flight_caller
 from node.server.listen import bind_failed, check_free
 from node.server.metrics import Registry
 from node.server.status import message_of
@@ -228,6 +228,7 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
             super().__init__(
                 f"{scheme}://{bind}:{port}",
                 middleware=None if auth is None else {FLIGHT_MIDDLEWARE: auth},
+                auth_handler=None if auth is None else MiddlewareHandshake(),
                 **({} if tls is None else tls.flight_options()),
             )
         except pa.ArrowException as e:  # "Server did not start properly", no reason given

@@ -12,9 +12,11 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
+from gnomon.errors import Unauthenticated
 from gnomon.flight.ticket import ScanSpec
 from gnomon.store.sqlite import SqliteStore
 from node.security.accounts import Accounts
+from node.security.sessions import SESSION_PREFIX, SessionTokens
 from tests.security.conftest import READER, REPO, ROOT, Secured, admin, basic
 from tests.server.sdk import run_sdk
 
@@ -144,6 +146,55 @@ def test_flight(tables: Secured) -> None:
             client.get_flight_info(
                 flight.FlightDescriptor.for_command(ScanSpec(table="hidden").to_json()), options
             )
+
+
+def test_flight_basic_token_handshake(tables: Secured) -> None:
+    """pyarrow's handshake with user and password answers a session token that serves the
+    user's later calls within its grants; a wrong password, a token altered or signed
+    elsewhere are refused."""
+    readable = flight.FlightDescriptor.for_command(ScanSpec(table="readable").to_json())
+    hidden = flight.FlightDescriptor.for_command(ScanSpec(table="hidden").to_json())
+    with flight.connect(f"grpc+tcp://127.0.0.1:{tables.flight_port}") as client:
+        with pytest.raises(flight.FlightUnauthenticatedError, match="wrong user name or password"):
+            client.authenticate_basic_token(READER[0], "wrong")
+        header, bearer = client.authenticate_basic_token(*READER)
+        assert header == b"authorization" and bearer.startswith(
+            b"Bearer " + SESSION_PREFIX.encode()
+        )
+        options = flight.FlightCallOptions(headers=[(header, bearer)])
+        info = client.get_flight_info(readable, options)
+        table = pa.concat_tables(
+            client.do_get(e.ticket, options).read_all() for e in info.endpoints
+        )
+        assert 1.5 in table.column("v").to_pylist()
+        with pytest.raises(flight.FlightError, match="may not read table 'hidden'"):
+            client.get_flight_info(hidden, options)
+        # The user is part of what is signed: naming another one breaks the signature.
+        _, _, rest = bearer.decode().partition(":")
+        for forged in (
+            f"Bearer {SESSION_PREFIX}{ROOT[0]}:{rest}",
+            "Bearer " + SessionTokens().issue(READER[0]),
+        ):
+            forged_options = flight.FlightCallOptions(headers=[(b"authorization", forged.encode())])
+            with pytest.raises(
+                flight.FlightUnauthenticatedError, match="not issued by this server"
+            ):
+                client.get_flight_info(readable, forged_options)
+    # The server that issued it takes the token on its other interfaces too.
+    status, body = _sql(tables, "SELECT v FROM readable", bearer.decode())
+    assert status == 200 and {"v": 1.5} in body["rows"]
+
+
+def test_session_tokens_expire_and_keep_to_their_key() -> None:
+    cluster = SessionTokens.for_cluster("a cluster secret")
+    token = cluster.issue("reader")
+    assert SessionTokens.for_cluster("a cluster secret").user(token) == "reader"
+    with pytest.raises(Unauthenticated, match="not issued by this server"):
+        SessionTokens.for_cluster("another secret").user(token)
+    with pytest.raises(Unauthenticated, match="session token expired"):
+        cluster.user(SessionTokens.for_cluster("a cluster secret", ttl_s=-1.0).issue("reader"))
+    with pytest.raises(Unauthenticated, match="malformed session token"):
+        cluster.user(SESSION_PREFIX + "reader")
 
 
 def test_refuses_to_serve_others_without_auth(tmp_path: Path) -> None:
