@@ -233,7 +233,9 @@ def _serving_a_held_query(
     held: list[Held] = []
 
     def executor(engine: Engine, remote: object = None, partitions: object = None) -> Held:
-        held.append(Held(_tables(engine), until_cancelled=until_cancelled))
+        # The server makes an executor per read mode (leader, follower): the same one here.
+        if not held:
+            held.append(Held(_tables(engine), until_cancelled=until_cancelled))
         return held[0]
 
     monkeypatch.setattr(standalone, "SqlExecutor", executor)
