@@ -60,3 +60,25 @@ def quiet(data_dir: str) -> Iterator[Engine]:
     e = open_standalone(data_dir, compaction_threads=0, gc_interval_s=0)
     yield e
     e.close()
+
+
+def flushed_hosts_table(engine: Engine) -> pa.Table:
+    """Table ``m`` made through SQL with 100 rows of two hosts, flushed to an SST; its rows
+    as read back, by time."""
+    from node.sql.executor import SqlExecutor
+
+    SqlExecutor(engine).execute(
+        "CREATE TABLE m (host string TAG, v double, ts timestamp NOT NULL, TIMESTAMP KEY(ts))"
+    )
+    engine.write(
+        "m",
+        pa.table(
+            {
+                "host": ["a", "b"] * 50,
+                "v": [float(i) for i in range(100)],
+                "ts": pa.array(list(range(100)), pa.timestamp("ms")),
+            }
+        ),
+    )
+    engine.flush()
+    return engine.read_all("m").sort_by("ts")

@@ -12,8 +12,10 @@ import pytest
 
 from gnomon.errors import InvalidArgument
 from node.backends import open_standalone
+from node.engine.engine import Engine
 from node.engine.sst.decoded import DecodedChunks
 from node.sql.executor import SqlExecutor
+from tests.engine.conftest import flushed_hosts_table
 
 
 @pytest.fixture
@@ -162,34 +164,19 @@ def test_scans_read_again_from_the_cache_and_say_so_in_stats(tmp_path: Path) -> 
         engine.close()
 
 
-def test_dropped_caches_make_the_next_scan_decode_again(tmp_path: Path) -> None:
+def test_dropped_caches_make_the_next_scan_decode_again(quiet: Engine) -> None:
     # What benchmarks of cold reads rely on: nothing of the files stays in memory.
-    engine = open_standalone(str(tmp_path / "db"), compaction_threads=0, gc_interval_s=0)
-    try:
-        SqlExecutor(engine).execute(
-            "CREATE TABLE m (host string TAG, v double, ts timestamp NOT NULL, TIMESTAMP KEY(ts))"
-        )
-        rows = pa.table(
-            {
-                "host": ["a", "b"] * 50,
-                "v": [float(i) for i in range(100)],
-                "ts": pa.array(list(range(100)), pa.timestamp("ms")),
-            }
-        )
-        engine.write("m", rows)
-        engine.flush()
-        first = engine.read_all("m").sort_by("ts")
-        kept = engine.stats().decoded_cache
-        assert kept.bytes > 0
-        engine._sst_files.drop_caches()
-        dropped = engine.stats().decoded_cache
-        assert dropped.bytes == 0
-        assert engine.read_all("m").sort_by("ts").equals(first)
-        again = engine.stats().decoded_cache
-        assert again.hits == dropped.hits and again.misses > dropped.misses
-        assert again.bytes == kept.bytes
-    finally:
-        engine.close()
+    engine = quiet
+    first = flushed_hosts_table(engine)
+    kept = engine.stats().decoded_cache
+    assert kept.bytes > 0
+    engine._sst_files.drop_caches()
+    dropped = engine.stats().decoded_cache
+    assert dropped.bytes == 0
+    assert engine.read_all("m").sort_by("ts").equals(first)
+    again = engine.stats().decoded_cache
+    assert again.hits == dropped.hits and again.misses > dropped.misses
+    assert again.bytes == kept.bytes
 
 
 def test_reads_not_worth_keeping_leave_the_cache_as_it_was(sst: str) -> None:

@@ -4,15 +4,12 @@ counted; and an engine's scans going through it."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pyarrow as pa
 import pytest
 
 from gnomon.errors import InvalidArgument
-from node.backends import open_standalone
+from node.engine.engine import Engine
 from node.engine.sst.cache import FileCache
-from node.sql.executor import SqlExecutor
+from tests.engine.conftest import flushed_hosts_table
 
 
 def _size(value: str) -> int:
@@ -72,28 +69,13 @@ def test_a_budget_below_one_byte_is_refused() -> None:
         FileCache(0)
 
 
-def test_scans_read_file_metadata_through_the_cache(tmp_path: Path) -> None:
-    engine = open_standalone(str(tmp_path / "db"), compaction_threads=0, gc_interval_s=0)
-    try:
-        SqlExecutor(engine).execute(
-            "CREATE TABLE m (host string TAG, v double, ts timestamp NOT NULL, TIMESTAMP KEY(ts))"
-        )
-        rows = pa.table(
-            {
-                "host": ["a", "b"] * 50,
-                "v": [float(i) for i in range(100)],
-                "ts": pa.array(list(range(100)), pa.timestamp("ms")),
-            }
-        )
-        engine.write("m", rows)
-        engine.flush()
-        first = engine.read_all("m").sort_by("ts")
-        held = engine.stats().file_cache
-        assert held.bytes > 0 and held.misses > 0
-        assert engine.read_all("m").sort_by("ts").equals(first)
-        again = engine.stats().file_cache
-        assert again.hits > held.hits and again.misses == held.misses
-        engine._sst_files.drop_caches()
-        assert engine.stats().file_cache.bytes == 0
-    finally:
-        engine.close()
+def test_scans_read_file_metadata_through_the_cache(quiet: Engine) -> None:
+    engine = quiet
+    first = flushed_hosts_table(engine)
+    held = engine.stats().file_cache
+    assert held.bytes > 0 and held.misses > 0
+    assert engine.read_all("m").sort_by("ts").equals(first)
+    again = engine.stats().file_cache
+    assert again.hits > held.hits and again.misses == held.misses
+    engine._sst_files.drop_caches()
+    assert engine.stats().file_cache.bytes == 0
