@@ -259,7 +259,11 @@ class Engine:
             # A follower promoted: its tables keep what they applied and replay the rest.
             adopted = self._stop_following(shard_id) if held is None else {}
             present = set() if held is None else held.tables
-            wanted = None if table_ids is None else set(table_ids) - self._released.of(shard_id)
+            # One read of the releases serves both the tables kept closed and those arriving.
+            released = self._released.all()
+            wanted = (
+                None if table_ids is None else {t for t in table_ids if released.get(t) != shard_id}
+            )
             infos = [
                 i
                 for i in self.catalog.list()
@@ -293,7 +297,9 @@ class Engine:
                 raise
             for table in opened:
                 self._tables[table.name] = table
-            self._released.remove(table_ids=[t.table_id for t in opened])
+            arrived = [t.table_id for t in opened if t.table_id in released]
+            if arrived:
+                self._released.remove(table_ids=arrived)
             if held is None:
                 self._shards[shard_id] = _OpenShard(guard, {t.name for t in opened})
             else:

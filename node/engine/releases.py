@@ -40,13 +40,14 @@ class ReleasedTables:
 
     def of(self, shard_id: int) -> set[int]:
         """The tables released from ``shard_id``."""
-        return {t for t, s in self._all().items() if s == shard_id}
+        return {t for t, s in self.all().items() if s == shard_id}
 
     def shards(self) -> set[int]:
         """The shards some table was released from."""
-        return set(self._all().values())
+        return set(self.all().values())
 
-    def _all(self) -> dict[int, int]:
+    def all(self) -> dict[int, int]:
+        """Every release: table id -> the shard it was released from."""
         rows = run_with_retries(
             self._store, lambda ctx: list(ctx.table(RELEASED_TABLES.name).scan())
         )
