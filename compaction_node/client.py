@@ -5,14 +5,13 @@ cluster secret when there is one (``peer``; by default GNOMON_CLUSTER_SECRET).""
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any
 
 import grpc
 from google.protobuf.message import Message
 
 from compaction_node.wire import SERVICE, error_of
-from gnomon.peer import Peer
+from gnomon.peer import Channels, Peer
 from gnomon.proto import compaction_pb2 as pb
 from node.engine.compaction.task import CompactionTask
 from node.engine.sst.meta import SstMeta
@@ -26,17 +25,14 @@ class CompactionClient:
         #: Who is asking, as the node lists it among its tasks.
         self.requester = requester
         self.peer = peer or Peer.from_env()
-        self._channels: dict[str, grpc.Channel] = {}
-        self._lock = threading.Lock()
+        self._channels = Channels(
+            lambda node: self.peer.channel(
+                node, options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
+            )
+        )
 
     def _call(self, node: str, method: str, request: Message, timeout_s: float) -> Any:
-        with self._lock:
-            channel = self._channels.get(node)
-            if channel is None:
-                channel = self._channels[node] = self.peer.channel(
-                    node, options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
-                )
-        stub: Any = channel.unary_unary(
+        stub: Any = self._channels.get(node).unary_unary(
             f"/{SERVICE}/{method}",
             request_serializer=lambda m: m.SerializeToString(),
             response_deserializer=_RESPONSES[method].FromString,
@@ -58,10 +54,7 @@ class CompactionClient:
         return response
 
     def close(self) -> None:
-        with self._lock:
-            for channel in self._channels.values():
-                channel.close()
-            self._channels.clear()
+        self._channels.close()
 
     def __enter__(self) -> CompactionClient:
         return self

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hmac
 import os
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,6 +93,36 @@ class Peer:
     def flight_options(self) -> dict[str, Any]:
         """Keyword arguments of ``pyarrow.flight.connect`` for a data node."""
         return {} if self.ca is None else {"tls_root_certs": Path(self.ca).read_bytes()}
+
+
+class Channels:
+    """gRPC channels kept per endpoint and made by ``make`` on first use: every internal
+    client holds one. A channel whose call failed is dropped (:meth:`broken`), so the next
+    call makes it again rather than reusing a broken one."""
+
+    def __init__(self, make: Callable[[str], grpc.Channel]) -> None:
+        self._make = make
+        self._open: dict[str, grpc.Channel] = {}
+        self._lock = threading.Lock()
+
+    def get(self, endpoint: str) -> grpc.Channel:
+        with self._lock:
+            channel = self._open.get(endpoint)
+            if channel is None:
+                channel = self._open[endpoint] = self._make(endpoint)
+            return channel
+
+    def broken(self, endpoint: str, channel: grpc.Channel) -> None:
+        with self._lock:
+            if self._open.get(endpoint) is channel:
+                del self._open[endpoint]
+        channel.close()
+
+    def close(self) -> None:
+        with self._lock:
+            for channel in self._open.values():
+                channel.close()
+            self._open.clear()
 
 
 class SecretCheck(grpc.ServerInterceptor):  # type: ignore[misc]

@@ -7,14 +7,13 @@ and the node refuses a call without it, whatever its other authentication.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, Protocol
 
 import grpc
 
 from gnomon.errors import Conflict, GnomonError, NotFound, Unavailable
-from gnomon.peer import AUTHORIZATION, Peer, holds_secret, metadata_value
+from gnomon.peer import AUTHORIZATION, Channels, Peer, holds_secret, metadata_value
 from gnomon.proto import node_pb2 as pb
 
 SERVICE = "gnomon.node.ShardControl"
@@ -71,16 +70,12 @@ class GrpcNodeCalls:
     def __init__(self, *, peer: Peer | None = None, timeout_s: float = RELEASE_TIMEOUT_S) -> None:
         self.peer = peer or Peer()
         self._timeout_s = timeout_s
-        self._channels: dict[str, grpc.Channel] = {}
-        self._lock = threading.Lock()
+        self._channels = Channels(lambda node: self.peer.channel(node, node=True))
 
     def release(
         self, node: str, shard_id: int, epoch: int, table_ids: Collection[int] | None
     ) -> list[str]:
-        with self._lock:
-            channel = self._channels.get(node)
-            if channel is None:
-                channel = self._channels[node] = self.peer.channel(node, node=True)
+        channel = self._channels.get(node)
         stub: Any = channel.unary_unary(
             _RELEASE,
             request_serializer=pb.ReleaseRequest.SerializeToString,
@@ -97,10 +92,7 @@ class GrpcNodeCalls:
                 req, timeout=self._timeout_s, metadata=self.peer.metadata()
             )
         except grpc.RpcError as e:
-            with self._lock:
-                if self._channels.get(node) is channel:
-                    del self._channels[node]
-            channel.close()
+            self._channels.broken(node, channel)
             what = f"node {node} could not release shard {shard_id}: {e.details()}"
             if e.code() is grpc.StatusCode.FAILED_PRECONDITION:
                 raise Conflict(what) from None
@@ -110,7 +102,4 @@ class GrpcNodeCalls:
         return list(resp.tables)
 
     def close(self) -> None:
-        with self._lock:
-            for channel in self._channels.values():
-                channel.close()
-            self._channels.clear()
+        self._channels.close()

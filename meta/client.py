@@ -20,7 +20,7 @@ import grpc
 from google.protobuf.message import Message
 
 from gnomon.errors import GnomonError, NotFound, NotLeader, Unavailable
-from gnomon.peer import Peer
+from gnomon.peer import Channels, Peer
 from gnomon.proto import meta_pb2 as pb
 from meta.model import NodeKind
 from meta.wire import NODE_KINDS, SERVICE, error_of
@@ -53,17 +53,13 @@ class MetaClient:
         self._metadata = (peer or Peer.from_env()).metadata()
         self._timeout_s = timeout_s
         self._retry_for_s = retry_for_s
-        self._channels: dict[str, grpc.Channel] = {}
+        self._channels = Channels(grpc.insecure_channel)
         self._current = self.endpoints[0]
-        self._lock = threading.Lock()
         self._closed = threading.Event()
 
     def close(self) -> None:
         self._closed.set()
-        with self._lock:
-            for channel in self._channels.values():
-                channel.close()
-            self._channels.clear()
+        self._channels.close()
 
     def __enter__(self) -> MetaClient:
         return self
@@ -72,11 +68,7 @@ class MetaClient:
         self.close()
 
     def _channel(self, target: str) -> grpc.Channel:
-        with self._lock:
-            channel = self._channels.get(target)
-            if channel is None:
-                channel = self._channels[target] = grpc.insecure_channel(target)
-            return channel
+        return self._channels.get(target)
 
     def _with_leader(self, fn: Callable[[str], M]) -> M:
         """Run ``fn(endpoint)`` at the leader, following redirects and moving past dead

@@ -11,14 +11,13 @@ runs a failed forwarded query locally; a stale replica would answer wrong).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
 
 from gnomon.errors import Unavailable
-from gnomon.peer import Peer
+from gnomon.peer import Channels, Peer
 from gnomon.proto import storage_pb2
 from node.security.context import on_behalf_of
 
@@ -39,16 +38,12 @@ class Forwarder:
         self.me = me
         self.peer = peer or Peer()
         self._timeout_s = timeout_s
-        self._channels: dict[str, grpc.Channel] = {}
-        self._lock = threading.Lock()
+        self._channels = Channels(lambda endpoint: self.peer.channel(endpoint, node=True))
 
     def _call(
         self, endpoint: str, method: str, request: Any, response: Callable[[bytes], Any]
     ) -> Any:
-        with self._lock:
-            channel = self._channels.get(endpoint)
-            if channel is None:
-                channel = self._channels[endpoint] = self.peer.channel(endpoint, node=True)
+        channel = self._channels.get(endpoint)
         stub: Any = channel.unary_unary(
             f"/{_SERVICE}/{method}",
             request_serializer=lambda m: m.SerializeToString(),
@@ -58,11 +53,7 @@ class Forwarder:
             metadata = ((FORWARDED_FROM, self.me), *self.peer.metadata(on_behalf_of()))
             return stub(request, timeout=self._timeout_s, metadata=metadata)
         except grpc.RpcError as e:
-            # A broken channel is made again on the next call rather than reused.
-            with self._lock:
-                if self._channels.get(endpoint) is channel:
-                    del self._channels[endpoint]
-            channel.close()
+            self._channels.broken(endpoint, channel)
             raise Unavailable(
                 f"forwarding {method} to the owner {endpoint} failed: {e.code().name} {e.details()}"
             ) from None
@@ -79,7 +70,4 @@ class Forwarder:
         return data
 
     def close(self) -> None:
-        with self._lock:
-            for channel in self._channels.values():
-                channel.close()
-            self._channels.clear()
+        self._channels.close()
