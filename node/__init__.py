@@ -1,1 +1,1 @@
-"""The data node: table engine, WAL, and (later) its servers."""
+"""The data node: servers, SQL and ingest, the table engine, its WAL and its part in a cluster."""
