@@ -93,7 +93,7 @@ def conform(
             )
         arrays[col.name] = arr
     if has_tsid:
-        arrays[TSID] = tsid_of(arrays, schema.tags, n)
+        arrays[TSID] = tsid_of(arrays, schema.tags, n, untagged_zero=schema.untagged_tsid_zero)
     return pa.RecordBatch.from_arrays(
         [arrays[name] for name in schema.names], schema=schema.arrow()
     )
@@ -121,6 +121,7 @@ def conform_keys(
         [schema.column(c) for c in wanted if c != TSID],
         timestamp_key=schema.timestamp_key,
         primary_key=None if schema.has_tsid else list(schema.primary_key),
+        tsid_version=schema.tsid_version,
     )
     return conform(table, key_schema, batch.select(wanted), max_bytes=max_bytes)
 

@@ -1,7 +1,9 @@
 """The table schema model: typed columns, TAG columns, the timestamp key and the primary key.
 
 Without an explicit primary key a table gets the implicit ``tsid uint64`` column — a hash of the
-tag values that names one series — and the primary key ``(tsid, timestamp)``. The engine adds two
+tag values that names one series — and the primary key ``(tsid, timestamp)``. In tables made from
+:data:`TSID_ZERO_UNTAGGED` on (``Schema.tsid_version``), a row without any tag value has tsid 0,
+as in HoraeDB; older tables keep the hash they stored such rows under. The engine adds two
 more columns to everything it stores: ``__seq`` (the WAL sequence of the write that produced the
 row), which orders versions of a key, and ``__kind`` (a put, or a row deletion that shadows older
 versions of its key); neither is part of the user-visible schema.
@@ -24,6 +26,9 @@ from node.engine import defaults
 TSID = "tsid"
 SEQ = "__seq"
 KIND = "__kind"
+#: The ``tsid_version`` from which a row without any tag value has tsid 0 (HoraeDB's value)
+#: rather than the hash of no tags; tables made before it keep the hash their rows carry.
+TSID_ZERO_UNTAGGED = 2
 #: Values of the ``__kind`` column.
 PUT = 0
 DELETE = 1
@@ -179,6 +184,9 @@ class Schema:
     timestamp_key: str
     primary_key: tuple[str, ...]
     version: int = 1
+    #: How the implicit tsid is computed (see :data:`TSID_ZERO_UNTAGGED`); fixed when the
+    #: table is made, since stored rows carry it.
+    tsid_version: int = 1
     _by_name: dict[str, Column] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -192,6 +200,7 @@ class Schema:
         timestamp_key: str,
         primary_key: Sequence[str] | None = None,
         version: int = 1,
+        tsid_version: int = 1,
     ) -> Schema:
         cols = list(columns)
         names: set[str] = set()
@@ -244,7 +253,7 @@ class Schema:
                 f"timestamp key {timestamp_key!r} must be of type timestamp, "
                 f"not {by_name[timestamp_key].type}"
             )
-        return cls(tuple(fixed), timestamp_key, pk, version)
+        return cls(tuple(fixed), timestamp_key, pk, version, tsid_version)
 
     # -- lookups -------------------------------------------------------------------------------
 
@@ -282,6 +291,11 @@ class Schema:
     @property
     def has_tsid(self) -> bool:
         return self.primary_key[0] == TSID and TSID in self._by_name
+
+    @property
+    def untagged_tsid_zero(self) -> bool:
+        """Whether a row without any tag value has tsid 0."""
+        return self.tsid_version >= TSID_ZERO_UNTAGGED
 
     @property
     def key_columns(self) -> list[str]:
@@ -427,6 +441,7 @@ class Schema:
             "timestamp_key": self.timestamp_key,
             "primary_key": list(self.primary_key),
             "version": self.version,
+            "tsid_version": self.tsid_version,
         }
 
     @classmethod
@@ -436,6 +451,8 @@ class Schema:
             d["timestamp_key"],
             tuple(d["primary_key"]),
             int(d["version"]),
+            # Schemas stored before the field existed hash untagged rows (version 1).
+            int(d.get("tsid_version", 1)),
         )
 
 

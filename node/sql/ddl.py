@@ -11,7 +11,7 @@ import pyarrow as pa
 from gnomon.errors import InvalidArgument
 from node.engine.catalog import TableInfo
 from node.engine.options import TableOptions
-from node.engine.schema import TSID, Column, ColumnType, Schema
+from node.engine.schema import TSID, TSID_ZERO_UNTAGGED, Column, ColumnType, Schema
 from node.sql.ast import ColumnDef, CreateTable
 
 _FLOAT32_MAX = 3.4028234663852886e38
@@ -65,10 +65,14 @@ STORAGE_FORMATS = ("columnar", "hybrid", "auto")
 
 
 def schema_of(stmt: CreateTable) -> tuple[Schema, TableOptions]:
+    """The schema and options of a new table, whose untagged rows have tsid 0 (HoraeDB's).
+    Its columns keep their declared order, which ``INSERT INTO t VALUES (...)`` without a
+    column list follows."""
     schema = Schema.build(
         [to_column(c) for c in stmt.columns if not _is_implicit_tsid(c, stmt)],
         timestamp_key=stmt.timestamp_key,
         primary_key=_primary_key(stmt),
+        tsid_version=TSID_ZERO_UNTAGGED,
     )
     options = dict(stmt.options)
     storage = options.pop("storage_format", None)

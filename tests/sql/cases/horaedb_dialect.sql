@@ -313,8 +313,8 @@ ts                      | VALUE1
 SELECT * FROM `case_T` ORDER BY ts;
 -- expect
 tsid                 | ts                      | VALUE1
-11400714814019112807 | 1970-01-01T00:00:00.001 | 10.0
-11400714814019112807 | 1970-01-01T00:00:00.002 | 20.0
+0                    | 1970-01-01T00:00:00.001 | 10.0
+0                    | 1970-01-01T00:00:00.002 | 20.0
 
 SELECT * FROM CASE_T;
 -- expect error NotFound: 'case_t'
@@ -480,3 +480,33 @@ DROP TABLE `01_system_table1`;
 SELECT table_name FROM system.public.tables WHERE table_name LIKE '01%';
 -- expect
 table_name
+
+-- A row without any tag value has tsid 0, as in HoraeDB (tables made before keep the hash of
+-- no tags they stored such rows under). A tag added later leaves those rows' series alone.
+CREATE TABLE untagged (v double, t timestamp NOT NULL, TIMESTAMP KEY(t));
+-- expect affected 0
+
+INSERT INTO untagged (t, v) VALUES (1, 1.5), (2, 2.5);
+-- expect affected 2
+
+ALTER TABLE untagged ADD COLUMN host string TAG;
+-- expect affected 0
+
+INSERT INTO untagged (t, v, host) VALUES (3, 3.5, NULL), (3, 4.5, 'a');
+-- expect affected 2
+
+SELECT t, host, v, tsid = 0 AS zero FROM untagged ORDER BY t, v;
+-- expect
+t                       | host | v   | zero
+1970-01-01T00:00:00.001 | NULL | 1.5 | true
+1970-01-01T00:00:00.002 | NULL | 2.5 | true
+1970-01-01T00:00:00.003 | NULL | 3.5 | true
+1970-01-01T00:00:00.003 | a    | 4.5 | false
+
+DELETE FROM untagged WHERE t = 2 AND host IS NULL;
+-- expect affected 1
+
+SELECT count(*) AS n, count(DISTINCT tsid) AS series FROM untagged;
+-- expect
+n | series
+3 | 2
