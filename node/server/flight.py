@@ -197,6 +197,27 @@ def compile_filters(
     return predicate, (lo, hi)
 
 
+def _received(table: str, reader: flight.MetadataRecordBatchReader) -> Iterator[pa.RecordBatch]:
+    """The record batches of a ``do_put`` stream, each validated whole before anything reads
+    it: Arrow decodes a batch's framing (truncated bodies, lengths past the body, corrupt
+    compressed buffers) but not its contents (offsets past their data, dictionary indexes out
+    of range), and either kind of malformed stream is the client's error, not the server's."""
+    chunks = iter(reader)
+    while True:
+        try:
+            chunk = next(chunks)
+            if chunk.data is not None:
+                chunk.data.validate(full=True)
+        except StopIteration:
+            return
+        except (pa.ArrowException, OSError) as e:  # Arrow's IO errors are OSError
+            raise InvalidArgument(
+                f"do_put to table {table!r}: not a valid Arrow IPC stream: {e}"
+            ) from None
+        if chunk.data is not None:
+            yield chunk.data
+
+
 # -- the server ----------------------------------------------------------------------------------
 
 
@@ -445,11 +466,11 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         written = 0
         pending: list[pa.RecordBatch] = []
         size = 0
-        for chunk in reader:
-            if chunk.data is None or chunk.data.num_rows == 0:
+        for batch in _received(spec.table, reader):
+            if batch.num_rows == 0:
                 continue
-            pending.append(chunk.data)
-            size += chunk.data.nbytes
+            pending.append(batch)
+            size += batch.nbytes
             if size >= PUT_CHUNK_BYTES:
                 written += self._put(spec, pending)
                 pending, size = [], 0
@@ -465,16 +486,14 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         limit = self.tables.max_write_bytes
         batches: list[pa.RecordBatch] = []
         size = 0
-        for chunk in reader:
-            if chunk.data is None:
-                continue
-            size += chunk.data.nbytes
+        for batch in _received(spec.table, reader):
+            size += batch.nbytes
             if size > limit:
                 raise TooLarge(
                     f"ingest put to table {spec.table!r} holds more than the {limit} bytes one "
                     "write may hold"
                 )
-            batches.append(chunk.data)
+            batches.append(batch)
         rows = rows_wire.decode(spec.table, pa.Table.from_batches(batches, schema=reader.schema))
         return self.ingestor.write_all([rows], forwarded=spec.forwarded_from is not None)
 

@@ -1,12 +1,14 @@
 """Hypothesis strategies for hostile input: text that looks enough like SQL, line protocol,
-HTTP headers, gRPC write payloads and Flight tickets to get past the first check, mixed with
-what does not (control characters, huge numbers, unbalanced quotes, deep nesting)."""
+HTTP headers, gRPC write payloads, Flight tickets and Arrow IPC streams to get past the first
+check, mixed with what does not (control characters, huge numbers, unbalanced quotes, deep
+nesting, cut or overwritten IPC messages)."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
+import pyarrow as pa
 from hypothesis import strategies as st
 
 from gnomon.proto import storage_pb2
@@ -326,3 +328,163 @@ tickets = st.one_of(
     st.binary(max_size=200),
     st.just(b"{" * 50_000),
 )
+
+
+# -- Arrow IPC bodies of do_put ------------------------------------------------------------------
+
+#: An IPC message as Flight carries it: the flatbuffer header and the body.
+Message = tuple[bytes, bytes]
+
+_TIMESTAMPS = st.integers(-(2**62), 2**62)
+#: Column types, each with the values a column of it may hold: the table's own types, types it
+#: casts from, and nested ones it does not take.
+_COLUMN_TYPES: list[tuple[pa.DataType, st.SearchStrategy[Any]]] = [
+    (pa.string(), st.text(max_size=5)),
+    (pa.large_string(), st.text(max_size=5)),
+    (pa.binary(), st.binary(max_size=5)),
+    (pa.float64(), st.floats(allow_nan=True, allow_infinity=True)),
+    (pa.float32(), st.floats(width=32)),
+    (pa.int64(), st.integers(-(2**63), 2**63 - 1)),
+    (pa.uint64(), st.integers(0, 2**64 - 1)),
+    (pa.int8(), st.integers(-128, 127)),
+    (pa.bool_(), st.booleans()),
+    (pa.date32(), st.integers(-(2**31), 2**31 - 1)),
+    (pa.timestamp("ms"), _TIMESTAMPS),
+    (pa.timestamp("ns"), _TIMESTAMPS),
+    (pa.timestamp("s", tz="UTC"), st.integers(-(2**40), 2**40)),
+    (pa.list_(pa.string()), st.lists(st.text(max_size=3), max_size=2)),
+    (pa.struct([("x", pa.int64())]), st.fixed_dictionaries({"x": st.integers(0, 9)})),
+    (
+        pa.map_(pa.string(), pa.int64()),
+        st.lists(st.tuples(st.text(max_size=3), st.integers(0, 9)), max_size=2),
+    ),
+]
+
+
+@st.composite
+def _ipc_column(draw: st.DrawFn, rows: int) -> pa.Array[Any]:
+    """A column of ``rows`` rows: plain, with nulls, dictionary-encoded, or a dictionary whose
+    indexes point past it (Arrow builds such a one unchecked, as a hostile client would)."""
+    kind = draw(st.sampled_from(["plain", "nulls", "dictionary", "bad dictionary"]))
+    if kind == "nulls":
+        return pa.nulls(rows, draw(st.sampled_from([t for t, _ in _COLUMN_TYPES])))
+    if kind == "bad dictionary":
+        indexes = draw(st.lists(st.integers(-3, 9), min_size=rows, max_size=rows))
+        words = draw(st.lists(st.text(max_size=3), max_size=2))
+        return pa.DictionaryArray.from_arrays(
+            pa.array(indexes, pa.int32()), pa.array(words, pa.string()), safe=False
+        )
+    type_, values = draw(st.sampled_from(_COLUMN_TYPES))
+    column = pa.array(draw(st.lists(values, min_size=rows, max_size=rows)), type_)
+    dictionary = kind == "dictionary" and not pa.types.is_nested(type_)
+    encoded: pa.Array[Any] = column.dictionary_encode() if dictionary else column
+    return encoded
+
+
+@st.composite
+def _ipc_tables(draw: st.DrawFn) -> pa.Table:
+    """Tables shaped mostly like the playground's (host, v, ts), with columns missing, extra,
+    repeated, or of another type."""
+    rows = draw(st.integers(0, 4))
+    names = draw(
+        st.lists(
+            st.one_of(st.sampled_from(["host", "v", "ts", "tsid", "nope"]), st.text(max_size=4)),
+            max_size=5,
+        )
+        | st.just(["host", "v", "ts"])
+    )
+    return pa.Table.from_arrays([draw(_ipc_column(rows)) for _ in names], names=names)
+
+
+def ipc_messages(
+    table: pa.Table, compression: Literal["lz4", "zstd"] | None, chunk_rows: int
+) -> list[Message]:
+    """``table`` as the IPC messages of a stream: the schema, dictionaries, record batches."""
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
+        writer.write_table(table, max_chunksize=chunk_rows)
+    return [
+        (m.metadata.to_pybytes(), b"" if m.body is None else m.body.to_pybytes())
+        for m in pa.ipc.MessageReader.open_stream(sink.getvalue())
+    ]
+
+
+#: Values a length or offset field of a header may be set to: past any body, negative, huge.
+_LENGTHS = st.sampled_from([2**31, 2**32 + 1, 2**40, 2**62, 2**63 - 1, -1, -(2**63)])
+
+
+@st.composite
+def _mutated(draw: st.DrawFn, messages: list[Message], foreign: list[Message]) -> list[Message]:
+    """``messages`` with a few hostile changes: cut short, bytes overwritten, a 64-bit field
+    (lengths, offsets, row counts) set huge or negative, messages dropped, repeated, swapped,
+    replaced by garbage, or taken from another stream (a batch of another schema)."""
+    out = list(messages)
+    for _ in range(draw(st.integers(0, 3))):
+        if not out:
+            break
+        i = draw(st.integers(0, len(out) - 1))
+        header, body = out[i]
+        change = draw(
+            st.sampled_from(
+                ["cut", "byte", "length", "drop", "repeat", "swap", "garbage", "foreign"]
+            )
+        )
+        if change == "cut":
+            part = draw(st.sampled_from(["header", "body"]))
+            data = header if part == "header" else body
+            cut = data[: draw(st.integers(0, max(0, len(data) - 1)))]
+            out[i] = (cut, body) if part == "header" else (header, cut)
+        elif change == "byte" and header:
+            at = draw(st.integers(0, len(header) - 1))
+            out[i] = (header[:at] + bytes([draw(st.integers(0, 255))]) + header[at + 1 :], body)
+        elif change == "length" and len(header) >= 8:
+            # Headers align their 64-bit fields to 8 bytes.
+            at = 8 * draw(st.integers(0, len(header) // 8 - 1))
+            value = draw(_LENGTHS).to_bytes(8, "little", signed=True)
+            out[i] = (header[:at] + value + header[at + 8 :], body)
+        elif change == "drop":
+            del out[i]
+        elif change == "repeat":
+            out.insert(i, out[i])
+        elif change == "swap":
+            j = draw(st.integers(0, len(out) - 1))
+            out[i], out[j] = out[j], out[i]
+        elif change == "garbage":
+            out[i] = (draw(st.binary(max_size=64)), draw(st.binary(max_size=64)))
+        elif change == "foreign" and foreign:
+            out.insert(i, draw(st.sampled_from(foreign)))
+    return out
+
+
+#: Put descriptors: mostly a plain put to the playground, so most streams reach the write.
+_PUT_SPECS = st.one_of(
+    st.just({"table": PLAYGROUND}),
+    st.fixed_dictionaries({"table": st.sampled_from([SEED, "fuzz_other", ""])}),
+    st.fixed_dictionaries(
+        {"table": st.just(PLAYGROUND)},
+        optional={
+            "ingest": st.booleans(),
+            "revision": st.integers(-1, 3),
+            "forwarded_from": st.text(max_size=4),
+            "x": _SCALARS,
+        },
+    ),
+)
+
+
+@st.composite
+def ipc_puts(draw: st.DrawFn) -> tuple[bytes, list[Message]]:
+    """A ``do_put``: its descriptor (a put spec, mostly for the playground the fuzzing user may
+    write, or bytes) and its IPC stream, valid, of a hostile schema, or mutated."""
+    plain = draw(st.integers(0, 3)) > 0
+    descriptor = draw(
+        st.just(json.dumps({"table": PLAYGROUND}).encode())
+        if plain
+        else st.one_of(_PUT_SPECS.map(lambda d: json.dumps(d).encode()), st.binary(max_size=20))
+    )
+    compression: Literal["lz4", "zstd"] | None = draw(st.sampled_from([None, "lz4", "zstd"]))
+    chunk_rows = draw(st.integers(1, 3))
+    messages = ipc_messages(draw(_ipc_tables()), compression, chunk_rows)
+    foreign = ipc_messages(draw(_ipc_tables()), compression, chunk_rows)
+    return descriptor, draw(_mutated(messages, foreign))
