@@ -1,4 +1,11 @@
-"""Table options (the ``WITH (...)`` clause of CREATE TABLE) and their string forms."""
+"""Table options (the ``WITH (...)`` clause of CREATE TABLE) and their string forms.
+
+HoraeDB's options are taken under HoraeDB's names and values: those gnomon has a meaning for
+set it (segment_duration, update_mode, write_buffer_size, ttl, enable_ttl,
+num_rows_per_row_group, compression, compaction_strategy and its thresholds, storage_format);
+the rest (:data:`_IGNORED`: arena_block_size, memtable_type, ...) are checked and dropped, and
+SHOW CREATE TABLE prints none of them but memtable_type, whose value is gnomon's own.
+"""
 
 from __future__ import annotations
 
@@ -44,7 +51,8 @@ def parse_size(text: str | int) -> int:
 
 
 def format_duration(ms: int) -> str:
-    for unit in ("w", "d", "h", "m", "s"):
+    """The largest unit up to days that divides ``ms`` ('7d', '90m'), as HoraeDB prints."""
+    for unit in ("d", "h", "m", "s"):
         if ms and ms % _DURATION_MS[unit] == 0:
             return f"{ms // _DURATION_MS[unit]}{unit}"
     return f"{ms}ms"
@@ -92,6 +100,78 @@ def _parse_int(value: str | int | bool) -> int:
         raise InvalidArgument(f"invalid integer {value!r}") from None
 
 
+def _parse_segment_duration(value: str | int | bool) -> int:
+    # HoraeDB's '' leaves the duration to the engine: gnomon's default.
+    if isinstance(value, str) and not value.strip():
+        return TableOptions.segment_duration_ms
+    return parse_duration_ms(_str(value))
+
+
+#: gnomon's compression codecs by the names HoraeDB writes (and takes) for them.
+_COMPRESSION_NAMES = {
+    "zstd": "ZSTD",
+    "snappy": "SNAPPY",
+    "lz4": "LZ4",
+    "gzip": "GZIP",
+    "none": "UNCOMPRESSED",
+}
+
+
+def _parse_compression(value: str | int | bool) -> str:
+    codec = str(value).strip().lower()
+    return "none" if codec == "uncompressed" else codec
+
+
+def _choice(option: str, value: str | int | bool, choices: tuple[str, ...]) -> str:
+    """``value``, in lower case, when it is one of ``choices`` in any case."""
+    word = str(value).strip().lower()
+    if word not in choices:
+        raise InvalidArgument(f"unknown {option} {value!r}; expected one of {', '.join(choices)}")
+    return word
+
+
+def _parse_storage_format(value: str | int | bool) -> str:
+    """HoraeDB's storage format hint. gnomon stores every table as columnar Parquet, which
+    satisfies AUTO and COLUMNAR; HYBRID (HoraeDB's other layout, answering alike) is stored
+    columnar too, and so reads COLUMNAR back."""
+    hint = _choice("storage_format", value, ("auto", "columnar", "hybrid"))
+    return "AUTO" if hint == "auto" else "COLUMNAR"
+
+
+def _parse_compaction_strategy(value: str | int | bool) -> str:
+    """HoraeDB's compaction strategy. gnomon merges files of similar size within each
+    segment window, which is HoraeDB's time_window strategy (its default too); size_tiered,
+    across windows, is not done, and such a table compacts by window: time_window."""
+    strategy = _choice("compaction_strategy", value, ("default", "time_window", "size_tiered"))
+    return "default" if strategy == "default" else "time_window"
+
+
+def _parse_float(value: str | int | bool) -> float:
+    try:
+        return float(str(value))
+    except ValueError:
+        raise InvalidArgument(f"invalid number {value!r}") from None
+
+
+#: HoraeDB options without a meaning in gnomon: checked as HoraeDB checks them, then dropped.
+#: The memtable is columnar (Arrow batches) whatever memtable_type says, its memory is not
+#: allocated from an arena, and the size-tiered bucket options apply to a strategy gnomon
+#: does not run.
+_IGNORED: dict[str, Callable[[Any], Any]] = {
+    "arena_block_size": lambda v: parse_size(_str(v)),
+    "memtable_type": lambda v: _choice("memtable_type", v, ("skiplist", "columnar")),
+    "layered_enable": _parse_bool,
+    "layered_mutable_switch_threshold": lambda v: parse_size(_str(v)),
+    "compaction_bucket_low": _parse_float,
+    "compaction_bucket_high": _parse_float,
+    "compaction_min_sstable_size": lambda v: parse_size(_str(v)),
+    "compaction_timestamp_resolution": str,
+}
+
+#: What SHOW CREATE TABLE prints for memtable_type: gnomon's memtable, whatever was asked.
+MEMTABLE_TYPE = "columnar"
+
+
 def _parse_compaction_mode(value: str | int | bool) -> str:
     mode = str(value).lower()
     if mode not in ("auto", "local", "offload"):
@@ -101,13 +181,15 @@ def _parse_compaction_mode(value: str | int | bool) -> str:
 
 #: SQL option name -> (field, parser, formatter).
 _OPTIONS: dict[str, tuple[str, Callable[[Any], Any], Callable[[Any], str]]] = {
-    "segment_duration": ("segment_duration_ms", parse_duration_ms, format_duration),
+    "segment_duration": ("segment_duration_ms", _parse_segment_duration, format_duration),
     "update_mode": ("update_mode", _parse_mode, lambda v: str(v.value)),
     "write_buffer_size": ("write_buffer_size", parse_size, str),
     "ttl": ("ttl_ms", parse_duration_ms, format_duration),
     "enable_ttl": ("enable_ttl", _parse_bool, lambda v: str(v).lower()),
     "num_rows_per_row_group": ("num_rows_per_row_group", _parse_int, str),
-    "compression": ("compression", lambda v: str(v).lower(), str),
+    "compression": ("compression", _parse_compression, _COMPRESSION_NAMES.__getitem__),
+    "storage_format": ("storage_format", _parse_storage_format, str),
+    "compaction_strategy": ("compaction_strategy", _parse_compaction_strategy, str),
     "enable_compaction": ("enable_compaction", _parse_bool, lambda v: str(v).lower()),
     "compaction_min_threshold": ("compaction_min_threshold", _parse_int, str),
     "compaction_max_threshold": ("compaction_max_threshold", _parse_int, str),
@@ -135,6 +217,10 @@ class TableOptions:
     enable_ttl: bool = False
     num_rows_per_row_group: int = 65_536
     compression: str = "zstd"
+    #: HoraeDB's storage format hint, AUTO or COLUMNAR (see _parse_storage_format).
+    storage_format: str = "AUTO"
+    #: HoraeDB's compaction strategy, default or time_window (see _parse_compaction_strategy).
+    compaction_strategy: str = "default"
     #: Background compaction after flushes (``Engine.compact`` works either way).
     enable_compaction: bool = True
     #: Files of similar size in one segment window are merged once there are this many...
@@ -166,9 +252,10 @@ class TableOptions:
             raise InvalidArgument("ttl must be positive")
         if self.num_rows_per_row_group < 1:
             raise InvalidArgument("num_rows_per_row_group must be positive")
-        if self.compression not in ("zstd", "snappy", "lz4", "gzip", "none"):
+        if self.compression not in _COMPRESSION_NAMES:
             raise InvalidArgument(
-                f"unknown compression {self.compression!r}: zstd, snappy, lz4, gzip or none"
+                f"unknown compression {self.compression!r}: zstd, snappy, lz4, gzip or "
+                "none (uncompressed)"
             )
         if self.compaction_min_threshold < 2:
             raise InvalidArgument("compaction_min_threshold must be at least 2")
@@ -195,16 +282,23 @@ class TableOptions:
         """A copy with the given SQL-style options changed (ALTER TABLE MODIFY SETTING)."""
         changes: dict[str, Any] = {}
         for key, value in opts.items():
+            ignored = _IGNORED.get(key.lower())
+            if ignored is not None:
+                ignored(value)
+                continue
             spec = _OPTIONS.get(key.lower())
             if spec is None:
-                raise InvalidArgument(f"unknown table option {key!r}; known: {', '.join(_OPTIONS)}")
+                known = ", ".join(sorted([*_OPTIONS, *_IGNORED]))
+                raise InvalidArgument(f"unknown table option {key!r}; known: {known}")
             name, parse, _ = spec
             changes[name] = parse(value)
         return replace(self, **changes)
 
     def to_strings(self) -> dict[str, str]:
-        """The SQL-style form, as SHOW CREATE TABLE prints it."""
-        return {key: fmt(getattr(self, name)) for key, (name, _, fmt) in _OPTIONS.items()}
+        """The SQL-style form, as SHOW CREATE TABLE prints it: by name, as HoraeDB's."""
+        out = {key: fmt(getattr(self, name)) for key, (name, _, fmt) in _OPTIONS.items()}
+        out["memtable_type"] = MEMTABLE_TYPE
+        return dict(sorted(out.items()))
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

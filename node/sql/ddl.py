@@ -4,6 +4,7 @@ rows (SHOW CREATE TABLE output parses back into the same table)."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import pyarrow as pa
@@ -59,11 +60,6 @@ def to_column(d: ColumnDef) -> Column:
     )
 
 
-#: HoraeDB's storage formats: gnomon stores every table one way (columnar Parquet), which
-#: answers alike for each, so the option is taken and checked but not kept.
-STORAGE_FORMATS = ("columnar", "hybrid", "auto")
-
-
 def schema_of(stmt: CreateTable) -> tuple[Schema, TableOptions]:
     """The schema and options of a new table, whose untagged rows have tsid 0 (HoraeDB's).
     Its columns keep their declared order, which ``INSERT INTO t VALUES (...)`` without a
@@ -74,13 +70,7 @@ def schema_of(stmt: CreateTable) -> tuple[Schema, TableOptions]:
         primary_key=_primary_key(stmt),
         tsid_version=TSID_ZERO_UNTAGGED,
     )
-    options = dict(stmt.options)
-    storage = options.pop("storage_format", None)
-    if storage is not None and storage.lower() not in STORAGE_FORMATS:
-        raise InvalidArgument(
-            f"unknown storage_format {storage!r}; expected one of {', '.join(STORAGE_FORMATS)}"
-        )
-    return schema, TableOptions.from_strings(options)
+    return schema, TableOptions.from_strings(stmt.options)
 
 
 def _is_implicit_tsid(c: ColumnDef, stmt: CreateTable) -> bool:
@@ -121,6 +111,15 @@ def quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+_PLAIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _key_name(name: str) -> str:
+    """A name in a KEY clause as HoraeDB prints it, bare, unless it needs quoting to parse
+    back (a name with other characters, or starting with a digit)."""
+    return name if _PLAIN_NAME.match(name) else quote(name)
+
+
 def _literal(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -151,7 +150,8 @@ def _key_first(schema: Schema) -> list[Column]:
 
 def show_create(info: TableInfo, partition: str | None = None) -> str:
     """``info`` as CREATE TABLE, in HoraeDB's shape: key columns first (the implicit
-    ``tsid`` too, which parses back as the implicit one), the PRIMARY KEY written out;
+    ``tsid`` too, which parses back as the implicit one), the PRIMARY KEY written out, the
+    options by name;
     ``partition`` is a partition table's PARTITION BY clause."""
     schema = info.schema
     parts: list[str] = []
@@ -170,13 +170,12 @@ def show_create(info: TableInfo, partition: str | None = None) -> str:
         if c.comment:
             col += f" COMMENT {_literal(c.comment)}"
         parts.append(col)
-    parts.append(f"PRIMARY KEY({', '.join(quote(k) for k in schema.primary_key)})")
-    parts.append(f"TIMESTAMP KEY({quote(schema.timestamp_key)})")
+    parts.append(f"PRIMARY KEY({','.join(_key_name(k) for k in schema.primary_key)})")
+    parts.append(f"TIMESTAMP KEY({_key_name(schema.timestamp_key)})")
     opts = ", ".join(f"{k}='{v}'" for k, v in info.options.to_strings().items())
     clause = "" if partition is None else f" {partition}"
     return (
-        f"CREATE TABLE {quote(info.name)} ({', '.join(parts)}){clause} ENGINE=Analytic "
-        f"WITH ({opts})"
+        f"CREATE TABLE {quote(info.name)} ({', '.join(parts)}){clause} ENGINE=Analytic WITH({opts})"
     )
 
 
