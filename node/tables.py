@@ -3,9 +3,11 @@ by capability, so they depend on these and not on the concrete :class:`~node.eng
 
 - :class:`TableCatalog`: list, describe, create, drop, alter (DDL and ingest).
 - :class:`TableReader`: a table's schema and a scan of a :class:`ScanRequest` (projection,
-  predicate, bounds, time range, snapshot). Implemented by :class:`LocalTables` (this node's
-  engine) and by :class:`node.cluster.remote.FlightTableReader` (a table another node serves,
-  read over its Arrow Flight endpoint with the projection and predicate pushed down).
+  predicate, bounds, time range, snapshot; the engine's one request value). Implemented by
+  :class:`LocalTables` (this node's engine) and by
+  :class:`node.cluster.remote.FlightTableReader` (a table another node serves, read over its
+  Arrow Flight endpoint with the request sent whole, in its wire form: the owner prunes by
+  its bounds as a local scan does).
 - :class:`TableWriter`: writes and deletions by key.
 - :class:`Snapshots` and :class:`Staging`: the pinned, split scans and staged revisions the
   Flight endpoint serves.
@@ -19,47 +21,23 @@ keep using it through this seam, without a copy or a wrapper per batch.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from node.engine.bounds import Bounds
 from node.engine.catalog import TableInfo
 from node.engine.engine import Engine
 from node.engine.leases import SnapshotLeases
 from node.engine.native import native_files
 from node.engine.options import TableOptions
 from node.engine.revisions import Revisions
-from node.engine.scan import Scan
+from node.engine.scan import Scan, ScanRequest
 from node.engine.schema import Column, Schema
 from node.engine.sst.meta import SstMeta
 from node.engine.table import Pinned, Table
 
 TimeRange = tuple[int | None, int | None]
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class ScanRequest:
-    """What one scan of ``table`` reads: ``columns`` (None: all) of the rows in ``time_range``
-    ([start, end) ms) that match ``predicate``; ``bounds`` hold for every wanted row (a reader
-    may prune with them, or ignore them); ``version`` or ``timestamp_ms`` read that manifest
-    version (time travel). ``dictionary_tags`` asks for string tags dictionary encoded, which
-    a reader may ignore (tags then arrive plain)."""
-
-    table: str
-    columns: Sequence[str] | None = None
-    predicate: pc.Expression | None = None
-    time_range: TimeRange | None = None
-    bounds: Bounds | None = None
-    version: int | None = None
-    timestamp_ms: int | None = None
-    batch_size: int = 65_536
-    dictionary_tags: bool = False
-    #: Scan this snapshot (a held one, :class:`Snapshots`) instead of ``version``.
-    pinned: Pinned | None = None
 
 
 class TableCatalog(Protocol):
@@ -217,19 +195,7 @@ class LocalTables:
         return self.describe(table).schema
 
     def scan(self, request: ScanRequest) -> Scan:
-        return self.engine.plan_scan(
-            request.table,
-            columns=request.columns,
-            time_range=request.time_range,
-            predicate=request.predicate,
-            version=request.version,
-            timestamp_ms=request.timestamp_ms,
-            batch_size=request.batch_size,
-            bounds=request.bounds,
-            dictionary_tags=request.dictionary_tags,
-            pinned=request.pinned,
-            follower=self.follower_reads,
-        )
+        return self.engine.scan_for(request, follower=self.follower_reads)
 
     def flush(self, table: str) -> None:
         self.engine.table(table).flush()

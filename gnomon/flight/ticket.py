@@ -114,7 +114,9 @@ _FORBID = ConfigDict(extra="forbid")
 class ScanSpec:
     """What to read: a table, its columns (None: all), filters, a [lo, hi) ms time range and
     a manifest version (or the version current at ``timestamp_ms``; neither: the live table).
-    ``scan_id`` names the scan for ``scan_stats``.
+    ``scan_id`` names the scan for ``scan_stats``. It is the wire form of a node's scan
+    request (``node/engine/scan/wire.py``): the node prunes files, row groups and series by
+    the filters' comparisons and value lists as by a local scan's bounds.
 
     Planned with ``lease_ms``, the snapshot is held (the live table: its manifest version and
     memtables as they are, nothing flushed) for that long after each use, and the tickets
@@ -128,8 +130,8 @@ class ScanSpec:
     columns: list[Name] | None = None
     filters: Annotated[list[Filter], BeforeValidator(_filters)] = field(default_factory=list)
     #: A row predicate ANDed with ``filters``: a Substrait ExtendedExpression, base64, as
-    #: ``node.cluster.remote.encode_predicate`` makes it (what a node's SQL engine pushes to
-    #: the owner of a table it reads remotely).
+    #: ``node.engine.scan.wire.encode_predicate`` makes it (what a node's SQL engine pushes
+    #: to the owner of a table it reads remotely).
     predicate: Annotated[StrictStr, Field(min_length=1, max_length=MAX_PREDICATE_CHARS)] | None = (
         None
     )

@@ -9,19 +9,14 @@ down. The owner applies that filter to what its engine scan reads, so only match
 cross the network, and the dataset returns exactly those rows, as DataFusion, which treats a
 pushed filter as exact, requires.
 
-The filter travels as a Substrait ExtendedExpression (``pyarrow.substrait``): a standard,
-protobuf-checked form that survives malformed input (Arrow's own expression serialization,
-the pickle form, aborts the process on some). Substrait binds column references to positions
-in a schema sent along (only the columns the filter names), so the owner evaluates it on
-batches whose first columns are those, and cannot hand it to its engine for pruning, which
-finds columns by name: SSTs are pruned by time range and bounds only, not by this predicate.
+The request travels in its one wire form (:mod:`node.engine.scan.wire`): the filter as a
+Substrait expression the owner applies to what its engine scan reads, bounds as filters the
+owner prunes by.
 """
 
 from __future__ import annotations
 
-import base64
 import logging
-import re
 import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -32,90 +27,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.flight as flight
-import pyarrow.substrait as substrait
 
-from gnomon.errors import GnomonError, InvalidArgument
+from gnomon.errors import GnomonError
 from gnomon.flight.client import FlightClient
-from gnomon.flight.ticket import MAX_PREDICATE_CHARS, ScanSpec
 from gnomon.peer import Peer
 from node.cluster.routes import RouteCache
-from node.engine.scan import referenced_columns
+from node.engine.scan import ScanRequest, wire
 from node.engine.schema import Schema
 from node.security.context import on_behalf_of
 from node.sql import cancel
 from node.sql.provider import ScanRecord, conformed
-from node.tables import ScanRequest
 
 log = logging.getLogger("gnomon.remote")
-
-#: The name the predicate has inside its Substrait message.
-_PREDICATE = "predicate"
-_FIELD_PATH = re.compile(r"FieldPath\((\d+)\)")
-
-
-# -- the predicate on the wire -------------------------------------------------------------------
-
-
-def encode_predicate(expr: pc.Expression, schema: Schema) -> str | None:
-    """``expr`` (over columns of ``schema``) as a scan request's ``predicate``, or None when
-    it cannot travel (a function Substrait has no mapping for, or too long): the reader then
-    applies it itself."""
-    names = referenced_columns(expr, schema)
-    if not names:
-        return None
-    bound = pa.schema([schema.arrow().field(n) for n in names])
-    try:
-        raw = substrait.serialize_expressions([expr], [_PREDICATE], bound)
-    except (pa.ArrowException, TypeError, ValueError):
-        return None
-    text = base64.b64encode(bytes(raw)).decode("ascii")
-    return text if len(text) <= MAX_PREDICATE_CHARS else None
-
-
-@dataclass(frozen=True)
-class RowPredicate:
-    """A decoded predicate: ``expression`` refers to the columns of ``schema`` by position."""
-
-    expression: pc.Expression
-    schema: pa.Schema
-
-    def read_columns(self, wanted: Sequence[str]) -> list[str]:
-        """The columns a scan reads to return ``wanted`` filtered: the predicate's first, in
-        its order, so its positions hold."""
-        return list(dict.fromkeys([*self.schema.names, *wanted]))
-
-    def apply(self, batch: pa.RecordBatch, wanted: Sequence[str]) -> pa.RecordBatch:
-        """The rows of ``batch`` (of :meth:`read_columns`) that match, as ``wanted``."""
-        return batch.filter(self.expression).select(list(wanted))
-
-
-def decode_predicate(text: str, table: str, schema: Schema) -> RowPredicate:
-    """The predicate a scan request of ``table`` (of ``schema``) carries; InvalidArgument
-    when it is no Substrait expression over columns the table has, of their types."""
-    try:
-        bound = substrait.deserialize_expressions(base64.b64decode(text, validate=True))
-    except (ValueError, pa.ArrowException) as e:
-        raise InvalidArgument(f"scan request: predicate is no Substrait expression: {e}") from None
-    exprs = list(bound.expressions.values())
-    if len(exprs) != 1:
-        raise InvalidArgument(
-            f"scan request: predicate holds {len(exprs)} expressions, expected one"
-        )
-    arrow = schema.arrow()
-    for f in bound.schema:
-        if f.name not in arrow.names or arrow.field(f.name).type != f.type:
-            raise InvalidArgument(
-                f"scan request: predicate column {f.name!r} ({f.type}) is not a column of "
-                f"table {table!r} of that type"
-            )
-    expr = exprs[0]
-    if any(int(i) >= len(bound.schema) for i in _FIELD_PATH.findall(str(expr))):
-        raise InvalidArgument("scan request: predicate refers to a column it does not declare")
-    try:
-        pa.Table.from_batches([], bound.schema).filter(expr)
-    except (pa.ArrowException, TypeError) as e:
-        raise InvalidArgument(f"scan request: invalid predicate {expr}: {e}") from None
-    return RowPredicate(expr, bound.schema)
 
 
 # -- the remote table source ---------------------------------------------------------------------
@@ -136,10 +59,10 @@ class RemoteScan:
 class FlightTableReader:
     """The tables another node (``owner``, its gRPC endpoint) serves, read through ``client``
     (its Flight endpoint): a :class:`~node.tables.TableReader`. A scan is one ``do_get``
-    carrying the projection, the time range, the snapshot and the predicate (when it can
-    travel, else applied here on the columns it needs as well). Bounds do not travel (they
-    only prune; the owner prunes by time range) and string tags arrive plain. Schemas are
-    asked once per reader: make one per query."""
+    whose ticket is the request in its wire form (:mod:`node.engine.scan.wire`): the
+    projection, time range, bounds (by which the owner prunes, as for a local scan), snapshot
+    and predicate (when it can travel, else applied here on the columns it needs as well);
+    string tags arrive plain. Schemas are asked once per reader: make one per query."""
 
     def __init__(self, owner: str, client: FlightClient) -> None:
         self.owner = owner
@@ -153,30 +76,10 @@ class FlightTableReader:
         return known
 
     def scan(self, request: ScanRequest) -> RemoteScan:
-        schema = self.schema(request.table)
-        wanted = list(schema.names) if request.columns is None else list(request.columns)
-        filter = request.predicate
-        encoded = None if filter is None else encode_predicate(filter, schema)
-        local = filter if encoded is None else None
-        read = (
-            wanted
-            if local is None
-            else list(dict.fromkeys([*wanted, *referenced_columns(local, schema)]))
-        )
         scan_id = uuid.uuid4().hex
-        spec = ScanSpec(
-            request.table,
-            columns=read,
-            predicate=encoded,
-            time_range=request.time_range or (None, None),
-            version=request.version,
-            timestamp_ms=request.timestamp_ms,
-            scan_id=scan_id,
-        )
-        batches = self.client.read(flight.FlightEndpoint(spec.to_json(), []))
-        if local is not None:
-            batches = (b.filter(local).select(wanted) for b in batches)
-        return RemoteScan(scan_id, batches)
+        sent = wire.encode(request, self.schema(request.table), scan_id=scan_id)
+        batches = self.client.read(flight.FlightEndpoint(sent.spec.to_json(), []))
+        return RemoteScan(scan_id, sent.answer(batches))
 
 
 # -- remote tables as datasets -------------------------------------------------------------------

@@ -780,20 +780,31 @@ class Engine:
         they filter too, and prune cheaper than a predicate. ``dictionary_tags`` returns
         string tags dictionary encoded. ``follower``: read the copy of a shard followed here if
         there is one (a follower read: a moment behind the leader)."""
-        req = ScanRequest(
-            columns,
-            time_range,
-            predicate,
-            batch_size,
-            order,
-            limit_per_series,
-            bounds,
-            dictionary_tags,
+        return self.scan_for(
+            ScanRequest(
+                name,
+                columns=columns,
+                time_range=time_range,
+                predicate=predicate,
+                bounds=bounds,
+                batch_size=batch_size,
+                order=order,
+                limit_per_series=limit_per_series,
+                dictionary_tags=dictionary_tags,
+                version=version,
+                timestamp_ms=timestamp_ms,
+                pinned=pinned,
+            ),
+            follower=follower,
         )
-        table = self._readable(name, follower)
+
+    def scan_for(self, request: ScanRequest, *, follower: bool = False) -> Scan:
+        """The scan ``request`` asks for (see :meth:`plan_scan`, which builds one)."""
+        table = self._readable(request.table, follower)
+        pinned = request.pinned
         if pinned is None:
-            pinned = table.pin(version=version, timestamp_ms=timestamp_ms)
-        return table.scan(req, pinned)
+            pinned = table.pin(version=request.version, timestamp_ms=request.timestamp_ms)
+        return table.scan(request, pinned)
 
     def pin(
         self, name: str, *, version: int | None = None, timestamp_ms: int | None = None

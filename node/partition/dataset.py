@@ -19,7 +19,7 @@ from node.partition.parts import Part
 from node.partition.tables import PartitionTable, PartMoved
 from node.sql import cancel
 from node.sql.provider import ScanRecord, conformed
-from node.tables import ScanRequest
+from node.engine.scan import ScanRequest
 
 
 class PartFragment:

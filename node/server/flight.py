@@ -10,9 +10,10 @@
   ``pin``; with ``native``, the SSTs needing no merge (``node/engine/native.py``) that the
   reader can open are left out of the tickets and listed, with their URIs, in the plan's
   ``app_metadata`` (the hybrid read of gnomon.spark).
-- ``do_get(ticket = ScanSpec JSON)``: streams the engine scan as record batches, only the rows
-  matching the ticket's ``predicate`` (a Substrait expression, node/cluster/remote.py) when it
-  carries one; when the stream ends its statistics are kept under the scan id for
+- ``do_get(ticket = ScanSpec JSON)``: streams the engine scan of the request the ticket is the
+  wire form of (``node/engine/scan/wire.py``: its filters pruning as bounds), only the rows
+  matching the ticket's ``predicate`` (a Substrait expression) when it carries one; when the
+  stream ends its statistics are kept under the scan id for
   ``scan_stats`` (``rows_returned``: after the predicate).
 - ``do_get(ticket = QuerySpec JSON)``: the answer of a SQL query over tables the node serves
   (a sub-table's share of a partition table's query, node/partition/pushdown.py), never sent
@@ -48,7 +49,6 @@ from dataclasses import asdict, replace
 from typing import Any, TypeVar
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.flight as flight
 
 from gnomon.errors import GnomonError, InvalidArgument, NotFound, Status, TooLarge
@@ -66,10 +66,8 @@ from gnomon.flight.ticket import (
 )
 from node.cluster import rows_wire
 from node.cluster.ingest_forward import RowsWriter
-from node.cluster.remote import decode_predicate
 from node.engine.engine import Engine
-from node.engine.scan import Scan
-from node.engine.schema import Column, ColumnType, Schema
+from node.engine.scan import Scan, wire
 from node.engine.table import Pinned
 from node.security.context import acting_as, authorize
 from node.security.principal import Privilege
@@ -78,7 +76,7 @@ from node.server.auth import FLIGHT_MIDDLEWARE, FlightAuth, MiddlewareHandshake,
 from node.server.listen import bind_failed, check_free
 from node.server.metrics import Registry
 from node.server.status import message_of
-from node.tables import FlightTables, ScanRequest, local
+from node.tables import FlightTables, local
 
 log = logging.getLogger("gnomon.flight")
 
@@ -125,76 +123,6 @@ def _guarded(what: str, fn: Callable[[], T], context: flight.ServerCallContext) 
 
 #: What an action on a table needs (those not named change the table's revisions: write).
 _ACTION_NEEDS = {"describe": Privilege.READ, "route": Privilege.READ}
-
-
-# -- filters -------------------------------------------------------------------------------------
-
-
-def _literal(column: Column, value: Any) -> pa.Scalar[Any]:
-    try:
-        if column.type is ColumnType.TIMESTAMP:
-            lit: pa.Scalar[Any] = pa.scalar(int(value), pa.timestamp("ms"))
-        else:
-            lit = pa.scalar(value).cast(column.type.arrow())
-        return lit
-    except (
-        pa.ArrowInvalid,
-        pa.ArrowNotImplementedError,
-        TypeError,
-        ValueError,
-        OverflowError,
-    ) as e:
-        raise InvalidArgument(
-            f"filter value {value!r} does not fit column {column.name!r} ({column.type}): {e}"
-        ) from None
-
-
-_COMPARE: dict[str, Callable[..., pc.Expression]] = {
-    "=": pc.equal,
-    "!=": pc.not_equal,
-    "<": pc.less,
-    "<=": pc.less_equal,
-    ">": pc.greater,
-    ">=": pc.greater_equal,
-}
-
-
-def compile_filters(
-    spec: ScanSpec, schema: Schema
-) -> tuple[pc.Expression | None, tuple[int | None, int | None]]:
-    """The filters as one predicate, with comparisons of the timestamp key folded into the
-    time range instead (so SSTs and row groups are pruned by time)."""
-    lo, hi = spec.time_range
-    parts: list[pc.Expression] = []
-    for name, op, value in spec.filters:
-        if not schema.has_column(name):
-            raise InvalidArgument(f"table {spec.table!r} has no column {name!r}")
-        column = schema.column(name)
-        if name == schema.timestamp_key and op in ("=", "<", "<=", ">", ">="):
-            v = int(_literal(column, value).cast(pa.int64()).as_py())
-            if op in ("=", ">="):
-                lo = v if lo is None else max(lo, v)
-            if op == ">":
-                lo = v + 1 if lo is None else max(lo, v + 1)
-            if op in ("=", "<="):
-                hi = v + 1 if hi is None else min(hi, v + 1)
-            if op == "<":
-                hi = v if hi is None else min(hi, v)
-            continue
-        f = pc.field(name)
-        if op == "is_null":
-            parts.append(f.is_null())
-        elif op == "is_not_null":
-            parts.append(pc.is_valid(f))
-        elif op == "in":
-            values = pa.array([_literal(column, v).as_py() for v in value], column.type.arrow())
-            parts.append(f.isin(values))
-        else:
-            parts.append(_COMPARE[op](f, _literal(column, value)))
-    predicate: pc.Expression | None = None
-    for p in parts:
-        predicate = p if predicate is None else predicate & p
-    return predicate, (lo, hi)
 
 
 def _received(table: str, reader: flight.MetadataRecordBatchReader) -> Iterator[pa.RecordBatch]:
@@ -284,7 +212,7 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         def run() -> flight.SchemaResult:
             spec = ScanSpec.from_json(descriptor.command or b"")
             authorize(Privilege.READ, [spec.table])
-            compile_filters(spec, self.tables.describe(spec.table).schema)  # checks them
+            wire.decode(spec, self.tables.describe(spec.table).schema)  # checks the request
             return flight.SchemaResult(self._schema(spec))
 
         return _guarded("get_schema", run, context)
@@ -308,7 +236,7 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         authorize(Privilege.READ, [spec.table])
         info = self.tables.describe(spec.table)
         schema = self._schema(spec)
-        _, (lo, hi) = compile_filters(spec, info.schema)
+        lo, hi = wire.decode(spec, info.schema).request.time_range or (None, None)
         held = spec.lease_ms is not None
         if spec.version is None and spec.timestamp_ms is None and not held:
             # A pinned version holds flushed data only: flush so it holds every write so far.
@@ -393,29 +321,12 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
                 return flight.RecordBatchStream(self.query(spec.query))
             authorize(Privilege.READ, [spec.table])
             info = self.tables.describe(spec.table)
-            predicate, time_range = compile_filters(spec, info.schema)
             schema = self._schema(spec)
-            rows = (
-                None
-                if spec.predicate is None
-                else decode_predicate(spec.predicate, spec.table, info.schema)
-            )
             pinned = None if spec.pin is None else self.tables.leases.get(spec.pin, info.table_id)
+            received = wire.decode(spec, info.schema, pinned=pinned)
             # The engine's own scan (a local reader's): its statistics answer scan_stats.
-            scan = self.tables.scan(
-                ScanRequest(
-                    spec.table,
-                    columns=spec.columns if rows is None else rows.read_columns(schema.names),
-                    time_range=time_range,
-                    predicate=predicate,
-                    version=spec.version,
-                    timestamp_ms=spec.timestamp_ms,
-                    pinned=pinned,
-                )
-            )
-            batches: Iterator[pa.RecordBatch] = iter(scan)
-            if rows is not None:
-                batches = (rows.apply(b, schema.names) for b in batches)
+            scan = self.tables.scan(received.request)
+            batches = received.answer(scan)
             return flight.GeneratorStream(schema, self._stream(spec, scan, batches, schema))
 
         return _guarded("do_get", run, context)

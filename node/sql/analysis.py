@@ -20,7 +20,7 @@ import pyarrow as pa
 from gnomon.errors import InvalidArgument, UnknownTable
 from node.engine.lru import Lru
 from node.engine.schema import ColumnType, Schema
-from node.sql import direct, functions, prescan, rewrite, system
+from node.sql import direct, functions, modes, prescan, rewrite, system
 from node.sql.lexer import Kind, Token, check_bounds, shaped
 from node.sql.parser import resolve
 from node.tables import TableCatalog
@@ -85,6 +85,10 @@ class Analysis:
     strings: tuple[int, ...] = ()
     #: The words naming ``system.public.tables`` (:func:`node.sql.system.references`).
     system: tuple[int, ...] = ()
+    #: String tags reach DataFusion plain (:func:`node.sql.modes.plain_tags`).
+    plain_tags: bool = False
+    #: Its plan is looked at for literal scan filters (:func:`node.sql.modes.equates_twice`).
+    equates_twice: bool = False
 
     def holds_for(self, engine: TableCatalog) -> bool:
         """Whether the engine's tables are still those the analysis was found with."""
@@ -263,6 +267,8 @@ def analyse(tokens: Sequence[Token], engine: TableCatalog, sql: str) -> Analysis
         tuple(names),
         strings,
         system_at,
+        modes.plain_tags(tokens, schemas),
+        modes.equates_twice(tokens),
     )
 
 

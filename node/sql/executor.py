@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import datafusion
@@ -22,6 +22,7 @@ import pyarrow as pa
 from gnomon.errors import GnomonError, InvalidArgument, NotOwner, UnknownTable
 from node.engine.engine import Engine
 from node.engine.options import UpdateMode
+from node.engine.scan import ScanRequest
 from node.engine.schema import TSID, ColumnType
 from node.partition import pushdown
 from node.partition.dataset import PartitionDataset
@@ -35,7 +36,7 @@ from node.partition.tables import (
 )
 from node.security.context import visible
 from node.security.statements import authorize_query, authorize_statement
-from node.sql import cancel, ddl, direct, functions, naming, prescan, rewrite, system
+from node.sql import cancel, ddl, direct, functions, modes, naming, prescan, rewrite, system
 from node.sql.analysis import Analyses, Analysis, parse_timestamp, timestamp_ms
 from node.sql.ast import (
     AlterAddColumns,
@@ -62,7 +63,7 @@ from node.sql.provider import (
     ScanRecord,
 )
 from node.sql.result import QueryResult
-from node.tables import ScanRequest, SqlTables, local
+from node.tables import SqlTables, local
 
 _DF_NOT_FOUND = re.compile(r"table '(?:[\w]+\.)*([^']+)' not found", re.IGNORECASE)
 
@@ -114,12 +115,6 @@ class _DeepStack:
 _DEEP = _DeepStack()
 
 
-class _LiteralFilterPushdown(Exception):
-    """DataFusion simplified a pushed-down filter to a literal (``host = 'a' AND host = 'b'``
-    is ``false``) and then failed to hand it to the dataset: its pyarrow form is a
-    ``BooleanScalar``, which is no ``Expression`` and cannot be combined with one."""
-
-
 #: Runs of a query that met a table not open here: each finds it opened here (made through
 #: another node since) or served elsewhere, with the query's other tables of other nodes.
 RESOLVE_ATTEMPTS = 3
@@ -140,27 +135,10 @@ class _StreamInstead(Exception):
     names; the streamed table has all of them, and DataFusion's error then names them."""
 
 
-class _DictionaryUnsupported(Exception):
-    """A DataFusion function has no implementation for dictionary-encoded input (such as
-    approx_distinct); the query runs again with plain string tags."""
-
-
-@dataclass(frozen=True)
-class _Mode:
-    """How a query's tables reach DataFusion. Without ``pushdown`` each table is a view with
-    a LIMIT over its dataset, which keeps DataFusion from pushing filters into the scan (the
-    way around :class:`_LiteralFilterPushdown`); ``in_memory`` lets small scans be read up
-    front; ``dictionary_tags`` hands string tags over dictionary encoded."""
-
-    pushdown: bool = True
-    in_memory: bool = True
-    dictionary_tags: bool = True
-
-
 class _QueryContext:
     """The tables one query reads, registered on a fresh DataFusion session."""
 
-    def __init__(self, tables: SqlTables, mode: _Mode, partitions: Partitions) -> None:
+    def __init__(self, tables: SqlTables, mode: modes.Mode, partitions: Partitions) -> None:
         self.tables = tables
         self.mode = mode
         self.partitions = partitions
@@ -171,8 +149,10 @@ class _QueryContext:
         #: The tables behind the names registered for gnomon's own use (a time-travel
         #: clause's, a scan's under a view), for error messages.
         self.names: dict[str, str] = {}
-        #: Whether a table was registered as rows read up front.
+        #: Whether a table was registered as rows read up front, and whether one was
+        #: registered as a dataset DataFusion streams from.
         self.in_memory = False
+        self.datasets = False
         #: The rows of the table read up front, by registered name.
         self.rows: dict[str, pa.Table] = {}
         #: What the query is when of a shape :mod:`node.sql.direct` answers without DataFusion
@@ -235,16 +215,14 @@ class _QueryContext:
             and self._register_small(name, prescan)
         ):
             return
-        dataset = EngineDataset(
-            self.tables,
-            table,
+        request = ScanRequest(table) if prescan is None else prescan.request
+        request = replace(
+            request,
             version=version,
             timestamp_ms=timestamp_ms,
-            scans=self.scans,
-            errors=self.errors,
-            bounds=None if prescan is None else prescan.bounds,
             dictionary_tags=self.mode.dictionary_tags,
         )
+        dataset = EngineDataset(self.tables, request, scans=self.scans, errors=self.errors)
         self._register_dataset(name, table, dataset)
 
     def register_remote(self, name: str, table: RemoteTable) -> None:
@@ -254,6 +232,7 @@ class _QueryContext:
             self._register_dataset(name, name, table.dataset(self.scans, self.errors))
 
     def _register_dataset(self, name: str, table: str, dataset: Any) -> None:
+        self.datasets = True
         # DataFusion reads the name as SQL (unquoted folds to lower case): quote it.
         if self.mode.pushdown:
             self.ctx.register_dataset(_dq(name), dataset)
@@ -268,18 +247,13 @@ class _QueryContext:
     def _register_small(self, name: str, prescan: Prescan) -> bool:
         # The engine's own scan (a local reader's): its estimate and located reads are the
         # point of reading up front.
-        scan = self.tables.scan(
-            ScanRequest(
-                prescan.table,
-                columns=prescan.columns,
-                bounds=prescan.bounds,
-                dictionary_tags=self.mode.dictionary_tags,
-            )
-        )
+        scan = self.tables.scan(replace(prescan.request, dictionary_tags=self.mode.dictionary_tags))
         if scan.estimated_rows() * len(scan.columns) > SMALL_SCAN_VALUES:
             return False
         self.in_memory = True
-        self.scans.append(ScanRecord(prescan.table, scan.columns, lambda: scan.filter, scan.stats))
+        self.scans.append(
+            ScanRecord(prescan.request.table, scan.columns, lambda: scan.filter, scan.stats)
+        )
         if isinstance(self.direct, direct.BucketedAggregation):
             # A located read's arrays aggregated as read: no tables in between.
             arrays = scan.located_arrays()
@@ -438,7 +412,7 @@ class SqlExecutor:
     # -- queries ---------------------------------------------------------------------------------
 
     def _prepare(
-        self, analysis: Analysis, tokens: Sequence[Token], mode: _Mode, remote: Remote
+        self, analysis: Analysis, tokens: Sequence[Token], mode: modes.Mode, remote: Remote
     ) -> _QueryContext:
         """Register the tables of a query (``tokens``, of ``analysis``' shape): the tables it
         travels to under their registered names, the others as they are, and those of other
@@ -467,7 +441,7 @@ class SqlExecutor:
                 qc.direct = direct.bind(analysis.direct, tokens)
             if qc.direct is not None:
                 # The bounds decide the WHERE clause's columns: only the answer's are read.
-                bounds = replace(bounds, columns=qc.direct.reads)
+                bounds = replace(bounds, request=replace(bounds.request, columns=qc.direct.reads))
         for name in analysis.plain:
             qc.register(name, name, prescan=bounds)
         return qc
@@ -493,10 +467,6 @@ class SqlExecutor:
                 raise qc.errors[0] from None
             if qc.in_memory:
                 raise _StreamInstead from e
-            if qc.mode.pushdown and "BooleanScalar" in str(e):
-                raise _LiteralFilterPushdown from e
-            if qc.mode.dictionary_tags and "Dictionary(" in str(e):
-                raise _DictionaryUnsupported from e
             raise _translate(e, qc.names) from None
 
     def _run(
@@ -507,10 +477,10 @@ class SqlExecutor:
         analysis: Analysis | None = None,
         remote: Remote | None = None,
     ) -> tuple[_QueryContext, pa.Table]:
-        """Runs ``prefix`` + ``sql`` as DataFusion takes it (:meth:`Analysis.rewrite`); when
-        DataFusion cannot push a filter it simplified to a literal, runs it again with
-        filters evaluated above the scans, when it cannot take dictionary-encoded tags, with
-        plain ones, and when it fails on tables read up front, streamed. An EXPLAIN (a
+        """Runs ``prefix`` + ``sql`` as DataFusion takes it (:meth:`Analysis.rewrite`), its
+        tables handed over as :mod:`node.sql.modes` decides from the query; when it fails on
+        tables read up front (which hold only the columns the query names), streamed, for
+        DataFusion's error in terms of the whole tables. An EXPLAIN (a
         ``prefix``) shows the streaming plan, never one over rows read up front. With an
         ``analysis``, ``tokens`` are those :meth:`Analyses.bound` made. Long ORs of one
         column's values reach DataFusion as IN lists (:func:`rewrite.in_lists`). Tables of
@@ -536,24 +506,41 @@ class SqlExecutor:
         if analysis.unnamed and not prefix:
             named = analysis.item_names(sql, positioned or tokenize(sql))
 
-        mode = _Mode(in_memory=not prefix)
-        for _ in range(3):  # each retry turns one of the three features off
+        def answer(mode: modes.Mode) -> tuple[_QueryContext, pa.Table]:
             qc = self._prepare(analysis, tokens, mode, remote)
             if qc.answer is not None:
                 return qc, qc.answer  # an aggregation's: buckets and numbers, no dictionaries
             if qc.direct is not None and len(qc.rows) == 1:
                 (rows,) = qc.rows.values()
                 return qc, _plain(direct.run(qc.direct, rows))
+            if (
+                mode.pushdown
+                and analysis.equates_twice
+                and qc.datasets
+                and self._literal_filter(qc, rewritten(), depth)
+            ):
+                return answer(replace(mode, pushdown=False))
+            return qc, self._collect(qc, rewritten(), depth, named)
+
+        mode = modes.Mode(in_memory=not prefix, dictionary_tags=not analysis.plain_tags)
+        try:
+            return answer(mode)
+        except _StreamInstead:
+            return answer(replace(mode, in_memory=False))
+
+    def _literal_filter(self, qc: _QueryContext, sql: str, depth: int) -> bool:
+        """Whether DataFusion's plan of ``sql`` hands a dataset a literal filter (see
+        :mod:`node.sql.modes`); a query it cannot plan fails when it runs, not here."""
+        ctx = qc.ctx
+
+        def planned() -> bool:
             try:
-                return qc, self._collect(qc, rewritten(), depth, named)
-            except _StreamInstead:
-                mode = replace(mode, in_memory=False)
-            except _LiteralFilterPushdown:
-                mode = replace(mode, pushdown=False)
-            except _DictionaryUnsupported:
-                mode = replace(mode, dictionary_tags=False)
-        qc = self._prepare(analysis, tokens, mode, remote)
-        return qc, self._collect(qc, rewritten(), depth, named)
+                plan = ctx.sql(sql).optimized_logical_plan()
+            except Exception:  # DataFusion reports every failure as a plain Exception
+                return False
+            return modes.literal_scan_filter(plan)
+
+        return planned() if depth <= INLINE_DEPTH else _DEEP.call(planned)
 
     def _query(
         self,
@@ -728,11 +715,13 @@ def _pushed(
 
 def _session() -> datafusion.SessionContext:
     """A DataFusion session whose operators hold at most the running query's memory budget
-    (a query over it fails with DataFusion's 'Resources exhausted' instead of growing)."""
+    (a query over it fails with DataFusion's 'Resources exhausted' instead of growing), the
+    budget reserved in the server's memory budget first."""
     token = cancel.current()
     budget = None if token is None else token.limits.memory_bytes
-    if budget is None:
+    if token is None or budget is None:
         return datafusion.SessionContext()
+    token.memory.pool(budget)
     return datafusion.SessionContext(
         runtime=datafusion.RuntimeEnvBuilder().with_greedy_memory_pool(budget)
     )

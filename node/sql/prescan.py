@@ -16,7 +16,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from node.engine.bounds import Range, intersect_all
+from node.engine.bounds import Bounds, Range, intersect_all
+from node.engine.scan import ScanRequest
 from node.engine.schema import ColumnType, Schema
 from node.sql.lexer import Kind, Token
 
@@ -35,15 +36,20 @@ _FLOATS = {ColumnType.DOUBLE, ColumnType.FLOAT}
 
 @dataclass(frozen=True)
 class Prescan:
-    table: str
-    #: Columns of the table the query may read (None: all of them, e.g. for ``*``).
-    columns: list[str] | None
-    bounds: dict[str, Range]
+    """What a query tells the engine of its scan of its one table (``request``: the columns
+    it may read, None for all, e.g. for ``*``; the bounds of its WHERE clause), and how it
+    uses the rows."""
+
+    request: ScanRequest
     #: A LIMIT without ORDER BY or GROUP BY: streamed, the scan stops after the first rows.
     stops_early: bool = False
     #: The bounds are the whole WHERE clause (every term became one, or there is none): the
     #: rows the scan returns are exactly those the clause keeps.
     exact: bool = False
+
+    @property
+    def bounds(self) -> Bounds:
+        return self.request.bounds or {}
 
 
 @dataclass(frozen=True)
@@ -93,7 +99,8 @@ class Shape:
         """The analysis of ``tokens``, a query of this shape."""
         ranges = [(b.column, r) for b in self.bounds if (r := b.range(tokens)) is not None]
         exact = self.single and len(ranges) == self.terms
-        return Prescan(self.table, self.columns, intersect_all(ranges), self.stops_early, exact)
+        request = ScanRequest(self.table, columns=self.columns, bounds=intersect_all(ranges))
+        return Prescan(request, self.stops_early, exact)
 
 
 def analyse(tokens: Sequence[Token], table: str, schema: Schema, *, mentions: int) -> Prescan:

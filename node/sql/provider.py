@@ -9,7 +9,7 @@ answer stays right while the engine reads only what it must.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -17,10 +17,9 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from gnomon.errors import GnomonError
-from node.engine.bounds import Bounds
-from node.engine.scan import ScanStats
+from node.engine.scan import ScanRequest, ScanStats
 from node.sql import cancel
-from node.tables import LocalReader, ScanRequest
+from node.tables import LocalReader
 
 
 @dataclass
@@ -60,22 +59,18 @@ class EngineFragment:
         d = self._dataset
         try:
             scan = d.source.scan(
-                ScanRequest(
-                    d.table,
+                replace(
+                    d.request,
                     columns=columns,
                     predicate=filter,
-                    version=d.version,
-                    timestamp_ms=d.timestamp_ms,
-                    batch_size=batch_size or 65_536,
-                    bounds=d.bounds,
-                    dictionary_tags=d.dictionary_tags,
+                    batch_size=batch_size or d.request.batch_size,
                 )
             )
         except GnomonError as e:
             # DataFusion would flatten the error into text; keep it for the executor.
             d.errors.append(e)
             raise
-        record = ScanRecord(d.table, columns, lambda: filter, scan.stats)
+        record = ScanRecord(d.request.table, columns, lambda: filter, scan.stats)
         d.scans.append(record)
         out_schema = (
             d.arrow_schema
@@ -98,7 +93,8 @@ def conformed(
     try:
         if token is not None:
             token.check()
-        for b in batches:
+        # Each batch held in the server's memory budget until the next one is asked for.
+        for b in batches if token is None else token.memory.held_batches(batches):
             yield pa.RecordBatch.from_arrays(b.columns, schema=schema) if b.num_columns else b
             if token is not None:
                 # Before reading on: a query nobody waits for any more stops here.
@@ -109,34 +105,29 @@ def conformed(
 
 
 class EngineDataset(ds.InMemoryDataset):  # type: ignore[misc]
-    """One table of ``source`` (optionally at a manifest version) as a DataFusion table,
-    string tags dictionary encoded with ``dictionary_tags``. ``bounds`` hold for every row the
-    query needs (see :mod:`node.sql.prescan`)."""
+    """One table of ``source`` as a DataFusion table: each scan DataFusion makes is
+    ``request`` (its table, snapshot, the bounds every row the query needs meets, see
+    :mod:`node.sql.prescan`, and whether string tags come dictionary encoded) with the
+    projection and filter DataFusion pushes down."""
 
     def __init__(
         self,
         source: LocalReader,
-        table: str,
+        request: ScanRequest,
         *,
-        version: int | None = None,
-        timestamp_ms: int | None = None,
         scans: list[ScanRecord],
         errors: list[GnomonError],
-        bounds: Bounds | None = None,
-        dictionary_tags: bool = False,
     ) -> None:
         self.source = source
-        self.bounds = bounds
-        self.dictionary_tags = dictionary_tags
-        self.table = table
-        self.version = version
-        self.timestamp_ms = timestamp_ms
+        self.request = request
         self.scans = scans
         self.errors = errors
         #: The query's cancellation token, taken here, in the request's thread: DataFusion
         #: runs the scans on threads of its own.
         self.token = cancel.current()
-        self.arrow_schema = source.schema(table).arrow(dictionary_tags=dictionary_tags)
+        self.arrow_schema = source.schema(request.table).arrow(
+            dictionary_tags=request.dictionary_tags
+        )
         super().__init__(pa.Table.from_batches([], schema=self.arrow_schema))  # type: ignore[call-arg]
 
     def get_fragments(self, filter: pc.Expression | None = None) -> list[EngineFragment]:

@@ -1,11 +1,13 @@
 """The table-source seam's contract (node/tables.py): one suite of reads run against the local
 implementation (this node's engine) and the remote one (the same tables read over a real
-Flight endpoint on 127.0.0.1), so both answer every scan request alike; and the catalog and
-writer contract of the local implementation, the only one that has them."""
+Flight endpoint on 127.0.0.1), so both answer every scan request alike, and both prune by a
+request's bounds (the remote one at the owner); and the catalog and writer contract of the
+local implementation, the only one that has them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,12 +17,14 @@ import pytest
 from gnomon.errors import NotFound
 from gnomon.flight.client import FlightClient
 from node.backends import open_standalone
-from node.cluster.remote import FlightTableReader
+from node.cluster.remote import FlightTableReader, RemoteScan
+from node.engine.bounds import Bounds, Range
 from node.engine.engine import Engine
+from node.engine.scan import Scan, ScanRequest, ScanStats
 from node.engine.schema import Column, ColumnType
 from node.server.flight import FlightService
 from node.sql.executor import SqlExecutor
-from node.tables import LocalTables, ScanRequest, TableReader
+from node.tables import LocalTables, TableReader
 
 DDL = (
     "CREATE TABLE t (host string TAG, region string, v double, n bigint, "
@@ -134,6 +138,75 @@ def test_version_reads_that_snapshot(
 ) -> None:
     got = _read(reader, ScanRequest("t", columns=["host"], version=served[2]))
     assert sorted(got.column("host").to_pylist()) == ["a", "b", "c"]
+
+
+BOUNDS: list[Bounds] = [
+    {"host": Range(values=frozenset({"a", "d"}))},
+    {"v": Range(lo=0.0, lo_inclusive=False, hi=4.0, hi_inclusive=False)},
+    {"n": Range(values=frozenset({1, 3, 4}), lo=2)},
+    {"ts": Range(lo=2000, hi=3000)},
+    {"region": Range(hi="f"), "host": Range(lo="a", lo_inclusive=False)},
+    {"host": Range(values=frozenset())},
+]
+
+
+@pytest.mark.parametrize(
+    "bounds", BOUNDS, ids=["tag-in", "open-range", "in-and-range", "time", "two-columns", "none"]
+)
+def test_bounds_keep_the_rows_that_meet_them(
+    reader: TableReader, served: tuple[Engine, FlightService, int], bounds: Bounds
+) -> None:
+    request = ScanRequest("t", columns=["ts", "host"], bounds=bounds)
+    everything = _all(served[0]).to_pylist()
+    want = sorted(
+        r["ts"] for r in everything if all(b.admits(_ms(r[c])) for c, b in bounds.items())
+    )
+    # A request nothing meets may return no batches at all.
+    assert sorted(r["ts"] for b in reader.scan(request) for r in b.to_pylist()) == want
+
+
+def test_bounds_and_predicate_and_time_range_together(
+    reader: TableReader, served: tuple[Engine, FlightService, int]
+) -> None:
+    request = ScanRequest(
+        "t",
+        columns=["host"],
+        time_range=(1000, 4001),
+        predicate=pc.is_valid(pc.field("region")),
+        bounds={"n": Range(lo=1, lo_inclusive=False)},
+    )
+    assert sorted(_read(reader, request).column("host").to_pylist(), key=str) == ["c", "d"]
+
+
+def test_bounds_prune_at_the_owner(
+    reader: TableReader, served: tuple[Engine, FlightService, int]
+) -> None:
+    """A bound no flushed row meets (hosts a to c are flushed, d is in the memtable) leaves
+    the SST unread, whether the scan runs here or at the owner."""
+    scan = reader.scan(
+        ScanRequest("t", columns=["host"], bounds={"host": Range(values=frozenset({"d"}))})
+    )
+    assert [r["host"] for b in scan for r in b.to_pylist()] == ["d"]
+    stats = _stats(scan, served[1])
+    assert (stats.ssts_read, stats.ssts_total) == (0, 1)
+
+
+def _stats(scan: Iterable[pa.RecordBatch], service: FlightService) -> ScanStats:
+    """What ``scan`` (read to its end) touched: its own statistics, or those the owner keeps
+    under its scan id."""
+    if isinstance(scan, Scan):
+        return scan.stats
+    assert isinstance(scan, RemoteScan)
+    with FlightClient(f"127.0.0.1:{service.port}") as client:
+        kept = client.scan_stats(scan.scan_id)
+    return ScanStats(ssts_total=kept["ssts_total"], ssts_read=kept["ssts_read"])
+
+
+def _ms(value: object) -> object:
+    """A row's value as bounds take it (timestamps in milliseconds)."""
+    if isinstance(value, datetime):
+        return int(value.replace(tzinfo=UTC).timestamp() * 1000)
+    return value
 
 
 def test_local_catalog_and_writer(tmp_path: Path) -> None:

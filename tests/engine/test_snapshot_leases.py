@@ -38,7 +38,7 @@ def test_held_snapshot_survives_compaction_and_gc(data_dir: str) -> None:
         e.gc("cpu")
         assert e.manifest.versions(tid)[0].version == held  # kept, nothing older
         table = e.table("cpu")
-        scan = table.scan(ScanRequest(), e.leases.get(key, tid))
+        scan = table.scan(ScanRequest("cpu"), e.leases.get(key, tid))
         assert rows(scan.to_table()) == before
         assert e.leases.oldest(tid) == held
         assert e.leases.release(key)

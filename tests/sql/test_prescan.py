@@ -37,7 +37,7 @@ def test_where_terms_become_bounds() -> None:
         "AND ts < to_timestamp_millis(5000) AND usage > 90 GROUP BY host"
     )
     assert p is not None
-    assert p.columns == ["host", "usage", "ts"]
+    assert p.request.columns == ["host", "usage", "ts"]
     assert p.bounds == {
         "host": Range(values=frozenset(["a", "b"])),
         "ts": Range(lo=1000, hi=5000, hi_inclusive=False),
@@ -99,7 +99,7 @@ def test_queries_reading_the_table_in_several_places_get_no_bounds(
     sql: str, mentions: int, columns: list[str] | None
 ) -> None:
     p = _analyse(sql, mentions)
-    assert p.columns == columns
+    assert p.request.columns == columns
     assert p.bounds == {}
 
 
@@ -111,8 +111,8 @@ def test_a_limit_without_order_stops_early() -> None:
 
 
 def test_columns_read() -> None:
-    assert _analyse("SELECT * FROM cpu WHERE host = 'a'").columns is None
-    assert _analyse("SELECT count(*) AS k FROM cpu").columns == ["ts"]
+    assert _analyse("SELECT * FROM cpu WHERE host = 'a'").request.columns is None
+    assert _analyse("SELECT count(*) AS k FROM cpu").request.columns == ["ts"]
 
 
 @pytest.fixture

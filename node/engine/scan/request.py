@@ -1,11 +1,18 @@
-"""What a scan is asked for (:class:`ScanRequest`) and what it touched (:class:`ScanStats`)."""
+"""What a scan is asked for (:class:`ScanRequest`) and what it touched (:class:`ScanStats`).
+
+:class:`ScanRequest` is the one value every reader of a table is handed: the SQL provider
+and the up-front reads of :mod:`node.sql.executor` build it (from :mod:`node.sql.prescan`'s
+bounds), the table-source seam (:mod:`node.tables`) passes it to a local engine or to a
+remote owner, and :mod:`node.engine.scan.wire` is its one form on the wire (the Flight
+ticket, :class:`gnomon.flight.ticket.ScanSpec`).
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -14,14 +21,23 @@ from gnomon.errors import InvalidArgument
 from node.engine.bounds import Bounds
 from node.engine.schema import Schema
 
+if TYPE_CHECKING:
+    from node.engine.table import Pinned
+
 Order = Literal["asc", "desc"]
+TimeRange = tuple[int | None, int | None]
 
 
 @dataclass(frozen=True)
 class ScanRequest:
+    """One scan of ``table``: ``columns`` (None: all) of the rows in ``time_range`` that
+    match ``predicate`` and ``bounds``, of the live table, a manifest version (``version``,
+    or the one current at ``timestamp_ms``: time travel) or a held snapshot (``pinned``)."""
+
+    table: str
     columns: Sequence[str] | None = None
     #: [start, end) in milliseconds since the epoch; either bound may be None.
-    time_range: tuple[int | None, int | None] | None = None
+    time_range: TimeRange | None = None
     predicate: pc.Expression | None = None
     batch_size: int = 65_536
     #: Primary-key order (within a series: time ascending) or its reverse; None: unordered.
@@ -33,8 +49,14 @@ class ScanRequest:
     #: filter like ``predicate`` and prune files, row groups and series without judging an
     #: expression per row group.
     bounds: Bounds | None = None
-    #: Return string tag columns dictionary encoded (decoded so from Parquet where possible).
+    #: Return string tag columns dictionary encoded (decoded so from Parquet where possible);
+    #: a reader may ignore it (a remote one does: tags then arrive plain).
     dictionary_tags: bool = False
+    version: int | None = None
+    timestamp_ms: int | None = None
+    #: Scan this snapshot (held under a lease, :mod:`node.engine.leases`) instead of
+    #: ``version``.
+    pinned: Pinned | None = None
 
 
 @dataclass
