@@ -238,6 +238,12 @@ class ServerConfig(RoleConfig):
     max_result_bytes: int = setting(
         1024**3, "Largest query answer, in bytes of Arrow data; larger ones are refused (413)."
     )
+    server_memory_bytes: int = setting(
+        0,
+        "Memory the running queries may hold together: each one's DataFusion pool "
+        "(query_memory_bytes) and the batches the scans hand on; a query that cannot get its "
+        "share fails 'over the server's memory budget' (503), the others run on (0: no limit).",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -250,6 +256,13 @@ class ServerConfig(RoleConfig):
                 raise InvalidArgument(f"{name} must be at least 1")
         if self.max_result_bytes < 1024:
             raise InvalidArgument("max_result_bytes must be at least 1024")
+        if self.server_memory_bytes < 0:
+            raise InvalidArgument("server_memory_bytes must be at least 0 (0: no limit)")
+        if 0 < self.server_memory_bytes < self.query_memory_bytes:
+            raise InvalidArgument(
+                f"server_memory_bytes ({self.server_memory_bytes}) is less than one query's "
+                f"query_memory_bytes ({self.query_memory_bytes}): no query could run"
+            )
         if self.query_queue_timeout_s < 0 or self.auth_cache_s < 0:
             raise InvalidArgument("query_queue_timeout_s and auth_cache_s must be at least 0")
         for name in ("http_port", "grpc_port", "flight_port"):

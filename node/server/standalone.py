@@ -168,6 +168,7 @@ class Standalone:
                 max_statement_bytes=cfg.max_statement_bytes,
                 memory_bytes=cfg.query_memory_bytes,
                 max_result_bytes=cfg.max_result_bytes,
+                server_memory_bytes=cfg.server_memory_bytes or None,
             ),
         )
 
@@ -429,6 +430,7 @@ class Standalone:
             "max_statement_bytes": limits.max_statement_bytes,
             "query_memory_bytes": limits.memory_bytes,
             "max_result_bytes": limits.max_result_bytes,
+            "server_memory_bytes": limits.server_memory_bytes,
         }
         self.metrics.gauge(
             "gnomon_query_limit",
@@ -442,10 +444,17 @@ class Standalone:
             ["state"],
             lambda: [(("running",), float(queries.running_now)), (("queued",), queries.queued)],
         )
+        self.metrics.gauge(
+            "gnomon_query_memory_held_bytes",
+            "Bytes the running queries hold of server_memory_bytes: their DataFusion pools and "
+            "the scan batches handed on.",
+            [],
+            lambda: [((), float(queries.memory.held))],
+        )
         self.metrics.counted(
             "gnomon_queries_refused_total",
             "Queries a limit turned away since start: concurrency (waited in the queue too "
-            "long), timeout, statement_bytes, memory_bytes, result_bytes.",
+            "long), timeout, statement_bytes, memory_bytes, result_bytes, server_memory_bytes.",
             ["limit"],
             lambda: [((k,), float(n)) for k, n in queries.refusals.counts().items()],
         )

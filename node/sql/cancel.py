@@ -10,9 +10,11 @@ the token is cancelled (the gRPC call ended, the server is stopping), its deadli
 or its probe (has the HTTP client closed its connection?) says the caller is gone.
 
 The token also carries the server's :class:`QueryLimits` for the query (its memory budget,
-the largest answer), and :meth:`Queries.running` admits at most ``max_concurrent`` queries at
-once, the others waiting their turn up to ``queue_timeout_s``. Each limit that turns a
-query away is counted in :class:`Refusals` (the servers' ``/metrics`` show them).
+the largest answer) and the query's account of the server's memory budget
+(:mod:`node.security.memory`, released when the query ends), and :meth:`Queries.running`
+admits at most ``max_concurrent`` queries at once, the others waiting their turn up to
+``queue_timeout_s``. Each limit that turns a query away is counted in :class:`Refusals` (the
+servers' ``/metrics`` show them).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 from gnomon.errors import Cancelled, DeadlineExceeded, TooLarge, Unavailable
+from node.security.memory import MemoryBudget, QueryMemory
 
 #: The server-side limit on one query's time, unless configured otherwise.
 DEFAULT_QUERY_TIMEOUT_S = 300.0
@@ -34,17 +37,26 @@ DEFAULT_QUERY_TIMEOUT_S = 300.0
 class QueryLimits:
     """What one query may take (None: no limit): queries running at once (the others queue
     for at most ``queue_timeout_s``), the statement's length, the memory its DataFusion
-    operators hold, the size of its answer."""
+    operators hold, the size of its answer; and what all running queries may hold together
+    (``server_memory_bytes``, :mod:`node.security.memory`)."""
 
     max_concurrent: int | None = None
     queue_timeout_s: float = 30.0
     max_statement_bytes: int | None = None
     memory_bytes: int | None = None
     max_result_bytes: int | None = None
+    server_memory_bytes: int | None = None
 
 
 #: The limits a query can be refused by, as counted in :class:`Refusals`.
-LIMITS = ("concurrency", "timeout", "statement_bytes", "memory_bytes", "result_bytes")
+LIMITS = (
+    "concurrency",
+    "timeout",
+    "statement_bytes",
+    "memory_bytes",
+    "result_bytes",
+    "server_memory_bytes",
+)
 
 
 class Refusals:
@@ -67,7 +79,16 @@ class CancelToken:
     """Whether one query should stop. ``probe`` answers whether its caller is gone; it is
     asked at every check, so it must be cheap (one non-blocking system call)."""
 
-    __slots__ = ("_probe", "_reason", "_timed_out", "deadline", "limits", "refusals", "timeout_s")
+    __slots__ = (
+        "_probe",
+        "_reason",
+        "_timed_out",
+        "deadline",
+        "limits",
+        "memory",
+        "refusals",
+        "timeout_s",
+    )
 
     def __init__(
         self,
@@ -76,10 +97,13 @@ class CancelToken:
         probe: Callable[[], bool] | None = None,
         limits: QueryLimits | None = None,
         refusals: Refusals | None = None,
+        memory: QueryMemory | None = None,
     ) -> None:
         self.timeout_s = timeout_s
         self.limits = limits or QueryLimits()
         self.refusals = refusals or Refusals()
+        #: What the query holds of the server's memory budget.
+        self.memory = memory or MemoryBudget().query()
         self.deadline = None if not timeout_s else time.monotonic() + timeout_s
         self._probe = probe
         self._reason: str | None = None
@@ -162,6 +186,8 @@ class Queries:
     ) -> None:
         self.timeout_s = timeout_s
         self.limits = limits or QueryLimits()
+        #: What the running queries hold together (server_memory_bytes).
+        self.memory = MemoryBudget(self.limits.server_memory_bytes)
         self._slots = (
             None
             if self.limits.max_concurrent is None
@@ -220,7 +246,13 @@ class Queries:
     def _token(
         self, limit: float | None, probe: Callable[[], bool] | None
     ) -> Iterator[CancelToken]:
-        token = CancelToken(limit, probe=probe, limits=self.limits, refusals=self.refusals)
+        token = CancelToken(
+            limit,
+            probe=probe,
+            limits=self.limits,
+            refusals=self.refusals,
+            memory=self.memory.query(lambda: self.refusals.count("server_memory_bytes")),
+        )
         with self._cond:
             if self._stopping is not None:
                 token.cancel(self._stopping)
@@ -230,6 +262,7 @@ class Queries:
             yield token
         finally:
             _current.reset(reset)
+            token.memory.release_all()
             with self._cond:
                 self._tokens.discard(token)
                 self._cond.notify_all()

@@ -1,8 +1,10 @@
 """The query limits of a running server, each meeting a query past it while the server keeps
-serving the others: many heavy queries against a small cap on concurrent queries (each one
-answers or is turned away after its wait in the queue, with a message saying so), a
-statement over the size limit, a query over its memory budget, an answer over the size
-limit; each refusal is counted on /metrics under the limit that made it."""
+serving the others: many heavy queries against a small cap on concurrent queries and a
+server memory budget smaller than the cap's worth of query pools (each one answers, is
+turned away after its wait in the queue, or is refused the memory the running ones hold,
+with a message saying so, and the server's resident memory stays within its baseline plus
+the budget), a statement over the size limit, a query over its memory budget, an answer
+over the size limit; each refusal is counted on /metrics under the limit that made it."""
 
 from __future__ import annotations
 
@@ -30,6 +32,9 @@ HEAVY_ANSWER = ROWS * (ROWS - 1) // 2
 #: 9 million distinct values to keep: far past a 32 MiB budget.
 GREEDY_QUERY = "SELECT count(DISTINCT a.v * 100000 + b.v) AS n FROM lim a, lim b"
 MEMORY_BYTES = 32 * 1024**2
+#: Room for three of the four queries' pools and their scans' batches: the fourth running
+#: query is refused its memory.
+SERVER_MEMORY_BYTES = 3 * MEMORY_BYTES + 16 * 1024**2
 RESULT_BYTES = 1024**2
 STATEMENT_BYTES = 4096
 
@@ -50,6 +55,8 @@ def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
         str(MEMORY_BYTES),
         "--max-result-bytes",
         str(RESULT_BYTES),
+        "--server-memory-bytes",
+        str(SERVER_MEMORY_BYTES),
     )
     lines = "\n".join(f"lim,host=h{i % 10} v={i} {1_700_000_000_000 + i}" for i in range(ROWS))
     status, _, body = running.request(
@@ -86,30 +93,45 @@ def _refused(running: Running, limit: str) -> float:
     return _metric(running, f'gnomon_queries_refused_total{{limit="{limit}"}}')
 
 
-def _peak_rss_bytes(running: Running) -> int:
+def _rss_bytes(running: Running, field: str) -> int:
+    """The server process's resident memory, now (VmRSS) or at its peak (VmHWM)."""
     status = Path(f"/proc/{running.server.proc.pid}/status").read_text()
-    line = next(x for x in status.splitlines() if x.startswith("VmHWM:"))
+    line = next(x for x in status.splitlines() if x.startswith(field + ":"))
     return int(line.split()[1]) * 1024
 
 
 def test_heavy_queries_against_a_small_cap_answer_or_queue_out(limited: Running) -> None:
-    refused_before = _refused(limited, "concurrency")
+    refused_before = {k: _refused(limited, k) for k in ("concurrency", "server_memory_bytes")}
+    _serving(limited)  # the query path warmed up before the baseline is taken
+    baseline = _rss_bytes(limited, "VmRSS")
+    # The peak counted from here (Linux: "5" to clear_refs resets VmHWM).
+    Path(f"/proc/{limited.server.proc.pid}/clear_refs").write_text("5")
     with futures.ThreadPoolExecutor(HEAVY) as pool:
         answers = list(pool.map(lambda _: _query(limited, HEAVY_QUERY), range(HEAVY)))
+    peak = _rss_bytes(limited, "VmHWM")
+    busy = out_of_memory = 0
     for status, body in answers:
         if status == 200:
             assert body == {"rows": [{"n": HEAVY_ANSWER}]}
-        else:
-            assert status == 503, body
+            continue
+        assert status == 503, body
+        if "server busy" in body["message"]:
             assert f"server busy: {CAP} queries running" in body["message"]
             assert "max_concurrent_queries" in body["message"]
+            busy += 1
+        else:
+            assert "over the server's memory budget" in body["message"], body
+            assert "server_memory_bytes" in body["message"]
+            out_of_memory += 1
     assert any(status == 200 for status, _ in answers)
-    busy = sum(status == 503 for status, _ in answers)
-    assert _refused(limited, "concurrency") - refused_before == busy
+    assert _refused(limited, "concurrency") - refused_before["concurrency"] == busy
+    refused_memory = _refused(limited, "server_memory_bytes")
+    assert refused_memory - refused_before["server_memory_bytes"] == out_of_memory
     assert _metric(limited, 'gnomon_queries{state="queued"}') == 0
+    assert _metric(limited, "gnomon_query_memory_held_bytes") == 0
     _serving(limited)
-    # Every query ran under the memory budget: the server grew by little more than CAP of them.
-    assert _peak_rss_bytes(limited) < 1024**3
+    # What the queries held, the server's budget bounded.
+    assert peak - baseline < SERVER_MEMORY_BYTES, (peak, baseline)
 
 
 def test_a_statement_over_the_size_limit(limited: Running) -> None:
@@ -157,6 +179,7 @@ def test_the_limits_are_on_metrics(limited: Running) -> None:
         ("max_statement_bytes", STATEMENT_BYTES),
         ("query_memory_bytes", MEMORY_BYTES),
         ("max_result_bytes", RESULT_BYTES),
+        ("server_memory_bytes", SERVER_MEMORY_BYTES),
     ):
         assert _metric(limited, f'gnomon_query_limit{{setting="{setting}"}}') == value
     # This scrape is no query: none runs while it is answered.
