@@ -244,6 +244,11 @@ class ServerConfig(RoleConfig):
         "(query_memory_bytes) and the batches the scans hand on; a query that cannot get its "
         "share fails 'over the server's memory budget' (503), the others run on (0: no limit).",
     )
+    max_connections_per_s: float = setting(
+        0.0,
+        "New HTTP connections one client address may open a second, in bursts of as many "
+        "(at least 1); past it a connection is answered 429 and closed (0: no limit).",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -263,6 +268,8 @@ class ServerConfig(RoleConfig):
                 f"server_memory_bytes ({self.server_memory_bytes}) is less than one query's "
                 f"query_memory_bytes ({self.query_memory_bytes}): no query could run"
             )
+        if self.max_connections_per_s < 0:
+            raise InvalidArgument("max_connections_per_s must be at least 0 (0: no limit)")
         if self.query_queue_timeout_s < 0 or self.auth_cache_s < 0:
             raise InvalidArgument("query_queue_timeout_s and auth_cache_s must be at least 0")
         for name in ("http_port", "grpc_port", "flight_port"):

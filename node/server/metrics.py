@@ -146,6 +146,12 @@ class Registry:
             "Rows written through the servers, by protocol.",
             ["protocol"],
         )
+        self.connections_refused = self.counter(
+            "gnomon_connections_refused_total",
+            "New connections refused before any request was read, by protocol and the limit "
+            "that refused them.",
+            ["protocol", "limit"],
+        )
         self.request_bytes = self.counter(
             "gnomon_request_bytes_total",
             "Bytes of request bodies received, by protocol.",

@@ -105,8 +105,11 @@ class Standalone:
         placement: Placement | None = None,
         security: Security | None = None,
         limits: QueryLimits | None = None,
+        max_connections_per_s: float = 0.0,
     ) -> None:
         self.data_dir = data_dir
+        #: New HTTP connections one client address may open a second (0: any number).
+        self.max_connections_per_s = max_connections_per_s
         #: Authentication, TLS (default: neither, refused off loopback).
         self.security = security or Security()
         self.bind = bind
@@ -170,6 +173,7 @@ class Standalone:
                 max_result_bytes=cfg.max_result_bytes,
                 server_memory_bytes=cfg.server_memory_bytes or None,
             ),
+            max_connections_per_s=cfg.max_connections_per_s,
         )
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -242,7 +246,13 @@ class Standalone:
                 authenticator=authenticator,
                 execute_follower=forwarding(follower.execute, router),
             )
-            self._http = HttpServer(app, bind=self.bind, port=self.http_port, tls=tls)
+            self._http = HttpServer(
+                app,
+                bind=self.bind,
+                port=self.http_port,
+                tls=tls,
+                max_connections_per_s=self.max_connections_per_s,
+            )
             self.http_port = self._http.start()
             self._flight = FlightService(
                 tables,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import http.client
-import io
 import json
 import socket
 from datetime import datetime
@@ -15,7 +14,7 @@ import pyarrow as pa
 
 from node.backends import open_standalone
 from node.ingest.writer import Ingestor
-from node.server.http import ONE_WRITE_BYTES, HttpApp, HttpServer, _read_headers
+from node.server.http import ONE_WRITE_BYTES, HttpApp, HttpServer
 from node.server.metrics import Registry
 from node.sql.result import QueryResult
 from tests.server.conftest import MAX_REQUEST_BYTES, Running
@@ -232,13 +231,6 @@ def _exchange(port: int, request: bytes) -> list[tuple[bytes, bytes]]:
         answers.append((head, rest[:length]))
         data = rest[length:]
     return answers
-
-
-def test_folded_header_lines_continue_their_own_header() -> None:
-    raw = b"X-A: 1\r\nX-A: 2\r\n  more\r\nContent-Length: 3\r\n\r\nbody"
-    headers = _read_headers(io.BytesIO(raw))
-    assert not isinstance(headers, tuple)
-    assert headers.get_all("x-a") == ["1", "2 more"] and headers["content-length"] == "3"
 
 
 def test_request_headers_are_parsed_strictly_and_answered_in_json(gnomon: Running) -> None:

@@ -23,8 +23,9 @@ from node.backends import open_standalone
 from node.engine.table import Logged
 from node.ingest.rows import TableRows
 from node.ingest.writer import Ingestor
-from node.server import http as http_module
-from node.server.http import HttpApp, HttpServer, _Response
+from node.server.http import HttpApp, HttpServer, Response
+from node.server.http import connection as http_connection
+from node.server.http.writes import Writes
 from node.server.metrics import Registry
 from node.sql.executor import SqlExecutor
 from node.sql.result import QueryResult
@@ -165,7 +166,7 @@ def test_idle_keep_alive_connections_close_after_the_idle_timeout(
 ) -> None:
     """A connection is closed once it has been idle for IDLE_TIMEOUT_S after its answers,
     whatever it sent before; one still sending its request is not idle."""
-    monkeypatch.setattr(http_module, "IDLE_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(http_connection, "IDLE_TIMEOUT_S", 0.2)
     write = b"POST /influxdb/v1/write?precision=ms HTTP/1.1\r\nContent-Length: 14\r\n\r\n"
     with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S) as sock:
         for ts in range(3):
@@ -212,7 +213,7 @@ def test_writes_batched_together_are_answered_each_on_its_own(tmp_path: Path) ->
         answers = app.influx_writes(
             [(b"b_cpu,host=a v=1i 1", ms), (b"b_cpu,host=b v=2i 2", ms), (b"b_mem free=3 5", ms)]
         )
-        assert [a.status for a in answers if isinstance(a, _Response)] == [204, 204, 204]
+        assert [a.status for a in answers if isinstance(a, Response)] == [204, 204, 204]
         answers = app.influx_writes(
             [
                 (b"b_cpu,host=c v=3i 3", ms),
@@ -222,7 +223,7 @@ def test_writes_batched_together_are_answered_each_on_its_own(tmp_path: Path) ->
             ]
         )
         ok, float_v, other_db, ok_too = answers
-        assert isinstance(ok, _Response) and isinstance(ok_too, _Response)
+        assert isinstance(ok, Response) and isinstance(ok_too, Response)
         assert isinstance(float_v, InvalidArgument) and "Value type is not same" in str(float_v)
         assert isinstance(other_db, InvalidArgument) and "'other' does not exist" in str(other_db)
         rows = sql.execute("SELECT host, v FROM b_cpu ORDER BY timestamp").table().to_pylist()
@@ -349,8 +350,8 @@ def test_a_batch_of_small_writes_is_answered_in_the_pass_of_the_loop_that_answer
         loop = asyncio.new_event_loop()
         pool = concurrent.futures.ThreadPoolExecutor(1)
         try:
-            writes = http_module._Writes(app, pool, loop)
-            answers: list[_Response | Exception] = []
+            writes = Writes(app, pool, loop)
+            answers: list[Response | Exception] = []
             writes.add(b"g_cpu v=1i 2", ms, answers.append)
             writes.add(b"g_cpu v=2i 3", ms, answers.append)
             passes = 0
@@ -361,7 +362,7 @@ def test_a_batch_of_small_writes_is_answered_in_the_pass_of_the_loop_that_answer
         finally:
             pool.shutdown()
             loop.close()
-    assert [a.status for a in answers if isinstance(a, _Response)] == [204, 204]
+    assert [a.status for a in answers if isinstance(a, Response)] == [204, 204]
     assert passes == 2
 
 
