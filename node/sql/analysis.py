@@ -20,7 +20,7 @@ import pyarrow as pa
 from gnomon.errors import InvalidArgument, UnknownTable
 from node.engine.lru import Lru
 from node.engine.schema import ColumnType, Schema
-from node.sql import direct, functions, modes, prescan, rewrite, system
+from node.sql import fastpath, functions, modes, prescan, rewrite, system
 from node.sql.lexer import Kind, Token, check_bounds, shaped
 from node.sql.parser import resolve
 from node.tables import TableCatalog
@@ -71,7 +71,7 @@ class Analysis:
     #: For a query reading no table but one: its prescan, and its own plan when it has one
     #: (for an exact prescan).
     prescan: prescan.Shape | None
-    direct: direct.Direct | None
+    fast: fastpath.FastPath | None
     #: The most operators on one path of an expression (:func:`node.sql.lexer.extent`).
     depth: int = 0
     #: SELECT items named by their text (:func:`node.sql.rewrite.unnamed_items`).
@@ -249,7 +249,7 @@ def analyse(tokens: Sequence[Token], engine: TableCatalog, sql: str) -> Analysis
         schema = engine.describe(plain[0]).schema
         shape = prescan.shape(tokens, plain[0], schema, mentions=len(plain))
         exact = shape.single and len(shape.bounds) == shape.terms
-        planned = direct.plan(tokens, plain[0], schema, exact_where=exact)
+        planned = fastpath.plan(tokens, plain[0], schema, exact_where=exact)
     literals_at = tuple(i for i, t in enumerate(tokens) if t.kind in _LITERAL_KINDS)
     return Analysis(
         tuple(tokens),

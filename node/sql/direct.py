@@ -1,7 +1,8 @@
 """Queries over one table's rows read up front answered with Arrow kernels instead of a
 DataFusion session, plan and run (about 1.5 ms of a point query; DataFusion's sort of tens of
-thousands of rows takes two to three times pyarrow's). Only two shapes are taken, everything
-else goes to DataFusion. Time-bucketed aggregations:
+thousands of rows takes two to three times pyarrow's): the fast paths of
+:mod:`node.sql.fastpath`. Only two shapes are taken, everything else goes to DataFusion.
+Time-bucketed aggregations:
 
     SELECT date_bin(INTERVAL '<n> <unit>', <timestamp key>) AS <b>, <agg>(<col>) AS <name>, ...
     FROM <table> [[AS] <alias>] [WHERE <terms>] GROUP BY <b> [ORDER BY <b> [ASC|DESC]]
@@ -75,6 +76,24 @@ class BucketedAggregation:
         """The columns the answer reads."""
         return list(dict.fromkeys([self.timestamp, *self.aggregated]))
 
+    located = True
+
+    def bind(self, tokens: Sequence[Token]) -> BucketedAggregation | None:
+        """This aggregation with the interval and limit of ``tokens``, a query of its shape
+        (None for an interval of no unit taken)."""
+        stride = _stride(tokens[self.interval_at])
+        if stride <= 0:
+            return None
+        limit = _count(tokens, self.limit_at)
+        if (stride, limit) == (self.stride_ms, self.limit):
+            return self
+        return replace(self, stride_ms=stride, limit=limit)
+
+    def answer(self, rows: pa.Table | LocatedArrays) -> pa.Table:
+        if isinstance(rows, LocatedArrays):
+            return aggregate(self, rows)
+        return run(self, rows)
+
     @functools.cached_property
     def aggregated(self) -> list[str]:
         """The columns aggregated."""
@@ -103,6 +122,19 @@ class SortedRows:
     def reads(self) -> list[str]:
         """The columns the answer reads."""
         return list(dict.fromkeys([*self.columns, *(k.column for k in self.keys)]))
+
+    located = False
+
+    def bind(self, tokens: Sequence[Token]) -> SortedRows:
+        limit = _count(tokens, self.limit_at)
+        return self if limit == self.limit else replace(self, limit=limit)
+
+    def answer(self, rows: pa.Table | LocatedArrays) -> pa.Table | None:
+        """The sorted rows; a located read's arrays are declined (they come in run order,
+        each series apart: a table of them is sorted as cheaply)."""
+        if isinstance(rows, LocatedArrays):
+            return None
+        return run(self, rows)
 
 
 Direct = BucketedAggregation | SortedRows
@@ -180,12 +212,9 @@ class _Cursor:
         return first
 
 
-def plan(
-    tokens: Sequence[Token], table: str, schema: Schema, *, exact_where: bool
-) -> Direct | None:
-    """What a query asks for, or None when it is not of a shape taken here."""
-    if not exact_where:
-        return None
+def plan(tokens: Sequence[Token], table: str, schema: Schema) -> Direct | None:
+    """What a query whose WHERE clause became the scan's bounds asks for, or None when it is
+    not of a shape taken here."""
     return _aggregation(_Cursor(tokens), table, schema) or _sorted_rows(
         _Cursor(tokens), table, schema
     )
@@ -355,21 +384,6 @@ def _item(c: _Cursor, schema: Schema, tables: set[str]) -> _Item | None:
 
 def _alias(c: _Cursor) -> str | None:
     return c.name() if c.word("AS") else None
-
-
-def bind(query: Direct, tokens: Sequence[Token]) -> Direct | None:
-    """``query``, planned for a query of the same shape (the same tokens but for their
-    literals' values), with the values of ``tokens``: None when they make a query not taken
-    here (an interval of no unit taken)."""
-    limit = _count(tokens, query.limit_at)
-    if isinstance(query, SortedRows):
-        return query if limit == query.limit else replace(query, limit=limit)
-    stride = _stride(tokens[query.interval_at])
-    if stride <= 0:
-        return None
-    if (stride, limit) == (query.stride_ms, query.limit):
-        return query
-    return replace(query, stride_ms=stride, limit=limit)
 
 
 def _stride(interval: Token) -> int:

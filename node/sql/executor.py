@@ -36,7 +36,17 @@ from node.partition.tables import (
 )
 from node.security.context import visible
 from node.security.statements import authorize_query, authorize_statement
-from node.sql import cancel, ddl, direct, functions, modes, naming, prescan, rewrite, system
+from node.sql import (
+    cancel,
+    ddl,
+    fastpath,
+    functions,
+    modes,
+    naming,
+    prescan,
+    rewrite,
+    system,
+)
 from node.sql.analysis import Analyses, Analysis, parse_timestamp, timestamp_ms
 from node.sql.ast import (
     AlterAddColumns,
@@ -155,10 +165,10 @@ class _QueryContext:
         self.datasets = False
         #: The rows of the table read up front, by registered name.
         self.rows: dict[str, pa.Table] = {}
-        #: What the query is when of a shape :mod:`node.sql.direct` answers without DataFusion
-        #: (used when its table was read up front).
-        self.direct: direct.Direct | None = None
-        #: The answer, when a direct one was taken as the table was read.
+        #: The fast path answering the query without DataFusion (:mod:`node.sql.fastpath`),
+        #: asked when its table was read up front.
+        self.fast: fastpath.FastPath | None = None
+        #: The answer, when the fast path gave one as the table was read.
         self.answer: pa.Table | None = None
         #: DataFusion's own name of each answer column named by its SELECT item's text.
         self.expressions: dict[str, str] = {}
@@ -254,12 +264,13 @@ class _QueryContext:
         self.scans.append(
             ScanRecord(prescan.request.table, scan.columns, lambda: scan.filter, scan.stats)
         )
-        if isinstance(self.direct, direct.BucketedAggregation):
-            # A located read's arrays aggregated as read: no tables in between.
+        if self.fast is not None and self.fast.located:
+            # A located read's arrays answered as read: no tables in between.
             arrays = scan.located_arrays()
             if arrays is not None:
-                self.answer = direct.aggregate(self.direct, arrays)
-                return True
+                self.answer = self.fast.answer(arrays)
+                if self.answer is not None:
+                    return True
         # Only the columns the query names: an error naming the others (an unknown column,
         # whose message lists the valid ones) makes the query run again streamed.
         rows = scan.to_table()
@@ -437,11 +448,11 @@ class SqlExecutor:
         # table alone: its prescan and plan do not hold.
         if analysis.prescan is not None and not remote:
             bounds = analysis.prescan.bind(tokens)
-            if bounds.exact and analysis.direct is not None:
-                qc.direct = direct.bind(analysis.direct, tokens)
-            if qc.direct is not None:
+            if bounds.exact and analysis.fast is not None:
+                qc.fast = analysis.fast.bind(tokens)
+            if qc.fast is not None:
                 # The bounds decide the WHERE clause's columns: only the answer's are read.
-                bounds = replace(bounds, request=replace(bounds.request, columns=qc.direct.reads))
+                bounds = replace(bounds, request=replace(bounds.request, columns=qc.fast.reads))
         for name in analysis.plain:
             qc.register(name, name, prescan=bounds)
         return qc
@@ -509,10 +520,12 @@ class SqlExecutor:
         def answer(mode: modes.Mode) -> tuple[_QueryContext, pa.Table]:
             qc = self._prepare(analysis, tokens, mode, remote)
             if qc.answer is not None:
-                return qc, qc.answer  # an aggregation's: buckets and numbers, no dictionaries
-            if qc.direct is not None and len(qc.rows) == 1:
+                return qc, _plain(qc.answer)
+            if qc.fast is not None and len(qc.rows) == 1:
                 (rows,) = qc.rows.values()
-                return qc, _plain(direct.run(qc.direct, rows))
+                fast = qc.fast.answer(rows)
+                if fast is not None:
+                    return qc, _plain(fast)
             if (
                 mode.pushdown
                 and analysis.equates_twice
