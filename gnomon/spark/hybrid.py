@@ -38,9 +38,19 @@ log = logging.getLogger("gnomon.spark")
 
 #: Sessions already told that Spark cannot reach the store (said once per session).
 _warned: set[str] = set()
+#: Whether each session (by application id) has the s3a filesystem: asked of its JVM once,
+#: since a miss costs a Java exception converted through py4j on every read.
+_s3a: dict[str, bool] = {}
 
 
 def _has_s3a(spark: SparkSession) -> bool:
+    app = spark.sparkContext.applicationId
+    if app not in _s3a:
+        _s3a[app] = _jvm_has_s3a(spark)
+    return _s3a[app]
+
+
+def _jvm_has_s3a(spark: SparkSession) -> bool:
     jvm = spark.sparkContext._jvm
     if jvm is None:
         return False
@@ -76,7 +86,8 @@ def read(
     part of) as one DataFrame of one snapshot per owner: ``columns`` (default all) of the rows
     in ``time_range`` ([lo, hi) ms). ``native=False`` reads everything over Flight.
     ``scan_id`` names the read on the owners (their ``scan_stats``)."""
-    described = table_schema(endpoint, table)
+    where = planning.route(endpoint, table)
+    described = table_schema(endpoint, table, where)
     all_columns = columns_of(described)
     names = [c.name for c in all_columns]
     wanted = list(columns) if columns is not None else names
@@ -95,11 +106,11 @@ def read(
         max_splits=max_splits,
         min_split_rows=min_split_rows,
     )
-    plan = planning.plan(endpoint, spec)
+    plan = planning.plan(endpoint, spec, where)
     if not all(_readable(u) for u in plan.native[:1]):
         # The node's files are on another machine: plan again, all of it over Flight.
         planning.release(plan.held)
-        plan = planning.plan(endpoint, replace(spec, native=[]))
+        plan = planning.plan(endpoint, replace(spec, native=[]), where)
     unreachable = plan.stores - set(schemes)
     if native and unreachable and spark.sparkContext.applicationId not in _warned:
         _warned.add(spark.sparkContext.applicationId)
@@ -127,7 +138,9 @@ def read(
         ts = described["timestamp_key"]
         read_as = spark_schema([c for c in all_columns if c.name in wanted or c.name == ts])
         native_rows = _native(spark, plan, read_as, ts, time_range)
-        frames.append(native_rows.select(*wanted))
+        # Each select is a round trip to the JVM: only when the timestamp was read for the
+        # filters alone, or the order differs.
+        frames.append(native_rows if read_as.names == wanted else native_rows.select(*wanted))
     if plan.splits or not frames:
         frames.append(
             spark.read.format("gnomon")

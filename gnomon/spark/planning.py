@@ -99,13 +99,14 @@ class Plan:
         return json.dumps([s.to_json() for s in self.splits])
 
 
-def plan(endpoint: str, spec: ScanSpec) -> Plan:
-    """``spec`` (its ``lease_ms`` set) planned at the owner of every part of its table, in
-    parallel; scan ids ``<scan_id>/<part>``, so each owner's ``scan_stats`` of ``scan_id``
-    sums what it served. Snapshots held before a failing part are released."""
+def plan(endpoint: str, spec: ScanSpec, where: Route | None = None) -> Plan:
+    """``spec`` (its ``lease_ms`` set) planned at the owner of every part of its table (as
+    ``where`` says, else as ``endpoint`` answers), in parallel; scan ids
+    ``<scan_id>/<part>``, so each owner's ``scan_stats`` of ``scan_id`` sums what it served.
+    Snapshots held before a failing part are released."""
     if spec.lease_ms is None:
         raise ValueError("a plan holds its snapshots: lease_ms is required")
-    where = route(endpoint, spec.table)
+    where = where or route(endpoint, spec.table)
 
     def one(part: str, owner: str) -> tuple[str, Any]:
         scan_id = None if spec.scan_id is None else f"{spec.scan_id}/{part}"
