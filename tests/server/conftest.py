@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -55,6 +56,17 @@ class Running:
             {"Content-Type": "application/json"},
         )
         return status, json.loads(body)
+
+
+def read_until_closed(sock: socket.socket) -> bytes:
+    """Everything the server sends on ``sock`` until it closes the connection."""
+    data = b""
+    for _ in range(10_000):
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 def start_standalone(data_dir: Path, log: Path, *extra: str) -> Running:

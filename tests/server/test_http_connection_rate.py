@@ -17,6 +17,7 @@ from node.server.http import HttpApp, HttpServer
 from node.server.http.admission import ConnectionRate
 from node.server.metrics import Registry
 from node.sql.result import QueryResult
+from tests.server.conftest import read_until_closed
 
 WAIT_S = 30.0
 
@@ -70,16 +71,6 @@ def limited(tmp_path: Path) -> Iterator[tuple[HttpServer, Registry]]:
             server.stop(grace_s=5.0)
 
 
-def _read_until_closed(sock: socket.socket) -> bytes:
-    data = b""
-    for _ in range(10_000):
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    return data
-
-
 def test_a_connection_over_the_rate_is_answered_429_and_closed(
     limited: tuple[HttpServer, Registry],
 ) -> None:
@@ -89,7 +80,7 @@ def test_a_connection_over_the_rate_is_answered_429_and_closed(
         first.sendall(health)
         assert first.recv(65536).startswith(b"HTTP/1.1 200 OK")
         with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S) as second:
-            answer = _read_until_closed(second)
+            answer = read_until_closed(second)
         head, _, body = answer.partition(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 429 Too Many Requests\r\n"), head
         assert b"Retry-After: 1" in head and b"Connection: close" in head

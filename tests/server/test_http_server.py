@@ -29,6 +29,7 @@ from node.server.http.writes import Writes
 from node.server.metrics import Registry
 from node.sql.executor import SqlExecutor
 from node.sql.result import QueryResult
+from tests.server.conftest import read_until_closed
 
 #: Bound on every wait of these tests.
 WAIT_S = 30.0
@@ -78,16 +79,6 @@ def _sql(query: str) -> bytes:
     return b"POST /sql HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
 
 
-def _read_until_closed(sock: socket.socket) -> bytes:
-    data = b""
-    for _ in range(10_000):
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    return data
-
-
 def test_the_loop_answers_while_a_query_blocks(server: HttpServer, gate: Gate) -> None:
     with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S) as held:
         held.sendall(_sql("SELECT 'held'"))
@@ -109,7 +100,7 @@ def test_pipelined_requests_are_answered_in_order(server: HttpServer, gate: Gate
         )
         assert gate.started.wait(WAIT_S)
         gate.release.set()
-        data = _read_until_closed(sock)
+        data = read_until_closed(sock)
     assert data.count(b"HTTP/1.1 200 OK") == 3
     assert data.index(b"held") < data.index(b"second") < data.index(b'"status":"ok"')
 
@@ -130,7 +121,7 @@ def test_expect_100_continue(server: HttpServer) -> None:
             b"POST /sql HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
             b"Content-Length: %d\r\n\r\n" % (LIMIT + 1)
         )
-        answer = _read_until_closed(sock)
+        answer = read_until_closed(sock)
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 413") and b"Connection: close" in head
     assert json.loads(body)["message"].startswith(f"request body of {LIMIT + 1} bytes exceeds")
@@ -143,7 +134,7 @@ def test_a_chunked_body_past_the_limit_is_refused_as_it_arrives(server: HttpServ
         for _ in range(3):
             sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
         # No final chunk: the answer comes while the client could still be sending.
-        answer = _read_until_closed(sock)
+        answer = read_until_closed(sock)
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 413"), head
     assert json.loads(body)["code"] == 413
@@ -172,7 +163,7 @@ def test_idle_keep_alive_connections_close_after_the_idle_timeout(
         for ts in range(3):
             sock.sendall(write + b"idle v=1i %d" % (1000 + ts))
             assert sock.recv(65536).startswith(b"HTTP/1.1 204 No Content\r\n")
-        assert _read_until_closed(sock) == b""
+        assert read_until_closed(sock) == b""
     with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S) as sock:
         sock.sendall(write)  # the head only: the body is still to come
         sock.settimeout(1.0)
@@ -192,7 +183,7 @@ def test_write_answers_carry_their_connection_header(server: HttpServer) -> None
         assert head.startswith(b"HTTP/1.1 204 No Content\r\nServer: gnomon\r\nDate: ")
         assert head.endswith(b"\r\n\r\n") and b"Connection" not in head
         sock.sendall(write + b"Connection: close\r\n\r\nhd v=2i 101")
-        last = _read_until_closed(sock)
+        last = read_until_closed(sock)
     assert last.startswith(b"HTTP/1.1 204 No Content\r\n"), last
     assert last.endswith(b"\r\nConnection: close\r\n\r\n"), last
 
