@@ -205,7 +205,7 @@ class LocalTables:
         return self.engine.leases
 
     def native_files(self, table: str, pinned: Pinned, time_range: TimeRange) -> list[SstMeta]:
-        info = self.engine.describe(table)
+        info = self.describe(table)
         return native_files(info.schema, info.options, pinned, time_range, self.engine.sst_columns)
 
     def object_uri(self, key: str) -> str | None:
@@ -214,7 +214,9 @@ class LocalTables:
     def pin(
         self, table: str, *, version: int | None = None, timestamp_ms: int | None = None
     ) -> Pinned:
-        return self.engine.pin(table, version=version, timestamp_ms=timestamp_ms)
+        return self.engine.pin(
+            table, version=version, timestamp_ms=timestamp_ms, follower=self.follower_reads
+        )
 
     def split(
         self,

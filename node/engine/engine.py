@@ -807,11 +807,17 @@ class Engine:
         return table.scan(request, pinned)
 
     def pin(
-        self, name: str, *, version: int | None = None, timestamp_ms: int | None = None
+        self,
+        name: str,
+        *,
+        version: int | None = None,
+        timestamp_ms: int | None = None,
+        follower: bool = False,
     ) -> Pinned:
         """A snapshot of table ``name`` (the live table, or a manifest version) that several
-        :meth:`plan_scan` calls can share, e.g. one per piece of :meth:`split`."""
-        return self.table(name).pin(version=version, timestamp_ms=timestamp_ms)
+        :meth:`plan_scan` calls can share, e.g. one per piece of :meth:`split`; with
+        ``follower``, of the copy of a shard followed here if there is one."""
+        return self._readable(name, follower).pin(version=version, timestamp_ms=timestamp_ms)
 
     def split(
         self,
@@ -824,7 +830,8 @@ class Engine:
     ) -> list[tuple[int | None, int | None]]:
         """``time_range`` of the snapshot cut into contiguous pieces of about equal rows (see
         ``splits.time_splits``); scans of the pieces together read the range once."""
-        seg = self.table(name).info.options.segment_duration_ms
+        # A followed copy has its leader's options: whichever this node has will do.
+        seg = self._readable(name, True).info.options.segment_duration_ms
         windows = window_rows(pinned.version.files, pinned.views, seg)
         lo, hi = time_range
         return time_splits(

@@ -10,6 +10,8 @@
   ``pin``; with ``native``, the SSTs needing no merge (``node/engine/native.py``) that the
   reader can open are left out of the tickets and listed, with their URIs, in the plan's
   ``app_metadata`` (the hybrid read of gnomon.spark).
+- Calls with the ``gnomon-read: follower`` header (``node/server/reads.py``) plan and scan the
+  copies of shards followed here (a follower read; the leader's tables where none is).
 - ``do_get(ticket = ScanSpec JSON)``: streams the engine scan of the request the ticket is the
   wire form of (``node/engine/scan/wire.py``: its filters pruning as bounds), only the rows
   matching the ticket's ``predicate`` (a Substrait expression) when it carries one; when the
@@ -51,7 +53,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from gnomon.errors import GnomonError, InvalidArgument, NotFound, Status, TooLarge
+from gnomon.errors import GnomonError, InvalidArgument, NotFound, Status, TooLarge, Unavailable
 from gnomon.flight.ticket import (
     CommitArgs,
     PinArgs,
@@ -69,12 +71,14 @@ from node.cluster.ingest_forward import RowsWriter
 from node.engine.engine import Engine
 from node.engine.scan import Scan, wire
 from node.engine.table import Pinned
+from node.security.connections import PeerConnections
 from node.security.context import acting_as, authorize
 from node.security.principal import Privilege
 from node.security.tls import ServerTls
 from node.server.auth import FLIGHT_MIDDLEWARE, FlightAuth, MiddlewareHandshake, flight_caller
 from node.server.listen import bind_failed, check_free
 from node.server.metrics import Registry
+from node.server.reads import READ_HEADER, wants_follower
 from node.server.status import message_of
 from node.tables import FlightTables, local
 
@@ -110,15 +114,24 @@ def _answer(what: str, e: Exception) -> flight.FlightError:
     return flight_error(e)
 
 
-def _guarded(what: str, fn: Callable[[], T], context: flight.ServerCallContext) -> T:
-    """``fn`` run as the call's caller (see node/server/auth.py), its errors as Flight's."""
-    try:
-        with acting_as(flight_caller(context)):
-            return fn()
-    except flight.FlightError:
-        raise
-    except Exception as e:
-        raise _answer(what, e) from None
+class _FollowerRead(flight.ServerMiddleware):  # type: ignore[misc]
+    """Marks a call asking for a follower read."""
+
+
+class ReadPreference(flight.ServerMiddlewareFactory):  # type: ignore[misc]
+    """Notes the calls whose ``gnomon-read`` header asks for a follower read."""
+
+    def start_call(self, info: flight.CallInfo, headers: dict[str, list[Any]]) -> Any:
+        value = (headers.get(READ_HEADER) or [None])[0]
+        try:
+            follower = wants_follower(value.decode() if isinstance(value, bytes) else value)
+        except InvalidArgument as e:
+            raise flight_error(e) from None
+        return _FollowerRead() if follower else None
+
+
+#: The key of :class:`ReadPreference` among the server's middleware.
+READ_MIDDLEWARE = "read"
 
 
 #: What an action on a table needs (those not named change the table's revisions: write).
@@ -170,19 +183,26 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         route: Callable[[str], dict[str, Any]] | None = None,
         auth: FlightAuth | None = None,
         tls: ServerTls | None = None,
+        follower_tables: FlightTables | None = None,
+        connections: PeerConnections | None = None,
     ) -> None:
         check_free("Arrow Flight", bind, port, port_setting)
         scheme = "grpc+tcp" if tls is None else "grpc+tls"
         try:
             super().__init__(
                 f"{scheme}://{bind}:{port}",
-                middleware=None if auth is None else {FLIGHT_MIDDLEWARE: auth},
+                middleware={
+                    READ_MIDDLEWARE: ReadPreference(),
+                    **({} if auth is None else {FLIGHT_MIDDLEWARE: auth}),
+                },
                 auth_handler=None if auth is None else MiddlewareHandshake(),
                 **({} if tls is None else tls.flight_options()),
             )
         except pa.ArrowException as e:  # "Server did not start properly", no reason given
             raise bind_failed("Arrow Flight", bind, port, port_setting, str(e)) from None
         self.tables: FlightTables = local(tables)
+        #: What follower reads plan and scan (None: the leaders' tables, as any read).
+        self.follower_tables = follower_tables
         self.owners: list[str | flight.Location] = (
             []
             if advertise_host is None
@@ -199,8 +219,24 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         self.query = query
         #: Where a table (or each sub-table of a partition table) is served; None: here.
         self.route = route
+        #: New connections admitted at a rate per address (None: any number).
+        self.connections = connections
         self._stats: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._stats_lock = threading.Lock()
+
+    def _guarded(self, what: str, fn: Callable[[], T], context: flight.ServerCallContext) -> T:
+        """``fn`` run as the call's caller (see node/server/auth.py), its errors as Flight's;
+        refused (Unavailable) first if its connection is over its address's rate."""
+        try:
+            refusal = None if self.connections is None else self.connections.refusal(context.peer())
+            if refusal is not None:
+                raise Unavailable(refusal)
+            with acting_as(flight_caller(context)):
+                return fn()
+        except flight.FlightError:
+            raise
+        except Exception as e:
+            raise _answer(what, e) from None
 
     # -- reads -----------------------------------------------------------------------------------
 
@@ -215,10 +251,10 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
             wire.decode(spec, self.tables.describe(spec.table).schema)  # checks the request
             return flight.SchemaResult(self._schema(spec))
 
-        return _guarded("get_schema", run, context)
+        return self._guarded("get_schema", run, context)
 
-    def _schema(self, spec: ScanSpec) -> pa.Schema:
-        schema = self.tables.describe(spec.table).schema.arrow()
+    def _schema(self, spec: ScanSpec, tables: FlightTables | None = None) -> pa.Schema:
+        schema = (tables or self.tables).describe(spec.table).schema.arrow()
         if spec.columns is None:
             return schema
         for c in spec.columns:
@@ -226,28 +262,40 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
                 raise InvalidArgument(f"table {spec.table!r} has no column {c!r}")
         return pa.schema([schema.field(c) for c in spec.columns])
 
+    def _reading(self, context: flight.ServerCallContext) -> FlightTables:
+        """The tables a read call uses: the followed copies for a follower read."""
+        if self.follower_tables is not None and context.get_middleware(READ_MIDDLEWARE):
+            return self.follower_tables
+        return self.tables
+
     def get_flight_info(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.FlightInfo:
-        return _guarded("get_flight_info", lambda: self._flight_info(descriptor), context)
+        return self._guarded(
+            "get_flight_info",
+            lambda: self._flight_info(descriptor, self._reading(context)),
+            context,
+        )
 
-    def _flight_info(self, descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
+    def _flight_info(
+        self, descriptor: flight.FlightDescriptor, tables: FlightTables
+    ) -> flight.FlightInfo:
         spec = ScanSpec.from_json(descriptor.command or b"")
         authorize(Privilege.READ, [spec.table])
-        info = self.tables.describe(spec.table)
-        schema = self._schema(spec)
+        info = tables.describe(spec.table)
+        schema = self._schema(spec, tables)
         lo, hi = wire.decode(spec, info.schema).request.time_range or (None, None)
         held = spec.lease_ms is not None
         if spec.version is None and spec.timestamp_ms is None and not held:
             # A pinned version holds flushed data only: flush so it holds every write so far.
-            self.tables.flush(spec.table)
-        pinned = self.tables.pin(spec.table, version=spec.version, timestamp_ms=spec.timestamp_ms)
+            tables.flush(spec.table)
+        pinned = tables.pin(spec.table, version=spec.version, timestamp_ms=spec.timestamp_ms)
         version = pinned.version
         if not held:
             pinned = replace(pinned, views=())
         meta: dict[str, Any] = {"version": version.version}
         if spec.lease_ms is not None:
-            native = self._native(spec, pinned, (lo, hi))
+            native = self._native(spec, pinned, (lo, hi), tables)
             meta.update(native)
             native_paths = {f["path"] for f in native["native"]}
             pinned = replace(
@@ -256,11 +304,11 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
                     version, files=tuple(f for f in version.files if f.path not in native_paths)
                 ),
             )
-            meta["pin"] = self.tables.leases.hold(info.table_id, pinned, spec.lease_ms)
+            meta["pin"] = tables.leases.hold(info.table_id, pinned, spec.lease_ms)
             meta["lease_ms"] = spec.lease_ms
         data = [f for f in pinned.version.files if f.is_data]
         endpoints = []
-        splits = self.tables.split(
+        splits = tables.split(
             spec.table,
             pinned,
             (lo, hi),
@@ -289,17 +337,21 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         )
 
     def _native(
-        self, spec: ScanSpec, pinned: Pinned, time_range: tuple[int | None, int | None]
+        self,
+        spec: ScanSpec,
+        pinned: Pinned,
+        time_range: tuple[int | None, int | None],
+        tables: FlightTables,
     ) -> dict[str, Any]:
         """The plan's native part: the SSTs needing no merge whose URI scheme the reader
         takes, the scheme of the store (what the reader would need to take them all) and
         the TTL floor the reader applies to them."""
-        info = self.tables.describe(spec.table)
-        files = self.tables.native_files(spec.table, pinned, time_range) if spec.native else []
+        info = tables.describe(spec.table)
+        files = tables.native_files(spec.table, pinned, time_range) if spec.native else []
         native = []
         store = ""
         for f in files:
-            uri = self.tables.object_uri(f.path)
+            uri = tables.object_uri(f.path)
             if uri is None:
                 break
             store = uri.split(":", 1)[0]
@@ -320,16 +372,17 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
                     raise InvalidArgument("this Flight endpoint answers no queries")
                 return flight.RecordBatchStream(self.query(spec.query))
             authorize(Privilege.READ, [spec.table])
-            info = self.tables.describe(spec.table)
-            schema = self._schema(spec)
-            pinned = None if spec.pin is None else self.tables.leases.get(spec.pin, info.table_id)
+            tables = self._reading(context)
+            info = tables.describe(spec.table)
+            schema = self._schema(spec, tables)
+            pinned = None if spec.pin is None else tables.leases.get(spec.pin, info.table_id)
             received = wire.decode(spec, info.schema, pinned=pinned)
             # The engine's own scan (a local reader's): its statistics answer scan_stats.
-            scan = self.tables.scan(received.request)
+            scan = tables.scan(received.request)
             batches = received.answer(scan)
             return flight.GeneratorStream(schema, self._stream(spec, scan, batches, schema))
 
-        return _guarded("do_get", run, context)
+        return self._guarded("do_get", run, context)
 
     def _stream(
         self,
@@ -369,7 +422,7 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
                 self.metrics.rows_written.inc("flight", amount=written)
             writer.write(pa.py_buffer(json.dumps({"rows": written}).encode()))
 
-        _guarded("do_put", run, context)
+        self._guarded("do_put", run, context)
 
     def _put_chunks(self, spec: PutSpec, reader: flight.MetadataRecordBatchReader) -> int:
         authorize(Privilege.WRITE, [spec.table])
@@ -444,7 +497,7 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
             result = self._action(action.type, args)
             return [json.dumps(result).encode()]
 
-        return _guarded(action.type, run, context)
+        return self._guarded(action.type, run, context)
 
     def _scan_stats(self, scan_id: str) -> dict[str, Any]:
         """The statistics of the finished ticket ``scan_id``, or summed over the finished

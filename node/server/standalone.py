@@ -29,10 +29,12 @@ from node.engine.stats import CacheStats
 from node.ingest.writer import Ingestor
 from node.partition.ingest import PartitionedRows
 from node.partition.tables import Partitions
+from node.security.connections import ConnectionRate, PeerConnections
 from node.security.settings import Security
 from node.security.tls import ServerTls
 from node.server.arrow_wire import DEFAULT_COMPRESS_MIN_BYTES
 from node.server.auth import FlightAuth, GrpcAuth
+from node.server.connection_rate import GrpcConnectionRate
 from node.server.flight import FlightService
 from node.server.forwarding import forwarding
 from node.server.grpc_service import GrpcServer, StorageService
@@ -202,9 +204,8 @@ class Standalone:
             partitions = self.placement.partitions(tables)
             # Made first: the partition tables answer their sub-tables' shares through the
             # executor made last, the leaders' one.
-            follower = SqlExecutor(
-                LocalTables(engine, follower_reads=True), self.placement.remote_tables(), partitions
-            )
+            followed = LocalTables(engine, follower_reads=True)
+            follower = SqlExecutor(followed, self.placement.remote_tables(), partitions)
             executor = SqlExecutor(tables, self.placement.remote_tables(), partitions)
             ingestor = Ingestor(tables)
             self._register_engine_gauges(engine)
@@ -219,6 +220,7 @@ class Standalone:
                 partitions=partitions,
                 execute_follower=follower.execute,
             )
+            grpc_connections = self._peer_connections("grpc")
             self._grpc = GrpcServer(
                 service,
                 bind=self.bind,
@@ -226,7 +228,10 @@ class Standalone:
                 max_workers=self.grpc_workers,
                 max_message_bytes=self.max_request_bytes,
                 extra_handlers=self.placement.handlers(),
-                interceptors=[] if authenticator is None else [GrpcAuth(authenticator)],
+                interceptors=[
+                    *([] if grpc_connections is None else [GrpcConnectionRate(grpc_connections)]),
+                    *([] if authenticator is None else [GrpcAuth(authenticator)]),
+                ],
                 tls=tls,
             )
             self.grpc_port = self._grpc.start()
@@ -263,8 +268,10 @@ class Standalone:
                 ingestor=writer,
                 query=lambda sql: executor.execute(sql).table(),
                 route=functools.partial(self._flight_route, router, tables, partitions),
+                follower_tables=followed,
                 auth=None if authenticator is None else FlightAuth(authenticator),
                 tls=tls,
+                connections=self._peer_connections("flight"),
             )
             self.flight_port = self._flight.port
             mine = self._endpoints()
@@ -370,14 +377,18 @@ class Standalone:
         self, router: Router, tables: LocalTables, partitions: Partitions, table: str
     ) -> dict[str, Any]:
         """The Flight endpoint serving ``table``, or each of its sub-tables' for a partition
-        table with its key (a Spark job reads and writes at each owner)."""
+        table with its key (a Spark job reads and writes at each owner), and those of their
+        followers (``followers``: where a job allowing follower reads reads)."""
         found = partitions.find(table)
         subs = [table] if found is None else found.sub_tables()
+        parts = []
+        for t in subs:
+            where = self._route(router, tables, t)
+            followers = [f["flight"] for f in where.get("followers", ()) if "flight" in f]
+            parts.append({"table": t, "flight": where["flight"], "followers": followers})
         return {
             "table": table,
-            "parts": [
-                {"table": t, "flight": self._route(router, tables, t)["flight"]} for t in subs
-            ],
+            "parts": parts,
             "key": None if found is None else list(found.spec.rule.columns),
         }
 
@@ -427,6 +438,15 @@ class Standalone:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def _peer_connections(self, protocol: str) -> PeerConnections | None:
+        """The rate new connections to the gRPC or Flight server (``protocol``) are admitted
+        at; None without max_connections_per_s."""
+        per_s = self.max_connections_per_s
+        if per_s <= 0:
+            return None
+        refused = self.metrics.connections_refused
+        return PeerConnections(ConnectionRate(per_s), lambda: refused.inc(protocol, "rate"))
 
     # -- metrics ---------------------------------------------------------------------------------
 
