@@ -1,15 +1,18 @@
 """The Arrow memtable: an append-only list of batches (each tagged with its write sequence and
 kind, put or row deletion) plus the range tombstones written meanwhile, with memory accounting
-and a cached sorted, resolved view for reads and flushes."""
+and a cached sorted, resolved view for reads and flushes. Small writes held as Python values
+(node.engine.plain) wait as values until a reader or their number calls for a batch."""
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from node.engine.options import UpdateMode
 from node.engine.rows import resolve_versions, sort_by_key
@@ -60,8 +63,21 @@ def _time_range(timestamps: pa.Array[Any]) -> tuple[int, int]:
     return int(window.min()), int(window.max())
 
 
+def _seq_range(stored: pa.RecordBatch) -> tuple[int, int]:
+    """The least and greatest seq of a memtable batch."""
+    bounds = pc.min_max(stored.column(SEQ))
+    return bounds["min"].as_py(), bounds["max"].as_py()
+
+
 #: The kind column of a batch, by kind, as scalars to repeat.
 _KINDS = {kind: pa.scalar(kind, pa.uint8()) for kind in (PUT, DELETE)}
+#: Rows of plain writes held as values before they are made one batch even with no reader:
+#: converting them costs a few Arrow calls per column whatever their number, and a batch
+#: per write would make each read sort thousands of one-row batches.
+PENDING_MAX_ROWS = 1024
+#: What a value held before its conversion counts for in the memtable's size (the batch's
+#: true size replaces it once converted).
+_PENDING_CELL_BYTES = 8
 
 
 class Memtable:
@@ -71,6 +87,10 @@ class Memtable:
         self._storage = schema.storage_arrow()
         self._batches: list[pa.RecordBatch] = []
         self._ranges: list[RangeTombstone] = []
+        #: Plain writes not yet in a batch: one list per table column, and each row's seq.
+        self._pending: list[list[Any]] = [[] for _ in schema.columns]
+        self._pending_seqs: list[int] = []
+        self._pending_bytes = 0
         self._lock = threading.Lock()
         self._sorted_cache: tuple[int, pa.Table] | None = None
         self._windows_cache: tuple[int, int, list[MemtableWindow]] | None = None
@@ -83,8 +103,9 @@ class Memtable:
         self.max_ts = np.iinfo(np.int64).min
 
     def __len__(self) -> int:
-        """Entries held: batches and range tombstones."""
-        return len(self._batches) + len(self._ranges)
+        """Entries held: batches (plain writes waiting for one count as one) and range
+        tombstones."""
+        return len(self._batches) + len(self._ranges) + (1 if self._pending_seqs else 0)
 
     def _saw(self, seq: int) -> None:
         self.min_seq = seq if not self.min_seq else min(self.min_seq, seq)
@@ -101,6 +122,50 @@ class Memtable:
             [*batch.columns, seqs, pa.repeat(_KINDS[kind], n)], schema=self._storage
         )
         self._add(stored, seq, n if kind != PUT else 0)
+
+    def append_values(self, columns: list[list[Any]], seq: int) -> None:
+        """Add the rows of a plain write (node.engine.plain.conform_values: one list of
+        values per table column, fitting its type) written with sequence ``seq``; they join
+        the batches once a reader asks for them or enough are held."""
+        timestamps = columns[self._timestamp_index]
+        n = len(timestamps)
+        if n == 0:
+            return
+        lo, hi = min(timestamps), max(timestamps)
+        size = n * len(columns) * _PENDING_CELL_BYTES
+        with self._lock:
+            for held, values in zip(self._pending, columns, strict=True):
+                held += values
+            self._pending_seqs += [seq] * n
+            self._pending_bytes += size
+            self.nbytes += size
+            self.rows += n
+            self._saw(seq)
+            self.min_ts = min(self.min_ts, lo)
+            self.max_ts = max(self.max_ts, hi)
+            if len(self._pending_seqs) >= PENDING_MAX_ROWS:
+                self._convert_pending()
+
+    @functools.cached_property
+    def _timestamp_index(self) -> int:
+        return self.schema.names.index(self.schema.timestamp_key)
+
+    def _convert_pending(self) -> None:
+        """Turn the plain writes held into one batch. Called with ``_lock`` held."""
+        n = len(self._pending_seqs)
+        if not n:
+            return
+        fields = self._storage
+        stored = pa.RecordBatch.from_arrays(
+            [pa.array(values, type=fields.field(i).type) for i, values in enumerate(self._pending)]
+            + [pa.array(self._pending_seqs, type=pa.uint64()), pa.repeat(_KINDS[PUT], n)],
+            schema=fields,
+        )
+        self._pending = [[] for _ in self._pending]
+        self._pending_seqs = []
+        self._batches.append(stored)
+        self.nbytes += stored.get_total_buffer_size() - self._pending_bytes
+        self._pending_bytes = 0
 
     def _add(self, stored: pa.RecordBatch, seq: int, deletes: int) -> None:
         lo, hi = _time_range(stored.column(self.schema.timestamp_key))
@@ -121,12 +186,20 @@ class Memtable:
         SSTs hold now (every batch carries one sequence)."""
         kept = Memtable(self.schema, self.mode)
         with self._lock:
+            self._convert_pending()
             batches, ranges = list(self._batches), list(self._ranges)
         for stored in batches:
-            batch_seq = stored.column(SEQ)[0].as_py()
-            if batch_seq > seq:
-                deletes = stored.num_rows if stored.column(KIND)[0].as_py() != PUT else 0
-                kept._add(stored, batch_seq, deletes)
+            # Plain writes converted together carry a seq per row; any other batch one.
+            low, high = _seq_range(stored)
+            if high <= seq:
+                continue
+            if low <= seq:
+                stored = stored.filter(pc.greater(stored.column(SEQ), pa.scalar(seq, pa.uint64())))
+                low, high = _seq_range(stored)
+            deletes = stored.num_rows if stored.column(KIND)[0].as_py() != PUT else 0
+            kept._add(stored, high, deletes)
+            with kept._lock:
+                kept._saw(low)
         for tombstone in ranges:
             if tombstone.seq > seq:
                 kept.add_range(tombstone)
@@ -139,12 +212,14 @@ class Memtable:
 
     def view(self) -> MemtableView:
         with self._lock:
+            self._convert_pending()
             return MemtableView(
                 self, len(self._batches), self.min_ts, self.max_ts, tuple(self._ranges)
             )
 
     def batches(self, upto: int | None = None) -> list[pa.RecordBatch]:
         with self._lock:
+            self._convert_pending()
             return self._batches[: len(self._batches) if upto is None else upto]
 
     def ranges(self) -> list[RangeTombstone]:

@@ -4,6 +4,7 @@ recovery by WAL replay."""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -17,12 +18,14 @@ import pyarrow as pa
 
 from gnomon.errors import Closed, NotOwner, Unavailable
 from gnomon.wal.api import Ticket, Wal
+from node.engine import plain
 from node.engine.batch import conform, conform_keys, deletion_markers
 from node.engine.catalog import TableInfo
 from node.engine.flush import flush_memtable
 from node.engine.ipc import ipc_stream
 from node.engine.manifest import CommitOp, Manifest, Version
 from node.engine.memtable import Memtable, MemtableView
+from node.engine.plain import PlainRows, conform_values
 from node.engine.scan import Scan, ScanRequest
 from node.engine.schema import DELETE, TSID, Schema
 from node.engine.shard import ShardGuard
@@ -60,6 +63,8 @@ def encode_batch(batch: pa.RecordBatch, op: RecordOp = RecordOp.PUT) -> bytes:
 
 
 def decode_record(payload: bytes) -> tuple[RecordOp, pa.RecordBatch]:
+    if plain.is_plain(payload):
+        return RecordOp.PUT, plain.decode(payload)
     table = pa.ipc.open_stream(payload).read_all()
     meta = table.schema.metadata or {}
     op = RecordOp(meta[_OP].decode()) if _OP in meta else RecordOp.PUT
@@ -87,6 +92,16 @@ class Logged:
         if self._table is None:
             return self.rows
         return self._table._acknowledge(self.rows, self.ticket.seq)
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """One write as the WAL logs it and as the memtable takes it once logged (``apply``,
+    given the memtable and the record's seq)."""
+
+    payload: bytes
+    rows: int
+    apply: Callable[[Memtable, int], None]
 
 
 @dataclass(frozen=True)
@@ -226,6 +241,32 @@ class Table:
             return None
         return self._start(RecordOp.PUT, self._conform(data), wait=False)
 
+    def write_rows(self, rows: PlainRows) -> int:
+        """:meth:`write` of a few rows held as Python values (see node.engine.plain)."""
+        return self._wait(self._start_entry(functools.partial(self._rows_entry, rows), wait=True))
+
+    def start_write_rows(self, rows: PlainRows) -> Logged | None:
+        """:meth:`start_write` of a few rows held as Python values (see node.engine.plain)."""
+        if self._wal.append_blocks:
+            return None
+        return self._start_entry(functools.partial(self._rows_entry, rows), wait=False)
+
+    def _rows_entry(self, rows: PlainRows, schema: Schema) -> _Entry | None:
+        """Plain rows logged as they are and held in the memtable as values, or, if they do
+        not conform as plain values, as an Arrow batch like any write (refused, if they must
+        be, by the same check with the same error)."""
+        values = conform_values(schema, rows)
+        payload = rows.encode() if values is not None else b""
+        if values is None or len(payload) > self._max_write_bytes:
+            return self._put_entry(
+                conform(self.name, schema, rows.arrow(), max_bytes=self._max_write_bytes)
+            )
+        if not rows.num_rows:
+            return None
+        return _Entry(
+            payload, rows.num_rows, lambda memtable, seq: memtable.append_values(values, seq)
+        )
+
     def _conform(self, data: pa.RecordBatch | pa.Table) -> Callable[[Schema], pa.RecordBatch]:
         return lambda schema: conform(self.name, schema, data, max_bytes=self._max_write_bytes)
 
@@ -254,7 +295,9 @@ class Table:
     def _log(self, op: RecordOp, prepare: Callable[[Schema], pa.RecordBatch]) -> int:
         """Log a record built by ``prepare`` and apply it (see :meth:`_start`), then wait
         until it is durable, syncing the WAL on this thread if no sync is running."""
-        logged = self._start(op, prepare, wait=True)
+        return self._wait(self._start(op, prepare, wait=True))
+
+    def _wait(self, logged: Logged | None) -> int:
         assert logged is not None
         self._wal.sync_to(self._region, logged.ticket)
         return logged.finish()
@@ -262,10 +305,33 @@ class Table:
     def _start(
         self, op: RecordOp, prepare: Callable[[Schema], pa.RecordBatch], *, wait: bool
     ) -> Logged | None:
-        """Append a record built by ``prepare`` for the current schema to the WAL, then apply
-        it to the active memtable; an ALTER between the two makes it prepare again. Without
-        ``wait``, None if the table would wait for flushes, and the WAL's sync thread makes
-        the record durable.
+        """:meth:`_start_entry` of a record of ``op`` holding the batch ``prepare`` builds."""
+
+        def entry(schema: Schema) -> _Entry | None:
+            batch = prepare(schema)
+            if batch.num_rows == 0 and op is not RecordOp.RANGE:
+                return None
+            return self._batch_entry(op, batch)
+
+        return self._start_entry(entry, wait=wait)
+
+    def _put_entry(self, batch: pa.RecordBatch) -> _Entry | None:
+        return self._batch_entry(RecordOp.PUT, batch) if batch.num_rows else None
+
+    def _batch_entry(self, op: RecordOp, batch: pa.RecordBatch) -> _Entry:
+        return _Entry(
+            encode_batch(batch, op),
+            batch.num_rows,
+            lambda memtable, seq: self._apply(memtable, op, batch, seq),
+        )
+
+    def _start_entry(
+        self, prepare: Callable[[Schema], _Entry | None], *, wait: bool
+    ) -> Logged | None:
+        """Append the record of the entry ``prepare`` builds for the current schema (None:
+        nothing to log) to the WAL, then apply it to the active memtable; an ALTER between
+        the two makes it prepare again. Without ``wait``, None if the table would wait for
+        flushes, and the WAL's sync thread makes the record durable.
 
         Rows are readable from the memtable as soon as they are applied, a moment before
         their record is durable and the write acknowledged (as with most databases' group
@@ -273,10 +339,9 @@ class Table:
         answered as not acknowledged, its rows maybe stored."""
         while True:
             info = self.info
-            batch = prepare(info.schema)
-            if batch.num_rows == 0 and op is not RecordOp.RANGE:
+            entry = prepare(info.schema)
+            if entry is None:
                 return Logged(None, 0, Ticket.durable(0))  # nothing logged, nothing to check
-            payload = encode_batch(batch, op)
             deadline = time.monotonic() + self._stall_timeout_s
             with self._cond:
                 while not self._closed and (
@@ -304,17 +369,19 @@ class Table:
             # NotOwner here means nothing was logged: the caller may take the write to the owner.
             self.guard.check()
             try:
-                ticket = self._wal.append(self._region, self.table_id, payload, background=not wait)
+                ticket = self._wal.append(
+                    self._region, self.table_id, entry.payload, background=not wait
+                )
             except NotOwner as e:  # the region was fenced with this write on its way
                 raise self._outcome_unknown(e) from None
-            self._apply(memtable, op, batch, ticket.seq)
+            entry.apply(memtable, ticket.seq)
         finally:
             with self._cond:
                 self._writers -= 1
                 self._cond.notify_all()
         if memtable.nbytes >= self.info.options.write_buffer_size:
             self.freeze(memtable)
-        return Logged(self, batch.num_rows, ticket)
+        return Logged(self, entry.rows, ticket)
 
     def _acknowledge(self, rows: int, seq: int) -> int:
         """``rows`` once their record (``seq``) is durable: checked again, as the shard may

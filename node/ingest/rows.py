@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from gnomon.errors import InvalidArgument
+from node.engine.plain import PlainRows
 from node.engine.schema import ColumnType
 
 
@@ -96,6 +97,21 @@ class TableRows:
                 f"{col.type.value} given earlier in the same request"
             )
         return col
+
+    def plain(self, timestamp_key: str) -> PlainRows | None:
+        """The rows as Python values (see node.engine.plain), the timestamps under
+        ``timestamp_key``; None if a column was built as Arrow or holds a value that
+        :meth:`arrow` would not convert as it is."""
+        n = self.num_rows
+        columns = [(timestamp_key, ColumnType.TIMESTAMP, self.timestamps)]
+        for name, col in self.columns.items():
+            if col.built is not None:
+                return None
+            values = col.values
+            if len(values) < n:
+                values.extend([None] * (n - len(values)))
+            columns.append((name, col.type, values))
+        return PlainRows.of(columns)
 
     def arrow(self, timestamp_key: str) -> pa.Table:
         """The rows as an Arrow table: the timestamps under ``timestamp_key`` and one array

@@ -120,10 +120,14 @@ class Ingestor:
         if table is None or table.closed:
             return None
         authorize(Privilege.WRITE, [rows.table])
-        plan = self._plan_one(rows, table.info.schema)
+        plan = self._checked(rows, table.info.schema)
         if plan.add:
             return None
-        return table.start_write(plan.data)
+        timestamp_key = plan.schema.timestamp_key
+        plain = rows.plain(timestamp_key) if rows.num_rows <= COMBINE_MAX_ROWS else None
+        if plain is not None:
+            return table.start_write_rows(plain)
+        return table.start_write(rows.arrow(timestamp_key))
 
     # -- checking ---------------------------------------------------------------------------------
 
@@ -152,6 +156,13 @@ class Ingestor:
             return None
 
     def _plan_one(self, rows: TableRows, schema: Schema | None) -> _Plan:
+        plan = self._checked(rows, schema)
+        plan.data = rows.arrow(plan.schema.timestamp_key)
+        return plan
+
+    def _checked(self, rows: TableRows, schema: Schema | None) -> _Plan:
+        """The plan of ``rows`` checked against ``schema`` (None: the table does not exist),
+        without its Arrow data."""
         try:
             if schema is None:
                 plan = _Plan(rows, _new_schema(rows), pa.table({}), create=True)
@@ -165,7 +176,6 @@ class Ingestor:
             if e.message.startswith("table "):
                 raise
             raise InvalidArgument(f"table {rows.table!r}: {e.message}") from None
-        plan.data = rows.arrow(plan.schema.timestamp_key)
         return plan
 
     def _admit(self, plans: list[_Plan]) -> None:

@@ -3,21 +3,16 @@ exactly once after reopening, whatever the writer was doing (WAL append, flush, 
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-import subprocess
-import sys
-import time
 from collections import Counter
 from pathlib import Path
 
 from node.backends import open_standalone
 
 from .crash_writer import BATCH
+from .killed_writer import run_until_killed
 
 KILLS = 20
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_sigkill_loses_no_acknowledged_row(tmp_path: Path) -> None:
@@ -25,22 +20,10 @@ def test_sigkill_loses_no_acknowledged_row(tmp_path: Path) -> None:
     rng = random.Random(20261122)
     acked: set[int] = set()
     next_batch = 0
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for kill in range(KILLS):
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.engine.crash_writer", data_dir, str(next_batch)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=ROOT,
-            env=env,
+        batches = run_until_killed(
+            "tests.engine.crash_writer", data_dir, next_batch, rng.uniform(0.0, 0.6)
         )
-        # Wait for the first acknowledgement so the kill lands mid-write, not mid-import.
-        first = proc.stdout.readline() if proc.stdout else b""
-        assert first, f"writer died before writing: {proc.stderr.read() if proc.stderr else ''}"
-        time.sleep(rng.uniform(0.0, 0.6))
-        os.kill(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate(timeout=30)
-        batches = [int(first)] + [int(x) for x in out.split()]
         for b in batches:
             acked.update(range(b * BATCH, (b + 1) * BATCH))
         # The batch in flight when the kill landed may be durable without its acknowledgement;
