@@ -19,9 +19,22 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from node.engine.schema import ColumnType
+
 #: Dictionaries of string tags up to this many values in all are judged value by value in
 #: Python; larger ones by kernels.
 MAX_PYTHON_DICTIONARY = 256
+
+INTEGER_TYPES = frozenset(
+    {
+        ColumnType.INT8, ColumnType.INT16, ColumnType.INT32, ColumnType.INT64,
+        ColumnType.UINT8, ColumnType.UINT16, ColumnType.UINT32, ColumnType.UINT64,
+    }
+)  # fmt: skip
+FLOAT_TYPES = frozenset({ColumnType.DOUBLE, ColumnType.FLOAT})
+#: The column types whose values bounds compare: strings, numbers, and timestamps as integer
+#: milliseconds.
+BOUNDED_TYPES = INTEGER_TYPES | FLOAT_TYPES | {ColumnType.STRING, ColumnType.TIMESTAMP}
 
 
 @dataclass(frozen=True)

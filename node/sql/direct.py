@@ -37,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from node.engine.bounds import INTEGER_TYPES
 from node.engine.schema import ColumnType, Schema
 from node.engine.sst.reader import LocatedArrays
 from node.sql.lexer import Kind, Token
@@ -141,18 +142,7 @@ Direct = BucketedAggregation | SortedRows
 
 #: Sort keys taken: their order is the same in pyarrow and DataFusion (floats are left out:
 #: where NaN and nulls go differs between their descending sorts).
-_SORTABLE = {
-    ColumnType.STRING,
-    ColumnType.INT8,
-    ColumnType.INT16,
-    ColumnType.INT32,
-    ColumnType.INT64,
-    ColumnType.UINT8,
-    ColumnType.UINT16,
-    ColumnType.UINT32,
-    ColumnType.UINT64,
-    ColumnType.TIMESTAMP,
-}
+_SORTABLE = INTEGER_TYPES | {ColumnType.STRING, ColumnType.TIMESTAMP}
 
 
 class _Cursor:

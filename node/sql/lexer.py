@@ -144,7 +144,7 @@ MAX_NESTING = 32
 #: Binary operators on one path down an expression tree, at most: those of an expression's
 #: chain at each enclosing level, plus one per level (``a = 1 OR b = 2`` counts 3: the
 #: comparisons' and the OR). A level takes 1 to 2 KiB of native stack to plan; queries deeper
-#: than a few levels run where there is far more (:data:`node.sql.executor.DEEP_STACK_BYTES`).
+#: than a few levels run where there is far more (:data:`node.sql.session.DEEP_STACK_BYTES`).
 MAX_EXPRESSION_DEPTH = 256
 #: Binary operators in a whole query: with the depth bound, this bounds the planning time
 #: (eight 256-term sums and a 256-operator WHERE clause plan in about a second).

@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from node.engine.bounds import Bounds, Range, intersect_all
+from node.engine.bounds import FLOAT_TYPES, INTEGER_TYPES, Bounds, Range, intersect_all
 from node.engine.scan import ScanRequest
 from node.engine.schema import ColumnType, Schema
 from node.sql.lexer import Kind, Token
@@ -27,11 +27,6 @@ _AFTER_WHERE = ("GROUP", "ORDER", "LIMIT", "HAVING", "WINDOW", "QUALIFY", "OFFSE
 _NOT_SINGLE = ("JOIN", "UNION", "INTERSECT", "EXCEPT", "WITH", "VALUES", "LATERAL")
 _COMPARISONS = frozenset(("=", "<", "<=", ">", ">="))
 _MIRRORED = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
-_INTEGERS = {
-    ColumnType.INT8, ColumnType.INT16, ColumnType.INT32, ColumnType.INT64,
-    ColumnType.UINT8, ColumnType.UINT16, ColumnType.UINT32, ColumnType.UINT64,
-}  # fmt: skip
-_FLOATS = {ColumnType.DOUBLE, ColumnType.FLOAT}
 
 
 @dataclass(frozen=True)
@@ -352,12 +347,12 @@ def _literal(tokens: Sequence[Token], typ: ColumnType) -> Any:
     text = tokens[0].text
     if text.isdigit():
         whole = sign * int(text)
-        if typ in _FLOATS:
+        if typ in FLOAT_TYPES:
             return float(whole)
-        if typ is ColumnType.TIMESTAMP or (typ in _INTEGERS and _fits(whole, typ)):
+        if typ is ColumnType.TIMESTAMP or (typ in INTEGER_TYPES and _fits(whole, typ)):
             return whole
         return _NONE
-    if typ in _FLOATS:
+    if typ in FLOAT_TYPES:
         try:
             return sign * float(text)
         except ValueError:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-import node.sql.executor as executor_module
+import node.sql.session as session_module
 from tests.sql import runner
 
 CASE_FILES = sorted(runner.CASES_DIR.glob("*.sql"))
@@ -20,7 +20,7 @@ def test_case_file(path: Path, streamed: bool, monkeypatch: pytest.MonkeyPatch) 
     # Queries over one table read small scans up front; streamed, DataFusion pulls every
     # scan through the engine's dataset. Both must answer alike.
     if streamed:
-        monkeypatch.setattr(executor_module, "SMALL_SCAN_VALUES", -1)
+        monkeypatch.setattr(session_module, "SMALL_SCAN_VALUES", -1)
     assert runner.check_file(path) > 0
 
 

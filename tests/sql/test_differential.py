@@ -24,7 +24,7 @@ import pyarrow as pa
 import pytest
 
 import node.engine.scan.split as scan_module
-import node.sql.executor as executor_module
+import node.sql.session as session_module
 from node.backends import open_standalone
 from node.sql.executor import SqlExecutor
 
@@ -409,11 +409,11 @@ def both(
     # table read small scans up front (executor.py); "streamed" makes DataFusion stream
     # every scan instead.
     limit = scan_module.SPLIT_MAX_ZONE_ROWS
-    small = executor_module.SMALL_SCAN_VALUES
+    small = session_module.SMALL_SCAN_VALUES
     if request.param == "merge":
         scan_module.SPLIT_MAX_ZONE_ROWS = -1
     if request.param == "streamed":
-        executor_module.SMALL_SCAN_VALUES = -1
+        session_module.SMALL_SCAN_VALUES = -1
     engine = open_standalone(
         str(tmp_path_factory.mktemp("differential") / "db"),
         wal_sync="never",
@@ -433,7 +433,7 @@ def both(
     con.close()
     engine.close()
     scan_module.SPLIT_MAX_ZONE_ROWS = limit
-    executor_module.SMALL_SCAN_VALUES = small
+    session_module.SMALL_SCAN_VALUES = small
 
 
 def _duck_rows(con: Any, query: str) -> list[tuple[Any, ...]]:

@@ -18,6 +18,7 @@ from node.sql import direct, fastpath
 from node.sql.executor import SqlExecutor
 from node.sql.lexer import tokenize
 from node.sql.prescan import analyse
+from node.sql.session import QueryContext
 from tests.support.sql import executor_over
 
 DDL = (
@@ -253,7 +254,7 @@ def test_taken_queries_skip_datafusion(sql: SqlExecutor, monkeypatch: pytest.Mon
     def no_datafusion(*_: object, **__: object) -> pa.Table:
         raise AssertionError("DataFusion ran")
 
-    monkeypatch.setattr(SqlExecutor, "_collect", no_datafusion)
+    monkeypatch.setattr(QueryContext, "collect", no_datafusion)
     got = _answer(
         sql,
         "SELECT date_bin(interval '1 hour', ts) AS b, count(*) AS k FROM m WHERE host = 'h1' "

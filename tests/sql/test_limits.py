@@ -10,8 +10,8 @@ import pytest
 
 from gnomon.errors import InvalidArgument
 from node.backends import open_standalone
-from node.sql import executor as executor_module
-from node.sql.executor import SqlExecutor, _translate
+from node.sql import session as session_module
+from node.sql.executor import SqlExecutor
 from node.sql.lexer import (
     MAX_EXPRESSION_DEPTH,
     MAX_NESTING,
@@ -21,6 +21,7 @@ from node.sql.lexer import (
     tokenize,
 )
 from node.sql.rewrite import in_lists
+from node.sql.session import translate
 
 DDL = (
     "CREATE TABLE cpu (host string TAG, usage double, n bigint, ts timestamp NOT NULL, "
@@ -97,13 +98,13 @@ def test_query_size_is_bounded(sql: SqlExecutor) -> None:
 
 def test_deep_queries_run_on_big_stack_threads(sql: SqlExecutor) -> None:
     calls: list[int] = []
-    real = executor_module._DEEP.call
+    real = session_module._DEEP.call
 
     def counted(fn):  # type: ignore[no-untyped-def]
         calls.append(1)
         return real(fn)
 
-    executor_module._DEEP.call = counted  # type: ignore[method-assign]
+    session_module._DEEP.call = counted  # type: ignore[method-assign]
     try:
         deep = "SELECT " + " + ".join(["n"] * 200) + " AS s FROM cpu WHERE n = 2"
         assert sql.execute(deep).table().to_pylist() == [{"s": 400}]
@@ -111,7 +112,7 @@ def test_deep_queries_run_on_big_stack_threads(sql: SqlExecutor) -> None:
             {"s": 3}
         ]
     finally:
-        del executor_module._DEEP.call
+        del session_module._DEEP.call
     assert calls == [1]
 
 
@@ -222,7 +223,7 @@ def test_translate_rephrases_internal_names() -> None:
         'Execution error: Traceback (most recent call last):\n  File "x.py", line 1\n'
         "ValueError: bad value in __scan_2 read from manifest_versions"
     )
-    message = _translate(e, {"__scan_2": "cpu"}).message
+    message = translate(e, {"__scan_2": "cpu"}).message
     assert message == "Execution error: ValueError: bad value in cpu read from the table manifest"
-    nested = _translate(Exception("SQL error: RecursionLimitExceeded (current limit: 50)"), {})
+    nested = translate(Exception("SQL error: RecursionLimitExceeded (current limit: 50)"), {})
     assert "nested deeper" in nested.message

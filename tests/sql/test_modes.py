@@ -15,7 +15,7 @@ import pytest
 from gnomon.errors import InvalidArgument
 from node.backends import open_standalone
 from node.engine.schema import Column, ColumnType, Schema
-from node.sql import executor, modes
+from node.sql import modes, session
 from node.sql.executor import SqlExecutor
 from node.sql.lexer import tokenize
 
@@ -43,7 +43,7 @@ def sql(
     request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[SqlExecutor]:
     if request.param == "streamed":
-        monkeypatch.setattr(executor, "SMALL_SCAN_VALUES", 0)
+        monkeypatch.setattr(session, "SMALL_SCAN_VALUES", 0)
     engine = open_standalone(str(tmp_path / "db"))
     x = SqlExecutor(engine)
     x.execute(DDL)

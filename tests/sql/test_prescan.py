@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import node.sql.executor as executor_module
+import node.sql.session as session_module
 from node.backends import open_standalone
 from node.engine.bounds import Range
 from node.engine.schema import Column, ColumnType, Schema
@@ -159,7 +159,7 @@ def test_in_memory_and_streamed_scans_answer_alike(
             return f"{type(e).__name__}: {e}"
 
     in_memory = answer()
-    monkeypatch.setattr(executor_module, "SMALL_SCAN_VALUES", -1)
+    monkeypatch.setattr(session_module, "SMALL_SCAN_VALUES", -1)
     assert answer() == in_memory
 
 
@@ -186,7 +186,7 @@ def test_small_scans_are_read_up_front_whatever_the_table_name(
     def streamed(*_: object, **__: object) -> None:
         raise AssertionError("the table was streamed, not read up front")
 
-    monkeypatch.setattr(executor_module, "EngineDataset", streamed)
+    monkeypatch.setattr(session_module, "EngineDataset", streamed)
     got = ex.execute('SELECT host, sum(v) AS s FROM "Odd.Name" GROUP BY host ORDER BY host')
     assert got.table().to_pylist() == [{"host": "a", "s": 1.0}, {"host": "b", "s": 2.0}]
     assert got.table().schema.field("host").type == "string"

@@ -14,6 +14,9 @@ it applies and why it is correct:
 | :mod:`.merged` | overlapping sources through the k-way merge |
 | :mod:`.ordered` | every source merged in key order (``order``, per-series limits) |
 
+A request reaches another node's engine in its one wire form, :mod:`.wire` (the Arrow Flight
+ticket).
+
 Range tombstones of the snapshot (tombstone SSTs and memtables) that overlap the scan are
 applied to every batch; row deletions are resolved by the merge. Columns a source predates
 (ADD COLUMN) read as their default or null.

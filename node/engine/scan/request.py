@@ -1,7 +1,7 @@
 """What a scan is asked for (:class:`ScanRequest`) and what it touched (:class:`ScanStats`).
 
 :class:`ScanRequest` is the one value every reader of a table is handed: the SQL provider
-and the up-front reads of :mod:`node.sql.executor` build it (from :mod:`node.sql.prescan`'s
+and the up-front reads of :mod:`node.sql.session` build it (from :mod:`node.sql.prescan`'s
 bounds), the table-source seam (:mod:`node.tables`) passes it to a local engine or to a
 remote owner, and :mod:`node.engine.scan.wire` is its one form on the wire (the Flight
 ticket, :class:`gnomon.flight.ticket.ScanSpec`).

@@ -42,7 +42,7 @@ import pyarrow.substrait as substrait
 
 from gnomon.errors import InvalidArgument
 from gnomon.flight.ticket import MAX_PREDICATE_CHARS, Filter, ScanSpec
-from node.engine.bounds import Bounds, Range, intersect_all
+from node.engine.bounds import BOUNDED_TYPES, Bounds, Range, intersect_all
 from node.engine.scan.request import ScanRequest, TimeRange, referenced_columns
 from node.engine.schema import Column, ColumnType, Schema
 from node.engine.table import Pinned
@@ -57,22 +57,6 @@ _COMPARE: dict[str, Callable[..., pc.Expression]] = {
     "<=": pc.less_equal,
     ">": pc.greater,
     ">=": pc.greater_equal,
-}
-#: Column types whose filters become bounds: those :mod:`node.engine.bounds` compares
-#: (strings, numbers, and timestamps as integer milliseconds).
-_BOUNDED = {
-    ColumnType.STRING,
-    ColumnType.TIMESTAMP,
-    ColumnType.DOUBLE,
-    ColumnType.FLOAT,
-    ColumnType.INT8,
-    ColumnType.INT16,
-    ColumnType.INT32,
-    ColumnType.INT64,
-    ColumnType.UINT8,
-    ColumnType.UINT16,
-    ColumnType.UINT32,
-    ColumnType.UINT64,
 }
 
 
@@ -231,7 +215,7 @@ def _bound(column: Column, op: str, value: Any) -> Range | None:
     """The filter ``column op value`` as a bound, or None where a bound would not admit the
     same rows as the filter (a null among ``in`` values matches nulls; NaN compares unlike
     a bound) or cannot hold the column's values."""
-    if column.type not in _BOUNDED or op not in ("=", "<", "<=", ">", ">=", "in"):
+    if column.type not in BOUNDED_TYPES or op not in ("=", "<", "<=", ">", ">=", "in"):
         return None
     given = value if op == "in" else [value]
     if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in given):

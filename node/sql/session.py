@@ -1,0 +1,337 @@
+"""One query's DataFusion session (:class:`QueryContext`): the tables it reads registered
+as datasets DataFusion streams from or as rows read up front, its answer collected on a
+thread with stack enough for its depth, and DataFusion's failures told in gnomon's terms
+(:func:`translate`). :mod:`node.sql.executor` decides what to register and how
+(:mod:`node.sql.modes`)."""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import re
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any, TypeVar
+
+import datafusion
+import pyarrow as pa
+
+from gnomon.errors import GnomonError, InvalidArgument, UnknownTable
+from node.engine.scan import ScanRequest
+from node.partition.dataset import PartitionDataset
+from node.partition.tables import Partitions
+from node.sql import cancel, functions, modes, naming, system
+from node.sql.fastpath import FastPath
+from node.sql.lexer import MAX_EXPRESSION_DEPTH
+from node.sql.prescan import Prescan
+from node.sql.provider import EngineDataset, RemoteTable, ScanRecord
+from node.tables import SqlTables
+
+T = TypeVar("T")
+
+# DataFusion plans a query recursively, on the thread that calls it, and runs it on its own
+# (Tokio) threads, whose native stack is 2 MiB unless RUST_MIN_STACK says otherwise. A level
+# of expression took 1 to 2 KiB of either in measurements (a 1,000-deep chain failed with a
+# 1 MiB stack and passed with 2 MiB); the deepest admitted query
+# (:data:`node.sql.lexer.MAX_EXPRESSION_DEPTH`) gets 64 KiB a level, room for costlier kinds
+# of expression. The servers' request threads have the platform's default stack (8 MiB on
+# Linux, but configurable below that) and are made by servers that know nothing of SQL:
+# rather than a stack size set for every thread of the process at startup, a query deeper
+# than :data:`INLINE_DEPTH` is planned and run on one of a few threads made here with
+# :data:`DEEP_STACK_BYTES`. Shallow queries, nearly all of them, stay on the request's
+# thread and pay no hand-over.
+
+#: Native stack of the threads deep queries run on, and of DataFusion's runtime threads.
+DEEP_STACK_BYTES = 64 * 1024 * MAX_EXPRESSION_DEPTH
+#: Expression depth up to which a query runs on the calling thread (at most a few hundred
+#: KiB of stack).
+INLINE_DEPTH = 64
+# Read by Rust once, when DataFusion starts its runtime at the first query: this module is
+# imported before any query runs. A setting from the environment is kept.
+os.environ.setdefault("RUST_MIN_STACK", str(DEEP_STACK_BYTES))
+
+
+class _DeepStack:
+    """A few threads with a big native stack for DataFusion calls on deep queries (one at a
+    time per thread: their number also bounds how much CPU such queries take at once)."""
+
+    def __init__(self, workers: int = 2) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gnomon-sql-deep")
+        self._lock = threading.Lock()
+
+    def call(self, fn: Callable[[], T]) -> T:
+        # The pool makes its threads in submit(): the stack size, which is process-wide,
+        # is set only around it. The caller's context (its cancellation token) goes along.
+        context = contextvars.copy_context()
+        with self._lock:
+            previous = threading.stack_size(DEEP_STACK_BYTES)
+            try:
+                future = self._pool.submit(context.run, fn)
+            finally:
+                threading.stack_size(previous)
+        return future.result()
+
+
+_DEEP = _DeepStack()
+
+
+def at_depth(depth: int, fn: Callable[[], T]) -> T:
+    """``fn()`` (a DataFusion call on a query ``depth`` deep), on the calling thread or,
+    deeper than :data:`INLINE_DEPTH`, on one with a big native stack."""
+    return fn() if depth <= INLINE_DEPTH else _DEEP.call(fn)
+
+
+#: A query reading one table whose pruned scan reads at most this many values (rows x
+#: columns, about 64 MiB of 8-byte values) has it read before DataFusion runs and handed to
+#: it in memory: DataFusion's dataset path costs about a millisecond per query (scanner
+#: set-up, threads, a Python iterator), most of a point query's time, and gives DataFusion
+#: no row counts, so it cannot pick the smaller side of a join to build. Larger scans
+#: stream, keeping memory bounded.
+SMALL_SCAN_VALUES = 8_000_000
+
+
+class StreamInstead(Exception):
+    """DataFusion failed on a table read up front, which has only the columns the query
+    names; the streamed table has all of them, and DataFusion's error then names them."""
+
+
+class QueryContext:
+    """The tables one query reads, registered on a fresh DataFusion session."""
+
+    def __init__(self, tables: SqlTables, mode: modes.Mode, partitions: Partitions) -> None:
+        self.tables = tables
+        self.mode = mode
+        self.partitions = partitions
+        self._ctx: datafusion.SessionContext | None = None
+        self.scans: list[ScanRecord] = []
+        self.errors: list[GnomonError] = []
+        self._registered: set[str] = set()
+        #: The tables behind the names registered for gnomon's own use (a time-travel
+        #: clause's, a scan's under a view), for error messages.
+        self.names: dict[str, str] = {}
+        #: Whether a table was registered as rows read up front, and whether one was
+        #: registered as a dataset DataFusion streams from.
+        self.in_memory = False
+        self.datasets = False
+        #: The rows of the table read up front, by registered name.
+        self.rows: dict[str, pa.Table] = {}
+        #: The fast path answering the query without DataFusion (:mod:`node.sql.fastpath`),
+        #: asked when its table was read up front.
+        self.fast: FastPath | None = None
+        #: The answer, when the fast path gave one as the table was read.
+        self.answer: pa.Table | None = None
+        #: DataFusion's own name of each answer column named by its SELECT item's text.
+        self.expressions: dict[str, str] = {}
+        #: The rows of ``system.public.tables``, when the query reads it.
+        self.system_tables: pa.Table | None = None
+
+    @property
+    def ctx(self) -> datafusion.SessionContext:
+        """The query's DataFusion session, made when first needed (a query answered without
+        DataFusion never pays for one), holding the rows read up front."""
+        if self._ctx is None:
+            self._ctx = new_session()
+            functions.register(self._ctx, self.errors)
+            for name, rows in self.rows.items():
+                self._ctx.from_arrow(rows, name=dq(name))
+            if self.system_tables is not None:
+                system.register(self._ctx, self.system_tables)
+        return self._ctx
+
+    def register(
+        self,
+        name: str,
+        table: str,
+        *,
+        version: int | None = None,
+        timestamp_ms: int | None = None,
+        prescan: Prescan | None = None,
+    ) -> None:
+        """Register ``table`` as ``name``: a dataset DataFusion streams from, or, in
+        ``in_memory`` mode and for a small enough ``prescan``, the rows that scan reads."""
+        if name in self._registered:
+            return
+        self._registered.add(name)
+        if name != table:
+            self.names[name] = table
+        partition = self.partitions.find(table)
+        if partition is not None:
+            if version is not None or timestamp_ms is not None:
+                raise InvalidArgument(
+                    f"table {table!r} is a partition table: VERSION / TIMESTAMP AS OF is not "
+                    "supported on partition tables yet"
+                )
+            parts = partition.reading(None if prescan is None else prescan.bounds)
+            self._register_dataset(
+                name,
+                table,
+                PartitionDataset(partition, parts, scans=self.scans, errors=self.errors),
+            )
+            return
+        if (
+            prescan is not None
+            and self.mode.in_memory
+            and not prescan.stops_early
+            and self._register_small(name, prescan)
+        ):
+            return
+        request = ScanRequest(table) if prescan is None else prescan.request
+        request = replace(
+            request,
+            version=version,
+            timestamp_ms=timestamp_ms,
+            dictionary_tags=self.mode.dictionary_tags,
+        )
+        dataset = EngineDataset(self.tables, request, scans=self.scans, errors=self.errors)
+        self._register_dataset(name, table, dataset)
+
+    def register_remote(self, name: str, table: RemoteTable) -> None:
+        """Register ``name``, served by another node, read from there."""
+        if name not in self._registered:
+            self._registered.add(name)
+            self._register_dataset(name, name, table.dataset(self.scans, self.errors))
+
+    def _register_dataset(self, name: str, table: str, dataset: Any) -> None:
+        self.datasets = True
+        # DataFusion reads the name as SQL (unquoted folds to lower case): quote it.
+        if self.mode.pushdown:
+            self.ctx.register_dataset(dq(name), dataset)
+        else:
+            scan_name = f"__scan_{len(self._registered)}"
+            self.names[scan_name] = table
+            raw = dq(scan_name)
+            self.ctx.register_dataset(raw, dataset)
+            view = self.ctx.sql(f"SELECT * FROM {raw} LIMIT {2**63 - 1}")
+            self.ctx.register_view(dq(name), view)
+
+    def _register_small(self, name: str, prescan: Prescan) -> bool:
+        # The engine's own scan (a local reader's): its estimate and located reads are the
+        # point of reading up front.
+        scan = self.tables.scan(replace(prescan.request, dictionary_tags=self.mode.dictionary_tags))
+        if scan.estimated_rows() * len(scan.columns) > SMALL_SCAN_VALUES:
+            return False
+        self.in_memory = True
+        self.scans.append(
+            ScanRecord(prescan.request.table, scan.columns, lambda: scan.filter, scan.stats)
+        )
+        if self.fast is not None and self.fast.located:
+            # A located read's arrays answered as read: no tables in between.
+            arrays = scan.located_arrays()
+            if arrays is not None:
+                self.answer = self.fast.answer(arrays)
+                if self.answer is not None:
+                    return True
+        # Only the columns the query names: an error naming the others (an unknown column,
+        # whose message lists the valid ones) makes the query run again streamed.
+        rows = scan.to_table()
+        if self._ctx is not None:
+            self._ctx.from_arrow(rows, name=dq(name))
+        self.rows[name] = rows
+        return True
+
+    def collect(self, sql: str, depth: int, named: frozenset[str] = frozenset()) -> pa.Table:
+        """The answer of ``sql``; DataFusion's names of the columns ``named`` by their
+        SELECT item's text are kept in ``self.expressions``."""
+        ctx = self.ctx
+
+        def answer() -> pa.Table:
+            df = ctx.sql(sql)
+            self.expressions = naming.expression_names(df.logical_plan(), named)
+            return df.to_arrow_table()
+
+        try:
+            return plain(at_depth(depth, answer))
+        except GnomonError:
+            raise
+        except Exception as e:  # DataFusion reports every failure as a plain Exception
+            if self.errors:
+                raise self.errors[0] from None
+            if self.in_memory:
+                raise StreamInstead from e
+            raise translate(e, self.names) from None
+
+    def literal_filter(self, sql: str, depth: int) -> bool:
+        """Whether DataFusion's plan of ``sql`` hands a dataset a literal filter (see
+        :mod:`node.sql.modes`); a query it cannot plan fails when it runs, not here."""
+        if not self.datasets:
+            return False
+        ctx = self.ctx
+
+        def planned() -> bool:
+            try:
+                plan = ctx.sql(sql).optimized_logical_plan()
+            except Exception:  # DataFusion reports every failure as a plain Exception
+                return False
+            return modes.literal_scan_filter(plan)
+
+        return at_depth(depth, planned)
+
+
+def new_session() -> datafusion.SessionContext:
+    """A DataFusion session whose operators hold at most the running query's memory budget
+    (a query over it fails with DataFusion's 'Resources exhausted' instead of growing), the
+    budget reserved in the server's memory budget first."""
+    token = cancel.current()
+    budget = None if token is None else token.limits.memory_bytes
+    if token is None or budget is None:
+        return datafusion.SessionContext()
+    token.memory.pool(budget)
+    return datafusion.SessionContext(
+        runtime=datafusion.RuntimeEnvBuilder().with_greedy_memory_pool(budget)
+    )
+
+
+def dq(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def plain(table: pa.Table) -> pa.Table:
+    """``table`` with dictionary-encoded columns (string tags reach DataFusion so) decoded:
+    results keep the table's own column types."""
+    for i, field in enumerate(table.schema):
+        if pa.types.is_dictionary(field.type):
+            plain = field.with_type(field.type.value_type)
+            table = table.set_column(i, plain, table.column(i).cast(field.type.value_type))
+    return table
+
+
+def translate(e: Exception, names: dict[str, str]) -> GnomonError:
+    """A DataFusion failure as a gnomon error, in the terms of the query: without the
+    layers DataFusion wraps a message in (its optimizer rules' names among them), Python
+    tracebacks, or the names gnomon registers tables under (``names``: a time-travel
+    clause's, a scan's under a view)."""
+    text = str(e)
+    m = _DF_NOT_FOUND.search(text)
+    if m:
+        return UnknownTable(names.get(m.group(1), m.group(1)))
+    if "Resources exhausted" in text:
+        return cancel.over_memory(text.split("Resources exhausted:", 1)[-1].strip().splitlines()[0])
+    if _DF_RECURSION.search(text):
+        return InvalidArgument(
+            "query too complex: nested deeper than the SQL parser's limit of 50 levels "
+            "(a parenthesis takes one, a subquery two)"
+        )
+    for pattern, by in _DF_NOISE:
+        text = pattern.sub(by, text)
+    text = _INTERNAL_NAME.sub(lambda m: names.get(m.group(0), "the table"), text)
+    return InvalidArgument(text.strip())
+
+
+_DF_NOT_FOUND = re.compile(r"table '(?:[\w]+\.)*([^']+)' not found", re.IGNORECASE)
+_DF_RECURSION = re.compile(r"RecursionLimitExceeded")
+#: What is dropped from (or rephrased in) DataFusion's messages.
+_DF_NOISE = (
+    (re.compile(r"Traceback \(most recent call last\):\n(?:[ \t].*\n)*"), ""),
+    (re.compile(r"Optimizer rule '[^']*' failed\s*(?:caused by\s*)?"), ""),
+    (re.compile(r"(?:DataFusion|Arrow|Internal) error: "), ""),
+    (
+        re.compile(r"\s*This issue was likely caused by a bug in DataFusion's code.*", re.S),
+        "",
+    ),
+    (re.compile(r"\bdatafusion\.public\."), ""),
+    (re.compile(r"\bmanifest_(?:commits|versions|heads)\b"), "the table manifest"),
+)
+#: Names gnomon registers tables under for its own use.
+_INTERNAL_NAME = re.compile(r"__(?:scan|travel)_\d+")
