@@ -246,8 +246,9 @@ class ServerConfig(RoleConfig):
     )
     max_connections_per_s: float = setting(
         0.0,
-        "New HTTP connections one client address may open a second, in bursts of as many "
-        "(at least 1); past it a connection is answered 429 and closed (0: no limit).",
+        "New connections one client address may open a second to each of HTTP, gRPC and "
+        "Flight, in bursts of as many (at least 1); past it an HTTP connection is answered 429 "
+        "and closed, a gRPC or Flight call on it refused (0: no limit).",
     )
 
     def __post_init__(self) -> None:

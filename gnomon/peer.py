@@ -125,12 +125,9 @@ class Channels:
             self._open.clear()
 
 
-class SecretCheck(grpc.ServerInterceptor):  # type: ignore[misc]
-    """Refuses (UNAUTHENTICATED) every call that does not present the cluster secret: the
-    meta service's and the compaction nodes' servers, whose callers are all of the cluster."""
-
-    def __init__(self, secret: str) -> None:
-        self.secret = secret
+class HandlerInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
+    """A server interceptor that hands the handler of each call's method to :meth:`wrap`
+    (a call of no method is left to gRPC's answer)."""
 
     def intercept_service(
         self,
@@ -138,9 +135,25 @@ class SecretCheck(grpc.ServerInterceptor):  # type: ignore[misc]
         details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler = continuation(details)
-        if handler is None or holds_secret(
-            self.secret, metadata_value(details.invocation_metadata, AUTHORIZATION)
-        ):
+        return None if handler is None else self.wrap(handler, details)
+
+    def wrap(
+        self, handler: grpc.RpcMethodHandler[Any, Any], details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        raise NotImplementedError
+
+
+class SecretCheck(HandlerInterceptor):
+    """Refuses (UNAUTHENTICATED) every call that does not present the cluster secret: the
+    meta service's and the compaction nodes' servers, whose callers are all of the cluster."""
+
+    def __init__(self, secret: str) -> None:
+        self.secret = secret
+
+    def wrap(
+        self, handler: grpc.RpcMethodHandler[Any, Any], details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        if holds_secret(self.secret, metadata_value(details.invocation_metadata, AUTHORIZATION)):
             return handler
         return refusing(
             handler,

@@ -14,13 +14,20 @@ user and password (pyarrow's ``authenticate_basic_token``) answers a session tok
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
 import grpc
 import pyarrow.flight as flight
 
 from gnomon.errors import Unauthenticated
-from gnomon.peer import AUTHORIZATION, ON_BEHALF_OF, metadata_value, refusing
+from gnomon.peer import (
+    AUTHORIZATION,
+    ON_BEHALF_OF,
+    HandlerInterceptor,
+    metadata_value,
+    refusing,
+)
 from node.security.authn import Authenticates
 from node.security.context import acting_as
 from node.security.principal import Principal
@@ -46,21 +53,16 @@ def http_caller(
 # -- gRPC ---------------------------------------------------------------------------------------
 
 
-class GrpcAuth(grpc.ServerInterceptor):  # type: ignore[misc]
+class GrpcAuth(HandlerInterceptor):
     """Refuses a call without valid credentials (gRPC UNAUTHENTICATED, as HoraeDB does) and
     runs the others as their caller."""
 
     def __init__(self, authenticator: Authenticates) -> None:
         self.authenticator = authenticator
 
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler[Any, Any] | None],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        handler = continuation(details)
-        if handler is None:
-            return None
+    def wrap(
+        self, handler: grpc.RpcMethodHandler[Any, Any], details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler[Any, Any]:
         try:
             metadata = details.invocation_metadata
             principal = self.authenticator.authenticate(
@@ -74,16 +76,25 @@ class GrpcAuth(grpc.ServerInterceptor):  # type: ignore[misc]
 def _as_caller(
     handler: grpc.RpcMethodHandler[Any, Any], principal: Principal
 ) -> grpc.RpcMethodHandler[Any, Any]:
+    return around_calls(handler, lambda _: acting_as(principal))
+
+
+def around_calls(
+    handler: grpc.RpcMethodHandler[Any, Any],
+    around: Callable[[grpc.ServicerContext], AbstractContextManager[Any]],
+) -> grpc.RpcMethodHandler[Any, Any]:
+    """``handler`` with each of its methods run inside ``around(context)``."""
+
     def unary(fn: Callable[..., Any]) -> Callable[..., Any]:
         def call(request: Any, context: grpc.ServicerContext) -> Any:
-            with acting_as(principal):
+            with around(context):
                 return fn(request, context)
 
         return call
 
     def streaming(fn: Callable[..., Iterator[Any]]) -> Callable[..., Iterator[Any]]:
         def call(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-            with acting_as(principal):
+            with around(context):
                 yield from fn(request, context)
 
         return call

@@ -53,7 +53,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from gnomon.errors import GnomonError, InvalidArgument, NotFound, Status, TooLarge
+from gnomon.errors import GnomonError, InvalidArgument, NotFound, Status, TooLarge, Unavailable
 from gnomon.flight.ticket import (
     CommitArgs,
     PinArgs,
@@ -71,6 +71,7 @@ from node.cluster.ingest_forward import RowsWriter
 from node.engine.engine import Engine
 from node.engine.scan import Scan, wire
 from node.engine.table import Pinned
+from node.security.connections import PeerConnections
 from node.security.context import acting_as, authorize
 from node.security.principal import Privilege
 from node.security.tls import ServerTls
@@ -111,17 +112,6 @@ def _answer(what: str, e: Exception) -> flight.FlightError:
     if not isinstance(e, GnomonError):
         log.exception("flight request failed", extra={"rpc": what})
     return flight_error(e)
-
-
-def _guarded(what: str, fn: Callable[[], T], context: flight.ServerCallContext) -> T:
-    """``fn`` run as the call's caller (see node/server/auth.py), its errors as Flight's."""
-    try:
-        with acting_as(flight_caller(context)):
-            return fn()
-    except flight.FlightError:
-        raise
-    except Exception as e:
-        raise _answer(what, e) from None
 
 
 class _FollowerRead(flight.ServerMiddleware):  # type: ignore[misc]
@@ -194,6 +184,7 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         auth: FlightAuth | None = None,
         tls: ServerTls | None = None,
         follower_tables: FlightTables | None = None,
+        connections: PeerConnections | None = None,
     ) -> None:
         check_free("Arrow Flight", bind, port, port_setting)
         scheme = "grpc+tcp" if tls is None else "grpc+tls"
@@ -228,8 +219,24 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         self.query = query
         #: Where a table (or each sub-table of a partition table) is served; None: here.
         self.route = route
+        #: New connections admitted at a rate per address (None: any number).
+        self.connections = connections
         self._stats: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._stats_lock = threading.Lock()
+
+    def _guarded(self, what: str, fn: Callable[[], T], context: flight.ServerCallContext) -> T:
+        """``fn`` run as the call's caller (see node/server/auth.py), its errors as Flight's;
+        refused (Unavailable) first if its connection is over its address's rate."""
+        try:
+            refusal = None if self.connections is None else self.connections.refusal(context.peer())
+            if refusal is not None:
+                raise Unavailable(refusal)
+            with acting_as(flight_caller(context)):
+                return fn()
+        except flight.FlightError:
+            raise
+        except Exception as e:
+            raise _answer(what, e) from None
 
     # -- reads -----------------------------------------------------------------------------------
 
@@ -244,7 +251,7 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
             wire.decode(spec, self.tables.describe(spec.table).schema)  # checks the request
             return flight.SchemaResult(self._schema(spec))
 
-        return _guarded("get_schema", run, context)
+        return self._guarded("get_schema", run, context)
 
     def _schema(self, spec: ScanSpec, tables: FlightTables | None = None) -> pa.Schema:
         schema = (tables or self.tables).describe(spec.table).schema.arrow()
@@ -264,7 +271,7 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
     def get_flight_info(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.FlightInfo:
-        return _guarded(
+        return self._guarded(
             "get_flight_info",
             lambda: self._flight_info(descriptor, self._reading(context)),
             context,
@@ -375,7 +382,7 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
             batches = received.answer(scan)
             return flight.GeneratorStream(schema, self._stream(spec, scan, batches, schema))
 
-        return _guarded("do_get", run, context)
+        return self._guarded("do_get", run, context)
 
     def _stream(
         self,
@@ -415,7 +422,7 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
                 self.metrics.rows_written.inc("flight", amount=written)
             writer.write(pa.py_buffer(json.dumps({"rows": written}).encode()))
 
-        _guarded("do_put", run, context)
+        self._guarded("do_put", run, context)
 
     def _put_chunks(self, spec: PutSpec, reader: flight.MetadataRecordBatchReader) -> int:
         authorize(Privilege.WRITE, [spec.table])
@@ -490,7 +497,7 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
             result = self._action(action.type, args)
             return [json.dumps(result).encode()]
 
-        return _guarded(action.type, run, context)
+        return self._guarded(action.type, run, context)
 
     def _scan_stats(self, scan_id: str) -> dict[str, Any]:
         """The statistics of the finished ticket ``scan_id``, or summed over the finished

@@ -148,8 +148,8 @@ class Registry:
         )
         self.connections_refused = self.counter(
             "gnomon_connections_refused_total",
-            "New connections refused before any request was read, by protocol and the limit "
-            "that refused them.",
+            "New connections refused (HTTP before any request is read, gRPC and Flight at each "
+            "call on them), by protocol and the limit that refused them.",
             ["protocol", "limit"],
         )
         self.request_bytes = self.counter(

@@ -29,10 +29,12 @@ from node.engine.stats import CacheStats
 from node.ingest.writer import Ingestor
 from node.partition.ingest import PartitionedRows
 from node.partition.tables import Partitions
+from node.security.connections import ConnectionRate, PeerConnections
 from node.security.settings import Security
 from node.security.tls import ServerTls
 from node.server.arrow_wire import DEFAULT_COMPRESS_MIN_BYTES
 from node.server.auth import FlightAuth, GrpcAuth
+from node.server.connection_rate import GrpcConnectionRate
 from node.server.flight import FlightService
 from node.server.forwarding import forwarding
 from node.server.grpc_service import GrpcServer, StorageService
@@ -218,6 +220,7 @@ class Standalone:
                 partitions=partitions,
                 execute_follower=follower.execute,
             )
+            grpc_connections = self._peer_connections("grpc")
             self._grpc = GrpcServer(
                 service,
                 bind=self.bind,
@@ -225,7 +228,10 @@ class Standalone:
                 max_workers=self.grpc_workers,
                 max_message_bytes=self.max_request_bytes,
                 extra_handlers=self.placement.handlers(),
-                interceptors=[] if authenticator is None else [GrpcAuth(authenticator)],
+                interceptors=[
+                    *([] if grpc_connections is None else [GrpcConnectionRate(grpc_connections)]),
+                    *([] if authenticator is None else [GrpcAuth(authenticator)]),
+                ],
                 tls=tls,
             )
             self.grpc_port = self._grpc.start()
@@ -265,6 +271,7 @@ class Standalone:
                 follower_tables=followed,
                 auth=None if authenticator is None else FlightAuth(authenticator),
                 tls=tls,
+                connections=self._peer_connections("flight"),
             )
             self.flight_port = self._flight.port
             mine = self._endpoints()
@@ -431,6 +438,15 @@ class Standalone:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def _peer_connections(self, protocol: str) -> PeerConnections | None:
+        """The rate new connections to the gRPC or Flight server (``protocol``) are admitted
+        at; None without max_connections_per_s."""
+        per_s = self.max_connections_per_s
+        if per_s <= 0:
+            return None
+        refused = self.metrics.connections_refused
+        return PeerConnections(ConnectionRate(per_s), lambda: refused.inc(protocol, "rate"))
 
     # -- metrics ---------------------------------------------------------------------------------
 

@@ -13,8 +13,8 @@ import pytest
 
 from node.backends import open_standalone
 from node.ingest.writer import Ingestor
+from node.security.connections import ConnectionRate
 from node.server.http import HttpApp, HttpServer
-from node.server.http.admission import ConnectionRate
 from node.server.metrics import Registry
 from node.sql.result import QueryResult
 from tests.server.conftest import read_until_closed

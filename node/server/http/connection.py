@@ -17,9 +17,9 @@ from typing import Any
 import httptools
 
 from gnomon.errors import Cancelled, TooLarge, Unavailable
+from node.security.connections import ConnectionRate
 from node.security.context import acting_as
 from node.server.auth import CHALLENGE, OPEN_PATHS
-from node.server.http.admission import ConnectionRate
 from node.server.http.answers import (
     NO_CONTENT,
     ONE_WRITE_BYTES,
