@@ -1,17 +1,21 @@
-"""The compaction node's HTTP endpoint: ``GET /metrics`` (Prometheus text) and ``GET /health``.
-A small threaded server of the standard library: a few scrapes a minute is all it serves."""
+"""The compaction node's HTTP endpoint: ``GET /metrics`` (Prometheus text) and ``GET /health``,
+over TLS when the node has a certificate. A small threaded server of the standard library: a
+few scrapes a minute is all it serves."""
 
 from __future__ import annotations
 
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from node.security.tls import ServerTls
 from node.server.listen import listen_error
 from node.server.metrics import Registry
 
 
 class MetricsServer:
-    def __init__(self, metrics: Registry, *, bind: str, port: int) -> None:
+    def __init__(
+        self, metrics: Registry, *, bind: str, port: int, tls: ServerTls | None = None
+    ) -> None:
         registry = metrics
 
         class Handler(BaseHTTPRequestHandler):
@@ -38,6 +42,12 @@ class MetricsServer:
         except OSError as e:
             raise listen_error("HTTP", bind, port, "http_port", e) from None
         self._server.daemon_threads = True
+        if tls is not None:
+            # The handshake is made by the request's thread at its first read, not by the
+            # accepting one, which a slow client would hold up.
+            self._server.socket = tls.ssl_context().wrap_socket(
+                self._server.socket, server_side=True, do_handshake_on_connect=False
+            )
         self.port = int(self._server.server_address[1])
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="gnomon-compaction-http", daemon=True

@@ -23,6 +23,7 @@ from gnomon.errors import InvalidArgument
 from gnomon.peer import Peer, SecretCheck
 from meta.client import MetaClient, NodeAgent
 from meta.model import NodeKind
+from node.security.tls import ServerTls
 from node.server.listen import bind_failed, check_free
 from node.server.metrics import Labels, Registry
 
@@ -67,7 +68,12 @@ class CompactionNode:
         check_free("HTTP", cfg.bind, cfg.http_port, "http_port")
         try:
             self._executor = executor = open_executor(cfg)
-            self._http = MetricsServer(self.metrics, bind=cfg.bind, port=cfg.http_port)
+            tls = (
+                None
+                if cfg.tls_cert is None or cfg.tls_key is None
+                else ServerTls(cfg.tls_cert, cfg.tls_key)
+            )
+            self._http = MetricsServer(self.metrics, bind=cfg.bind, port=cfg.http_port, tls=tls)
             self.http_port = self._http.start()
             peer = Peer(cfg.cluster_secret, cfg.cluster_ca)
             server = grpc.server(
@@ -77,7 +83,12 @@ class CompactionNode:
                 # Data nodes (and the admin CLI) are its only callers: they hold the secret.
                 interceptors=[] if peer.secret is None else [SecretCheck(peer.secret)],
             )
-            port = server.add_insecure_port(f"{cfg.bind}:{cfg.grpc_port}")
+            address = f"{cfg.bind}:{cfg.grpc_port}"
+            port = (
+                server.add_insecure_port(address)
+                if tls is None
+                else server.add_secure_port(address, tls.grpc_credentials())
+            )
             if port == 0:
                 raise bind_failed("gRPC", cfg.bind, cfg.grpc_port, "grpc_port", "bind failed")
             self.grpc_port = port

@@ -368,7 +368,8 @@ def compaction_node(config_file: str | None, **flags: object) -> None:
 @click.option(
     "--tls",
     is_flag=True,
-    help="HTTP, gRPC and Flight of the data nodes over TLS, from a throwaway CA.",
+    help="Every process's servers over TLS (the data nodes' HTTP, gRPC and Flight, the meta "
+    "service, the compaction nodes), from a throwaway CA.",
 )
 def dev_cluster(
     nodes: int,

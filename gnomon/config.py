@@ -48,6 +48,19 @@ def _check_port(name: str, port: int) -> None:
         raise InvalidArgument(f"invalid port {port}: must be 0..65535 ({name})")
 
 
+def _check_tls(cert: str | None, key: str | None) -> None:
+    if (cert is None) != (key is None):
+        raise InvalidArgument("TLS needs both tls_cert and tls_key")
+
+
+#: The help of the TLS settings of the meta service and compaction nodes.
+_TLS_CERT_HELP = (
+    "PEM certificate (chain): serve gRPC over TLS (needed when the cluster has a cluster_ca: "
+    "every call between its processes uses TLS then)."
+)
+_TLS_KEY_HELP = "PEM private key of tls_cert."
+
+
 @dataclass(frozen=True)
 class RoleConfig:
     #: The TOML table holding this role's settings.
@@ -212,8 +225,9 @@ class ServerConfig(RoleConfig):
     )
     cluster_ca: str | None = setting(
         None,
-        "PEM CA the data nodes' TLS certificates are signed by: calls between nodes use TLS "
-        "and trust it (a cluster serving TLS); best given as GNOMON_CLUSTER_CA.",
+        "PEM CA the cluster's TLS certificates are signed by: calls to the other nodes, the "
+        "meta service and compaction nodes use TLS and trust it (a cluster serving TLS); best "
+        "given as GNOMON_CLUSTER_CA.",
     )
     auth_cache_s: float = setting(5.0, "Seconds a successful credential check is reused.")
     tls_cert: str | None = setting(
@@ -253,8 +267,7 @@ class ServerConfig(RoleConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if (self.tls_cert is None) != (self.tls_key is None):
-            raise InvalidArgument("TLS needs both tls_cert and tls_key")
+        _check_tls(self.tls_cert, self.tls_key)
         if self.tls_client_ca is not None and self.tls_cert is None:
             raise InvalidArgument("tls_client_ca needs tls_cert and tls_key")
         for name in ("max_concurrent_queries", "max_statement_bytes", "query_memory_bytes"):
@@ -391,9 +404,11 @@ class CompactionNodeConfig(RoleConfig):
     )
     cluster_ca: str | None = setting(
         None,
-        "PEM CA the data nodes' TLS certificates are signed by (calls to them use TLS); best "
-        "given as GNOMON_CLUSTER_CA.",
+        "PEM CA the cluster's TLS certificates are signed by: calls to the other processes use "
+        "TLS and trust it; best given as GNOMON_CLUSTER_CA.",
     )
+    tls_cert: str | None = setting(None, _TLS_CERT_HELP)
+    tls_key: str | None = setting(None, _TLS_KEY_HELP)
     hold_answer_s: float = setting(
         0.0,
         "Seconds each merged task's answer is held back (fault-injection tests: a task in "
@@ -417,6 +432,7 @@ class CompactionNodeConfig(RoleConfig):
             raise InvalidArgument("slots must be at least 1")
         for name in ("grpc_port", "http_port"):
             _check_port(name, getattr(self, name))
+        _check_tls(self.tls_cert, self.tls_key)
         if self.lease_ttl_s < 3:
             raise InvalidArgument("lease_ttl_s must be at least 3")
 
@@ -443,9 +459,11 @@ class MetaConfig(RoleConfig):
     )
     cluster_ca: str | None = setting(
         None,
-        "PEM CA the data nodes' TLS certificates are signed by (calls to them use TLS); best "
-        "given as GNOMON_CLUSTER_CA.",
+        "PEM CA the cluster's TLS certificates are signed by: calls to the other processes use "
+        "TLS and trust it; best given as GNOMON_CLUSTER_CA.",
     )
+    tls_cert: str | None = setting(None, _TLS_CERT_HELP)
+    tls_key: str | None = setting(None, _TLS_KEY_HELP)
     followers: int = setting(
         0,
         "Followers each shard gets on other data nodes: read-only copies that serve follower "
@@ -459,5 +477,6 @@ class MetaConfig(RoleConfig):
         if not self.etcd:
             raise InvalidArgument("gnomon meta needs etcd: --etcd HOST:PORT (or GNOMON_ETCD)")
         _check_port("grpc_port", self.grpc_port)
+        _check_tls(self.tls_cert, self.tls_key)
         if self.shards < 1:
             raise InvalidArgument("shards must be at least 1")

@@ -7,8 +7,9 @@ the meta service, the compaction nodes and a data node's shard control refuse ca
 it. A call a node makes for a user (a forwarded write or query) also names that user in
 ``gnomon-on-behalf-of``; the receiving node believes the name only from a holder of the
 secret and authorises the call as that user, so a forward is allowed exactly what the
-user's own call would be. With a CA, calls to data nodes (which serve TLS when the cluster
-does) use TLS and trust that CA; the meta service and compaction nodes serve plain gRPC.
+user's own call would be. With a CA, every internal call (to data nodes, the meta service,
+compaction nodes) uses TLS and trusts that CA: a cluster with a CA serves TLS on every
+process (``tls_cert``/``tls_key`` of each role).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def metadata_value(metadata: Sequence[tuple[str, str | bytes]] | None, key: str)
 @dataclass(frozen=True)
 class Peer:
     """``secret``: the cluster secret (None: internal calls carry none); ``ca``: PEM file of
-    the CA the data nodes' certificates are signed by (None: plain gRPC and Flight)."""
+    the CA the cluster's certificates are signed by (None: plain gRPC and Flight)."""
 
     secret: str | None = None
     ca: str | None = None
@@ -75,11 +76,9 @@ class Peer:
     def flight_headers(self, on_behalf_of: str | None = None) -> list[tuple[bytes, bytes]]:
         return [(k.encode(), v.encode()) for k, v in self.metadata(on_behalf_of)]
 
-    def channel(
-        self, target: str, *, node: bool = False, options: Sequence[tuple[str, Any]] = ()
-    ) -> grpc.Channel:
-        """A channel to ``target``; ``node``: a data node's gRPC, over TLS with a CA."""
-        if node and self.ca is not None:
+    def channel(self, target: str, options: Sequence[tuple[str, Any]] = ()) -> grpc.Channel:
+        """A channel to ``target``, over TLS with a CA."""
+        if self.ca is not None:
             creds = grpc.ssl_channel_credentials(root_certificates=Path(self.ca).read_bytes())
             return grpc.secure_channel(target, creds, options=list(options))
         return grpc.insecure_channel(target, options=list(options))

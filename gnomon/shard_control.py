@@ -70,7 +70,7 @@ class GrpcNodeCalls:
     def __init__(self, *, peer: Peer | None = None, timeout_s: float = RELEASE_TIMEOUT_S) -> None:
         self.peer = peer or Peer()
         self._timeout_s = timeout_s
-        self._channels = Channels(lambda node: self.peer.channel(node, node=True))
+        self._channels = Channels(self.peer.channel)
 
     def release(
         self, node: str, shard_id: int, epoch: int, table_ids: Collection[int] | None

@@ -20,6 +20,7 @@ from meta.client import MetaClient
 from meta.core import MetaSettings
 from meta.model import FOLLOWER_LAG
 from meta.server import MetaServer, ServerConfig
+from node.security.tls import ServerTls
 
 #: Test seam read by ``gnomon meta``: ``"<kind>:<step>"`` exits the process right after that
 #: procedure step commits (see ``meta/runner.py``).
@@ -38,6 +39,11 @@ def meta_command(config_file: str | None, **flags: object) -> None:
     flags."""
     try:
         cfg = MetaConfig.load(config_file, flags=flags)
+        credentials = (
+            None
+            if cfg.tls_cert is None or cfg.tls_key is None
+            else ServerTls(cfg.tls_cert, cfg.tls_key).grpc_credentials()
+        )
     except GnomonError as e:
         raise click.UsageError(e.message) from None
     settings = MetaSettings(
@@ -56,6 +62,7 @@ def meta_command(config_file: str | None, **flags: object) -> None:
         election_ttl_s=cfg.election_ttl_s,
         settings=settings,
         peer=Peer(cfg.cluster_secret, cfg.cluster_ca),
+        credentials=credentials,
     )
     server = MetaServer(config)
     port = server.start()

@@ -50,10 +50,11 @@ class MetaClient:
         peer: Peer | None = None,
     ) -> None:
         self.endpoints = _endpoints(endpoints)
-        self._metadata = (peer or Peer.from_env()).metadata()
+        peer = peer or Peer.from_env()
+        self._metadata = peer.metadata()
         self._timeout_s = timeout_s
         self._retry_for_s = retry_for_s
-        self._channels = Channels(grpc.insecure_channel)
+        self._channels = Channels(peer.channel)
         self._current = self.endpoints[0]
         self._closed = threading.Event()
 

@@ -44,6 +44,8 @@ class ServerConfig:
     #: The cluster secret every caller must present (and this instance presents to the
     #: nodes it asks to release shards), and the CA of the nodes' TLS.
     peer: Peer = field(default_factory=Peer)
+    #: TLS of its gRPC server (None: plain gRPC).
+    credentials: grpc.ServerCredentials | None = None
 
 
 class MetaServer:
@@ -78,7 +80,15 @@ class MetaServer:
 
     def start(self) -> int:
         """Serve gRPC and start campaigning; the bound port."""
-        self.port = self._grpc.add_insecure_port(f"{self.config.bind}:{self.config.grpc_port}")
+        address, credentials = (
+            f"{self.config.bind}:{self.config.grpc_port}",
+            self.config.credentials,
+        )
+        self.port = (
+            self._grpc.add_insecure_port(address)
+            if credentials is None
+            else self._grpc.add_secure_port(address, credentials)
+        )
         identity = self.config.advertise or f"{self.config.bind}:{self.port}"
         self._election = Election(self._etcd, self._root, identity, self.config.election_ttl_s)
         self._grpc.start()

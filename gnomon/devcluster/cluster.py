@@ -9,8 +9,9 @@ memory, so the cluster's data lives as long as they run).
 ``auth`` turns authentication on as a secured deployment would: a fresh cluster secret that
 every process presents to the others, ``--auth`` on the data nodes, and a first superuser
 made in the catalog before they start (:attr:`DevCluster.admin`). ``tls`` makes a throwaway CA
-(``node/security/ca.py``) whose certificate the data nodes serve HTTP, gRPC and Flight with,
-and which the processes trust when they call the data nodes.
+(``node/security/ca.py``) whose certificate every process serves with (the data nodes' HTTP,
+gRPC and Flight, the meta service's gRPC, the compaction nodes' gRPC and HTTP), and which the
+processes trust when they call each other.
 """
 
 from __future__ import annotations
@@ -81,11 +82,11 @@ class DevCluster:
     port_base: int | None = None
     #: Authentication on (a cluster secret, a first superuser: :attr:`admin`).
     auth: bool = False
-    #: TLS on the data nodes' servers, from a throwaway CA (:attr:`ca`).
+    #: TLS on every process's servers, from a throwaway CA (:attr:`ca`).
     tls: bool = False
     #: With ``auth``: the first superuser's name and password.
     admin: tuple[str, str] | None = None
-    #: With ``tls``: the PEM file of the CA the data nodes' certificate is signed by.
+    #: With ``tls``: the PEM file of the CA the processes' certificate is signed by.
     ca: Path | None = None
     #: What the processes present to each other (the secret, the CA).
     peer: Peer = field(default_factory=Peer)
@@ -213,6 +214,7 @@ class DevCluster:
                 f"--shards={self.shards}",
                 f"--node-ttl-s={self.lease_ttl_s}",
                 f"--followers={self.followers}",
+                *self._tls_flags,
             ],
             log=self._log(name),
             env={**self._peer_env(), **self.meta_env},
@@ -252,7 +254,7 @@ class DevCluster:
                 f"--lease-ttl-s={self.lease_ttl_s}",
                 *(["--compaction-mode=offload"] if self.compaction_nodes else []),
                 *(["--auth=true"] if self.auth else []),
-                *(self._tls_flags if self.tls else ()),
+                *self._tls_flags,
                 *self.node_flags,
             ],
             log=self._log(ep.name),
@@ -302,6 +304,7 @@ class DevCluster:
                 f"--grpc-port={ep.grpc.rsplit(':', 1)[1]}",
                 f"--http-port={ep.http.rsplit(':', 1)[1]}",
                 f"--lease-ttl-s={self.lease_ttl_s}",
+                *self._tls_flags,
                 *self.compaction_flags,
             ],
             log=self._log(ep.name),

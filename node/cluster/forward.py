@@ -38,7 +38,7 @@ class Forwarder:
         self.me = me
         self.peer = peer or Peer()
         self._timeout_s = timeout_s
-        self._channels = Channels(lambda endpoint: self.peer.channel(endpoint, node=True))
+        self._channels = Channels(self.peer.channel)
 
     def _call(
         self, endpoint: str, method: str, request: Any, response: Callable[[bytes], Any]

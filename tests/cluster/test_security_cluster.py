@@ -1,9 +1,10 @@
 """A secured cluster (``DevCluster(auth=True, tls=True)``: a cluster secret between the
-processes, ``--auth`` on the nodes, TLS from a throwaway CA): writes and queries sent to a
-node that does not own the table are forwarded with the caller's identity, so they work for a
-user whose grants allow them and are refused for one whose grants do not, with the answer
-the owner gives; the meta service and a node's shard control refuse calls without the secret,
-and a user cannot borrow another's identity by naming it."""
+processes, ``--auth`` on the nodes, TLS from a throwaway CA on every process): writes and
+queries sent to a node that does not own the table are forwarded with the caller's identity,
+so they work for a user whose grants allow them and are refused for one whose grants do not,
+with the answer the owner gives; the meta service, the compaction node and a node's shard
+control serve TLS only and refuse calls without the secret, and a user cannot borrow
+another's identity by naming it."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ from typing import Any
 import grpc
 import pytest
 
+from compaction_node.client import CompactionClient
 from gnomon.devcluster.cluster import DevCluster, NodeEndpoints
-from gnomon.errors import Unauthenticated
+from gnomon.errors import GnomonError, Unauthenticated, Unavailable
 from gnomon.peer import ON_BEHALF_OF, Peer
 from gnomon.proto import node_pb2, storage_pb2
 from gnomon.shard_control import SERVICE as SHARD_CONTROL
@@ -47,6 +49,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
         shards=6,
         auth=True,
         tls=True,
+        compaction_nodes=1,
         # Grants made during the test are seen at once.
         node_flags=("--auth-cache-s=0",),
     ) as running:
@@ -178,8 +181,14 @@ def test_a_user_cannot_borrow_an_identity(
 
 def test_meta_and_shard_control_take_the_cluster_secret_only(cluster: DevCluster) -> None:
     with (
-        MetaClient(cluster.meta, peer=Peer(), retry_for_s=0) as client,
+        MetaClient(cluster.meta, peer=Peer(ca=cluster.peer.ca), retry_for_s=0) as client,
         pytest.raises(Unauthenticated, match="cluster secret"),
+    ):
+        client.shards()
+    # Plain gRPC gets no answer from a meta service serving TLS.
+    with (
+        MetaClient(cluster.meta, peer=Peer(cluster.peer.secret), retry_for_s=0) as client,
+        pytest.raises(Unavailable),
     ):
         client.shards()
     with MetaClient(cluster.meta, peer=cluster.peer) as client:
@@ -199,3 +208,25 @@ def test_meta_and_shard_control_take_the_cluster_secret_only(cluster: DevCluster
                 metadata=(("authorization", _basic(*cluster.admin or ("", ""))),),
             )
         assert e.value.code() is grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_the_compaction_node_serves_tls_and_takes_the_cluster_secret_only(
+    cluster: DevCluster,
+) -> None:
+    node = cluster.compaction_endpoints[0]
+    with CompactionClient(peer=cluster.peer) as client:
+        assert client.status(node.grpc).slots >= 1
+    with (
+        CompactionClient(peer=Peer(ca=cluster.peer.ca)) as client,
+        pytest.raises(GnomonError, match="cluster secret"),
+    ):
+        client.status(node.grpc)
+    with (
+        CompactionClient(peer=Peer(cluster.peer.secret)) as client,
+        pytest.raises(Unavailable),
+    ):
+        client.status(node.grpc)
+    assert cluster.ca is not None
+    context = ssl.create_default_context(cafile=str(cluster.ca))
+    with urllib.request.urlopen(f"https://{node.http}/health", timeout=30, context=context) as r:
+        assert json.loads(r.read()) == {"status": "ok"}
