@@ -83,6 +83,27 @@ class PlainRows:
             num_rows,
         )
 
+    @classmethod
+    def join(cls, parts: list[PlainRows]) -> PlainRows | None:
+        """The rows of ``parts`` as one write, each column null in the rows of the parts
+        without it; None if a column has two types."""
+        types: dict[str, ColumnType] = {}
+        for part in parts:
+            for name, typ in zip(part.names, part.types, strict=True):
+                if types.setdefault(name, typ) is not typ:
+                    return None
+        columns: dict[str, list[Any]] = {name: [] for name in types}
+        for part in parts:
+            given = dict(zip(part.names, part.columns, strict=True))
+            for name, values in columns.items():
+                values += given.get(name) or [None] * part.num_rows
+        return cls(
+            tuple(types),
+            tuple(types.values()),
+            tuple(columns.values()),
+            sum(p.num_rows for p in parts),
+        )
+
     def arrow(self) -> pa.RecordBatch:
         """The rows as an Arrow batch of the columns written."""
         return pa.RecordBatch.from_arrays(

@@ -12,30 +12,35 @@ table's schema (or the one it would get), every value converted, every new schem
 applies the column limit); only then are tables created, columns added and rows written. A
 request refused for what it holds changes nothing.
 
-Small writes of one table that arrive together are written as one (see :class:`_Combiner`):
-one conversion, one WAL record and one memtable insert for all of them, acknowledged once
-that record is durable. A server's event loop may start a write without blocking
-(:meth:`Ingestor.start_write_all`) and answer it once its record is durable.
+A small write to a table written through the ingestor before, adding no column, goes as
+Python values (node.engine.plain), whose few Python steps cost less than Arrow's fixed costs.
+Other small writes of one table that arrive together are written as one (see
+:class:`_Combiner`): one conversion, one WAL record and one memtable insert for all of them,
+acknowledged once that record is durable. A server's event loop may start a write without
+blocking (:meth:`Ingestor.start_write_all`) and answer it once its record is durable.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
 
 import pyarrow as pa
 
 from gnomon.errors import InvalidArgument, NotFound
 from node.engine.batch import conform
 from node.engine.engine import Engine
+from node.engine.plain import PlainRows
 from node.engine.schema import TSID, Column, ColumnType, Schema
 from node.engine.table import Logged, Table
 from node.ingest.rows import TableRows
 from node.security.context import authorize
 from node.security.principal import Privilege
-from node.tables import IngestTables, TableWriter, local
+from node.tables import IngestTables, local
 
 log = logging.getLogger("gnomon.ingest")
 
@@ -45,6 +50,11 @@ TIMESTAMP_COLUMN = "timestamp"
 #: ones go alone, as they gain little from sharing a conversion. Rows, not bytes, are counted:
 #: an Arrow table's size costs a small write more to ask than its rows take to combine.
 COMBINE_MAX_ROWS = 256
+#: Writes of up to this many rows to a table they add no column to are written as Python
+#: values (node.engine.plain) when they can be: a small write's time goes to the fixed cost
+#: of Arrow calls, a larger one's to the values, which Arrow converts faster than Python
+#: checks them.
+PLAIN_MAX_ROWS = 256
 #: Most rows one combined write carries (a group past the engine's size limit is refused and
 #: written one write at a time, like any group the engine refuses).
 COMBINED_MAX_ROWS = 65_536
@@ -73,7 +83,9 @@ class Ingestor:
         # Serialises the schema changes this node makes on behalf of writes, so concurrent
         # writers of a new table or column agree on one definition instead of racing.
         self._ddl_lock = threading.Lock()
-        self._combiners: dict[str, _Combiner] = {}
+        self._combiners: dict[str, _Combiner[pa.Table]] = {}
+        #: Per table name: the table object plain writes go to, and their combiner.
+        self._plain_combiners: dict[str, tuple[Table, _Combiner[PlainRows]]] = {}
         self._combiners_lock = threading.Lock()
         #: The tables written to here, by name, for writes started without blocking (asking
         #: the engine for a table it has not open may ask the cluster's meta service).
@@ -86,6 +98,10 @@ class Ingestor:
     def write_all(self, tables: Sequence[TableRows]) -> int:
         """Write the rows of every table of one request; returns how many rows were written.
         Nothing is created, altered or written unless every table's rows are acceptable."""
+        direct = self._known(tables)
+        plain = None if direct is None else _plain(direct[1])
+        if direct is not None and plain is not None:
+            return self._plain_combiner(direct[0]).write(plain)
         plans = self._plan(tables)
         if any(p.create or p.add for p in plans):
             with self._ddl_lock:
@@ -113,6 +129,19 @@ class Ingestor:
         if that cannot be done here: rows of several tables, of a table not yet written
         through this ingestor or lacking columns, of a table waiting for flushes, or a WAL
         whose appends block."""
+        known = self._known(tables)
+        if known is None:
+            return None
+        table, plan = known
+        plain = _plain(plan)
+        if plain is not None:
+            return table.start_write_rows(plain)
+        return table.start_write(plan.rows.arrow(plan.schema.timestamp_key))
+
+    def _known(self, tables: Sequence[TableRows]) -> tuple[Table, _Plan] | None:
+        """The table of a request writing one table, written through this ingestor before,
+        and the request's plan checked against it (without its Arrow data); None if the
+        request writes several tables, another one, or columns the table lacks."""
         if len(tables) != 1:
             return None
         rows = tables[0]
@@ -123,11 +152,7 @@ class Ingestor:
         plan = self._checked(rows, table.info.schema)
         if plan.add:
             return None
-        timestamp_key = plan.schema.timestamp_key
-        plain = rows.plain(timestamp_key) if rows.num_rows <= COMBINE_MAX_ROWS else None
-        if plain is not None:
-            return table.start_write_rows(plain)
-        return table.start_write(rows.arrow(timestamp_key))
+        return table, plan
 
     # -- checking ---------------------------------------------------------------------------------
 
@@ -212,23 +237,49 @@ class Ingestor:
     def _write(self, plan: _Plan) -> int:
         if plan.data.num_rows > COMBINE_MAX_ROWS:
             return self.tables.write(plan.rows.table, plan.data)
+        table = plan.rows.table
         with self._combiners_lock:
-            combiner = self._combiners.get(plan.rows.table)
+            combiner = self._combiners.get(table)
             if combiner is None:
-                combiner = self._combiners[plan.rows.table] = _Combiner(
-                    self.tables, plan.rows.table
+                combiner = self._combiners[table] = _Combiner(
+                    functools.partial(self.tables.write, table), _concat, COMBINED_MAX_ROWS
                 )
         return combiner.write(plan.data)
 
+    def _plain_combiner(self, table: Table) -> _Combiner[PlainRows]:
+        """The combiner of plain writes to ``table`` (a table reopened gets a new one)."""
+        with self._combiners_lock:
+            held = self._plain_combiners.get(table.name)
+            if held is None or held[0] is not table:
+                held = self._plain_combiners[table.name] = (
+                    table,
+                    _Combiner(table.write_rows, PlainRows.join, PLAIN_MAX_ROWS),
+                )
+        return held[1]
 
-class _Waiting:
+
+def _concat(tables: list[pa.Table]) -> pa.Table:
+    return pa.concat_tables(tables, promote_options="default")
+
+
+class _Rows(Protocol):
+    """What a combiner writes: an Arrow table or plain rows."""
+
+    @property
+    def num_rows(self) -> int: ...
+
+
+D = TypeVar("D", bound=_Rows)
+
+
+class _Waiting(Generic[D]):
     """One write queued in a combiner. Its ``wake`` lock is held from the start; whoever
     releases it either answered the write (``done``, with ``written`` or ``error``) or
     hands its writer the lead."""
 
     __slots__ = ("data", "done", "error", "wake", "written")
 
-    def __init__(self, data: pa.Table) -> None:
+    def __init__(self, data: D) -> None:
         self.data = data
         self.written = 0
         self.error: BaseException | None = None
@@ -237,8 +288,10 @@ class _Waiting:
         self.wake.acquire()
 
 
-class _Combiner:
-    """Concurrent small writes of one table, written as one.
+class _Combiner(Generic[D]):
+    """Concurrent small writes of one table, written as one (``join`` makes one write of
+    several, None if it cannot; ``write`` writes one durably, at most ``max_rows`` rows
+    joined).
 
     The first writer to find no write of the table in progress leads: it takes what is queued,
     writes it with one engine write (whose WAL record is durable when it returns), answers
@@ -251,14 +304,17 @@ class _Combiner:
     earn.
     """
 
-    def __init__(self, tables: TableWriter, table: str) -> None:
-        self._tables = tables
-        self._table = table
+    def __init__(
+        self, write: Callable[[D], int], join: Callable[[list[D]], D | None], max_rows: int
+    ) -> None:
+        self._write = write
+        self._join = join
+        self._max_rows = max_rows
         self._lock = threading.Lock()
-        self._queue: list[_Waiting] = []
+        self._queue: list[_Waiting[D]] = []
         self._leading = False
 
-    def write(self, data: pa.Table) -> int:
+    def write(self, data: D) -> int:
         waiting = _Waiting(data)
         with self._lock:
             self._queue.append(waiting)
@@ -289,21 +345,22 @@ class _Combiner:
             if successor is not None:
                 successor.wake.release()
 
-    def _take(self) -> list[_Waiting]:
+    def _take(self) -> list[_Waiting[D]]:
         rows = 0
         for i, waiting in enumerate(self._queue):
             rows += waiting.data.num_rows
-            if i and rows > COMBINED_MAX_ROWS:
+            if i and rows > self._max_rows:
                 group, self._queue = self._queue[:i], self._queue[i:]
                 return group
         group, self._queue = self._queue, []
         return group
 
-    def _write_group(self, group: list[_Waiting]) -> None:
+    def _write_group(self, group: list[_Waiting[D]]) -> None:
         if len(group) > 1:
             try:
-                combined = pa.concat_tables([w.data for w in group], promote_options="default")
-                self._tables.write(self._table, combined)
+                combined = self._join([w.data for w in group])
+                if combined is not None:
+                    self._write(combined)
             except InvalidArgument:
                 pass  # some write of the group is refused: each is answered on its own below
             except BaseException as e:
@@ -311,14 +368,23 @@ class _Combiner:
                     waiting.error = e
                 return
             else:
-                for waiting in group:
-                    waiting.written = waiting.data.num_rows
-                return
+                if combined is not None:
+                    for waiting in group:
+                        waiting.written = waiting.data.num_rows
+                    return
         for waiting in group:
             try:
-                waiting.written = self._tables.write(self._table, waiting.data)
+                waiting.written = self._write(waiting.data)
             except BaseException as e:
                 waiting.error = e
+
+
+def _plain(plan: _Plan) -> PlainRows | None:
+    """The rows of ``plan`` as Python values, if few enough and they can be (see
+    node.engine.plain)."""
+    if plan.rows.num_rows > PLAIN_MAX_ROWS:
+        return None
+    return plan.rows.plain(plan.schema.timestamp_key)
 
 
 def _new_schema(rows: TableRows) -> Schema:

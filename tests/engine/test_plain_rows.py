@@ -205,3 +205,19 @@ def test_sigkill_loses_no_acknowledged_plain_row(tmp_path: Path) -> None:
         assert not missing, f"kill {kill}: acknowledged rows lost: {sorted(missing)[:10]}"
         for row in table.to_pylist():
             assert row["v"] == row["id"] / 2 and row["host"] == f"h{row['id'] % HOSTS}", row
+
+
+def test_joined_plain_writes_leave_each_missing_column_null() -> None:
+    a = PlainRows.of([("ts", ColumnType.TIMESTAMP, [1]), ("v", ColumnType.INT64, [5])])
+    b = PlainRows.of([("ts", ColumnType.TIMESTAMP, [2, 3]), ("s", ColumnType.STRING, ["x", None])])
+    assert a is not None and b is not None
+    joined = PlainRows.join([a, b])
+    assert joined is not None and joined.num_rows == 3
+    assert joined.arrow().to_pydict() == {
+        "ts": a.arrow().column(0).to_pylist() + b.arrow().column(0).to_pylist(),
+        "v": [5, None, None],
+        "s": [None, "x", None],
+    }
+    other = PlainRows.of([("ts", ColumnType.TIMESTAMP, [4]), ("v", ColumnType.DOUBLE, [0.5])])
+    assert other is not None
+    assert PlainRows.join([a, other]) is None  # v of two types: written one by one

@@ -1,6 +1,7 @@
 """Concurrent small writes of one table go to the engine as one write: one WAL record (and
 fsync) for the group, each writer answered only once that record is durable, and a write the
-engine refuses does not take the rest of its group down with it."""
+engine refuses does not take the rest of its group down with it; so for writes as Arrow and as
+plain values (node/engine/plain.py) alike."""
 
 from __future__ import annotations
 
@@ -35,8 +36,10 @@ def engine(tmp_path: Path) -> Iterator[Engine]:
 
 
 def _queued(ingest: Ingestor, table: str) -> int:
-    combiner = getattr(ingest, "_combiners", {}).get(table)
-    return 0 if combiner is None else len(combiner._queue)
+    """Writes queued in the table's combiners (of Arrow and of plain writes)."""
+    plain = ingest._plain_combiners.get(table)
+    combiners = [ingest._combiners.get(table), None if plain is None else plain[1]]
+    return sum(len(c._queue) for c in combiners if c is not None)
 
 
 def _run_held(
@@ -93,14 +96,16 @@ def test_concurrent_small_writes_share_one_wal_record(
     bodies = [f"t,host=h{i} v={i} {i + 10}" for i in range(16)]
     records, answers = _run_held(ingest, monkeypatch, "t", bodies)
     assert answers == {i: 1 for i in range(16)}
+    assert "t" in ingest._plain_combiners  # written as plain values
     # The first write alone, then the fifteen queued behind it together.
     assert len(records) == 2
     got = engine.read_all("t").sort_by("timestamp")
     assert got.column("host").to_pylist() == ["a", *(f"h{i}" for i in range(16))]
 
 
+@pytest.mark.parametrize("plain", [False, True], ids=["arrow", "plain"])
 def test_a_refused_write_leaves_the_rest_of_its_group_written(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, plain: bool
 ) -> None:
     engine.create_table(
         "t",
@@ -115,6 +120,9 @@ def test_a_refused_write_leaves_the_rest_of_its_group_written(
         ),
     )
     ingest = Ingestor(engine)
+    if plain:
+        # A table written through the ingestor before takes small writes as plain values.
+        ingest.write(line_protocol.parse("t,host=z need=1 0", precision="ms")[0])
     bodies = [
         "t,host=a need=1,v=0 1",
         "t,host=b need=1,v=1 2",
@@ -124,6 +132,8 @@ def test_a_refused_write_leaves_the_rest_of_its_group_written(
     records, answers = _run_held(ingest, monkeypatch, "t", bodies)
     assert answers[0] == answers[1] == answers[3] == 1
     assert isinstance(answers[2], InvalidArgument) and "'need'" in answers[2].message
-    assert set(engine.read_all("t").column("host").to_pylist()) == {"a", "b", "d"}
+    assert set(engine.read_all("t").column("host").to_pylist()) == {"a", "b", "d"} | (
+        {"z"} if plain else set()
+    )
     # The group of three was refused whole, then written one by one.
     assert len(records) == 3
