@@ -14,7 +14,9 @@ Columns are pruned by giving a schema with fewer columns
 get no pruning call from Spark. ``scanId`` names the scan on the nodes: each owner's
 ``scan_stats`` of it reports what it read. ``leaseSeconds`` (default 600): how long an owner
 holds its snapshot after the plan or a task's last read. ``plan``: splits planned already
-(``gnomon.spark.hybrid``), read instead of planning.
+(``gnomon.spark.hybrid``), read instead of planning. ``read``: ``leader`` (default) or
+``follower``: each part of the table is read from one of its followers where it has some (a
+moment behind the leader, taking the load off it).
 
 Write options: ``endpoint``, ``table``; with ``mode("overwrite")``, ``overwriteFrom`` /
 ``overwriteTo`` bound the replaced time range (ms or ISO-8601; default all time);
@@ -112,6 +114,13 @@ def register(spark: Any) -> None:
     (Spark refuses a reader with ``pushFilters`` unless that setting is on)."""
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(GnomonDataSource)
+
+
+def follower_reads(read: str | None) -> bool:
+    """Whether the ``read`` option (None: not given) allows follower reads."""
+    if read in (None, "leader", "follower"):
+        return read == "follower"
+    raise InvalidArgument(f"gnomon data source: read must be 'leader' or 'follower', not {read!r}")
 
 
 def _require(options: Any, key: str) -> str:
@@ -241,6 +250,7 @@ class GnomonReader(DataSourceReader):  # type: ignore[misc]
         self.min_split_rows = int(options.get("minSplitRows", 1_000_000))
         self.scan_id = options.get("scanId")
         self.lease_ms = int(float(options.get("leaseSeconds", 600)) * 1000)
+        self.follower = follower_reads(options.get("read"))
         planned = options.get("plan")
         self.planned = (
             None if planned is None else [Split.from_json(s) for s in json.loads(planned)]
@@ -304,7 +314,7 @@ class GnomonReader(DataSourceReader):  # type: ignore[misc]
         # a job idle for leaseSeconds loses it.
         splits = self.planned
         if splits is None:
-            splits = planning.plan(self.endpoint, self._spec()).splits
+            splits = planning.plan(self.endpoint, self._spec(), follower=self.follower).splits
         return [GnomonSplit(s) for s in splits]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -316,7 +326,7 @@ class GnomonReader(DataSourceReader):  # type: ignore[misc]
             ScanSpec.from_json(partition.split.ticket), columns=self.columns, filters=self.filters
         )
         endpoint = flight.FlightEndpoint(spec.to_json(), [])
-        with FlightClient(partition.split.owner) as client:
+        with planning.client(partition.split.owner, follower=partition.split.follower) as client:
             for batch in client.read(endpoint):
                 # Vectorised casts to the types Spark exchanges (µs UTC timestamps, widened
                 # unsigned integers).

@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 from gnomon.errors import InvalidArgument
 from gnomon.flight.ticket import ScanSpec
 from gnomon.spark import planning
-from gnomon.spark.datasource import columns_of, spark_schema, table_schema
+from gnomon.spark.datasource import columns_of, follower_reads, spark_schema, table_schema
 
 log = logging.getLogger("gnomon.spark")
 
@@ -81,11 +81,14 @@ def read(
     scan_id: str | None = None,
     max_splits: int = 64,
     min_split_rows: int = 1_000_000,
+    read: str = "leader",
 ) -> DataFrame:
     """``table`` (served anywhere in the cluster ``endpoint``, a node's Flight endpoint, is
     part of) as one DataFrame of one snapshot per owner: ``columns`` (default all) of the rows
     in ``time_range`` ([lo, hi) ms). ``native=False`` reads everything over Flight.
-    ``scan_id`` names the read on the owners (their ``scan_stats``)."""
+    ``scan_id`` names the read on the owners (their ``scan_stats``). ``read="follower"``
+    plans and reads each part at one of its followers where it has some."""
+    follower = follower_reads(read)
     where = planning.route(endpoint, table)
     described = table_schema(endpoint, table, where)
     all_columns = columns_of(described)
@@ -106,11 +109,11 @@ def read(
         max_splits=max_splits,
         min_split_rows=min_split_rows,
     )
-    plan = planning.plan(endpoint, spec, where)
+    plan = planning.plan(endpoint, spec, where, follower=follower)
     if not all(_readable(u) for u in plan.native[:1]):
         # The node's files are on another machine: plan again, all of it over Flight.
         planning.release(plan.held)
-        plan = planning.plan(endpoint, replace(spec, native=[]), where)
+        plan = planning.plan(endpoint, replace(spec, native=[]), where, follower=follower)
     unreachable = plan.stores - set(schemes)
     if native and unreachable and spark.sparkContext.applicationId not in _warned:
         _warned.add(spark.sparkContext.applicationId)

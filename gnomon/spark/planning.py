@@ -6,6 +6,11 @@ served (the ``route`` action); each owner then plans its share at once, in paral
 its snapshot under a lease and answers tickets (one per time split) to redeem at it, and, when
 asked, the SSTs it left out of them for the reader to read as plain Parquet. The plan carries
 the held snapshots' ids so the reader can renew and release them (:class:`LeaseKeeper`).
+
+A read allowing follower reads plans each part at one of its followers instead (where it has
+some; its tickets are redeemed there, a moment behind the leader), and holds the same manifest
+version at the leader too: the leader's garbage collection, which deletes the files, knows
+only its own leases.
 """
 
 from __future__ import annotations
@@ -26,15 +31,20 @@ from gnomon.flight.ticket import ScanSpec
 
 log = logging.getLogger("gnomon.spark")
 
+#: What a call asking for a follower read sends (the header ``node/server/reads.py`` names).
+FOLLOWER_READ = [(b"gnomon-read", b"follower")]
+
 
 @dataclass(frozen=True)
 class Route:
     """Where ``table`` is served: each of its parts (the table, or the sub-tables of a
-    partition table) with its owner's Flight endpoint; ``key``: a partition table's key."""
+    partition table) with its owner's Flight endpoint; ``key``: a partition table's key;
+    ``followers``: the Flight endpoints of each part's followers."""
 
     table: str
     parts: list[tuple[str, str]]
     key: list[str] | None
+    followers: dict[str, list[str]] = field(default_factory=dict)
 
 
 def route(endpoint: str, table: str) -> Route:
@@ -42,22 +52,30 @@ def route(endpoint: str, table: str) -> Route:
     with FlightClient(endpoint) as client:
         answer = client.action("route", table=table)
     parts = [(p["table"], p["flight"] or endpoint) for p in answer["parts"]]
-    return Route(table, parts, answer.get("key"))
+    followers = {p["table"]: list(p.get("followers", [])) for p in answer["parts"]}
+    return Route(table, parts, answer.get("key"), followers)
+
+
+def client(endpoint: str, *, follower: bool = False) -> FlightClient:
+    """A client of ``endpoint`` whose calls ask for follower reads if ``follower``."""
+    return FlightClient(endpoint, headers=(lambda: FOLLOWER_READ) if follower else None)
 
 
 @dataclass(frozen=True)
 class Split:
-    """One ticket and the owner to redeem it at."""
+    """One ticket and the node to redeem it at (a follower, for a follower read)."""
 
     ticket: bytes
     owner: str
+    follower: bool = False
 
-    def to_json(self) -> dict[str, str]:
-        return {"ticket": base64.b64encode(self.ticket).decode(), "owner": self.owner}
+    def to_json(self) -> dict[str, Any]:
+        doc = {"ticket": base64.b64encode(self.ticket).decode(), "owner": self.owner}
+        return doc | ({"follower": True} if self.follower else {})
 
     @classmethod
-    def from_json(cls, doc: dict[str, str]) -> Split:
-        return cls(base64.b64decode(doc["ticket"]), doc["owner"])
+    def from_json(cls, doc: dict[str, Any]) -> Split:
+        return cls(base64.b64decode(doc["ticket"]), doc["owner"], bool(doc.get("follower")))
 
 
 @dataclass(frozen=True)
@@ -81,9 +99,9 @@ class Plan:
     ttl_floor_ms: int | None = None
     held: list[Held] = field(default_factory=list)
 
-    def add(self, owner: str, info: Any) -> None:
+    def add(self, owner: str, info: Any, follower: bool = False) -> None:
         meta = json.loads(info.app_metadata or b"{}")
-        self.splits += [Split(ep.ticket.ticket, owner) for ep in info.endpoints]
+        self.splits += [Split(ep.ticket.ticket, owner, follower) for ep in info.endpoints]
         for f in meta.get("native", []):
             self.native.append(f["uri"])
             self.native_rows += int(f["rows"])
@@ -99,33 +117,66 @@ class Plan:
         return json.dumps([s.to_json() for s in self.splits])
 
 
-def plan(endpoint: str, spec: ScanSpec, where: Route | None = None) -> Plan:
+def plan(
+    endpoint: str, spec: ScanSpec, where: Route | None = None, *, follower: bool = False
+) -> Plan:
     """``spec`` (its ``lease_ms`` set) planned at the owner of every part of its table (as
     ``where`` says, else as ``endpoint`` answers), in parallel; scan ids
     ``<scan_id>/<part>``, so each owner's ``scan_stats`` of ``scan_id`` sums what it served.
-    Snapshots held before a failing part are released."""
+    With ``follower``, each part that has followers is planned at one of them (the parts
+    spread over them) and its version also held at its leader. Snapshots held before a
+    failing part are released."""
     if spec.lease_ms is None:
         raise ValueError("a plan holds its snapshots: lease_ms is required")
     where = where or route(endpoint, spec.table)
 
-    def one(part: str, owner: str) -> tuple[str, Any]:
-        scan_id = None if spec.scan_id is None else f"{spec.scan_id}/{part}"
-        with FlightClient(owner) as client:
-            return owner, client.plan(replace(spec, table=part, scan_id=scan_id))
+    def one(i: int, part: str, owner: str) -> list[tuple[str, Any, bool]]:
+        asked = replace(
+            spec, table=part, scan_id=None if spec.scan_id is None else f"{spec.scan_id}/{part}"
+        )
+        followers = where.followers.get(part, []) if follower else []
+        if not followers:
+            with FlightClient(owner) as c:
+                return [(owner, c.plan(asked), False)]
+        at = followers[i % len(followers)]
+        with client(at, follower=True) as c:
+            info = c.plan(asked)
+        version = json.loads(info.app_metadata or b"{}")["version"]
+        # The leader's hold: no tickets, no native files, only its garbage collection kept off.
+        kept = ScanSpec(table=part, version=version, lease_ms=spec.lease_ms, max_splits=1)
+        with FlightClient(owner) as c:
+            held = c.plan(kept)
+        return [(at, info, True), (owner, _hold_only(held), False)]
 
     result = Plan()
     with futures.ThreadPoolExecutor(max_workers=min(16, len(where.parts))) as pool:
-        asked = [pool.submit(one, part, owner) for part, owner in where.parts]
+        asked = [pool.submit(one, i, part, owner) for i, (part, owner) in enumerate(where.parts)]
         failure: BaseException | None = None
         for f in asked:
             try:
-                result.add(*f.result())
+                for owner, info, at_follower in f.result():
+                    result.add(owner, info, at_follower)
             except BaseException as e:  # released below, then raised
                 failure = failure or e
     if failure is not None:
         release(result.held)
         raise failure
     return result
+
+
+def _hold_only(info: Any) -> Any:
+    """A plan answer reduced to the snapshot it holds (its tickets dropped)."""
+    meta = json.loads(info.app_metadata or b"{}")
+    kept = {k: meta[k] for k in ("pin", "lease_ms") if k in meta}
+    return _Answer([], json.dumps(kept).encode())
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """What :meth:`Plan.add` reads of a plan answer."""
+
+    endpoints: list[Any]
+    app_metadata: bytes
 
 
 def release(held: Sequence[Held]) -> None:

@@ -4,7 +4,8 @@ each sub-table's rows at its owner (each owner holds exactly the rows the key se
 and a read through another node plans at every owner and each task reads from its owner: the
 owners' scan statistics show each served its sub-table's rows. Spark here has no s3a
 filesystem, so every row is read over Flight. A plain table written through a node that does
-not own it lands at its owner."""
+not own it lands at its owner. On a cluster whose every shard has a follower, a read allowing
+follower reads is served by the followers alone."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import pytest
 
 import gnomon.spark
 from gnomon.devcluster.cluster import DevCluster
+from gnomon.errors import NotFound
 from gnomon.flight.client import FlightClient
 from gnomon.flight.ticket import ScanSpec
 from gnomon.spark import planning
@@ -28,6 +30,7 @@ from gnomon.spark.session import local_session
 from meta.client import MetaClient
 from node.partition.rule import KeyRule
 from tests.cluster.support import http_sql
+from tests.cluster.test_failover import wait_until
 
 PARTITIONS = 3
 HOSTS = 30
@@ -49,6 +52,13 @@ def _settled(what: str, call: Any) -> Any:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
     with DevCluster(tmp_path_factory.mktemp("spark"), nodes=3, shards=6) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def followed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+    """A cluster whose every shard has a follower."""
+    with DevCluster(tmp_path_factory.mktemp("followed"), nodes=3, shards=3, followers=1) as running:
         yield running
 
 
@@ -145,3 +155,59 @@ def test_plain_table_lands_at_its_owner(cluster: DevCluster, spark: Any) -> None
     assert _rows_at(owner, "plain") == HOSTS * ROWS_PER_HOST
     back = gnomon.spark.read(spark, "plain", endpoint=other, columns=["v"]).collect()
     assert sorted(r.v for r in back) == sorted(r.v for r in frame.collect())
+
+
+def test_follower_reads_are_served_by_followers(followed: DevCluster, spark: Any) -> None:
+    nodes = followed.node_endpoints
+    _settled(
+        "create",
+        lambda: http_sql(
+            nodes[0].http,
+            "CREATE TABLE fr (host string TAG, v double, ts timestamp NOT NULL, "
+            f"TIMESTAMP KEY(ts)) PARTITION BY KEY(host) PARTITIONS {PARTITIONS}",
+        ),
+    )
+    frame = _frame(spark)
+    frame.write.format("gnomon").option("endpoint", nodes[0].flight).option("table", "fr").mode(
+        "append"
+    ).save()
+    rows = sorted(tuple(r) for r in frame.collect())
+    where = planning.route(nodes[1].flight, "fr")
+    assert all(len(where.followers[sub]) == 1 for sub, _ in where.parts), where
+    # Each follower takes the leader's new manifest version a moment after it is published.
+    scan_id = ""
+
+    def followers_have_it() -> bool:
+        nonlocal scan_id
+        scan_id = uuid.uuid4().hex
+        got = gnomon.spark.read(spark, "fr", endpoint=nodes[1].flight, read="follower",
+                                scan_id=scan_id)  # fmt: skip
+        return sorted(tuple(r) for r in got.collect()) == rows
+
+    wait_until("the followers serve the job's rows", followers_have_it, timeout_s=60)
+    served = 0
+    for sub, leader in where.parts:
+        (follower,) = where.followers[sub]
+        assert follower != leader
+        with FlightClient(follower) as c:
+            served += c.scan_stats(f"{scan_id}/{sub}")["rows_returned"]
+        with FlightClient(leader) as c, pytest.raises(NotFound):
+            c.scan_stats(f"{scan_id}/{sub}")  # the leader served nothing of it
+    assert served == len(rows)
+    # Its snapshots: one at each follower it reads, and the same version at each leader,
+    # whose garbage collection would otherwise delete the files under the followers' feet.
+    held = planning.plan(nodes[1].flight, ScanSpec(table="fr", lease_ms=60_000), follower=True)
+    assert sorted(h.owner for h in held.held) == sorted(
+        [
+            *(leader for _, leader in where.parts),
+            *(f for fs in where.followers.values() for f in fs),
+        ]
+    )
+    assert {s.owner for s in held.splits} <= {f for fs in where.followers.values() for f in fs}
+    planning.release(held.held)
+    # The format("gnomon") path takes the option too.
+    back = (
+        spark.read.format("gnomon").option("endpoint", nodes[2].flight).option("table", "fr")
+        .option("read", "follower").load().collect()
+    )  # fmt: skip
+    assert sorted(tuple(r) for r in back) == rows
