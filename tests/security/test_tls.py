@@ -1,9 +1,12 @@
-"""TLS round trips on HTTP, gRPC and Arrow Flight with a throwaway CA."""
+"""TLS round trips on HTTP (Python's client and curl), gRPC and Arrow Flight with a throwaway
+CA. The HoraeDB SDK (horaedb-client 2.0) cannot speak TLS (its Rust client is built without
+it): gRPC is tried with grpcio, as its other users would."""
 
 from __future__ import annotations
 
 import json
 import ssl
+import subprocess
 import urllib.request
 from pathlib import Path
 
@@ -15,6 +18,12 @@ from gnomon.proto import storage_pb2
 from node.security.ca import make_ca
 from tests.server.conftest import start_standalone
 from tests.support.procs import free_port
+
+
+def _curl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["curl", "-sS", "--max-time", "30", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_tls_on_every_protocol(tmp_path: Path) -> None:
@@ -39,6 +48,12 @@ def test_tls_on_every_protocol(tmp_path: Path) -> None:
         )
         with urllib.request.urlopen(req, context=trust, timeout=30) as resp:
             assert json.loads(resp.read()) == {"rows": [{"one": 1}]}
+        url = f"https://127.0.0.1:{running.http_port}/sql"
+        body = ["-H", "Content-Type: application/json", "-d", '{"query": "SELECT 2 AS two"}']
+        done = _curl("--cacert", str(issued.ca), *body, url)
+        assert (done.returncode, json.loads(done.stdout)) == (0, {"rows": [{"two": 2}]})
+        # Without the CA, curl does not trust the server (60: the peer's certificate).
+        assert _curl(*body, url).returncode == 60
 
         creds = grpc.ssl_channel_credentials(root_certificates=issued.ca.read_bytes())
         with grpc.secure_channel(running.grpc_endpoint, creds) as channel:
@@ -56,7 +71,8 @@ def test_tls_on_every_protocol(tmp_path: Path) -> None:
             assert answer.header.code == 200
 
         client = flight.connect(
-            f"grpc+tls://127.0.0.1:{flight_port}", tls_root_certs=issued.ca.read_bytes()
+            f"grpc+tls://127.0.0.1:{flight_port}",
+            tls_root_certs=issued.ca.read_bytes(),  # type: ignore[arg-type]  # takes bytes too
         )
         with client:
             table = client.do_get(flight.Ticket(QuerySpec("SELECT 1 AS one").to_json())).read_all()
