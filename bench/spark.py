@@ -19,8 +19,8 @@ sub-tables on the 3 nodes (ingest and reads at every owner). The dev cluster run
 its SSTs in its S3 server, and with ``--store file://DIR`` on every node (a shared
 filesystem). Tables use snappy, as the Parquet files Spark writes, and APPEND mode, since
 Parquet files do not deduplicate either; both sides are timed alternately, so both see the
-same machine. The JSON line adds where one Flight read of the standalone server spent CPU
-(the server, the Spark JVM, its Python workers).
+same machine. The JSON line adds where one Flight read and one ingest of the standalone
+server spent CPU (the server, the Spark JVM, its Python workers).
 
 The standalone server runs as a subprocess (``python -m gnomon.cli standalone``) on free
 ports; the dev cluster as ``gnomon dev-cluster`` runs it (etcd, broker, S3 server, meta).
@@ -92,6 +92,13 @@ def _cpu(server_pid: int) -> dict[str, float]:
         if kind is not None:
             out[kind] += t.user + t.system
     return out
+
+
+def _cpu_of(server_pid: int, run: Any) -> dict[str, float]:
+    """CPU seconds ``run()`` took of the server, the Spark JVM and its Python workers."""
+    before = _cpu(server_pid)
+    run()
+    return {k: round(v - before.get(k, 0.0), 2) for k, v in _cpu(server_pid).items()}
 
 
 def _standalone(scratch: str) -> tuple[subprocess.Popen[bytes], str, str]:
@@ -249,12 +256,30 @@ def main() -> None:
         parquet_dir = os.path.join(scratch, "parquet")
         times = _measure(spark, df, endpoint, http, parquet_dir, reps=args.reps, partitions=0)
         results["standalone"] = _rates(args.rows, times)
-        # Where a Flight read spends CPU: the node, Spark's JVM, its Python workers.
-        before = _cpu(server.pid)
-        spark.read.format("gnomon").option("endpoint", endpoint).option(
-            "table", "cpu_0"
-        ).load().write.format("noop").mode("overwrite").save()
-        read_cpu = {k: round(v - before.get(k, 0.0), 2) for k, v in _cpu(server.pid).items()}
+        # Where a Flight read and an ingest spend CPU: the node, Spark's JVM, its workers.
+        read_cpu = _cpu_of(
+            server.pid,
+            lambda: (
+                spark.read.format("gnomon")
+                .option("endpoint", endpoint)
+                .option("table", "cpu_0")
+                .load()
+                .write.format("noop")
+                .mode("overwrite")
+                .save()
+            ),
+        )
+        _sql(http, f"CREATE TABLE cpu_ingest ({COLUMNS}) {OPTIONS}")
+        ingest_cpu = _cpu_of(
+            server.pid,
+            lambda: (
+                df.write.format("gnomon")
+                .option("endpoint", endpoint)
+                .option("table", "cpu_ingest")
+                .mode("append")
+                .save()
+            ),
+        )
         _stop(server)
         if not args.no_cluster:
             # The SSTs in the S3 server (Spark has no s3a: every row over Flight), then in a
@@ -286,7 +311,10 @@ def main() -> None:
                     }
                     for where, rows in results.items()
                 }
-                | {"cpu_s_of_one_standalone_flight_read": read_cpu}
+                | {
+                    "cpu_s_of_one_standalone_flight_read": read_cpu,
+                    "cpu_s_of_one_standalone_ingest": ingest_cpu,
+                }
             )
         )
     finally:
