@@ -175,7 +175,7 @@ class Connection(asyncio.Protocol):
         if rate is not None:
             address = str(transport.get_extra_info("peername", ("",))[0])
             if not rate.admit(address):
-                self._refuse_new(transport, address, rate.per_s)
+                self._refuse_new(transport, address, rate)
                 return
         self.socket = transport.get_extra_info("socket")
         # A large answer goes out as headers then body: with Nagle's algorithm the body would
@@ -186,16 +186,12 @@ class Connection(asyncio.Protocol):
         self.idle_since = self.loop.time()
         self._check_idle()
 
-    def _refuse_new(self, transport: asyncio.Transport, address: str, per_s: float) -> None:
+    def _refuse_new(self, transport: asyncio.Transport, address: str, rate: ConnectionRate) -> None:
         """Answer a connection over its address's rate 429 and close it, unread."""
         self.broken = True
         self.app.metrics.connections_refused.inc("http", "rate")
         log.info("connection refused", extra={"address": address, "limit": "rate"})
-        resp = error(
-            429,
-            f"too many new connections from {address}: at most {per_s:g} a second "
-            "(max_connections_per_s); reuse connections (keep-alive)",
-        )
+        resp = error(429, rate.refusal(address))
         resp.headers["Retry-After"] = "1"
         transport.write(head(resp, http_date(), True) + resp.body)
         transport.close()
