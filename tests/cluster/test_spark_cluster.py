@@ -5,7 +5,8 @@ and a read through another node plans at every owner and each task reads from it
 owners' scan statistics show each served its sub-table's rows. Spark here has no s3a
 filesystem, so every row is read over Flight. A plain table written through a node that does
 not own it lands at its owner. On a cluster whose every shard has a follower, a read allowing
-follower reads is served by the followers alone."""
+follower reads is served by the followers alone. On a cluster whose nodes keep their SSTs in
+one directory they and Spark share (NFS, EFS), Spark reads every flushed SST itself."""
 
 from __future__ import annotations
 
@@ -59,6 +60,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
 def followed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
     """A cluster whose every shard has a follower."""
     with DevCluster(tmp_path_factory.mktemp("followed"), nodes=3, shards=3, followers=1) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+    """A cluster whose nodes keep their SSTs in one shared directory."""
+    root = tmp_path_factory.mktemp("shared")
+    flags = (f"--store=file://{root / 'sst'}",)
+    with DevCluster(root / "cluster", nodes=3, shards=3, node_flags=flags) as running:
         yield running
 
 
@@ -211,3 +221,29 @@ def test_follower_reads_are_served_by_followers(followed: DevCluster, spark: Any
         .option("read", "follower").load().collect()
     )  # fmt: skip
     assert sorted(tuple(r) for r in back) == rows
+
+
+def test_a_shared_file_store_is_read_natively(shared: DevCluster, spark: Any) -> None:
+    nodes = shared.node_endpoints
+    _settled(
+        "create",
+        lambda: http_sql(
+            nodes[0].http,
+            "CREATE TABLE sh (host string TAG, v double, ts timestamp NOT NULL, "
+            f"TIMESTAMP KEY(ts)) PARTITION BY KEY(host) PARTITIONS {PARTITIONS} "
+            # APPEND: the two tasks' SSTs of a sub-table overlap without shadowing each other.
+            "WITH (update_mode='append')",
+        ),
+    )
+    frame = _frame(spark)
+    frame.write.format("gnomon").option("endpoint", nodes[1].flight).option("table", "sh").mode(
+        "append"
+    ).save()
+    rows = sorted(tuple(r) for r in frame.collect())
+    # Every row is in SSTs needing no merge, at file: URIs Spark opens: no task reads a node.
+    plan = planning.plan(nodes[2].flight, ScanSpec(table="sh", lease_ms=60_000, native=["file"]))
+    planning.release(plan.held)
+    assert plan.stores == {"file"}
+    assert plan.native_rows == len(rows) and not plan.splits
+    got = gnomon.spark.read(spark, "sh", endpoint=nodes[2].flight)
+    assert sorted(tuple(r) for r in got.collect()) == rows
