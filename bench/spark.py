@@ -148,6 +148,22 @@ COLUMNS = (
 OPTIONS = "WITH (segment_duration='1d', compression='snappy', update_mode='append')"
 
 
+def _ingest(df: Any, endpoint: str, table: str) -> None:
+    df.write.format("gnomon").option("endpoint", endpoint).option("table", table).mode(
+        "append"
+    ).save()
+
+
+def _read(spark: Any, endpoint: str, table: str) -> Any:
+    """The table through the data source alone (every row over Flight)."""
+    return spark.read.format("gnomon").option("endpoint", endpoint).option("table", table).load()
+
+
+def _noop(frame: Any) -> None:
+    """Every row and column of ``frame`` materialised, nothing kept."""
+    frame.write.format("noop").mode("overwrite").save()
+
+
 def _measure(
     spark: Any, df: Any, endpoint: str, http: str, parquet_dir: str, *, reps: int, partitions: int
 ) -> dict[str, tuple[list[float], list[float]]]:
@@ -161,29 +177,14 @@ def _measure(
     for rep in range(reps):
         table = f"cpu_{rep}"
         _sql(http, f"CREATE TABLE {table} ({COLUMNS}){by_key} {OPTIONS}")
-        times["ingest"][0].append(
-            timed(
-                lambda t=table: (
-                    df.write.format("gnomon")  # type: ignore[misc]
-                    .option("endpoint", endpoint)
-                    .option("table", t)
-                    .mode("append")
-                    .save()
-                )
-            )
-        )
+        times["ingest"][0].append(timed(lambda t=table: _ingest(df, endpoint, t)))  # type: ignore[misc]
         times["ingest"][1].append(timed(lambda: df.write.mode("overwrite").parquet(parquet_dir)))
 
     def flight_df() -> Any:
-        return (
-            spark.read.format("gnomon").option("endpoint", endpoint).option("table", "cpu_0").load()
-        )
+        return _read(spark, endpoint, "cpu_0")
 
     def hybrid_df() -> Any:
         return gnomon.spark.read(spark, "cpu_0", endpoint=endpoint)
-
-    def full(frame: Any) -> None:
-        frame.write.format("noop").mode("overwrite").save()
 
     def hourly(frame: Any) -> None:
         """A typical query reading every column: per host and hour, averages."""
@@ -191,11 +192,11 @@ def _measure(
             *(F.avg(c) for c in ("usage_user", "usage_system", "usage_idle", "usage_iowait"))
         ).write.format("noop").mode("overwrite").save()
 
-    full(flight_df())  # warm every side once
-    full(hybrid_df())
-    full(spark.read.parquet(parquet_dir))
+    _noop(flight_df())  # warm every side once
+    _noop(hybrid_df())
+    _noop(spark.read.parquet(parquet_dir))
     for _ in range(reps):
-        for name, query in (("read", full), ("read+agg", hourly)):
+        for name, query in (("read", _noop), ("read+agg", hourly)):
             for how, frame in (("flight", flight_df), ("hybrid", hybrid_df)):
                 g, p = times.setdefault(f"{name} ({how})", ([], []))
                 g.append(timed(lambda q=query, f=frame: q(f())))  # type: ignore[misc]
@@ -257,29 +258,9 @@ def main() -> None:
         times = _measure(spark, df, endpoint, http, parquet_dir, reps=args.reps, partitions=0)
         results["standalone"] = _rates(args.rows, times)
         # Where a Flight read and an ingest spend CPU: the node, Spark's JVM, its workers.
-        read_cpu = _cpu_of(
-            server.pid,
-            lambda: (
-                spark.read.format("gnomon")
-                .option("endpoint", endpoint)
-                .option("table", "cpu_0")
-                .load()
-                .write.format("noop")
-                .mode("overwrite")
-                .save()
-            ),
-        )
+        read_cpu = _cpu_of(server.pid, lambda: _noop(_read(spark, endpoint, "cpu_0")))
         _sql(http, f"CREATE TABLE cpu_ingest ({COLUMNS}) {OPTIONS}")
-        ingest_cpu = _cpu_of(
-            server.pid,
-            lambda: (
-                df.write.format("gnomon")
-                .option("endpoint", endpoint)
-                .option("table", "cpu_ingest")
-                .mode("append")
-                .save()
-            ),
-        )
+        ingest_cpu = _cpu_of(server.pid, lambda: _ingest(df, endpoint, "cpu_ingest"))
         _stop(server)
         if not args.no_cluster:
             # The SSTs in the S3 server (Spark has no s3a: every row over Flight), then in a

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pytest
 
 import gnomon.spark
-from gnomon.devcluster.cluster import DevCluster
+from gnomon.devcluster.cluster import DevCluster, NodeEndpoints
 from gnomon.errors import NotFound
 from gnomon.flight.client import FlightClient
 from gnomon.flight.ticket import ScanSpec
@@ -98,18 +98,32 @@ def _frame(spark: Any) -> Any:
     )
 
 
+def _partitioned(node: NodeEndpoints, table: str, options: str = "") -> None:
+    """A partition table of ``PARTITIONS`` sub-tables by host, made through ``node``."""
+    _settled(
+        "create",
+        lambda: http_sql(
+            node.http,
+            f"CREATE TABLE {table} (host string TAG, v double, ts timestamp NOT NULL, "
+            f"TIMESTAMP KEY(ts)) PARTITION BY KEY(host) PARTITIONS {PARTITIONS} {options}",
+        ),
+    )
+
+
+def _written(spark: Any, endpoint: str, table: str) -> list[tuple[Any, ...]]:
+    """The test rows, written to ``table`` by a Spark job through ``endpoint``; sorted."""
+    frame = _frame(spark)
+    frame.write.format("gnomon").option("endpoint", endpoint).option("table", table).mode(
+        "append"
+    ).save()
+    return sorted(tuple(r) for r in frame.collect())
+
+
 def test_partition_table_written_and_read_at_every_owner(
     cluster: DevCluster, spark: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     nodes = cluster.node_endpoints
-    _settled(
-        "create",
-        lambda: http_sql(
-            nodes[0].http,
-            "CREATE TABLE sp (host string TAG, v double, ts timestamp NOT NULL, "
-            f"TIMESTAMP KEY(ts)) PARTITION BY KEY(host) PARTITIONS {PARTITIONS}",
-        ),
-    )
+    _partitioned(nodes[0], "sp")
     with MetaClient(cluster.meta) as client:
         (route,) = client.route(["sp"])
     owners = {p.table: p.endpoints["flight"] for p in route.partitions}
@@ -169,19 +183,8 @@ def test_plain_table_lands_at_its_owner(cluster: DevCluster, spark: Any) -> None
 
 def test_follower_reads_are_served_by_followers(followed: DevCluster, spark: Any) -> None:
     nodes = followed.node_endpoints
-    _settled(
-        "create",
-        lambda: http_sql(
-            nodes[0].http,
-            "CREATE TABLE fr (host string TAG, v double, ts timestamp NOT NULL, "
-            f"TIMESTAMP KEY(ts)) PARTITION BY KEY(host) PARTITIONS {PARTITIONS}",
-        ),
-    )
-    frame = _frame(spark)
-    frame.write.format("gnomon").option("endpoint", nodes[0].flight).option("table", "fr").mode(
-        "append"
-    ).save()
-    rows = sorted(tuple(r) for r in frame.collect())
+    _partitioned(nodes[0], "fr")
+    rows = _written(spark, nodes[0].flight, "fr")
     where = planning.route(nodes[1].flight, "fr")
     assert all(len(where.followers[sub]) == 1 for sub, _ in where.parts), where
     # Each follower takes the leader's new manifest version a moment after it is published.
@@ -225,21 +228,9 @@ def test_follower_reads_are_served_by_followers(followed: DevCluster, spark: Any
 
 def test_a_shared_file_store_is_read_natively(shared: DevCluster, spark: Any) -> None:
     nodes = shared.node_endpoints
-    _settled(
-        "create",
-        lambda: http_sql(
-            nodes[0].http,
-            "CREATE TABLE sh (host string TAG, v double, ts timestamp NOT NULL, "
-            f"TIMESTAMP KEY(ts)) PARTITION BY KEY(host) PARTITIONS {PARTITIONS} "
-            # APPEND: the two tasks' SSTs of a sub-table overlap without shadowing each other.
-            "WITH (update_mode='append')",
-        ),
-    )
-    frame = _frame(spark)
-    frame.write.format("gnomon").option("endpoint", nodes[1].flight).option("table", "sh").mode(
-        "append"
-    ).save()
-    rows = sorted(tuple(r) for r in frame.collect())
+    # APPEND: the two tasks' SSTs of a sub-table overlap without shadowing each other.
+    _partitioned(nodes[0], "sh", "WITH (update_mode='append')")
+    rows = _written(spark, nodes[1].flight, "sh")
     # Every row is in SSTs needing no merge, at file: URIs Spark opens: no task reads a node.
     plan = planning.plan(nodes[2].flight, ScanSpec(table="sh", lease_ms=60_000, native=["file"]))
     planning.release(plan.held)
