@@ -31,6 +31,8 @@ from node.engine.tsid import tsid_values
 #: record, starts with its continuation marker, 0xFFFFFFFF).
 MAGIC = b"GNROWS1\n"
 
+#: Built once: ``json.dumps`` with any option builds an encoder per call, a third of the cost.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), check_circular=False)
 _I64 = (-(2**63), 2**63 - 1)
 _U64 = (0, 2**64 - 1)
 
@@ -112,9 +114,9 @@ class PlainRows:
         )
 
     def encode(self) -> bytes:
-        """The WAL record of these rows (floats keep every bit through ``repr``)."""
-        body = [self.names, [t.value for t in self.types], self.columns]
-        return MAGIC + json.dumps(body, separators=(",", ":")).encode()
+        """The WAL record of these rows (floats keep every bit through ``repr``; column types
+        are strings, written as their values)."""
+        return MAGIC + _ENCODER.encode([self.names, self.types, self.columns]).encode()
 
 
 def is_plain(payload: bytes) -> bool:
@@ -133,33 +135,89 @@ def decode(payload: bytes) -> pa.RecordBatch:
         raise Corrupted(f"WAL record of plain rows cannot be decoded: {e}") from None
 
 
-def conform_values(schema: Schema, rows: PlainRows) -> list[list[Any]] | None:
-    """The values of ``rows`` as the table's columns, in its order, series ids computed;
-    None if the write must go as Arrow (see the module docstring)."""
-    n = rows.num_rows
-    position = {name: i for i, name in enumerate(rows.names)}
-    if len(position) != len(rows.names):
+@dataclass(frozen=True)
+class _Layout:
+    """How writes of one set of columns become a table's columns: per table column, the
+    written column it takes (None: all null); the written columns that must hold no null;
+    where the series id goes and the written columns of the tags it hashes."""
+
+    sources: tuple[int | None, ...]
+    not_null: tuple[int, ...]
+    tsid: int | None
+    tags: tuple[tuple[str, int | None], ...]
+
+
+#: Layouts by (id of the schema, names, types), with the schema kept so that its id stays its
+#: own; cleared when full (writes come in few shapes).
+_LAYOUTS: dict[
+    tuple[int, tuple[str, ...], tuple[ColumnType, ...]], tuple[Schema, _Layout | None]
+] = {}
+_LAYOUTS_MAX = 1024
+
+
+def _layout(
+    schema: Schema, names: tuple[str, ...], types: tuple[ColumnType, ...]
+) -> _Layout | None:
+    """The layout of writes of ``names`` typed ``types`` into ``schema``; None if such writes
+    must go as Arrow (see the module docstring)."""
+    key = (id(schema), names, types)
+    held = _LAYOUTS.get(key)
+    if held is not None and held[0] is schema:
+        return held[1]
+    layout = _plan_layout(schema, names, types)
+    if len(_LAYOUTS) >= _LAYOUTS_MAX:
+        _LAYOUTS.clear()
+    _LAYOUTS[key] = (schema, layout)
+    return layout
+
+
+def _plan_layout(
+    schema: Schema, names: tuple[str, ...], types: tuple[ColumnType, ...]
+) -> _Layout | None:
+    position = {name: i for i, name in enumerate(names)}
+    if len(position) != len(names):
         return None
-    for name, typ in zip(rows.names, rows.types, strict=True):
+    for name, typ in zip(names, types, strict=True):
         if not schema.has_column(name) or schema.column(name).type is not typ:
             return None
     has_tsid = schema.has_tsid
     if has_tsid and TSID in position:
         return None
-    values: dict[str, list[Any]] = {}
-    for col in schema.columns:
+    sources: list[int | None] = []
+    not_null: list[int] = []
+    tsid = None
+    for index, col in enumerate(schema.columns):
         if has_tsid and col.name == TSID:
+            tsid = index
+            sources.append(None)
             continue
         i = position.get(col.name)
-        if i is None:
-            if col.default is not None or col.default_expr is not None or not col.nullable:
-                return None
-            values[col.name] = [None] * n
-            continue
-        column = rows.columns[i]
-        if not col.nullable and None in column:
+        if i is None and (col.default is not None or col.default_expr is not None):
             return None
-        values[col.name] = column
-    if has_tsid:
-        values[TSID] = tsid_values(values, schema.tags, n, untagged_zero=schema.untagged_tsid_zero)
-    return [values[name] for name in schema.names]
+        if not col.nullable:
+            if i is None:
+                return None
+            not_null.append(i)
+        sources.append(i)
+    tags = tuple((name, position.get(name)) for name in schema.tags)
+    return _Layout(tuple(sources), tuple(not_null), tsid, tags)
+
+
+def conform_values(schema: Schema, rows: PlainRows) -> list[list[Any]] | None:
+    """The values of ``rows`` as the table's columns, in its order, series ids computed;
+    None if the write must go as Arrow (see the module docstring)."""
+    layout = _layout(schema, rows.names, rows.types)
+    if layout is None:
+        return None
+    columns = rows.columns
+    for i in layout.not_null:
+        if None in columns[i]:
+            return None
+    nulls: list[Any] = [None] * rows.num_rows
+    values = [nulls if i is None else columns[i] for i in layout.sources]
+    if layout.tsid is not None:
+        tags = {name: nulls if i is None else columns[i] for name, i in layout.tags}
+        values[layout.tsid] = tsid_values(
+            tags, list(tags), rows.num_rows, untagged_zero=schema.untagged_tsid_zero
+        )
+    return values

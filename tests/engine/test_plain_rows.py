@@ -13,11 +13,12 @@ import pytest
 from gnomon.errors import Corrupted, InvalidArgument
 from node.backends import open_standalone
 from node.engine import plain
+from node.engine.batch import conform
 from node.engine.engine import Engine
 from node.engine.memtable import PENDING_MAX_ROWS, Memtable
 from node.engine.options import UpdateMode
 from node.engine.plain import PlainRows, conform_values
-from node.engine.schema import SEQ, Column, ColumnType, Schema
+from node.engine.schema import SEQ, TSID_ZERO_UNTAGGED, Column, ColumnType, Schema
 from node.engine.table import RecordOp, decode_record
 from node.ingest import line_protocol
 from node.ingest.writer import Ingestor
@@ -221,3 +222,30 @@ def test_joined_plain_writes_leave_each_missing_column_null() -> None:
     other = PlainRows.of([("ts", ColumnType.TIMESTAMP, [4]), ("v", ColumnType.DOUBLE, [0.5])])
     assert other is not None
     assert PlainRows.join([a, other]) is None  # v of two types: written one by one
+
+
+def test_untagged_rows_get_the_series_id_their_table_gives(engine: Engine) -> None:
+    for name in ("old", "new"):
+        version = TSID_ZERO_UNTAGGED if name == "new" else 1
+        engine.create_table(
+            name,
+            Schema.build(
+                [
+                    Column("ts", ColumnType.TIMESTAMP),
+                    Column("host", ColumnType.STRING, is_tag=True),
+                    Column("v", ColumnType.INT64),
+                ],
+                timestamp_key="ts",
+                tsid_version=version,
+            ),
+        )
+        table = engine.table(name)
+        rows = PlainRows.of(
+            [("ts", ColumnType.TIMESTAMP, [1, 2]), ("host", ColumnType.STRING, ["a", None])]
+        )
+        assert rows is not None
+        assert table.write_rows(rows) == 2
+        arrow = conform(name, table.info.schema, rows.arrow(), max_bytes=1 << 20)
+        got = engine.read_all(name).sort_by("ts")
+        assert got.column("tsid").to_pylist() == arrow.column("tsid").to_pylist()
+        assert (got.column("tsid")[1].as_py() == 0) is (name == "new")
