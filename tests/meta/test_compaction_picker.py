@@ -4,14 +4,7 @@ the last heartbeat counted, turns among equals."""
 from __future__ import annotations
 
 from meta.compaction import CompactionPicker
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import Clock
 
 
 def test_a_node_whose_heartbeat_is_older_than_half_its_lease_is_not_picked() -> None:

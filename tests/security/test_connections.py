@@ -23,18 +23,11 @@ from node.server.connection_rate import GrpcConnectionRate
 from node.server.flight import FlightService
 from node.sql.executor import SqlExecutor
 from tests.server.conftest import Running, start_standalone
+from tests.support.clock import Clock
 from tests.support.procs import free_port
 
 #: A connection of its own (gRPC shares one between channels to the same target otherwise).
 OWN_CONNECTION: list[tuple[str, int | str]] = [("grpc.use_local_subchannel_pool", 1)]
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_peer_addresses() -> None:

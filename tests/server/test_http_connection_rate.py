@@ -18,16 +18,9 @@ from node.server.http import HttpApp, HttpServer
 from node.server.metrics import Registry
 from node.sql.result import QueryResult
 from tests.server.conftest import read_until_closed
+from tests.support.clock import Clock
 
 WAIT_S = 30.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_each_address_gets_its_own_bucket_refilled_at_the_rate() -> None:
