@@ -4,7 +4,6 @@ same writes made as Arrow; their WAL records replay beside the Arrow ones, also 
 from __future__ import annotations
 
 import random
-from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
@@ -23,7 +22,7 @@ from node.engine.table import RecordOp, decode_record
 from node.ingest import line_protocol
 from node.ingest.writer import Ingestor
 
-from .killed_writer import run_until_killed
+from .killed_writer import assert_each_once, kill_repeatedly
 from .plain_crash_writer import HOSTS, IDS
 
 KILLS = 8
@@ -182,28 +181,21 @@ def test_memtable_converts_held_values_for_readers_and_when_many() -> None:
 
 def test_sigkill_loses_no_acknowledged_plain_row(tmp_path: Path) -> None:
     data_dir = str(tmp_path / "db")
-    rng = random.Random(20261127)
-    acked: set[int] = set()
-    next_write = 0
-    for kill in range(KILLS):
-        writes = run_until_killed(
-            "tests.engine.plain_crash_writer", data_dir, next_write, rng.uniform(0.0, 0.5)
-        )
-        for k in writes:
-            acked.update(range(k * IDS, k * IDS + 1 + k % IDS))
-        # The write in flight may be durable unacknowledged: the next writer starts past it.
-        next_write = max(writes) + 2
-
+    kills = kill_repeatedly(
+        "tests.engine.plain_crash_writer",
+        data_dir,
+        KILLS,
+        random.Random(20261127),
+        0.5,
+        lambda k: range(k * IDS, k * IDS + 1 + k % IDS),
+    )
+    for kill, acked in kills:
         engine = open_standalone(data_dir, flush_on_close=kill % 2 == 0)
         try:
             table = engine.read_all("crash", columns=["id", "v", "host"])
         finally:
             engine.close()
-        ids = Counter(table.column("id").to_pylist())
-        dupes = [i for i, n in ids.items() if n > 1]
-        assert not dupes, f"kill {kill}: rows read twice: {dupes[:10]}"
-        missing = acked - ids.keys()
-        assert not missing, f"kill {kill}: acknowledged rows lost: {sorted(missing)[:10]}"
+        assert_each_once(kill, table.column("id").to_pylist(), acked)
         for row in table.to_pylist():
             assert row["v"] == row["id"] / 2 and row["host"] == f"h{row['id'] % HOSTS}", row
 
