@@ -135,18 +135,20 @@ def plan(
             spec, table=part, scan_id=None if spec.scan_id is None else f"{spec.scan_id}/{part}"
         )
         followers = where.followers.get(part, []) if follower else []
-        if not followers:
-            with FlightClient(owner) as c:
-                return [(owner, c.plan(asked), False)]
-        at = followers[i % len(followers)]
-        with client(at, follower=True) as c:
-            info = c.plan(asked)
-        version = json.loads(info.app_metadata or b"{}")["version"]
-        # The leader's hold: no tickets, no native files, only its garbage collection kept off.
-        kept = ScanSpec(table=part, version=version, lease_ms=spec.lease_ms, max_splits=1)
+        if followers:
+            at = followers[i % len(followers)]
+            try:
+                with client(at, follower=True) as c:
+                    info = c.plan(asked)
+            except GnomonError as e:  # a follower just dropped or moved: its leader answers
+                log.warning(
+                    "follower read of a part planned at its leader",
+                    extra={"table": part, "follower": at, "error": e.message},
+                )
+            else:
+                return [(at, info, True), (owner, _held_at_leader(part, owner, at, info), False)]
         with FlightClient(owner) as c:
-            held = c.plan(kept)
-        return [(at, info, True), (owner, _hold_only(held), False)]
+            return [(owner, c.plan(asked), False)]
 
     result = Plan()
     with futures.ThreadPoolExecutor(max_workers=min(16, len(where.parts))) as pool:
@@ -164,11 +166,21 @@ def plan(
     return result
 
 
-def _hold_only(info: Any) -> Any:
-    """A plan answer reduced to the snapshot it holds (its tickets dropped)."""
+def _held_at_leader(part: str, leader: str, follower: str, info: Any) -> Any:
+    """The version of ``part`` a follower's plan answer ``info`` holds, held at its
+    ``leader`` too: an answer with no tickets and no native files, only the leader's garbage
+    collection kept off (the follower's snapshot is released if that fails)."""
     meta = json.loads(info.app_metadata or b"{}")
-    kept = {k: meta[k] for k in ("pin", "lease_ms") if k in meta}
-    return _Answer([], json.dumps(kept).encode())
+    kept = ScanSpec(
+        table=part, version=meta["version"], lease_ms=int(meta["lease_ms"]), max_splits=1
+    )
+    try:
+        with FlightClient(leader) as c:
+            held = json.loads(c.plan(kept).app_metadata or b"{}")
+    except BaseException:
+        release([Held(follower, meta["pin"], int(meta["lease_ms"]))])
+        raise
+    return _Answer([], json.dumps({k: held[k] for k in ("pin", "lease_ms")}).encode())
 
 
 @dataclass(frozen=True)
