@@ -238,12 +238,12 @@ class SqlExecutor:
         # The analysis took a query of one local table and remote ones for one of that
         # table alone: its prescan and plan do not hold.
         if analysis.prescan is not None and not remote:
-            bounds = analysis.prescan.bind(tokens)
+            bounds = analysis.prescan.bind(tokens, dictionary_tags=mode.dictionary_tags)
             if bounds.exact and analysis.fast is not None:
                 qc.fast = analysis.fast.bind(tokens)
             if qc.fast is not None:
                 # The bounds decide the WHERE clause's columns: only the answer's are read.
-                bounds = replace(bounds, request=replace(bounds.request, columns=qc.fast.reads))
+                bounds = bounds.reading(qc.fast.reads)
         for name in analysis.plain:
             qc.register(name, name, prescan=bounds)
         return qc

@@ -46,6 +46,14 @@ class Prescan:
     def bounds(self) -> Bounds:
         return self.request.bounds or {}
 
+    def reading(self, columns: list[str]) -> Prescan:
+        """This prescan reading only ``columns`` (those a fast path's answer needs)."""
+        r = self.request
+        request = ScanRequest(
+            r.table, columns=columns, bounds=r.bounds, dictionary_tags=r.dictionary_tags
+        )
+        return Prescan(request, self.stops_early, self.exact)
+
 
 @dataclass(frozen=True)
 class Bound:
@@ -90,11 +98,17 @@ class Shape:
     single: bool
     stops_early: bool
 
-    def bind(self, tokens: Sequence[Token]) -> Prescan:
-        """The analysis of ``tokens``, a query of this shape."""
+    def bind(self, tokens: Sequence[Token], *, dictionary_tags: bool = False) -> Prescan:
+        """The analysis of ``tokens``, a query of this shape, its scan asking for string tags
+        dictionary encoded with ``dictionary_tags``."""
         ranges = [(b.column, r) for b in self.bounds if (r := b.range(tokens)) is not None]
         exact = self.single and len(ranges) == self.terms
-        request = ScanRequest(self.table, columns=self.columns, bounds=intersect_all(ranges))
+        request = ScanRequest(
+            self.table,
+            columns=self.columns,
+            bounds=intersect_all(ranges),
+            dictionary_tags=dictionary_tags,
+        )
         return Prescan(request, self.stops_early, exact)
 
 

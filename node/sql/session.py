@@ -12,7 +12,6 @@ import re
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from typing import Any, TypeVar
 
 import datafusion
@@ -177,12 +176,17 @@ class QueryContext:
             and self._register_small(name, prescan)
         ):
             return
-        request = ScanRequest(table) if prescan is None else prescan.request
-        request = replace(
-            request,
-            version=version,
-            timestamp_ms=timestamp_ms,
-            dictionary_tags=self.mode.dictionary_tags,
+        # A prescan's request asks for tags as the mode says; a table travelling in time has
+        # none.
+        request = (
+            ScanRequest(
+                table,
+                version=version,
+                timestamp_ms=timestamp_ms,
+                dictionary_tags=self.mode.dictionary_tags,
+            )
+            if prescan is None
+            else prescan.request
         )
         dataset = EngineDataset(self.tables, request, scans=self.scans, errors=self.errors)
         self._register_dataset(name, table, dataset)
@@ -209,7 +213,7 @@ class QueryContext:
     def _register_small(self, name: str, prescan: Prescan) -> bool:
         # The engine's own scan (a local reader's): its estimate and located reads are the
         # point of reading up front.
-        scan = self.tables.scan(replace(prescan.request, dictionary_tags=self.mode.dictionary_tags))
+        scan = self.tables.scan(prescan.request)
         if scan.estimated_rows() * len(scan.columns) > SMALL_SCAN_VALUES:
             return False
         self.in_memory = True
