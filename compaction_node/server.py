@@ -5,12 +5,11 @@ input bytes merged per second, CPU)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import signal
 import threading
 from collections.abc import Iterable
 from concurrent import futures
-from types import FrameType
 
 import grpc
 
@@ -21,6 +20,7 @@ from compaction_node.tasks import Tasks
 from gnomon.config import CompactionNodeConfig
 from gnomon.errors import InvalidArgument
 from gnomon.peer import Peer, SecretCheck
+from gnomon.stopping import stop_signals
 from meta.client import MetaClient, NodeAgent
 from meta.model import NodeKind
 from node.security.tls import ServerTls
@@ -194,21 +194,16 @@ class CompactionNode:
             if executor is not None:
                 executor.close()
 
-    def run_forever(self) -> None:
-        stop = threading.Event()
-
-        def on_signal(signum: int, frame: FrameType | None) -> None:
-            log.info("stopping on signal", extra={"signal": signal.Signals(signum).name})
-            stop.set()
-
-        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-        try:
-            while not stop.wait(0.5):
-                pass
-        finally:
-            self.stop()
-            for s, handler in previous.items():
-                signal.signal(s, handler)
+    def run_forever(self, stop: threading.Event | None = None) -> None:
+        """Serve until ``stop`` is set (by default: until SIGTERM or SIGINT), then stop."""
+        with contextlib.ExitStack() as signals:
+            if stop is None:
+                stop = signals.enter_context(stop_signals(log))
+            try:
+                while not stop.wait(0.5):
+                    pass
+            finally:
+                self.stop()
 
     def __enter__(self) -> CompactionNode:
         self.start()

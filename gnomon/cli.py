@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
@@ -27,6 +28,7 @@ from gnomon.config import (
 )
 from gnomon.errors import GnomonError
 from gnomon.shell import DEFAULT_MAX_ROWS
+from gnomon.stopping import stop_signals
 from node.backends import open_standalone
 
 console = Console()
@@ -230,22 +232,23 @@ def standalone(config_file: str | None, with_demo: bool, **flags: object) -> Non
     Settings come from defaults, then --config, then GNOMON_* environment variables, then
     flags. Stops gracefully (flushing) on SIGTERM or Ctrl-C."""
     cfg = _load_config(StandaloneConfig, config_file, flags)
-    server = _start("standalone", cfg)
-    if with_demo and server.engine is not None:
-        _load_demo(server.engine, hosts=100, hours=24)
-    http = f"{cfg.bind}:{server.http_port}"
-    console.print(
-        f"gnomon standalone: HTTP on {http}, gRPC (HoraeDB protocol) on "
-        f"{cfg.bind}:{server.grpc_port}, Arrow Flight on {cfg.bind}:{server.flight_port}, "
-        f"data in {os.path.abspath(cfg.data_dir)}\n"
-        f'  query:  .venv/bin/gnomon sql --endpoint {http} -e "{_DEMO_QUERY}"\n'
-        f"  shell:  .venv/bin/gnomon sql --endpoint {http}\n"
-        f"  curl:   curl -s -X POST http://{http}/sql -H 'Content-Type: application/json' "
-        """-d '{"query": "SHOW TABLES"}'\n"""
-        "  stop:   Ctrl-C",
-        soft_wrap=True,
-    )
-    server.run_forever()
+    with stop_signals(logging.getLogger("gnomon.standalone")) as stop:
+        server = _start("standalone", cfg)
+        if with_demo and server.engine is not None:
+            _load_demo(server.engine, hosts=100, hours=24)
+        http = f"{cfg.bind}:{server.http_port}"
+        console.print(
+            f"gnomon standalone: HTTP on {http}, gRPC (HoraeDB protocol) on "
+            f"{cfg.bind}:{server.grpc_port}, Arrow Flight on {cfg.bind}:{server.flight_port}, "
+            f"data in {os.path.abspath(cfg.data_dir)}\n"
+            f'  query:  .venv/bin/gnomon sql --endpoint {http} -e "{_DEMO_QUERY}"\n'
+            f"  shell:  .venv/bin/gnomon sql --endpoint {http}\n"
+            f"  curl:   curl -s -X POST http://{http}/sql -H 'Content-Type: application/json' "
+            """-d '{"query": "SHOW TABLES"}'\n"""
+            "  stop:   Ctrl-C",
+            soft_wrap=True,
+        )
+        server.run_forever(stop)
 
 
 @main.command()
@@ -285,14 +288,15 @@ def node(config_file: str | None, **flags: object) -> None:
         )
     except GnomonError as e:
         raise click.UsageError(e.message) from None
-    server = _start("node", cfg, placement)
-    console.print(
-        f"gnomon node {cfg.advertise}: HTTP on {cfg.bind}:{server.http_port}, gRPC on "
-        f"{cfg.bind}:{server.grpc_port}, Arrow Flight on {cfg.bind}:{server.flight_port}; "
-        f"meta {cfg.meta}, WAL {cfg.wal}, SSTs {cfg.store}, catalog {cfg.catalog}",
-        soft_wrap=True,
-    )
-    server.run_forever()
+    with stop_signals(logging.getLogger("gnomon.standalone")) as stop:
+        server = _start("node", cfg, placement)
+        console.print(
+            f"gnomon node {cfg.advertise}: HTTP on {cfg.bind}:{server.http_port}, gRPC on "
+            f"{cfg.bind}:{server.grpc_port}, Arrow Flight on {cfg.bind}:{server.flight_port}; "
+            f"meta {cfg.meta}, WAL {cfg.wal}, SSTs {cfg.store}, catalog {cfg.catalog}",
+            soft_wrap=True,
+        )
+        server.run_forever(stop)
 
 
 @main.command("compaction-node")
@@ -312,22 +316,23 @@ def compaction_node(config_file: str | None, **flags: object) -> None:
 
     cfg = _load_config(CompactionNodeConfig, config_file, flags)
     logfmt.configure(cfg.log_level)
-    server = CompactionNode(cfg)
-    try:
-        server.start()
-    except GnomonError as e:
-        errors.print(f"[red]gnomon compaction-node:[/red] {e.message}", soft_wrap=True)
-        raise SystemExit(2) from None
-    except OSError as e:
-        errors.print(f"[red]gnomon compaction-node:[/red] {e}", soft_wrap=True)
-        raise SystemExit(1) from None
-    console.print(
-        f"gnomon compaction-node {server.name}: gRPC on {cfg.bind}:{server.grpc_port}, "
-        f"HTTP on {cfg.bind}:{server.http_port}; executor {cfg.executor}, {cfg.slots} slots, "
-        f"meta {cfg.meta}, SSTs {cfg.store}",
-        soft_wrap=True,
-    )
-    server.run_forever()
+    with stop_signals(logging.getLogger("gnomon.compaction_node")) as stop:
+        server = CompactionNode(cfg)
+        try:
+            server.start()
+        except GnomonError as e:
+            errors.print(f"[red]gnomon compaction-node:[/red] {e.message}", soft_wrap=True)
+            raise SystemExit(2) from None
+        except OSError as e:
+            errors.print(f"[red]gnomon compaction-node:[/red] {e}", soft_wrap=True)
+            raise SystemExit(1) from None
+        console.print(
+            f"gnomon compaction-node {server.name}: gRPC on {cfg.bind}:{server.grpc_port}, "
+            f"HTTP on {cfg.bind}:{server.http_port}; executor {cfg.executor}, {cfg.slots} slots, "
+            f"meta {cfg.meta}, SSTs {cfg.store}",
+            soft_wrap=True,
+        )
+        server.run_forever(stop)
 
 
 @main.command("dev-cluster")

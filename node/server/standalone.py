@@ -6,20 +6,20 @@ node`` run one until SIGTERM or SIGINT.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import gc
 import logging
 import os
-import signal
 import sys
 import threading
 from collections.abc import Iterable
-from types import FrameType
 from typing import Any, cast
 
 from gnomon.config import ServerConfig
 from gnomon.errors import Closed, InvalidArgument, Unavailable
+from gnomon.stopping import stop_signals
 from node.cluster.figures import QUERY_ENDPOINTS, Figures
 from node.cluster.ingest_forward import ForwardingIngestor, Owners
 from node.cluster.placement import LocalPlacement, Placement
@@ -400,8 +400,9 @@ class Standalone:
             return True
         return False
 
-    def run_forever(self) -> None:
-        """Start (unless started) and serve until SIGTERM or SIGINT, then stop gracefully.
+    def run_forever(self, stop: threading.Event | None = None) -> None:
+        """Start (unless started) and serve until ``stop`` is set (by default: until SIGTERM
+        or SIGINT), then stop gracefully.
 
         Meant as a process's main loop: if stopping left work running (DataFusion planning
         a query, which nothing interrupts), the process ends here with ``os._exit`` once the
@@ -409,22 +410,16 @@ class Standalone:
         race the native threads still running such work, and a thread calling back into
         Python as the interpreter finalises aborts the process (``Fatal Python error:
         PyGILState_Release``)."""
-        stop = threading.Event()
-
-        def on_signal(signum: int, frame: FrameType | None) -> None:
-            log.info("stopping on signal", extra={"signal": signal.Signals(signum).name})
-            stop.set()
-
-        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-        try:
-            if self.engine is None:
-                self.start()
-            while not stop.wait(0.5):
-                pass
-        finally:
-            self.stop()
-            for s, handler in previous.items():
-                signal.signal(s, handler)
+        with contextlib.ExitStack() as signals:
+            if stop is None:
+                stop = signals.enter_context(stop_signals(log))
+            try:
+                if self.engine is None:
+                    self.start()
+                while not stop.wait(0.5):
+                    pass
+            finally:
+                self.stop()
         if self.unfinished:
             log.warning("exiting with work still running; the engine is closed")
             logging.shutdown()
