@@ -34,7 +34,8 @@ from node.engine.scan.request import (
 )
 from node.engine.schema import KIND, SEQ, Schema
 from node.engine.sst.meta import SstMeta
-from node.engine.sst.reader import Part, Runs, SstFiles, conform_batches, kept, selected_mask
+from node.engine.sst.reader import Part, SstFiles, conform_batches, kept, selected_mask
+from node.engine.sst.row_groups import Runs
 from node.engine.tombstones import RangeTombstone, columns_needed, drop_shadowed
 
 

@@ -26,7 +26,8 @@ from node.engine.options import UpdateMode
 from node.engine.scan.context import ScanContext
 from node.engine.scan.pruning import Held, listed
 from node.engine.sst.meta import SstMeta
-from node.engine.sst.reader import LocatedArrays, Part, Runs, located_arrays, scan_unordered
+from node.engine.sst.reader import LocatedArrays, Part, located_arrays, scan_unordered
+from node.engine.sst.row_groups import Runs
 
 
 def locate(ctx: ScanContext) -> list[Part] | None:

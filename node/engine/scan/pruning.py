@@ -17,13 +17,8 @@ from typing import Any
 from node.engine.bounds import Bounds, Range
 from node.engine.scan.context import ScanContext
 from node.engine.sst.meta import SstMeta
-from node.engine.sst.reader import (
-    Part,
-    Runs,
-    SeriesIndex,
-    select_row_groups,
-    series_guarantee,
-)
+from node.engine.sst.reader import Part
+from node.engine.sst.row_groups import Runs, SeriesIndex, select_row_groups, series_guarantee
 
 
 @dataclass(frozen=True)
