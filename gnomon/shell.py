@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -176,6 +177,10 @@ def interactive(url: str, console: Console, *, max_rows: int = DEFAULT_MAX_ROWS)
         f"connected to {url}; end statements with ';', Ctrl-C cancels, \\q or Ctrl-D quits",
         highlight=False,
     )
+    # Ctrl-C is this shell's cancel key even when it was started with SIGINT ignored (as a
+    # shell without job control starts its background commands, and their children inherit):
+    # Python would then leave it ignored, and Ctrl-C would do nothing at all.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         repl(url, console, max_rows=max_rows)
     finally:
