@@ -1,12 +1,16 @@
-"""Fixtures shared by several test packages."""
+"""Fixtures shared by several test packages, and how the test process ends."""
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
 
 import pytest
 
 from tests.support.etcd import EtcdServer
+
+_exit_status: list[int] = []
 
 
 @pytest.fixture(scope="module")
@@ -16,3 +20,22 @@ def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer]:
     server.start()
     yield server
     server.stop()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _exit_status.append(int(exitstatus))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """End the process with the session's status once pytest has reported, without the
+    interpreter's finalisation: the suite runs native libraries in this process (Spark's
+    gateway, Ray's driver, Arrow Flight and gRPC clients, DataFusion) whose threads may still
+    be inside a call then, and one calling back into a finalising interpreter crashes it,
+    turning a passing run into a failed one after the last test (as gnomon's servers and the
+    SDK scenarios already end with ``os._exit`` for the same reason)."""
+    if _exit_status:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(_exit_status[-1])

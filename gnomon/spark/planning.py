@@ -15,11 +15,13 @@ only its own leases.
 
 from __future__ import annotations
 
+import atexit
 import base64
 import json
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from concurrent import futures
 from dataclasses import dataclass, field, replace
@@ -204,7 +206,10 @@ def release(held: Sequence[Held]) -> None:
 class LeaseKeeper:
     """Renews held snapshots from the driver until :meth:`stop` (which releases them), the
     ``until`` callable says to stop, or ``max_s`` passed; a snapshot gone (released, run out,
-    or its owner unreachable for longer than its lease, which it then outlived) is dropped."""
+    or its owner unreachable for longer than its lease, which it then outlived) is dropped.
+    Keepers still running when the driver's interpreter exits are stopped first (their
+    snapshots released): a daemon thread left in a Flight call as the interpreter finalises
+    can crash the process."""
 
     def __init__(self, held: Sequence[Held], *, max_s: float, until: Any = None) -> None:
         self.held = list(held)
@@ -216,6 +221,7 @@ class LeaseKeeper:
             target=self._run, args=(interval,), name="gnomon-snapshot-leases", daemon=True
         )
         self._thread.start()
+        _running.add(self)
 
     def _run(self, interval: float) -> None:
         renewed = {h.pin: time.monotonic() for h in self.held}
@@ -242,3 +248,13 @@ class LeaseKeeper:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=30)
+        _running.discard(self)
+
+
+_running: weakref.WeakSet[LeaseKeeper] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_running() -> None:
+    for keeper in list(_running):
+        keeper.stop()

@@ -187,17 +187,29 @@ def test_follower_reads_are_served_by_followers(followed: DevCluster, spark: Any
     rows = _written(spark, nodes[0].flight, "fr")
     where = planning.route(nodes[1].flight, "fr")
     assert all(len(where.followers[sub]) == 1 for sub, _ in where.parts), where
-    # Each follower takes the leader's new manifest version a moment after it is published.
+    # Each follower takes the leader's new manifest version, and a new table, a moment after
+    # it is published; until then a part is planned at its leader (with a warning), so the
+    # read is tried again until every part was served by its follower.
     scan_id = ""
+
+    def served_at(endpoint: str, sub: str) -> bool:
+        with FlightClient(endpoint) as c:
+            try:
+                c.scan_stats(f"{scan_id}/{sub}")
+            except NotFound:
+                return False
+        return True
 
     def followers_have_it() -> bool:
         nonlocal scan_id
         scan_id = uuid.uuid4().hex
         got = gnomon.spark.read(spark, "fr", endpoint=nodes[1].flight, read="follower",
                                 scan_id=scan_id)  # fmt: skip
-        return sorted(tuple(r) for r in got.collect()) == rows
+        if sorted(tuple(r) for r in got.collect()) != rows:
+            return False
+        return all(served_at(where.followers[sub][0], sub) for sub, _ in where.parts)
 
-    wait_until("the followers serve the job's rows", followers_have_it, timeout_s=60)
+    wait_until("the followers serve the job's rows", followers_have_it, timeout_s=90)
     served = 0
     for sub, leader in where.parts:
         (follower,) = where.followers[sub]
