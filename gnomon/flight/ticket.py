@@ -149,6 +149,9 @@ class ScanSpec:
     pin: Name | None = None
 
     def __post_init__(self) -> None:
+        if self.columns is not None and len(set(self.columns)) != len(self.columns):
+            twice = sorted({c for c in self.columns if self.columns.count(c) > 1})
+            raise ValueError(f"columns named more than once: {', '.join(twice)}")
         if self.native and self.lease_ms is None:
             raise ValueError("native files are planned only for a held snapshot (lease_ms)")
         if self.pin is not None and (self.version is not None or self.timestamp_ms is not None):

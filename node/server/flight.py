@@ -142,16 +142,18 @@ def _received(table: str, reader: flight.MetadataRecordBatchReader) -> Iterator[
     """The record batches of a ``do_put`` stream, each validated whole before anything reads
     it: Arrow decodes a batch's framing (truncated bodies, lengths past the body, corrupt
     compressed buffers) but not its contents (offsets past their data, dictionary indexes out
-    of range), and either kind of malformed stream is the client's error, not the server's."""
+    of range, column names that are no UTF-8), and either kind of malformed stream is the
+    client's error, not the server's."""
     chunks = iter(reader)
     while True:
         try:
             chunk = next(chunks)
             if chunk.data is not None:
                 chunk.data.validate(full=True)
+                chunk.data.schema.names  # noqa: B018 (names that are no UTF-8 raise here)
         except StopIteration:
             return
-        except (pa.ArrowException, OSError) as e:  # Arrow's IO errors are OSError
+        except (pa.ArrowException, OSError, UnicodeDecodeError) as e:  # IO errors are OSError
             raise InvalidArgument(
                 f"do_put to table {table!r}: not a valid Arrow IPC stream: {e}"
             ) from None

@@ -15,7 +15,7 @@ import grpc
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 
 from gnomon.errors import Status
 from tests.fuzz import strategies as fz
@@ -69,8 +69,22 @@ def client(target: tuple[Running, int]) -> Iterator[flight.FlightClient]:
         yield c
 
 
+def _named(name: bytes) -> tuple[bytes, list[fz.Message]]:
+    """A put of one well-formed row whose one column's name is ``name`` (any bytes)."""
+    batch = pa.record_batch([pa.array([1.0])], names=["zz"])
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as w:
+        w.write_batch(batch)
+    messages = [
+        (m.metadata.to_pybytes().replace(b"zz", name), m.body.to_pybytes() if m.body else b"")
+        for m in pa.ipc.MessageReader.open_stream(sink.getvalue())
+    ]
+    return json.dumps({"table": fz.PLAYGROUND}).encode(), messages
+
+
 @FUZZ
 @given(ticket=fz.tickets)
+@example(ticket=json.dumps({"table": fz.SEED, "columns": ["host", "host"]}).encode())
 def test_tickets(client: flight.FlightClient, ticket: bytes) -> None:
     try:
         client.do_get(flight.Ticket(ticket), OPTIONS).read_all()
@@ -96,6 +110,7 @@ def do_put(target: tuple[Running, int]) -> Iterator[grpc.StreamStreamMultiCallab
 
 @FUZZ
 @given(put=fz.ipc_puts())
+@example(put=_named(b"\x80s"))  # found by a long run: a column name that is no UTF-8
 def test_puts(
     do_put: grpc.StreamStreamMultiCallable[bytes, bytes], put: tuple[bytes, list[fz.Message]]
 ) -> None:

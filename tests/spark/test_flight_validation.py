@@ -54,6 +54,7 @@ BAD_SCANS = [
     (_scan(timestamp_ms=1.5), "timestamp_ms"),
     (_scan(columns="v"), "columns"),
     (_scan(columns=["v", 3]), "columns"),
+    (_scan(columns=["v", "v"]), "named more than once: v"),
     (_scan(filters=[["v", "=", {"x": 1}]]), "filters"),
     (_scan(filters=[["v", "~", 1]]), "filters"),
     (_scan(filters=[["v", "in", 1]]), "filters"),
