@@ -94,10 +94,9 @@ def encode(request: ScanRequest, schema: Schema, *, scan_id: str | None = None) 
     wanted = list(schema.names) if request.columns is None else list(request.columns)
     encoded = None if request.predicate is None else encode_predicate(request.predicate, schema)
     local = request.predicate if encoded is None else None
-    read = (
-        wanted
-        if local is None
-        else list(dict.fromkeys([*wanted, *referenced_columns(local, schema)]))
+    # Each column once: a ticket naming one twice is refused.
+    read = list(
+        dict.fromkeys(wanted if local is None else [*wanted, *referenced_columns(local, schema)])
     )
     spec = ScanSpec(
         request.table,
