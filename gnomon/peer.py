@@ -17,6 +17,7 @@ from __future__ import annotations
 import hmac
 import os
 import threading
+from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,10 +137,11 @@ class HandlerInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
         handler = continuation(details)
         return None if handler is None else self.wrap(handler, details)
 
+    @abstractmethod
     def wrap(
         self, handler: grpc.RpcMethodHandler[Any, Any], details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler[Any, Any]:
-        raise NotImplementedError
+        """``handler`` with this interceptor's check around it."""
 
 
 class SecretCheck(HandlerInterceptor):
