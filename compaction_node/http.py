@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from node.security.tls import ServerTls
+from gnomon.tls import ServerTls
 from node.server.listen import listen_error
 from node.server.metrics import Registry
 

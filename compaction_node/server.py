@@ -21,9 +21,9 @@ from gnomon.config import CompactionNodeConfig
 from gnomon.errors import InvalidArgument
 from gnomon.peer import Peer, SecretCheck
 from gnomon.stopping import stop_signals
+from gnomon.tls import ServerTls
 from meta.client import MetaClient, NodeAgent
 from meta.model import NodeKind
-from node.security.tls import ServerTls
 from node.server.listen import bind_failed, check_free
 from node.server.metrics import Labels, Registry
 

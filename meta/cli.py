@@ -16,11 +16,11 @@ from gnomon.config import MetaConfig, options
 from gnomon.errors import GnomonError
 from gnomon.peer import Peer
 from gnomon.proto import meta_pb2 as pb
+from gnomon.tls import ServerTls
 from meta.client import MetaClient
 from meta.core import MetaSettings
 from meta.model import FOLLOWER_LAG
 from meta.server import MetaServer, ServerConfig
-from node.security.tls import ServerTls
 
 #: Test seam read by ``gnomon meta``: ``"<kind>:<step>"`` exits the process right after that
 #: procedure step commits (see ``meta/runner.py``).

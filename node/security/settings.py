@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 from gnomon.errors import InvalidArgument
 from gnomon.store.api import StructuredStore
+from gnomon.tls import ServerTls
 from node.security.accounts import Accounts
 from node.security.authn import Authenticator
-from node.security.tls import ServerTls
 
 
 def is_loopback(bind: str) -> bool:

@@ -66,6 +66,7 @@ from gnomon.flight.ticket import (
     parse_action,
     read_ticket,
 )
+from gnomon.tls import ServerTls
 from node.cluster import rows_wire
 from node.cluster.ingest_forward import RowsWriter
 from node.engine.engine import Engine
@@ -74,7 +75,6 @@ from node.engine.table import Pinned
 from node.security.connections import PeerConnections
 from node.security.context import acting_as, authorize
 from node.security.principal import Privilege
-from node.security.tls import ServerTls
 from node.server.auth import FLIGHT_MIDDLEWARE, FlightAuth, MiddlewareHandshake, flight_caller
 from node.server.listen import bind_failed, check_free
 from node.server.metrics import Registry

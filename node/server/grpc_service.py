@@ -20,13 +20,13 @@ import pyarrow as pa
 
 from gnomon.errors import InvalidArgument, NotOwner, Unavailable
 from gnomon.proto import common_pb2, storage_pb2
+from gnomon.tls import ServerTls
 from node.cluster.forward import forwarded_from
 from node.cluster.router import MISDIRECTED, LocalRouter, Router, through_moves
 from node.ingest.horaedb import decode_table_request
 from node.ingest.writer import Ingestor
 from node.partition.ingest import split_request
 from node.partition.tables import Partitions
-from node.security.tls import ServerTls
 from node.server import sql_response
 from node.server.arrow_wire import DEFAULT_COMPRESS_MIN_BYTES, encode_payload
 from node.server.forwarding import DATABASE, Forwarded, ask_owner

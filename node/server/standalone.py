@@ -20,6 +20,7 @@ from typing import Any, cast
 from gnomon.config import ServerConfig
 from gnomon.errors import Closed, InvalidArgument, Unavailable
 from gnomon.stopping import stop_signals
+from gnomon.tls import ServerTls
 from node.cluster.figures import QUERY_ENDPOINTS, Figures
 from node.cluster.ingest_forward import ForwardingIngestor, Owners
 from node.cluster.placement import LocalPlacement, Placement
@@ -31,7 +32,6 @@ from node.partition.ingest import PartitionedRows
 from node.partition.tables import Partitions
 from node.security.connections import ConnectionRate, PeerConnections
 from node.security.settings import Security
-from node.security.tls import ServerTls
 from node.server.arrow_wire import DEFAULT_COMPRESS_MIN_BYTES
 from node.server.auth import FlightAuth, GrpcAuth
 from node.server.connection_rate import GrpcConnectionRate

@@ -10,8 +10,8 @@ import logging
 import socket
 import threading
 
+from gnomon.tls import ServerTls
 from node.security.connections import ConnectionRate
-from node.security.tls import ServerTls
 from node.server.http.app import HttpApp
 from node.server.http.connection import Connection, Shared
 from node.server.listen import listen_error
