@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -196,17 +198,25 @@ def _start(role: str, cfg: ServerConfig, placement: Placement | None = None) -> 
     from node.server import logfmt
     from node.server.standalone import Standalone
 
-    try:
+    with _refusing(role):
         logfmt.configure(cfg.log_level)
         server = Standalone.from_config(cfg, placement=placement)
         server.start()
+    return server
+
+
+@contextlib.contextmanager
+def _refusing(role: str) -> Iterator[None]:
+    """A start that fails ends the process with one line saying why: exit 2 for what the
+    user can mend (a setting, a port or directory in use), 1 for what the system refused."""
+    try:
+        yield
     except GnomonError as e:
         errors.print(f"[red]gnomon {role}:[/red] {e.message}", soft_wrap=True)
         raise SystemExit(2) from None
     except OSError as e:
         errors.print(f"[red]gnomon {role}:[/red] {e}", soft_wrap=True)
         raise SystemExit(1) from None
-    return server
 
 
 def _load_config(cls: type[C], config_file: str | None, flags: dict[str, object]) -> C:
@@ -318,14 +328,8 @@ def compaction_node(config_file: str | None, **flags: object) -> None:
     logfmt.configure(cfg.log_level)
     with stop_signals(logging.getLogger("gnomon.compaction_node")) as stop:
         server = CompactionNode(cfg)
-        try:
+        with _refusing("compaction-node"):
             server.start()
-        except GnomonError as e:
-            errors.print(f"[red]gnomon compaction-node:[/red] {e.message}", soft_wrap=True)
-            raise SystemExit(2) from None
-        except OSError as e:
-            errors.print(f"[red]gnomon compaction-node:[/red] {e}", soft_wrap=True)
-            raise SystemExit(1) from None
         console.print(
             f"gnomon compaction-node {server.name}: gRPC on {cfg.bind}:{server.grpc_port}, "
             f"HTTP on {cfg.bind}:{server.http_port}; executor {cfg.executor}, {cfg.slots} slots, "
@@ -407,12 +411,11 @@ def dev_cluster(
         auth=auth,
         tls=tls,
     )
-    try:
-        with console.status("starting etcd, the broker, the S3 server, meta and the nodes"):
-            cluster.start()
-    except GnomonError as e:
-        errors.print(f"[red]gnomon dev-cluster:[/red] {e.message}", soft_wrap=True)
-        raise SystemExit(2) from None
+    with (
+        _refusing("dev-cluster"),
+        console.status("starting etcd, the broker, the S3 server, meta and the nodes"),
+    ):
+        cluster.start()
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
