@@ -4,6 +4,8 @@ client against it, a graceful stop on SIGTERM."""
 from __future__ import annotations
 
 import signal
+import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -65,3 +67,27 @@ def test_sql_client_reports_an_unreachable_server() -> None:
     assert (
         result.exit_code == 1 and "cannot connect to gnomon at http://127.0.0.1:" in result.output
     )
+
+
+def test_compaction_node_refuses_a_port_in_use_in_one_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = int(taken.getsockname()[1])
+        proc = subprocess.run(
+            [
+                *(sys.executable, "-m", "gnomon.cli", "compaction-node", "--meta", "127.0.0.1:1"),
+                *("--grpc-port", str(port), "--http-port", "0", "--data-dir", str(tmp_path / "cn")),
+                *("--store", (tmp_path / "ssts").as_uri()),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"gnomon compaction-node: gRPC port {port} on 127.0.0.1 is in use "
+        "(set --grpc-port / grpc_port)"
+    ), proc.stderr
+    assert "Traceback" not in proc.stderr
