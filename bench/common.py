@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import statistics
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -35,3 +37,23 @@ def report(
 
 def median(xs: list[float]) -> float:
     return statistics.median(xs)
+
+
+def standalone_argv(
+    data_dir: Path | str,
+    *,
+    http_port: int,
+    grpc_port: int,
+    flight_port: int,
+    wal_sync: str = "always",
+    extra: Sequence[str] = (),
+) -> list[str]:
+    """The command of a ``gnomon standalone`` a benchmark measures: its data in ``data_dir``,
+    the given loopback ports, warnings only in its log."""
+    return [
+        *(sys.executable, "-m", "gnomon.cli", "--log-level", "warning", "standalone"),
+        *("--data-dir", str(data_dir), "--wal-sync", wal_sync),
+        *("--http-port", str(http_port), "--grpc-port", str(grpc_port)),
+        *("--flight-port", str(flight_port)),
+        *extra,
+    ]

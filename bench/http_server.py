@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.common import timed
+from bench.common import standalone_argv, timed
 from bench.small_writes import TIMEOUT_S, Endpoint, _read_answer, _request, run_clients
 from bench.tsbs.serving import http_ok, wait_until
 from gnomon.proto import common_pb2, storage_pb2
@@ -62,24 +62,9 @@ def _start_tree(name: str, tree: Path, root: Path) -> Served:
     """``gnomon standalone`` from the source tree ``tree``."""
     port = free_port()
     process = Server(
-        [
-            sys.executable,
-            "-m",
-            "gnomon.cli",
-            "--log-level",
-            "warning",
-            "standalone",
-            "--data-dir",
-            str(root / name),
-            "--http-port",
-            str(port),
-            "--grpc-port",
-            str(free_port()),
-            "--flight-port",
-            str(free_port()),
-            "--wal-sync",
-            "always",
-        ],
+        standalone_argv(
+            root / name, http_port=port, grpc_port=free_port(), flight_port=free_port()
+        ),
         log=root / f"{name}.log",
         env={"PYTHONPATH": str(tree)},
         cwd=tree,

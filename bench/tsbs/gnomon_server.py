@@ -7,7 +7,6 @@ either way)."""
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
 import urllib.request
@@ -16,6 +15,7 @@ from pathlib import Path
 import grpc
 import pyarrow as pa
 
+from bench.common import standalone_argv
 from bench.tsbs.cpu_only import FIELDS, TAGS
 from bench.tsbs.serving import HttpClient, Process, disk_bytes, http_ok, wait_until
 from bench.tsbs.system import Dialect, Workload, loaded, settle_size
@@ -75,32 +75,20 @@ class GnomonServer:
         self.http_port = free_port()
         self.grpc_port = free_port()
         self.process = Process(
-            [
-                sys.executable,
-                "-m",
-                "gnomon.cli",
-                "--log-level",
-                "warning",
-                "standalone",
-                "--data-dir",
-                str(root / "data"),
-                "--http-port",
-                str(self.http_port),
-                "--grpc-port",
-                str(self.grpc_port),
-                "--flight-port",
-                str(free_port()),
-                "--wal-sync",
-                "always",
-                "--max-request-bytes",
-                str(_MAX_MESSAGE),
-                # Answers travel uncompressed, as InfluxDB's do to a client that does not ask
-                # for gzip (ours does not): zstd would cost both ends about 1.5 ms per MB on a
-                # loopback link it cannot speed up.
-                "--compress-min-bytes",
-                str(_MAX_MESSAGE),
-                *cache,
-            ],
+            standalone_argv(
+                root / "data",
+                http_port=self.http_port,
+                grpc_port=self.grpc_port,
+                flight_port=free_port(),
+                extra=[
+                    *("--max-request-bytes", str(_MAX_MESSAGE)),
+                    # Answers travel uncompressed, as InfluxDB's do to a client that does not
+                    # ask for gzip (ours does not): zstd would cost both ends about 1.5 ms per
+                    # MB on a loopback link it cannot speed up.
+                    *("--compress-min-bytes", str(_MAX_MESSAGE)),
+                    *cache,
+                ],
+            ),
             log=root / "gnomon.log",
         )
         self.process.wait_for_port(self.http_port, timeout_s=60)
