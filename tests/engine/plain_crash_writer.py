@@ -7,10 +7,11 @@ from __future__ import annotations
 import sys
 
 from node.backends import open_standalone
-from node.engine.options import TableOptions, UpdateMode
-from node.engine.schema import Column, ColumnType, Schema
+from node.engine.schema import Column, ColumnType
 from node.ingest import line_protocol
 from node.ingest.writer import Ingestor
+
+from .writer_loop import acknowledge_forever, append_table
 
 #: Ids per write: k * IDS .. k * IDS + lines - 1, with 1 to IDS lines.
 IDS = 3
@@ -26,22 +27,17 @@ def lines(k: int) -> str:
 def main() -> None:
     data_dir, start = sys.argv[1], int(sys.argv[2])
     engine = open_standalone(data_dir)
-    schema = Schema.build(
-        [
-            Column("timestamp", ColumnType.TIMESTAMP),
-            Column("host", ColumnType.STRING, is_tag=True),
-            Column("id", ColumnType.INT64),
-            Column("v", ColumnType.DOUBLE),
-        ],
-        timestamp_key="timestamp",
-    )
-    # APPEND keeps duplicates, so a row replayed twice would show up twice; small memtables
-    # make kills land in flushes of memtables holding plain rows too.
-    opts = TableOptions(update_mode=UpdateMode.APPEND, write_buffer_size=16 * 1024)
-    engine.create_table("crash", schema, opts, if_not_exists=True)
+    columns = [
+        Column("timestamp", ColumnType.TIMESTAMP),
+        Column("host", ColumnType.STRING, is_tag=True),
+        Column("id", ColumnType.INT64),
+        Column("v", ColumnType.DOUBLE),
+    ]
+    # Small memtables make kills land in flushes of memtables holding plain rows too.
+    append_table(engine, "crash", columns, "timestamp", write_buffer_size=16 * 1024)
     ingestor = Ingestor(engine)
-    k = start
-    while True:
+
+    def write(k: int) -> None:
         tables = line_protocol.parse(lines(k), precision="ms")
         logged = ingestor.start_write_all(tables) if k % 5 else None
         if logged is None:
@@ -49,8 +45,8 @@ def main() -> None:
         else:
             logged.ticket.wait()
             logged.finish()
-        print(k, flush=True)
-        k += 1
+
+    acknowledge_forever(start, write)
 
 
 if __name__ == "__main__":
