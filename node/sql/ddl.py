@@ -62,12 +62,19 @@ def to_column(d: ColumnDef) -> Column:
 
 def schema_of(stmt: CreateTable) -> tuple[Schema, TableOptions]:
     """The schema and options of a new table, whose untagged rows have tsid 0 (HoraeDB's).
-    Its columns keep their declared order, which ``INSERT INTO t VALUES (...)`` without a
-    column list follows."""
+    Its columns are stored key first, as HoraeDB orders them: the primary key's columns in
+    key order (the implicit ``tsid`` first), then the others as declared. ``SELECT *``,
+    DESCRIBE, SHOW CREATE TABLE and ``INSERT INTO t VALUES (...)`` without a column list
+    all follow that one order; tables made before keep the order they stored."""
+    primary_key = _primary_key(stmt)
+    key = primary_key or [stmt.timestamp_key]
+    columns = [to_column(c) for c in stmt.columns if not _is_implicit_tsid(c, stmt)]
+    # A stable sort: the key's columns in key order, the others as declared.
+    columns.sort(key=lambda c: key.index(c.name) if c.name in key else len(key))
     schema = Schema.build(
-        [to_column(c) for c in stmt.columns if not _is_implicit_tsid(c, stmt)],
+        columns,
         timestamp_key=stmt.timestamp_key,
-        primary_key=_primary_key(stmt),
+        primary_key=primary_key,
         tsid_version=TSID_ZERO_UNTAGGED,
     )
     return schema, TableOptions.from_strings(stmt.options)

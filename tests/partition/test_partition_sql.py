@@ -50,8 +50,9 @@ def test_create_show_insert_drop(engine: Engine, tmp_path: Path) -> None:
     sql.execute(CPU.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS"))
     assert (
         sql.execute(
-            "INSERT INTO cpu VALUES ('a', 'eu', 1.0, 1000), ('b', 'eu', 2.0, 2000), "
-            "('c', 'us', 3.0, 3000), ('d', 'us', 4.5, 4000), ('a', 'eu', 5.0, 61000)"
+            # Without a column list: the key first (ts), then host, region, v as declared.
+            "INSERT INTO cpu VALUES (1000, 'a', 'eu', 1.0), (2000, 'b', 'eu', 2.0), "
+            "(3000, 'c', 'us', 3.0), (4000, 'd', 'us', 4.5), (61000, 'a', 'eu', 5.0)"
         ).affected_rows
         == 5
     )
@@ -74,7 +75,7 @@ def test_definitions_survive_a_restart(tmp_path: Path) -> None:
     with open_standalone(path, wal_sync="never") as e:
         sql = SqlExecutor(e)
         sql.execute(CPU)
-        sql.execute("INSERT INTO cpu VALUES ('a', 'eu', 1.0, 1000), ('b', 'eu', 2.0, 2000)")
+        sql.execute("INSERT INTO cpu VALUES (1000, 'a', 'eu', 1.0), (2000, 'b', 'eu', 2.0)")
     with open_standalone(path, wal_sync="never") as e:
         assert _rows(SqlExecutor(e), "SELECT host FROM cpu ORDER BY host") == [
             {"host": "a"},
@@ -101,7 +102,7 @@ def test_key_filters_prune_sub_tables(engine: Engine) -> None:
     sql = SqlExecutor(engine)
     sql.execute(CPU)
     hosts = [f"h{i}" for i in range(20)]
-    values = ", ".join(f"('{h}', 'eu', {i}.0, {1000 * i})" for i, h in enumerate(hosts))
+    values = ", ".join(f"({1000 * i}, '{h}', 'eu', {i}.0)" for i, h in enumerate(hosts))
     sql.execute(f"INSERT INTO cpu VALUES {values}")
     rule = KeyRule(("host",), 4)
 
@@ -128,7 +129,7 @@ def test_answers_match_a_plain_table(engine: Engine) -> None:
         (f"h{rng.randrange(12)}", rng.choice(["eu", "us"]), round(rng.uniform(0, 100), 2), t)
         for t in range(0, 7_200_000, 7_000)
     ]
-    values = ", ".join(f"('{h}', '{r}', {v}, {t})" for h, r, v, t in rows)
+    values = ", ".join(f"({t}, '{h}', '{r}', {v})" for h, r, v, t in rows)
     for table in ("cpu", "one"):
         sql.execute(f"INSERT INTO {table} VALUES {values}")
     engine.flush()

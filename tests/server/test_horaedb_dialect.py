@@ -29,7 +29,8 @@ def test_horaedb_statements_over_http_and_grpc(gnomon: Running, channel: grpc.Ch
         "INSERT INTO TABLE 07_dialect (name, payload, t) VALUES (\"a\", x'11', 1000)"
     )
     assert (status, body) == (200, {"affected_rows": 1})
-    resp = sql(channel, "INSERT INTO TABLE 07_dialect VALUES (\"b\", x'0aff', 2000)")
+    # Without a column list the values follow the table's order, the key first.
+    resp = sql(channel, "INSERT INTO TABLE 07_dialect VALUES (2000, \"b\", x'0aff')")
     assert resp.header.code == 200 and resp.affected_rows == 1
 
     query = 'SELECT name, payload FROM 07_dialect WHERE name IN ("a", "b") ORDER BY t'

@@ -4,12 +4,14 @@ time travel, SHOW/DESCRIBE/EXPLAIN and the errors bad statements get."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from gnomon.errors import AlreadyExists, GnomonError, InvalidArgument, NotFound
 from node.backends import open_standalone
+from node.engine.schema import TSID_ZERO_UNTAGGED, Column, ColumnType, Schema
 from node.sql.executor import SqlExecutor
 from node.sql.parser import parse
 
@@ -53,7 +55,8 @@ def test_insert_without_column_list_and_defaults(sql: SqlExecutor) -> None:
         "CREATE TABLE t (name string TAG, level int32 DEFAULT 3, v double, ts timestamp NOT NULL, "
         "TIMESTAMP KEY(ts))"
     )
-    sql.execute("INSERT INTO t VALUES ('x', 1, 1.0, 5)")
+    # Without a column list the values follow the table's order: the key first.
+    sql.execute("INSERT INTO t VALUES (5, 'x', 1, 1.0)")
     sql.execute("INSERT INTO t (ts, name, v) VALUES (6, 'y', 2.0)")
     assert rows(sql, "SELECT name, level FROM t ORDER BY ts") == [
         {"name": "x", "level": 1},
@@ -61,6 +64,33 @@ def test_insert_without_column_list_and_defaults(sql: SqlExecutor) -> None:
     ]
     with pytest.raises(InvalidArgument, match="needs 4 values"):
         sql.execute("INSERT INTO t VALUES ('x', 1)")
+
+
+def test_a_table_stored_in_declared_order_keeps_it(tmp_path: Path) -> None:
+    """Tables CREATE TABLE made before columns were stored key first kept their declared
+    order: their catalog entry loads as it is, and SELECT * and INSERT without a column
+    list still follow it (DESCRIBE and SHOW CREATE TABLE list the key first, as always)."""
+    declared = Schema.build(
+        [
+            Column("host", ColumnType.STRING, is_tag=True),
+            Column("v", ColumnType.DOUBLE),
+            Column("ts", ColumnType.TIMESTAMP, nullable=False),
+        ],
+        timestamp_key="ts",
+        tsid_version=TSID_ZERO_UNTAGGED,
+    )
+    path = str(tmp_path / "db")
+    with open_standalone(path) as engine:
+        engine.create_table("old", declared)
+    with open_standalone(path) as engine:
+        sql = SqlExecutor(engine)
+        sql.execute("INSERT INTO old VALUES ('a', 1.5, 1000)")
+        table = sql.execute("SELECT * FROM old").table()
+        assert table.column_names == ["tsid", "host", "v", "ts"]
+        assert table.drop_columns(["tsid"]).to_pylist() == [
+            {"host": "a", "v": 1.5, "ts": datetime(1970, 1, 1, 0, 0, 1)}
+        ]
+        assert [r["name"] for r in rows(sql, "DESCRIBE old")] == ["tsid", "ts", "host", "v"]
 
 
 def test_overwrite_keeps_newest_and_time_travel(sql: SqlExecutor) -> None:

@@ -8,8 +8,9 @@ CREATE TABLE cpu (host string TAG, region string TAG, usage double, idle double 
 INSERT INTO cpu (host, region, usage, ts) VALUES ('a', 'eu', 1.5, 1000), ('b', 'us', 2.5, 2000);
 -- expect affected 2
 
--- Without a column list every column but tsid is given, in table order.
-INSERT INTO cpu VALUES ('c', 'eu', 3.5, 50.0, 8, '1970-01-01 00:00:03');
+-- Without a column list every column but tsid is given, in table order: the key first (the
+-- timestamp), then the others as declared.
+INSERT INTO cpu VALUES ('1970-01-01 00:00:03', 'c', 'eu', 3.5, 50.0, 8);
 -- expect affected 1
 
 -- Omitted columns take their DEFAULT, or NULL.
@@ -157,10 +158,10 @@ INSERT INTO kv (name, value, note, ts) VALUES ('k1', -4, 'new', 10);
 
 SELECT * FROM kv ORDER BY name, ts;
 -- expect
-name | value | note | ts
-k1   | -4    | new  | 1970-01-01T00:00:00.010
-k1   | 3     | NULL | 1970-01-01T00:00:00.020
-k2   | 2     | NULL | 1970-01-01T00:00:00.010
+name | ts                      | value | note
+k1   | 1970-01-01T00:00:00.010 | -4    | new
+k1   | 1970-01-01T00:00:00.020 | 3     | NULL
+k2   | 1970-01-01T00:00:00.010 | 2     | NULL
 
 -- Strings with quotes, pipes, blanks and non-ASCII text come back as written.
 INSERT INTO kv (name, value, note, ts) VALUES ('k3', 0, 'it''s', 30), ('k4', 0, 'a|b', 30),
@@ -183,10 +184,10 @@ CREATE TABLE types (k string TAG, b boolean, i8 int8, i16 smallint, i32 int, i64
   day date, ts timestamp NOT NULL, TIMESTAMP KEY(ts));
 -- expect affected 0
 
-INSERT INTO types VALUES ('max', true, 127, 32767, 2147483647, 9223372036854775807, 255, 65535,
-  4294967295, 18446744073709551615, 0.5, 1e300, 'text', 'ab', '2024-02-29', 1),
-  ('min', false, -128, -32768, -2147483648, -9223372036854775808, 0, 0, 0, 0, -0.1, -2.5e-300,
-  '', '', '1970-01-01', 2);
+INSERT INTO types VALUES (1, 'max', true, 127, 32767, 2147483647, 9223372036854775807, 255,
+  65535, 4294967295, 18446744073709551615, 0.5, 1e300, 'text', 'ab', '2024-02-29'),
+  (2, 'min', false, -128, -32768, -2147483648, -9223372036854775808, 0, 0, 0, 0, -0.1, -2.5e-300,
+  '', '', '1970-01-01');
 -- expect affected 2
 
 SELECT k, b, i8, i16, i32, i64, u8, u16, u32, u64, f, d, s, bin, day, ts FROM types ORDER BY k;

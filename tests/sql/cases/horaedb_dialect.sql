@@ -70,8 +70,8 @@ DELETE FROM num_cols WHERE 1st_host = 'a';
 
 SELECT * FROM num_cols;
 -- expect
-tsid                 | 1st_host | 2nd | 3rd | t
-17868363790012946680 | b        | 2.5 | 4   | 1970-01-01T00:00:02
+tsid                 | t                   | 1st_host | 2nd | 3rd
+17868363790012946680 | 1970-01-01T00:00:02 | b        | 2.5 | 4
 
 DESCRIBE num_cols;
 -- expect
@@ -208,7 +208,7 @@ CREATE TABLE binary_demo (name string TAG, value varbinary, t timestamp NOT NULL
 INSERT INTO TABLE binary_demo (t, name, value) VALUES (1000, 'a', x'11'), (2000, 'b', X'0aFF');
 -- expect affected 2
 
-INSERT INTO TABLE binary_demo VALUES ('c', x'', 3000);
+INSERT INTO TABLE binary_demo VALUES (3000, 'c', x'');
 -- expect affected 1
 
 SELECT name, value FROM binary_demo WHERE value = x'11' OR value = X'0AFF' ORDER BY t;
@@ -229,7 +229,7 @@ INSERT INTO binary_demo (t, name, value) VALUES (4000, 'd', x'1');
 CREATE TABLE `table` (v int32, t timestamp NOT NULL TIMESTAMP KEY);
 -- expect affected 0
 
-INSERT INTO table VALUES (1, 1000);
+INSERT INTO table VALUES (1000, 1);
 -- expect affected 1
 
 INSERT INTO TABLE table (v, t) VALUES (2, 2000);
