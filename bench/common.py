@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import time
@@ -57,3 +58,25 @@ def standalone_argv(
         *("--flight-port", str(flight_port)),
         *extra,
     ]
+
+
+def add_tree_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--tree NAME=PATH``, repeatable: source trees measured side by side (before and
+    after a change); read them with :func:`source_trees`."""
+    parser.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help=f"A source tree {what} (repeatable); default this one.",
+    )
+
+
+def source_trees(
+    parser: argparse.ArgumentParser, values: list[str], repo: Path
+) -> list[tuple[str, Path]]:
+    """The trees ``--tree`` named (``values``), or ``repo`` as ``gnomon``."""
+    trees = [t.split("=", 1) for t in values] or [["gnomon", str(repo)]]
+    if any(len(t) != 2 for t in trees):
+        parser.error("--tree takes NAME=PATH")
+    return [(name, Path(path).resolve()) for name, path in trees]

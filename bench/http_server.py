@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.common import standalone_argv, timed
+from bench.common import add_tree_option, source_trees, standalone_argv, timed
 from bench.small_writes import TIMEOUT_S, Endpoint, _read_answer, _request, run_clients
 from bench.tsbs.serving import http_ok, wait_until
 from gnomon.proto import common_pb2, storage_pb2
@@ -249,28 +249,20 @@ def sql_response_figures(repeats: int = 20) -> dict[str, float]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--tree",
-        action="append",
-        default=[],
-        metavar="NAME=PATH",
-        help="A source tree whose gnomon standalone is measured (repeatable); default this one.",
-    )
+    add_tree_option(parser, "whose gnomon standalone is measured")
     parser.add_argument("--candidates", default="aiohttp,uvicorn", help="Comma separated.")
     parser.add_argument("--sql-requests", type=int, default=2000)
     parser.add_argument("--rows", type=int, default=4000, help="Single-line writes per figure.")
     parser.add_argument("--batches", type=int, default=200, help="500-line requests.")
     args = parser.parse_args(argv)
-    trees = [t.split("=", 1) for t in args.tree] or [["gnomon", str(REPO)]]
-    if any(len(t) != 2 for t in trees):
-        parser.error("--tree takes NAME=PATH")
+    trees = source_trees(parser, args.tree, REPO)
     candidates = [c.strip() for c in args.candidates.split(",") if c.strip()]
     served: list[Served] = []
     with tempfile.TemporaryDirectory(prefix="http-server-") as scratch:
         root = Path(scratch)
         try:
             for name, path in trees:
-                served.append(_start_tree(name, Path(path).resolve(), root))
+                served.append(_start_tree(name, path, root))
             for name in candidates:
                 served.append(_start_candidate(name, root))
             doc = run(served, sql_requests=args.sql_requests, rows=args.rows, batches=args.batches)

@@ -117,15 +117,8 @@ class GnomonServer:
         return channel
 
     def create_cpu_table(self) -> None:
-        """The table the writes would auto-create (same columns, same order), created first
-        with :data:`TABLE_OPTIONS`."""
-        columns = ["timestamp timestamp NOT NULL"] + [
-            f"{name} {'string TAG' if name in TAGS else 'double'}" for name in sorted(TAGS + FIELDS)
-        ]
-        options = ", ".join(f"{k}='{v}'" for k, v in TABLE_OPTIONS.items())
-        self.query(
-            f"CREATE TABLE cpu ({', '.join(columns)}, TIMESTAMP KEY(timestamp)) WITH ({options})"
-        )
+        """The table the writes would auto-create, created first (:func:`cpu_table`)."""
+        self.query(cpu_table())
 
     def write_grpc(self, request: bytes) -> None:
         """One serialised HoraeDB ``WriteRequest``."""
@@ -264,3 +257,13 @@ class GnomonKind:
         restarted = GnomonServer(system.root, self.decoded_cache_bytes, self.query_api)
         settle_size(restarted, quiet_s)
         return restarted
+
+
+def cpu_table() -> str:
+    """The CREATE TABLE of the table the writes would auto-create (same columns, same
+    order), with :data:`TABLE_OPTIONS`."""
+    columns = ["timestamp timestamp NOT NULL"] + [
+        f"{name} {'string TAG' if name in TAGS else 'double'}" for name in sorted(TAGS + FIELDS)
+    ]
+    options = ", ".join(f"{k}='{v}'" for k, v in TABLE_OPTIONS.items())
+    return f"CREATE TABLE cpu ({', '.join(columns)}, TIMESTAMP KEY(timestamp)) WITH ({options})"

@@ -20,7 +20,7 @@ import pyarrow as pa
 from gnomon.errors import InvalidArgument, UnknownTable
 from node.engine.lru import Lru
 from node.engine.schema import ColumnType, Schema
-from node.sql import fastpath, functions, modes, prescan, rewrite, system
+from node.sql import fastpath, functions, modes, prescan, rewrite, select, system
 from node.sql.lexer import Kind, Token, check_bounds, shaped
 from node.sql.parser import resolve
 from node.tables import TableCatalog
@@ -247,9 +247,11 @@ def analyse(tokens: Sequence[Token], engine: TableCatalog, sql: str) -> Analysis
     # strings are still quoted names: a query holding one goes to DataFusion alone.
     if not travel and not strings and len(set(plain)) == 1:
         schema = engine.describe(plain[0]).schema
-        shape = prescan.shape(tokens, plain[0], schema, mentions=len(plain))
+        # The statement's one parse: its tokens as the catalog spells them, into a tree.
+        tree = select.read(tokens)
+        shape = prescan.shape(tree, plain[0], schema, mentions=len(plain))
         exact = shape.single and len(shape.bounds) == shape.terms
-        planned = fastpath.plan(tokens, plain[0], schema, exact_where=exact)
+        planned = fastpath.plan(tree, tokens, plain[0], schema, exact_where=exact)
     literals_at = tuple(i for i, t in enumerate(tokens) if t.kind in _LITERAL_KINDS)
     return Analysis(
         tuple(tokens),

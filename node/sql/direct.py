@@ -40,7 +40,8 @@ import pyarrow.compute as pc
 from node.engine.bounds import INTEGER_TYPES
 from node.engine.schema import ColumnType, Schema
 from node.engine.sst.reader import LocatedArrays
-from node.sql.lexer import Kind, Token
+from node.sql.lexer import Token
+from node.sql.select import Bucket, Call, Column, Select
 
 _INTERVAL = re.compile(r"^\s*(\d+)\s*(second|minute|hour|day|week)s?\s*$", re.IGNORECASE)
 _UNIT_MS = {"second": 1000, "minute": 60_000, "hour": 3_600_000, "day": 86_400_000}
@@ -48,8 +49,6 @@ _UNIT_MS["week"] = 7 * _UNIT_MS["day"]
 _FUNCTIONS = frozenset({"max", "min", "sum", "avg", "count"})
 _TYPES = {ColumnType.INT64, ColumnType.DOUBLE}
 _BUCKET = "__bucket"
-#: Words that end a FROM item or WHERE clause (never an alias).
-_CLAUSES = ("WHERE", "GROUP", "ORDER", "LIMIT")
 
 
 @dataclass(frozen=True)
@@ -145,235 +144,108 @@ Direct = BucketedAggregation | SortedRows
 _SORTABLE = INTEGER_TYPES | {ColumnType.STRING, ColumnType.TIMESTAMP}
 
 
-class _Cursor:
-    def __init__(self, tokens: Sequence[Token]) -> None:
-        #: The query's tokens, where a plan's literals are found.
-        self.all = tokens
-        kept = [i for i, t in enumerate(tokens) if not (t.kind is Kind.SYMBOL and t.text == ";")]
-        self.tokens = [tokens[i] for i in kept]
-        self._index = kept
-        self.i = 0
-        self._last = len(self.tokens) - 1  # the END token, where the cursor stays
-
-    @property
-    def at(self) -> int:
-        """Where the current token is among :attr:`all`."""
-        return self._index[min(self.i, self._last)]
-
-    @property
-    def tok(self) -> Token:
-        return self.tokens[self.i if self.i < self._last else self._last]
-
-    def skip_to(self, words: tuple[str, ...]) -> None:
-        """Moves to the next of ``words`` (or the end)."""
-        i, tokens = self.i, self.tokens
-        while i < self._last and not (tokens[i].kind is Kind.WORD and tokens[i].upper in words):
-            i += 1
-        self.i = i
-
-    def take(self) -> Token:
-        t = self.tok
-        self.i += 1
-        return t
-
-    def word(self, *words: str) -> bool:
-        if self.tok.is_word(*words):
-            self.i += 1
-            return True
-        return False
-
-    def symbol(self, text: str) -> bool:
-        if self.tok.kind is Kind.SYMBOL and self.tok.text == text:
-            self.i += 1
-            return True
-        return False
-
-    def name(self) -> str | None:
-        n = self.tok.identifier
-        if n is not None:
-            self.i += 1
-        return n
-
-    def column(self, tables: set[str]) -> str | None:
-        """``col`` or ``qualifier.col`` with a qualifier of this table."""
-        first = self.name()
-        if first is not None and self.symbol("."):
-            return self.name() if first in tables else None
-        return first
-
-
-def plan(tokens: Sequence[Token], table: str, schema: Schema) -> Direct | None:
-    """What a query whose WHERE clause became the scan's bounds asks for, or None when it is
-    not of a shape taken here."""
-    return _aggregation(_Cursor(tokens), table, schema) or _sorted_rows(
-        _Cursor(tokens), table, schema
-    )
-
-
-def _from_where(c: _Cursor, table: str) -> bool:
-    """``FROM <table> [[AS] <alias>] [WHERE ...]``, up to what follows the WHERE clause."""
-    if not c.word("FROM") or c.name() != table:
-        return False
-    # An alias may follow (columns qualified by it are not taken).
-    if c.word("AS"):
-        if c.name() is None:
-            return False
-    elif not c.tok.is_word(*_CLAUSES) and c.tok.kind is not Kind.END and c.name() is None:
-        return False
-    if c.word("WHERE"):
-        c.skip_to(_CLAUSES)
-    return True
-
-
-def _limit(c: _Cursor) -> tuple[bool, int | None]:
-    """``[LIMIT <n>]`` and the end of the query: (whether so, where n is among the tokens)."""
-    limit_at: int | None = None
-    if c.word("LIMIT"):
-        limit_at = c.at
-        t = c.take()
-        if t.kind is not Kind.NUMBER or not t.text.isdigit():
-            return False, None
-    return c.tok.kind is Kind.END, limit_at
-
-
-def _sorted_rows(c: _Cursor, table: str, schema: Schema) -> SortedRows | None:
-    if not c.word("SELECT"):
+def plan(query: Select, tokens: Sequence[Token], table: str, schema: Schema) -> Direct | None:
+    """What a query (its tree, and ``tokens``, where its literals are) whose WHERE clause
+    became the scan's bounds asks for, or None when it is not of a shape taken here."""
+    if (
+        query.from_alone(table) is None
+        or query.other
+        or query.distinct
+        or query.offset_at is not None
+    ):
         return None
-    tables = {table}
+    if query.group_by:
+        return _aggregation(query, tokens, table, schema)
+    return _sorted_rows(query, tokens, table, schema)
+
+
+def _of(column: Column, table: str) -> str | None:
+    """The name of ``column`` when it is unqualified or qualified by ``table`` (columns
+    qualified by an alias are not taken)."""
+    return column.name if column.qualifier in (None, table) else None
+
+
+def _sorted_rows(
+    query: Select, tokens: Sequence[Token], table: str, schema: Schema
+) -> SortedRows | None:
     columns: list[str] = []
-    while True:
-        column = c.column(tables)
+    for item in query.items:
+        e = item.expression
+        column = _of(e, table) if isinstance(e, Column) and item.alias is None else None
         if column is None or not schema.has_column(column):
             return None
         columns.append(column)
-        if not c.symbol(","):
-            break
-    if len(set(columns)) != len(columns) or not _from_where(c, table):
+    if len(set(columns)) != len(columns):
         return None
     keys: list[SortKey] = []
-    if c.word("ORDER"):
-        if not c.word("BY"):
+    for key in query.order_by:
+        column = None if key.expression is None else _of(key.expression, table)
+        if column is None or not schema.has_column(column):
             return None
-        while True:
-            key = c.column(tables)
-            if key is None or not schema.has_column(key):
-                return None
-            if schema.column(key).type not in _SORTABLE:
-                return None
-            descending = c.word("DESC")
-            if not descending:
-                c.word("ASC")
-            nulls_first = descending
-            if c.word("NULLS"):
-                if not c.tok.is_word("FIRST", "LAST"):
-                    return None
-                nulls_first = c.take().is_word("FIRST")
-            keys.append(SortKey(key, descending, nulls_first))
-            if not c.symbol(","):
-                break
-    ended, limit_at = _limit(c)
-    if not ended:
-        return None
-    return SortedRows(tuple(columns), tuple(keys), _count(c.all, limit_at), limit_at)
+        if schema.column(column).type not in _SORTABLE:
+            return None
+        nulls_first = key.descending if key.nulls_first is None else key.nulls_first
+        keys.append(SortKey(column, key.descending, nulls_first))
+    limit = _count(tokens, query.limit_at)
+    return SortedRows(tuple(columns), tuple(keys), limit, query.limit_at)
 
 
-def _aggregation(c: _Cursor, table: str, schema: Schema) -> BucketedAggregation | None:
-    if not c.word("SELECT"):
+def _aggregation(
+    query: Select, tokens: Sequence[Token], table: str, schema: Schema
+) -> BucketedAggregation | None:
+    (group,) = query.group_by if len(query.group_by) == 1 else (None,)
+    if group is None or group.qualifier is not None:
         return None
-    tables = {table}
-    items: list[_Item] = []
-    while True:
-        item = _item(c, schema, tables)
-        if item is None:
-            return None
-        items.append(item)
-        if not c.symbol(","):
-            break
-    if not _from_where(c, table) or not (c.word("GROUP") and c.word("BY")):
-        return None
-    group = c.name()
     descending: bool | None = None
-    if c.word("ORDER"):
-        if not c.word("BY") or c.name() != group:
+    if query.order_by:
+        (key,) = query.order_by if len(query.order_by) == 1 else (None,)
+        if key is None or key.expression != group or key.nulls_first is not None:
             return None
-        descending = c.word("DESC")
-        if not descending:
-            c.word("ASC")
-    ended, limit_at = _limit(c)
-    if not ended:
-        return None
-    buckets = [(item.interval_at, item.alias) for item in items if item.interval_at is not None]
-    if len(buckets) != 1 or buckets[0][1] != group or group is None:
-        return None
-    interval_at = buckets[0][0]
-    stride = _stride(c.all[interval_at])
+        descending = key.descending
+    interval_at: int | None = None
     outputs: list[str | Aggregate] = []
-    for item in items:
-        if item.interval_at is not None:
+    for item in query.items:
+        e = item.expression
+        if isinstance(e, Bucket):
+            if interval_at is not None or item.alias != group.name:
+                return None
+            if _of(e.column, table) != schema.timestamp_key:
+                return None
+            interval_at = e.interval_at
             outputs.append(_BUCKET)
+        elif not isinstance(e, Call) or e.function not in _FUNCTIONS:
+            return None
         elif item.alias is None:
             return None  # DataFusion names unaliased aggregates its own way
+        elif e.column is None:
+            if e.function != "count":
+                return None
+            outputs.append(Aggregate(e.function, None, item.alias))
         else:
-            outputs.append(Aggregate(item.function, item.column, item.alias))
-    names = [group, *(o.name for o in outputs if isinstance(o, Aggregate))]
+            column = _of(e.column, table)
+            if column is None or not schema.has_column(column):
+                return None
+            if schema.column(column).type not in _TYPES:
+                return None
+            outputs.append(Aggregate(e.function, column, item.alias))
+    if interval_at is None:
+        return None
+    stride = _stride(tokens[interval_at])
+    names = [group.name, *(o.name for o in outputs if isinstance(o, Aggregate))]
     if len(set(names)) != len(names) or stride <= 0:
         return None
-    if schema.has_column(group):
+    if schema.has_column(group.name):
         return None  # DataFusion would group by that column, not by the bucket
-    limit = _count(c.all, limit_at)
     return BucketedAggregation(
         schema.timestamp_key,
         stride,
-        group,
+        group.name,
         tuple(outputs),
         descending,
-        limit,
+        _count(tokens, query.limit_at),
         interval_at,
-        limit_at,
+        query.limit_at,
     )
-
-
-class _Item(NamedTuple):
-    """One SELECT item: an aggregate of a column (None: count(*)), or the time bucket
-    (``date_bin``, whose interval is the token at ``interval_at``)."""
-
-    function: str
-    column: str | None
-    alias: str | None
-    interval_at: int | None = None
-
-
-def _item(c: _Cursor, schema: Schema, tables: set[str]) -> _Item | None:
-    fn = c.name()
-    if fn is None or not c.symbol("("):
-        return None
-    if fn == "date_bin":
-        if not c.word("INTERVAL") or c.tok.kind is not Kind.STRING:
-            return None
-        at = c.at
-        c.take()
-        if not c.symbol(","):
-            return None
-        if c.column(tables) != schema.timestamp_key or not c.symbol(")"):
-            return None
-        return _Item(fn, None, _alias(c), at)
-    if fn not in _FUNCTIONS:
-        return None
-    if fn == "count" and c.symbol("*"):
-        column = None
-    else:
-        column = c.column(tables)
-        if column is None or not schema.has_column(column):
-            return None
-        if schema.column(column).type not in _TYPES:
-            return None
-    if not c.symbol(")"):
-        return None
-    return _Item(fn, column, _alias(c))
-
-
-def _alias(c: _Cursor) -> str | None:
-    return c.name() if c.word("AS") else None
 
 
 def _stride(interval: Token) -> int:

@@ -35,6 +35,7 @@ from node.sql import (
     modes,
     prescan,
     rewrite,
+    select,
     system,
 )
 from node.sql.analysis import Analyses, Analysis, parse_timestamp, timestamp_ms
@@ -462,7 +463,7 @@ def _pushed(
     table: PartitionTable, sql: str, tokens: Sequence[Token], mentions: int
 ) -> QueryResult | None:
     schema = table.spec.schema
-    shape = prescan.shape(tokens, table.name, schema, mentions=mentions)
+    shape = prescan.shape(select.read(tokens), table.name, schema, mentions=mentions)
     if not shape.single:
         return None
     push = pushdown.plan(sql, tokens, table.name, schema.names)

@@ -2,12 +2,12 @@
 answered from the rows of their one table with Arrow and numpy kernels instead of a
 DataFusion session, plan and run (about 1.5 ms of a point query).
 
-The executor asks :func:`plan` once per query shape (the analysis keeps the answer), binds
-it to each query's literals (:meth:`FastPath.bind`), reads the table's rows the scan's
-bounds keep (a fast path is planned only when the bounds are the whole WHERE clause), and
-asks :meth:`FastPath.answer`; a fast path declines with None, and the query goes to
-DataFusion. What each fast path takes, and why its answers are DataFusion's, is said in its
-module:
+The executor asks :func:`plan` once per query shape (the analysis keeps the answer) with the
+query's tree (:mod:`node.sql.select`, which the prescan reads too), binds it to each query's
+literals (:meth:`FastPath.bind`), reads the table's rows the scan's bounds keep (a fast path
+is planned only when the bounds are the whole WHERE clause), and asks
+:meth:`FastPath.answer`; a fast path declines with None, and the query goes to DataFusion.
+What each fast path takes, and why its answers are DataFusion's, is said in its module:
 
 - :class:`node.sql.direct.BucketedAggregation`: ``date_bin`` buckets of max, min, sum,
   avg and count, also straight from a located read's arrays;
@@ -26,6 +26,7 @@ from node.engine.schema import Schema
 from node.engine.sst.reader import LocatedArrays
 from node.sql import direct
 from node.sql.lexer import Token
+from node.sql.select import Select
 
 
 class FastPath(Protocol):
@@ -54,12 +55,12 @@ class FastPath(Protocol):
 
 
 def plan(
-    tokens: Sequence[Token], table: str, schema: Schema, *, exact_where: bool
+    query: Select, tokens: Sequence[Token], table: str, schema: Schema, *, exact_where: bool
 ) -> FastPath | None:
-    """The fast path answering a query (``tokens``) of ``table`` alone, or None; only a
-    query whose bounds are its whole WHERE clause (``exact_where``) is taken: then the rows
-    read are exactly those it keeps."""
+    """The fast path answering a query (its tree, and ``tokens``, where its literals are)
+    of ``table`` alone, or None; only a query whose bounds are its whole WHERE clause
+    (``exact_where``) is taken: then the rows read are exactly those it keeps."""
     if not exact_where:
         return None
-    found: FastPath | None = direct.plan(tokens, table, schema)
+    found: FastPath | None = direct.plan(query, tokens, table, schema)
     return found

@@ -1,11 +1,12 @@
 """What a query over a single table tells the engine before DataFusion plans it: the columns
 it may read and the bounds its WHERE clause puts on single columns.
 
-Only the top-level AND terms of the WHERE clause that compare a column with a literal are
-read (``col <op> literal``, ``literal <op> col``, ``col IN (...)``, ``col BETWEEN a AND b``);
-every other term is left to DataFusion, which still evaluates the whole query. The bounds
-are therefore a necessary condition of the WHERE clause: the engine may prune and pre-filter
-by them without changing the answer.
+Both are read from the query's tree (:mod:`node.sql.select`). Only the top-level AND terms
+of the WHERE clause that compare a column with a literal are read (``col <op> literal``,
+``literal <op> col``, ``col IN (...)``, ``col BETWEEN a AND b``); every other term is left
+to DataFusion, which still evaluates the whole query. The bounds are therefore a necessary
+condition of the WHERE clause: the engine may prune and pre-filter by them without changing
+the answer.
 """
 
 from __future__ import annotations
@@ -19,14 +20,9 @@ import pyarrow as pa
 from node.engine.bounds import FLOAT_TYPES, INTEGER_TYPES, Bounds, Range, intersect_all
 from node.engine.scan import ScanRequest
 from node.engine.schema import ColumnType, Schema
+from node.sql import select
 from node.sql.lexer import Kind, Token
-
-#: Words ending a WHERE clause (at parenthesis depth 0).
-_AFTER_WHERE = ("GROUP", "ORDER", "LIMIT", "HAVING", "WINDOW", "QUALIFY", "OFFSET")
-#: Words that make a query read its table more than once, or another relation.
-_NOT_SINGLE = ("JOIN", "UNION", "INTERSECT", "EXCEPT", "WITH", "VALUES", "LATERAL")
-_COMPARISONS = frozenset(("=", "<", "<=", ">", ">="))
-_MIRRORED = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+from node.sql.select import Select
 
 
 @dataclass(frozen=True)
@@ -116,224 +112,30 @@ def analyse(tokens: Sequence[Token], table: str, schema: Schema, *, mentions: in
     """What the engine may know of a query (``tokens``) that reads no table but ``table``,
     named ``mentions`` times: the columns it may read, and, when it reads the table once
     in a single SELECT, the bounds of its WHERE clause."""
-    return shape(tokens, table, schema, mentions=mentions).bind(tokens)
+    return shape(select.read(tokens), table, schema, mentions=mentions).bind(tokens)
 
 
-def shape(tokens: Sequence[Token], table: str, schema: Schema, *, mentions: int) -> Shape:
-    """:func:`analyse`'s findings, before the literals' values are read."""
-    # What the tests below ask of every token, gathered in one pass: the keywords present,
-    # the names mentioned, where SELECTs are, and whether a ``*`` reads every column (except
-    # as the argument of count(*)), as NATURAL JOIN does.
-    words: set[str] = set()
-    mentioned: set[str | None] = set()
-    selects: list[int] = []
-    star = False
-    previous = ""
-    for i, t in enumerate(tokens):
-        if t.kind is Kind.WORD:
-            words.add(t.upper)
-            if t.upper == "SELECT":
-                selects.append(i)
-        elif t.kind is Kind.SYMBOL and t.text == "*" and i > 0 and previous != "(":
-            star = True
-        mentioned.add(t.identifier)
-        previous = t.text
-    star = star or "NATURAL" in words
+def shape(query: Select, table: str, schema: Schema, *, mentions: int) -> Shape:
+    """:func:`analyse`'s findings in a query's tree, before the literals' values are read."""
     columns: list[str] | None = None
-    if not star:
+    if not query.star:
         # A query naming no column (count(*)) still reads the rows: their timestamps.
-        columns = [n for n in schema.names if n in mentioned] or [schema.timestamp_key]
-    single = (
-        mentions == 1
-        and selects == [0]
-        and words.isdisjoint(_NOT_SINGLE)
-        and _from_only(tokens, table)
-    )
-    where = _where(tokens) if single else None
-    aliases = _table_names(tokens, table)
-    names = set(schema.names)
-    conjuncts = _conjuncts(tokens, *where) if where is not None else []
+        columns = [n for n in schema.names if n in query.names] or [schema.timestamp_key]
+    read = query.from_alone(table) if mentions == 1 else None
+    terms = query.where if read is not None else ()
+    # Names that qualify the table's columns: its own, and its alias.
+    qualifiers = {table} if read is None or read.alias is None else {table, read.alias}
     bounds = tuple(
-        bound
-        for start, stop in conjuncts
-        if (bound := _bound(tokens, start, stop, schema, names, aliases)) is not None
+        Bound(t.column.name, t.op, t.literals, schema.column(t.column.name).type)
+        for term in terms
+        if (t := term.test) is not None
+        and schema.has_column(t.column.name)
+        and (t.column.qualifier is None or t.column.qualifier in qualifiers)
     )
-    stops_early = "LIMIT" in words and words.isdisjoint(("ORDER", "GROUP", "DISTINCT"))
-    return Shape(table, columns, bounds, len(conjuncts), single, stops_early)
-
-
-def _table_names(tokens: Sequence[Token], table: str) -> set[str]:
-    """Names that qualify the table's columns: its own, and an alias after it."""
-    names = {table}
-    for i, t in enumerate(tokens[:-1]):
-        if t.identifier == table:
-            nxt = tokens[i + 1]
-            if nxt.is_word("AS") and i + 2 < len(tokens):
-                nxt = tokens[i + 2]
-            alias = nxt.identifier
-            if alias is not None and not nxt.is_word("WHERE", *_AFTER_WHERE):
-                names.add(alias)
-    return names
-
-
-def _from_only(tokens: Sequence[Token], table: str) -> bool:
-    """Whether the FROM clause names ``table`` alone (with an optional alias)."""
-    start = next((i for i, t in enumerate(tokens) if t.is_word("FROM")), None)
-    if start is None:
-        return False
-    clause: list[Token] = []
-    for t in tokens[start + 1 :]:
-        if t.kind is Kind.END or t.is_word("WHERE", *_AFTER_WHERE) or t.text == ";":
-            break
-        clause.append(t)
-    if not clause or clause[0].identifier != table:
-        return False
-    rest = clause[1:]
-    if rest and rest[0].is_word("AS"):
-        rest = rest[1:]
-    return len(rest) == 0 or (len(rest) == 1 and rest[0].identifier is not None)
-
-
-def _where(tokens: Sequence[Token]) -> tuple[int, int] | None:
-    """Where the top-level WHERE clause's tokens are: [start, stop)."""
-    depth = 0
-    start: int | None = None
-    for i, t in enumerate(tokens):
-        kind = t.kind
-        if kind is Kind.SYMBOL:
-            if t.text == "(":
-                depth += 1
-            elif t.text == ")":
-                depth -= 1
-        elif depth:
-            continue
-        elif kind is Kind.WORD and t.upper == "WHERE":
-            start = i + 1
-        elif start is not None and (
-            kind is Kind.END or (kind is Kind.WORD and t.upper in _AFTER_WHERE)
-        ):
-            return start, i
-    return None
-
-
-def _conjuncts(tokens: Sequence[Token], start: int, stop: int) -> list[tuple[int, int]]:
-    """Where the terms joined by AND at depth 0 are among ``tokens[start:stop]`` (a term
-    wrapped in parentheses is split again)."""
-    if _wrapped(tokens, start, stop):
-        return _conjuncts(tokens, start + 1, stop - 1)
-    terms: list[tuple[int, int]] = []
-    depth = 0
-    first = start
-    between = False
-    for i in range(start, stop):
-        t = tokens[i]
-        if t.kind is Kind.SYMBOL:
-            if t.text == "(":
-                depth += 1
-            elif t.text == ")":
-                depth -= 1
-        elif depth == 0 and t.kind is Kind.WORD:
-            if t.upper == "OR":
-                return [(start, stop)]  # a disjunction bounds nothing here
-            if t.upper == "BETWEEN":
-                between = True
-            elif t.upper == "AND":
-                if between:
-                    between = False
-                else:
-                    terms.append((first, i))
-                    first = i + 1
-    terms.append((first, stop))
-    return [
-        c
-        for a, b in terms
-        for c in (_conjuncts(tokens, a, b) if _wrapped(tokens, a, b) else [(a, b)])
-    ]
-
-
-def _wrapped(tokens: Sequence[Token], start: int, stop: int) -> bool:
-    """Whether one pair of parentheses encloses all of ``tokens[start:stop]``."""
-    if stop - start < 2 or tokens[start].text != "(" or tokens[stop - 1].text != ")":
-        return False
-    depth = 0
-    for i in range(start, stop):
-        t = tokens[i]
-        if t.kind is Kind.SYMBOL and t.text == "(":
-            depth += 1
-        elif t.kind is Kind.SYMBOL and t.text == ")":
-            depth -= 1
-            if depth == 0 and i < stop - 1:
-                return False
-    return True
-
-
-def _bound(
-    tokens: Sequence[Token],
-    start: int,
-    stop: int,
-    schema: Schema,
-    names: set[str],
-    tables: set[str],
-) -> Bound | None:
-    column, after = _column(tokens, start, stop, names, tables)
-    if column is not None:
-        return _bound_on(column, tokens, after, stop, schema)
-    # literal <op> column
-    for k in range(start, stop):
-        t = tokens[k]
-        if t.kind is Kind.SYMBOL and t.text in _COMPARISONS:
-            column, after = _column(tokens, k + 1, stop, names, tables)
-            if column is None or after != stop:
-                return None
-            return _bound_by(column, _MIRRORED[t.text], ((start, k),), schema)
-    return None
-
-
-def _column(
-    tokens: Sequence[Token], start: int, stop: int, names: set[str], tables: set[str]
-) -> tuple[str | None, int]:
-    """The column ``tokens[start:stop]`` starts with (``col`` or ``table.col``) and where
-    the tokens after it start."""
-    if (
-        stop - start >= 3
-        and tokens[start + 1].kind is Kind.SYMBOL
-        and tokens[start + 1].text == "."
-    ):
-        if tokens[start].identifier not in tables:
-            return None, start
-        name, after = tokens[start + 2].identifier, start + 3
-    elif stop > start:
-        name, after = tokens[start].identifier, start + 1
-    else:
-        return None, start
-    if name is None or name not in names or tokens[start].is_word("NOT"):
-        return None, start
-    return name, after
-
-
-def _bound_on(
-    column: str, tokens: Sequence[Token], start: int, stop: int, schema: Schema
-) -> Bound | None:
-    """The bound of ``column`` followed by ``tokens[start:stop]``."""
-    if start == stop:
-        return None
-    first = tokens[start]
-    if first.kind is Kind.SYMBOL and first.text in _COMPARISONS:
-        return _bound_by(column, first.text, ((start + 1, stop),), schema)
-    if first.is_word("IN"):
-        items = _list_items(tokens, start + 1, stop)
-        return None if items is None else _bound_by(column, "IN", items, schema)
-    if first.is_word("BETWEEN"):
-        ands = [k for k in range(start + 1, stop) if tokens[k].is_word("AND")]
-        if len(ands) != 1:
-            return None
-        literals = ((start + 1, ands[0]), (ands[0] + 1, stop))
-        return _bound_by(column, "BETWEEN", literals, schema)
-    return None
-
-
-def _bound_by(column: str, op: str, literals: tuple[tuple[int, int], ...], schema: Schema) -> Bound:
-    return Bound(column, op, literals, schema.column(column).type)
+    stops_early = query.limited and not (
+        query.nested or query.order_by or query.group_by or query.distinct
+    )
+    return Shape(table, columns, bounds, len(terms), read is not None, stops_early)
 
 
 _NONE: Any = object()
@@ -383,20 +185,3 @@ def _fits(value: int, typ: ColumnType) -> bool:
         else (-(2 ** (bits - 1)), 2 ** (bits - 1))
     )
     return bool(lo <= value < hi)
-
-
-def _list_items(
-    tokens: Sequence[Token], start: int, stop: int
-) -> tuple[tuple[int, int], ...] | None:
-    """Where the items of ``( item, ... )`` in ``tokens[start:stop]`` are."""
-    if not _wrapped(tokens, start, stop):
-        return None
-    items: list[tuple[int, int]] = []
-    first = start + 1
-    for i in range(start + 1, stop - 1):
-        t = tokens[i]
-        if t.kind is Kind.SYMBOL and t.text == ",":
-            items.append((first, i))
-            first = i + 1
-    items.append((first, stop - 1))
-    return tuple(items)

@@ -12,7 +12,7 @@ import pytest
 
 from gnomon.errors import InvalidArgument
 from node.engine.engine import Engine
-from node.sql import direct, fastpath, prescan
+from node.sql import direct, fastpath, prescan, select
 from node.sql.analysis import Analyses, Analysis, analyse
 from node.sql.executor import SqlExecutor
 from node.sql.lexer import tokenize
@@ -117,7 +117,9 @@ def test_a_query_of_a_kept_shape_gets_what_a_fresh_analysis_gives(sql: SqlExecut
         expected = prescan.analyse(tokens, "m", schema, mentions=len(fresh.plain))
         assert bound == expected
         checked["prescan"] += bool(bound.bounds)
-        planned = fastpath.plan(tokens, "m", schema, exact_where=expected.exact)
+        planned = fastpath.plan(
+            select.read(tokens), tokens, "m", schema, exact_where=expected.exact
+        )
         got = found.fast.bind(hit[1]) if bound.exact and found.fast is not None else None
         assert got == planned, (first, second)
         if planned is not None:

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pytest
 
 from node.engine.sst.reader import LocatedArrays
-from node.sql import direct, fastpath
+from node.sql import direct, fastpath, select
 from node.sql.executor import SqlExecutor
 from node.sql.lexer import tokenize
 from node.sql.prescan import analyse
@@ -46,7 +46,7 @@ def _plan(sql: SqlExecutor, query: str) -> fastpath.FastPath | None:
     tokens = tokenize(query)
     schema = sql.tables.engine.describe("m").schema
     p = analyse(tokens, "m", schema, mentions=1)
-    return fastpath.plan(tokens, "m", schema, exact_where=p.exact)
+    return fastpath.plan(select.read(tokens), tokens, "m", schema, exact_where=p.exact)
 
 
 def test_the_shape_taken(sql: SqlExecutor) -> None:

@@ -1,0 +1,107 @@
+"""The tree of a SELECT (node/sql/select.py): what it models, and what it marks for its
+readers to decline."""
+
+from __future__ import annotations
+
+import pytest
+
+from node.sql.lexer import tokenize
+from node.sql.select import Bucket, Call, Column, OrderKey, Select, Table, read
+
+
+def _read(sql: str) -> Select:
+    return read(tokenize(sql))
+
+
+def test_items_from_group_order_and_limit() -> None:
+    sql = (
+        "SELECT date_bin(INTERVAL '5 minutes', m.ts) AS b, max(v) AS hi, count(*) AS k, host, "
+        "v + 1 AS w FROM m WHERE ts >= 0 GROUP BY b ORDER BY b DESC NULLS LAST LIMIT 3;"
+    )
+    tokens = tokenize(sql)
+    tree = read(tokens)
+    bucket, hi, k, host, w = tree.items
+    assert bucket.expression == Bucket(4, Column("ts", "m")) and bucket.alias == "b"
+    assert tokens[4].text == "5 minutes"
+    assert (hi.expression, hi.alias) == (Call("max", Column("v")), "hi")
+    assert (k.expression, k.alias) == (Call("count", None), "k")
+    assert (host.expression, host.alias) == (Column("host"), None)
+    assert (w.expression, w.alias) == (None, "w")
+    assert tree.tables == (Table("m", None),)
+    assert tree.group_by == (Column("b"),)
+    assert tree.order_by == (OrderKey(Column("b"), True, False),)
+    assert tree.limited and tree.limit_at is not None and tokens[tree.limit_at].text == "3"
+    assert not (tree.nested or tree.other or tree.distinct or tree.star)
+    assert tree.from_alone("m") == Table("m", None) and tree.from_alone("n") is None
+
+
+def test_where_terms() -> None:
+    sql = (
+        "SELECT v FROM m AS x WHERE (5 <= x.n AND (v BETWEEN -1.5 AND 2)) AND host IN ('a', 'b')"
+        " AND ts < to_timestamp_millis(9) AND lower(host) = 'a' AND v > n"
+    )
+    tokens = tokenize(sql)
+    tree = read(tokens)
+    assert tree.tables == (Table("m", "x"),)
+    tests = [term.test for term in tree.where]
+    assert tests[4:] == [None, None]
+    n, v, host, ts = tests[:4]
+    assert n is not None and (n.column, n.op) == (Column("n", "x"), ">=")
+    assert v is not None and (v.column, v.op, len(v.literals)) == (Column("v"), "BETWEEN", 2)
+    assert host is not None and [tokens[a].text for a, _ in host.literals] == ["a", "b"]
+    assert ts is not None and (ts.column, ts.op) == (Column("ts"), "<")
+    a, b = ts.literals[0]
+    assert [t.text for t in tokens[a:b]] == ["to_timestamp_millis", "(", "9", ")"]
+
+
+@pytest.mark.parametrize(
+    "where", ["host = 'a' OR v > 1", "(host = 'a' OR v > 1)", "host NOT IN ('a')", "v > 1 + 1"]
+)
+def test_terms_it_holds_opaque(where: str) -> None:
+    (term,) = _read(f"SELECT v FROM m WHERE {where}").where
+    assert term.test is None
+
+
+@pytest.mark.parametrize(
+    ("sql", "nested", "other", "tables"),
+    [
+        ("SELECT v FROM m JOIN n ON m.a = n.a", False, False, None),
+        ("SELECT v FROM (SELECT v FROM m)", True, False, None),
+        ("SELECT v FROM m WHERE v IN (SELECT v FROM n)", True, False, None),
+        ("SELECT v FROM m UNION ALL SELECT v FROM n", True, False, None),
+        ("WITH x AS (SELECT 1) SELECT * FROM x", True, False, None),
+        ("SELECT v FROM m VERSION AS OF 3", False, False, None),
+        ("SELECT v FROM m, n", False, False, (Table("m", None), Table("n", None))),
+        ("SELECT host FROM m GROUP BY host HAVING count(*) > 1", False, True, ()),
+        ("SELECT v FROM m LIMIT 1 + 1", False, True, ()),
+        ("SELECT v FROM m LIMIT 1 OFFSET 2", False, False, ()),
+        ("SELECT v FROM m; SELECT v FROM m", True, True, None),
+    ],
+)
+def test_what_it_does_not_model_is_marked(
+    sql: str, nested: bool, other: bool, tables: tuple[Table, ...] | None
+) -> None:
+    tree = _read(sql)
+    assert (tree.nested, tree.other) == (nested, other)
+    if tables == ():
+        assert tree.tables is not None
+    else:
+        assert tree.tables == tables
+
+
+def test_clause_words_inside_expressions_start_no_clause() -> None:
+    tree = _read(
+        "SELECT extract(hour FROM ts) AS h FROM m WHERE a IS NOT DISTINCT FROM b "
+        "AND v > 1 ORDER BY h"
+    )
+    assert tree.tables == (Table("m", None),)
+    assert [term.test is not None for term in tree.where] == [False, True]
+    assert tree.order_by == (OrderKey(Column("h"), False, None),)
+
+
+def test_names_and_stars_of_the_whole_statement() -> None:
+    tree = _read("SELECT count(*) AS k FROM m WHERE v IN (SELECT n FROM other)")
+    assert {"k", "m", "v", "n", "other"} <= tree.names
+    assert not tree.star
+    assert _read("SELECT m.* FROM m").star
+    assert _read("SELECT v FROM m NATURAL JOIN n").star
