@@ -23,7 +23,8 @@ from gnomon.errors import InvalidArgument
 from gnomon.store.api import StructuredStore
 from gnomon.wal.api import Wal
 from node.engine.compaction.offload import Offload
-from node.engine.engine import Engine, EngineConfig
+from node.engine.config import EngineConfig
+from node.engine.engine import Engine
 from node.engine.placement import TablePlacer
 from node.engine.shard import STANDALONE_SHARD
 from objectstore.api import ObjectStore

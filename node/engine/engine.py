@@ -7,11 +7,10 @@ import contextlib
 import logging
 import os
 import shutil
-import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Literal, cast
+from dataclasses import replace
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,16 +22,16 @@ from gnomon.errors import (
     InvalidArgument,
     NotFound,
     NotOwner,
-    Unavailable,
 )
 from gnomon.store.api import StructuredStore, TableContext
-from gnomon.wal.api import FollowableWal, Wal
+from gnomon.wal.api import Wal
 from node.engine import fences
 from node.engine.bounds import Bounds
 from node.engine.catalog import Catalog, TableInfo
 from node.engine.compaction.compactor import Compactor
 from node.engine.compaction.offload import Offload
 from node.engine.compaction.scheduler import CompactionScheduler
+from node.engine.config import EngineConfig
 from node.engine.fences import UNFENCED, ShardFences
 from node.engine.follow import FollowedShard, FollowerGuard
 from node.engine.gc import GcReport, collect
@@ -46,121 +45,15 @@ from node.engine.revisions import Revisions
 from node.engine.scan import Order, Scan, ScanRequest
 from node.engine.schema import Column, Schema
 from node.engine.shard import ShardGuard
+from node.engine.shards import Served, Shards
 from node.engine.splits import time_splits, window_rows
 from node.engine.sst.reader import SstFiles
 from node.engine.stats import EngineStats
 from node.engine.table import Pinned, Table
+from node.engine.workers import Flusher, Periodic
 from objectstore.api import ObjectStore
 
 log = logging.getLogger("gnomon.engine")
-
-
-@dataclass
-class _OpenShard:
-    guard: ShardGuard
-    tables: set[str]
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    data_dir: str
-    wal_sync: Literal["always", "never"] = "always"
-    #: Largest single write accepted, in bytes of Arrow data.
-    max_write_bytes: int = 256 * 1024**2
-    #: Immutable memtables a table may hold before writers wait for flushes.
-    max_immutables: int = 4
-    flush_threads: int = 1
-    #: Flush every memtable on close, so the next open replays nothing.
-    flush_on_close: bool = True
-    #: Background compaction workers (the concurrency limit); 0 disables background runs.
-    compaction_threads: int = 1
-    #: Every table's compaction is also looked at every this many seconds (and on open), not
-    #: only after flushes: a window turns cold while nothing is written; 0 disables it.
-    compaction_check_interval_s: float = 60.0
-    #: Background garbage collection every this many seconds; 0 disables it.
-    gc_interval_s: float = 300.0
-    #: Unreferenced files younger than this are kept: a scan or an uncommitted flush or
-    #: compaction may still be using them.
-    gc_grace_ms: int = 600_000
-    #: Memory for decoded column chunks of SSTs that scans read again without decoding (see
-    #: :mod:`node.engine.sst.decoded`); 0 keeps none.
-    decoded_cache_bytes: int = 512 * 1024**2
-    #: Memory for what scans derive from SST files: footers, statistics, series directories,
-    #: tombstones (see :mod:`node.engine.sst.cache`).
-    file_cache_bytes: int = 128 * 1024**2
-
-
-class _Flusher:
-    """Background flush workers: tables ask for a flush, a worker flushes until the table has
-    no immutable memtable left. A failed flush is retried with backoff; the memtable and its
-    WAL records stay until it succeeds, so nothing is lost meanwhile."""
-
-    def __init__(self, threads: int) -> None:
-        self._pending: list[Table] = []
-        self._cond = threading.Condition()
-        self._stop = False
-        self._workers = [
-            threading.Thread(target=self._run, name=f"gnomon-flush-{i}", daemon=True)
-            for i in range(threads)
-        ]
-        for w in self._workers:
-            w.start()
-
-    def request(self, table: Table) -> None:
-        with self._cond:
-            if table not in self._pending:
-                self._pending.append(table)
-            self._cond.notify()
-
-    def _run(self) -> None:
-        backoff = 0.1
-        while True:
-            with self._cond:
-                while not self._pending and not self._stop:
-                    self._cond.wait()
-                if self._stop:
-                    return
-                table = self._pending.pop(0)
-            try:
-                while table.flush_next():
-                    pass
-                backoff = 0.1
-            except Exception as e:  # keep the worker alive; the table keeps its memtable
-                table.last_flush_error = e
-                log.error("flush failed; will retry", extra={"table": table.name, "error": repr(e)})
-                with self._cond:
-                    self._cond.wait(backoff)
-                    backoff = min(backoff * 2, 30.0)
-                self.request(table)
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stop = True
-            self._cond.notify_all()
-        for w in self._workers:
-            w.join(timeout=60)
-
-
-class _Periodic:
-    """Runs ``fn`` every ``interval_s`` seconds on a daemon thread until stopped."""
-
-    def __init__(self, interval_s: float, fn: Callable[[], object], *, name: str) -> None:
-        self._interval_s = interval_s
-        self._fn = fn
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        if interval_s > 0:
-            self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-            self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            self._fn()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=60)
 
 
 class Engine:
@@ -191,44 +84,38 @@ class Engine:
             file_bytes=config.file_cache_bytes,
         )
         self.catalog = Catalog(meta)
-        self._fences = ShardFences(meta)
-        self._released = ReleasedTables(meta)
-        #: Shards let go of while the meta service moves them elsewhere: not opened again
-        #: here until :meth:`unhold` (a deposed owner is fenced anyway; this keeps it quiet).
-        self._held: set[int] = set()
-        #: Shards followed here (read-only, fed from their leaders' logs), by id.
-        self._followed: dict[int, FollowedShard] = {}
         self.manifest = Manifest(meta, table_name=self._table_name, fence=self._check_fence)
-        self._flusher = _Flusher(config.flush_threads)
+        self._flusher = Flusher(config.flush_threads)
         self._scheduler = CompactionScheduler(config.compaction_threads)
-        self._tables: dict[str, Table] = {}
-        self._compactors: dict[str, Compactor] = {}
-        #: The shards open here, by id: their guards and the names of their tables.
-        self._shards: dict[int, _OpenShard] = {}
-        #: The guard of every table opened here, by table id, kept after its shard closes:
-        #: a flush or compaction finishing late is fenced at the epoch it was opened with.
-        self._guards: dict[int, ShardGuard] = {}
-        self._lock = threading.RLock()
+        self._served = Served()
+        self._lifecycle = Shards(
+            self._served,
+            catalog=self.catalog,
+            wal=wal,
+            fences=ShardFences(meta),
+            released=ReleasedTables(meta),
+            open_table=self._open_table,
+            new_table=self._new_table,
+            on_opened=self._on_opened,
+            flush_on_close=config.flush_on_close,
+        )
         self._closed = False
         #: Revisioned batch ingest (reserve / stage / commit / abort), see revisions.py.
-        self.revisions = Revisions(meta, table=self.table, by_id=self._table_by_id)
+        self.revisions = Revisions(meta, table=self.table, by_id=self._served.by_id)
         #: Snapshots held for outside readers (Spark jobs), kept from garbage collection.
         self.leases = SnapshotLeases()
-        self._gc = _Periodic(config.gc_interval_s, self._gc_quietly, name="gnomon-gc")
-        self._compaction_check = _Periodic(
+        self._gc = Periodic(config.gc_interval_s, self._gc_quietly, name="gnomon-gc")
+        self._compaction_check = Periodic(
             config.compaction_check_interval_s,
             self._request_compactions,
             name="gnomon-compaction-check",
         )
 
     def _table_name(self, table_id: int) -> str | None:
-        table = self._table_by_id(table_id)
+        table = self._served.by_id(table_id)
         return None if table is None else table.name
 
-    def _table_by_id(self, table_id: int) -> Table | None:
-        return next((t for t in self._tables.values() if t.table_id == table_id), None)
-
-    # -- shards ----------------------------------------------------------------------------------
+    # -- shards (node/engine/shards.py) ---------------------------------------------------------
 
     def open_shard(
         self,
@@ -238,173 +125,46 @@ class Engine:
         table_ids: Iterable[int] | None = None,
         lease: Callable[[], bool] | None = None,
     ) -> list[str]:
-        """Serve shard ``shard_id``: take its fence at ``epoch`` (Fenced if a later epoch
-        holds it), open its WAL region and its tables (``table_ids``; every table of the
-        catalog when None, as in standalone) and replay each from its flushed sequence.
-        ``lease`` says whether writes may still be acknowledged (see :class:`ShardGuard`).
-        For a shard already open at ``epoch``, opens those of ``table_ids`` not yet open
-        (tables created on the shard since). Returns the names of the tables opened."""
+        """See :meth:`Shards.open`."""
         self._check_open()
-        with self._lock:
-            if shard_id in self._held:
-                raise NotOwner(f"shard {shard_id} is moving off this node", shard_id=shard_id)
-            held = self._shards.get(shard_id)
-            if held is not None and held.guard.epoch != epoch:
-                raise Conflict(
-                    f"shard {shard_id} is open here at epoch {held.guard.epoch}; "
-                    f"close it before opening it at epoch {epoch}"
-                )
-            if held is None:
-                self._fences.take(shard_id, epoch)
-            # A follower promoted: its tables keep what they applied and replay the rest.
-            adopted = self._stop_following(shard_id) if held is None else {}
-            present = set() if held is None else held.tables
-            # One read of the releases serves both the tables kept closed and those arriving.
-            released = self._released.all()
-            wanted = (
-                None if table_ids is None else {t for t in table_ids if released.get(t) != shard_id}
-            )
-            infos = [
-                i
-                for i in self.catalog.list()
-                if (wanted is None or i.table_id in wanted) and i.name not in present
-            ]
-            missing = (
-                (wanted or set())
-                - {i.table_id for i in infos}
-                - {self._tables[n].table_id for n in present}
-            )
-            if missing:
-                raise NotFound(f"shard {shard_id}: tables {sorted(missing)} are not in the catalog")
-            clash = sorted(i.name for i in infos if i.name in self._tables)
-            if clash:
-                raise Conflict(f"shard {shard_id}: tables {clash} are open in another shard")
-            guard = ShardGuard(shard_id, epoch, lease=lease) if held is None else held.guard
-            if held is None:
-                self._wal.open_region(shard_id, epoch)
-            opened: list[Table] = []
-            try:
-                for info in infos:
-                    table = self._open_table(info, guard, adopted.pop(info.table_id, None))
-                    opened.append(table)
-                    table.recover()
-            except BaseException:
-                for table in opened:
-                    table.close()
-                    self._compactors.pop(table.name).close()
-                if held is None:
-                    self._wal.close_region(shard_id)
-                raise
-            for table in opened:
-                self._tables[table.name] = table
-            arrived = [t.table_id for t in opened if t.table_id in released]
-            if arrived:
-                self._released.remove(table_ids=arrived)
-            if held is None:
-                self._shards[shard_id] = _OpenShard(guard, {t.name for t in opened})
-            else:
-                held.tables.update(t.name for t in opened)
-        self.revisions.recover()
-        if self.config.compaction_check_interval_s > 0:
-            for table in opened:
-                self._request_compaction(table)
-        log.info(
-            "opened shard",
-            extra={"shard": shard_id, "epoch": epoch, "tables": len(opened)},
-        )
-        return sorted(t.name for t in opened)
+        return self._lifecycle.open(shard_id, epoch=epoch, table_ids=table_ids, lease=lease)
 
     def close_shard(self, shard_id: int) -> bool:
-        """Stop serving a shard: refuse its writes, flush its tables (so the next owner
-        replays little), close them and its WAL region. False if it was not open."""
-        with self._lock:
-            shard = self._shards.pop(shard_id, None)
-            if shard is None:
-                return False
-            shard.guard.close()
-            tables = [self._tables.pop(name) for name in sorted(shard.tables)]
-        self._let_go(tables)
-        self._wal.close_region(shard_id)
-        log.info("closed shard", extra={"shard": shard_id, "tables": len(tables)})
-        return True
+        """See :meth:`Shards.close`."""
+        return self._lifecycle.close(shard_id)
 
     def release(self, shard_id: int, epoch: int, table_ids: Collection[int] | None) -> list[str]:
-        """Let go of what the meta service is about to move: the whole shard (``table_ids``
-        None; a migration) or some of its tables (a split or merge re-homes them). Each is
-        flushed and closed, new writes answered NotOwner (retried at the new home), and it is
-        not opened in this shard again until :meth:`unhold`. The names let go of."""
-        with self._lock:
-            shard = self._shards.get(shard_id)
-            if shard is not None and epoch < shard.guard.epoch:
-                raise Conflict(
-                    f"shard {shard_id} is open here at epoch {shard.guard.epoch}, "
-                    f"not {epoch}: the release request is stale"
-                )
-            if table_ids is None:
-                self._held.add(shard_id)
-        moving = NotOwner(f"shard {shard_id} is being moved: try its new home", shard_id=shard_id)
-        if table_ids is None:
-            names = [] if shard is None else sorted(shard.tables)
-            with self._lock:
-                tables = [self._tables[n] for n in names if n in self._tables]
-            # Writes logged before this are flushed below, so they are acknowledged.
-            for table in tables:
-                table.stop_writes(moving)
-            self.close_shard(shard_id)
-            return names
-        # Recorded first: a restart in the middle must not reopen them here while the move
-        # goes on (their rows written since would stay in a log their new shard never reads).
-        self._released.add(shard_id, table_ids)
-        with self._lock:
-            tables = []
-            if shard is not None:
-                for name in sorted(shard.tables):
-                    if self._tables[name].table_id in table_ids:
-                        shard.tables.discard(name)
-                        tables.append(self._tables.pop(name))
-        for table in tables:
-            table.stop_writes(moving)
-        self._let_go(tables, strict=True)
-        log.info("released tables", extra={"shard": shard_id, "tables": len(tables)})
-        return [t.name for t in tables]
+        """See :meth:`Shards.release`."""
+        return self._lifecycle.release(shard_id, epoch, table_ids)
 
     def unhold(self, shard_id: int) -> None:
-        """The meta service's move of (tables of) ``shard_id`` is over: open it as it says."""
-        with self._lock:
-            self._held.discard(shard_id)
-        self._released.remove(shard_id=shard_id)
+        """See :meth:`Shards.unhold`."""
+        self._lifecycle.unhold(shard_id)
 
     def held(self) -> set[int]:
-        """Shards that are, or have tables, let go of until a move ends."""
-        with self._lock:
-            held = set(self._held)
-        return held | self._released.shards()
-
-    def _let_go(self, tables: Sequence[Table], *, strict: bool = False) -> None:
-        """Flush and close tables taken out of service. ``strict``: a failed flush is raised
-        (the rows are in a log the table's next shard does not replay) after closing them."""
-        with self._lock:
-            compactors = [self._compactors.pop(t.name) for t in tables]
-        for compactor in compactors:
-            compactor.close()
-        failed: Exception | None = None
-        for table in tables:
-            if self.config.flush_on_close or strict:
-                try:
-                    table.flush()
-                except Exception as e:  # the WAL region keeps the rows
-                    failed = failed or e
-                    log.error(
-                        "flush on release failed", extra={"table": table.name, "error": repr(e)}
-                    )
-            table.close()
-        if strict and failed is not None:
-            raise Unavailable(f"flushing tables before their move failed: {failed}") from failed
+        """See :meth:`Shards.held`."""
+        return self._lifecycle.held()
 
     def shards(self) -> dict[int, int]:
         """The shards open here: id -> epoch."""
-        with self._lock:
-            return {sid: s.guard.epoch for sid, s in self._shards.items()}
+        return self._lifecycle.epochs()
+
+    def follow_shard(self, shard_id: int, *, table_ids: Iterable[int], leader: str) -> list[str]:
+        """See :meth:`Shards.follow`."""
+        self._check_open()
+        return self._lifecycle.follow(shard_id, table_ids=table_ids, leader=leader)
+
+    def unfollow_shard(self, shard_id: int) -> bool:
+        """See :meth:`Shards.unfollow`."""
+        return self._lifecycle.unfollow(shard_id)
+
+    def followed(self) -> dict[int, FollowedShard]:
+        """The shards followed here, by id."""
+        return self._lifecycle.followed()
+
+    def follower_table(self, name: str) -> Table:
+        """See :meth:`Shards.follower_table`."""
+        return self._lifecycle.follower_table(name)
 
     def shard_of(self, name: str) -> int:
         """The shard table ``name`` is served in."""
@@ -412,7 +172,7 @@ class Engine:
 
     def _check_fence(self, ctx: TableContext, table_id: int) -> None:
         # Not the open tables: close_shard flushes its tables after taking them out.
-        guard = self._guards.get(table_id)
+        guard = self._served.guards.get(table_id)
         if guard is not None:
             fences.check(ctx, guard.shard_id, guard.epoch)
 
@@ -429,8 +189,8 @@ class Engine:
                 followed.close()
             table = self._new_table(info, guard)
         run = None if self.offload is None else self.offload.runner(table)
-        self._compactors[info.name] = Compactor(table, run=run)
-        self._guards[info.table_id] = guard
+        self._served.compactors[info.name] = Compactor(table, run=run)
+        self._served.guards[info.table_id] = guard
         return table
 
     def _new_table(self, info: TableInfo, guard: ShardGuard) -> Table:
@@ -451,79 +211,21 @@ class Engine:
             max_write_bytes=self.config.max_write_bytes,
         )
 
-    # -- followed shards -------------------------------------------------------------------------
-
-    def follow_shard(self, shard_id: int, *, table_ids: Iterable[int], leader: str) -> list[str]:
-        """Follow shard ``shard_id``, led by ``leader``: read-only copies of its tables
-        (``table_ids``) fed from its WAL region (``node/engine/follow.py``). Followed already
-        with these tables: only the leader is updated; with others: followed anew. The names
-        of the tables it follows."""
-        self._check_open()
-        wal = self._wal
-        if not isinstance(wal, FollowableWal):
-            raise InvalidArgument(
-                "following a shard needs a WAL other nodes can read (a Kafka WAL, kafka://)"
-            )
-        wanted = set(table_ids)
-        with self._lock:
-            if shard_id in self._shards:
-                raise Conflict(f"shard {shard_id} is led here; it cannot be followed too")
-            current = self._followed.get(shard_id)
-            if current is not None and set(current.tables) == wanted:
-                for table in current.tables.values():
-                    cast(FollowerGuard, table.guard).leader = leader
-                return sorted(current.by_name())
-        if current is not None:
-            self.unfollow_shard(shard_id)
-        infos = [i for i in self.catalog.list() if i.table_id in wanted]
-        guard = FollowerGuard(shard_id, leader)
-        followed = FollowedShard(
-            shard_id, wal, {i.table_id: self._new_table(i, guard) for i in infos}
-        )
-        with self._lock:
-            self._followed[shard_id] = followed
-        log.info(
-            "following shard", extra={"shard": shard_id, "leader": leader, "tables": len(infos)}
-        )
-        return sorted(followed.by_name())
-
-    def unfollow_shard(self, shard_id: int) -> bool:
-        """Stop following a shard and close its copies; False if it was not followed."""
-        with self._lock:
-            followed = shard_id in self._followed
-        for table in self._stop_following(shard_id).values():
-            table.close()
-        return followed
-
-    def _stop_following(self, shard_id: int) -> dict[int, Table]:
-        with self._lock:
-            followed = self._followed.pop(shard_id, None)
-        return {} if followed is None else followed.stop()
-
-    def followed(self) -> dict[int, FollowedShard]:
-        """The shards followed here, by id."""
-        with self._lock:
-            return dict(self._followed)
-
-    def follower_table(self, name: str) -> Table:
-        """The follower copy of table ``name`` (for follower reads); NotOwner if this node
-        follows no shard holding it."""
-        with self._lock:
-            for followed in self._followed.values():
-                table = followed.by_name().get(name)
-                if table is not None:
-                    return table
-        raise NotOwner(f"table {name!r} is not followed on this node")
+    def _on_opened(self, opened: list[Table]) -> None:
+        self.revisions.recover()
+        if self.config.compaction_check_interval_s > 0:
+            for table in opened:
+                self._request_compaction(table)
 
     def _request_compaction(self, table: Table) -> None:
         if table.info.options.enable_compaction:
-            compactor = self._compactors.get(table.name)
+            compactor = self._served.compactors.get(table.name)
             if compactor is not None and compactor.table is table:
                 self._scheduler.request(compactor)
 
     def _request_compactions(self) -> None:
-        with self._lock:
-            tables = list(self._tables.values())
+        with self._served.lock:
+            tables = list(self._served.tables.values())
         for table in tables:
             self._request_compaction(table)
 
@@ -533,8 +235,8 @@ class Engine:
 
     def table(self, name: str) -> Table:
         self._check_open()
-        with self._lock:
-            t = self._tables.get(name)
+        with self._served.lock:
+            t = self._served.tables.get(name)
         return self._elsewhere(name) if t is None else t
 
     def _elsewhere(self, name: str) -> Table:
@@ -543,8 +245,8 @@ class Engine:
         placed = self._placer.locate(name)
         if placed is None:
             raise NotFound(f"table {name!r} does not exist")
-        with self._lock:
-            shard = self._shards.get(placed.shard_id)
+        with self._served.lock:
+            shard = self._served.shards.get(placed.shard_id)
         if shard is not None and placed.table_id is not None:
             # A stale route may name the shard the table just left for another one open here:
             # then it is open by now, or about to be (NotOwner below retries).
@@ -552,8 +254,8 @@ class Engine:
                 self.open_shard(
                     placed.shard_id, epoch=shard.guard.epoch, table_ids=[placed.table_id]
                 )
-            with self._lock:
-                t = self._tables.get(name)
+            with self._served.lock:
+                t = self._served.tables.get(name)
             if t is not None:
                 return t
         owner = placed.owner or "no node yet"
@@ -595,15 +297,15 @@ class Engine:
             if shard_id not in self.shards() and table_id is not None:
                 self.define_table(name, schema, options, table_id=table_id)
                 return self.catalog.get(name)
-        with self._lock:
-            opened = self._tables.get(name)
+        with self._served.lock:
+            opened = self._served.tables.get(name)
             if opened is not None and table_id is not None and opened.table_id == table_id:
                 return opened.info  # placed by this call, opened by the shard's keeper since
             # Another creator of the same name may have won meanwhile.
             existing = self._existing(name, if_not_exists)
             if existing is not None:
                 return existing
-            shard = self._shards.get(shard_id)
+            shard = self._served.shards.get(shard_id)
             if shard is None:
                 raise NotOwner(f"shard {shard_id} is not open on this node", shard_id=shard_id)
             shard.guard.check()
@@ -615,14 +317,14 @@ class Engine:
                 # definition, between the placement and this.
                 self.define_table(name, schema, options, table_id=table_id)
                 info = self.catalog.get(name)
-            self._tables[name] = self._open_table(info, shard.guard)
+            self._served.tables[name] = self._open_table(info, shard.guard)
             shard.tables.add(name)
             log.info("created table", extra={"table": name, "table_id": info.table_id})
             return info
 
     def _existing(self, name: str, if_not_exists: bool) -> TableInfo | None:
-        with self._lock:
-            table = self._tables.get(name)
+        with self._served.lock:
+            table = self._served.tables.get(name)
         if table is None:
             return None
         if if_not_exists:
@@ -657,8 +359,8 @@ class Engine:
             if if_exists:
                 return False
             raise
-        with self._lock:
-            table = self._tables.get(name)
+        with self._served.lock:
+            table = self._served.tables.get(name)
             if table is None:
                 if if_exists:
                     return False
@@ -668,12 +370,12 @@ class Engine:
             self._placer.unplace(name)
             table.close()
             info = self.catalog.drop(name)
-            del self._tables[name]
-            self._shards[table.guard.shard_id].tables.discard(name)
-            compactor = self._compactors.pop(name)
+            del self._served.tables[name]
+            self._served.shards[table.guard.shard_id].tables.discard(name)
+            compactor = self._served.compactors.pop(name)
         compactor.close()
         self.manifest.drop_table(info.table_id)
-        self._guards.pop(info.table_id, None)
+        self._served.guards.pop(info.table_id, None)
         self.revisions.forget(info.table_id)
         region = table.guard.region
         self._wal.mark_deleted(region, info.table_id, self._wal.last_seq(region, info.table_id))
@@ -697,8 +399,8 @@ class Engine:
     def stats(self) -> EngineStats:
         """Figures of every open table now (empty once the engine is closed, so a metrics
         scrape racing shutdown needs no special case)."""
-        with self._lock:
-            tables = [] if self._closed else list(self._tables.values())
+        with self._served.lock:
+            tables = [] if self._closed else list(self._served.tables.values())
         return EngineStats(
             tuple(sorted((t.stats() for t in tables), key=lambda s: s.name)),
             self._sst_files.decoded.stats(),
@@ -708,10 +410,10 @@ class Engine:
     def list_tables(self, *, follower: bool = False) -> list[str]:
         """The tables served here (with ``follower``, those followed here too)."""
         self._check_open()
-        with self._lock:
-            names = set(self._tables)
+        with self._served.lock:
+            names = set(self._served.tables)
             if follower:
-                for followed in self._followed.values():
+                for followed in self._served.followed.values():
                     names.update(followed.by_name())
             return sorted(names)
 
@@ -881,7 +583,7 @@ class Engine:
         recorded as the table's next schema version. Existing rows read a new column as its
         default (or null); a new ``segment_duration`` applies to data flushed from now on."""
         self._check_open()
-        with self._lock:
+        with self._served.lock:
             table = self.table(name)
             info = table.info
             schema = info.schema.with_columns(add_columns)
@@ -902,12 +604,12 @@ class Engine:
         """Compact the table now (synchronously) until the picker finds nothing more; returns
         how many SSTs it merged away (files removed minus files written)."""
         self.table(name)
-        return self._compactors[name].compact()
+        return self._served.compactors[name].compact()
 
     def compactor(self, name: str) -> Compactor:
         """The table's compactor (plan, run and commit steps one at a time)."""
         self.table(name)
-        return self._compactors[name]
+        return self._served.compactors[name]
 
     def wait_for_compactions(self, timeout_s: float = 60.0) -> bool:
         """Wait until background compaction is idle; False on timeout."""
@@ -918,12 +620,12 @@ class Engine:
         (including orphans of failed flushes and compactions) that are past the grace period,
         for one table or all. Also runs every ``gc_interval_s`` in the background."""
         self._check_open()
-        with self._lock:
-            tables = [self.table(name)] if name else list(self._tables.values())
+        with self._served.lock:
+            tables = [self.table(name)] if name else list(self._served.tables.values())
         report = GcReport()
         now = int(time.time() * 1000)
         for t in tables:
-            compactor = self._compactors.get(t.name)
+            compactor = self._served.compactors.get(t.name)
             report.add(
                 collect(
                     t.table_id,
@@ -949,7 +651,7 @@ class Engine:
 
     def flush(self, name: str | None = None) -> None:
         """Flush one table (or all) synchronously."""
-        tables = [self.table(name)] if name else list(self._tables.values())
+        tables = [self.table(name)] if name else list(self._served.tables.values())
         for t in tables:
             t.flush()
 
@@ -958,13 +660,13 @@ class Engine:
             return
         self._gc.stop()
         self._compaction_check.stop()
-        for shard_id in list(self._followed):
+        for shard_id in list(self._served.followed):
             self.unfollow_shard(shard_id)
         # A compaction in progress finishes (or is discarded) before its table closes.
         self._scheduler.stop()
         try:
             if self.config.flush_on_close:
-                for t in list(self._tables.values()):
+                for t in list(self._served.tables.values()):
                     try:
                         t.flush()
                     except Exception as e:  # the WAL still holds the rows; next open replays
@@ -973,9 +675,9 @@ class Engine:
                         )
         finally:
             self._closed = True
-            for shard in self._shards.values():
+            for shard in self._served.shards.values():
                 shard.guard.close()
-            for t in self._tables.values():
+            for t in self._served.tables.values():
                 t.close()
             self._flusher.stop()
             self._sst_files.decoded.close()

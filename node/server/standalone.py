@@ -25,7 +25,8 @@ from node.cluster.figures import QUERY_ENDPOINTS, Figures
 from node.cluster.ingest_forward import ForwardingIngestor, Owners
 from node.cluster.placement import LocalPlacement, Placement
 from node.cluster.router import Router
-from node.engine.engine import Engine, EngineConfig
+from node.engine.config import EngineConfig
+from node.engine.engine import Engine
 from node.engine.stats import CacheStats
 from node.ingest.writer import Ingestor
 from node.partition.ingest import PartitionedRows

@@ -69,7 +69,7 @@ def test_the_decoded_cache_budget_reaches_the_engine(tmp_path: Path) -> None:
 
 
 def test_the_decoded_cache_default_is_the_engines() -> None:
-    from node.engine.engine import EngineConfig
+    from node.engine.config import EngineConfig
 
     assert StandaloneConfig().decoded_cache_bytes == EngineConfig.decoded_cache_bytes
 

@@ -26,7 +26,8 @@ from node.cluster.keeper import ShardKeeper
 from node.cluster.lease import LeaseClock
 from node.cluster.placer import MetaPlacer
 from node.cluster.routes import RouteCache
-from node.engine.engine import Engine, EngineConfig
+from node.engine.config import EngineConfig
+from node.engine.engine import Engine
 from node.engine.options import TableOptions
 from objectstore.local import LocalObjectStore
 from tests.engine.conftest import CPU, cpu_batch

@@ -11,7 +11,8 @@ from typing import BinaryIO
 import pyarrow as pa
 
 from gnomon.store.sqlite import SqliteStore
-from node.engine.engine import Engine, EngineConfig
+from node.engine.config import EngineConfig
+from node.engine.engine import Engine
 from node.engine.shard import STANDALONE_SHARD
 from node.wal.disk import DiskWal
 from objectstore.api import ObjectMeta

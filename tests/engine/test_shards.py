@@ -19,7 +19,8 @@ from gnomon.devcluster.brokers import running_tansu
 from gnomon.errors import Closed, Conflict, Fenced, NotFound, NotOwner, Unavailable
 from gnomon.store.sqlite import SqliteStore
 from gnomon.wal.api import Ticket, Wal
-from node.engine.engine import Engine, EngineConfig
+from node.engine.config import EngineConfig
+from node.engine.engine import Engine
 from node.engine.fences import ShardFences
 from node.engine.options import TableOptions
 from node.wal.disk import DiskWal

@@ -22,7 +22,8 @@ from gnomon.devcluster.brokers import Broker, running_tansu
 from gnomon.errors import Conflict, Corrupted, Fenced, Unavailable
 from gnomon.store.sqlite import SqliteStore
 from gnomon.wal.api import WalRecord
-from node.engine.engine import Engine, EngineConfig
+from node.engine.config import EngineConfig
+from node.engine.engine import Engine
 from objectstore.local import LocalObjectStore
 from wal_kafka import KafkaWal
 from wal_kafka.frame import Fence, decode, decode_record, encode_group, encode_marker
