@@ -3,8 +3,10 @@
 HoraeDB's options are taken under HoraeDB's names and values: those gnomon has a meaning for
 set it (segment_duration, update_mode, write_buffer_size, ttl, enable_ttl,
 num_rows_per_row_group, compression, compaction_strategy and its thresholds, storage_format);
-the rest (:data:`_IGNORED`: arena_block_size, memtable_type, ...) are checked and dropped, and
-SHOW CREATE TABLE prints none of them but memtable_type, whose value is gnomon's own.
+the rest (:data:`_IGNORED`: arena_block_size, memtable_type, ...) are checked and dropped.
+SHOW CREATE TABLE prints HoraeDB's option set with gnomon's values (memtable_type is
+gnomon's own; arena_block_size, which gnomon has no equivalent of, is left out) and
+gnomon's own options only where a table sets them away from their default.
 """
 
 from __future__ import annotations
@@ -295,8 +297,14 @@ class TableOptions:
         return replace(self, **changes)
 
     def to_strings(self) -> dict[str, str]:
-        """The SQL-style form, as SHOW CREATE TABLE prints it: by name, as HoraeDB's."""
-        out = {key: fmt(getattr(self, name)) for key, (name, _, fmt) in _OPTIONS.items()}
+        """The SQL-style form, as SHOW CREATE TABLE prints it, sorted by name: HoraeDB's
+        option set (:data:`_PRINTED`) with gnomon's values, and gnomon's other options
+        where they differ from their default (so the statement makes the same table)."""
+        out = {
+            key: fmt(getattr(self, name))
+            for key, (name, _, fmt) in _OPTIONS.items()
+            if key in _PRINTED or getattr(self, name) != getattr(_DEFAULTS, name)
+        }
         out["memtable_type"] = MEMTABLE_TYPE
         return dict(sorted(out.items()))
 
@@ -310,6 +318,25 @@ class TableOptions:
         if "update_mode" in kwargs:
             kwargs["update_mode"] = UpdateMode(kwargs["update_mode"])
         return cls(**kwargs)
+
+
+#: The options HoraeDB's SHOW CREATE TABLE prints for every table, those gnomon has a
+#: value for (arena_block_size it has not: its memtable takes no arena); memtable_type is
+#: added by :meth:`TableOptions.to_strings`.
+_PRINTED = frozenset(
+    {
+        "compaction_strategy",
+        "compression",
+        "enable_ttl",
+        "num_rows_per_row_group",
+        "segment_duration",
+        "storage_format",
+        "ttl",
+        "update_mode",
+        "write_buffer_size",
+    }
+)
+_DEFAULTS = TableOptions()
 
 
 def _str(value: str | int | bool) -> str | int:

@@ -41,7 +41,7 @@ n    | int       | false      | true        | false  | false
 SHOW CREATE TABLE col_order;
 -- expect
 Table     | Create Table
-col_order | CREATE TABLE `col_order` (`tsid` uint64 NOT NULL, `ts` timestamp NOT NULL, `host` string TAG, `v` double, `n` int DEFAULT 7, PRIMARY KEY(tsid,ts), TIMESTAMP KEY(ts)) ENGINE=Analytic WITH(compaction_full_after='off', compaction_max_threshold='16', compaction_min_threshold='4', compaction_mode='auto', compaction_strategy='default', compaction_target_size='268435456', compression='ZSTD', enable_compaction='true', enable_ttl='false', max_versions='100', memtable_type='columnar', num_rows_per_row_group='65536', segment_duration='2h', storage_format='AUTO', time_travel='1h', ttl='7d', update_mode='OVERWRITE', write_buffer_size='33554432')
+col_order | CREATE TABLE `col_order` (`tsid` uint64 NOT NULL, `ts` timestamp NOT NULL, `host` string TAG, `v` double, `n` int DEFAULT 7, PRIMARY KEY(tsid,ts), TIMESTAMP KEY(ts)) ENGINE=Analytic WITH(compaction_strategy='default', compression='ZSTD', enable_ttl='false', memtable_type='columnar', num_rows_per_row_group='65536', segment_duration='2h', storage_format='AUTO', ttl='7d', update_mode='OVERWRITE', write_buffer_size='33554432')
 
 -- A column added later comes last, in SELECT * and DESCRIBE alike; rows written before
 -- read it as NULL, and the order holds through a flush and a restart.
@@ -109,4 +109,4 @@ a    | 1970-01-01T00:00:01 | 0.25
 SHOW CREATE TABLE col_plain_key;
 -- expect
 Table         | Create Table
-col_plain_key | CREATE TABLE `col_plain_key` (`host` string NOT NULL, `t` timestamp NOT NULL, `v` double, PRIMARY KEY(host,t), TIMESTAMP KEY(t)) ENGINE=Analytic WITH(compaction_full_after='off', compaction_max_threshold='16', compaction_min_threshold='4', compaction_mode='auto', compaction_strategy='default', compaction_target_size='268435456', compression='ZSTD', enable_compaction='true', enable_ttl='false', max_versions='100', memtable_type='columnar', num_rows_per_row_group='65536', segment_duration='2h', storage_format='AUTO', time_travel='1h', ttl='7d', update_mode='OVERWRITE', write_buffer_size='33554432')
+col_plain_key | CREATE TABLE `col_plain_key` (`host` string NOT NULL, `t` timestamp NOT NULL, `v` double, PRIMARY KEY(host,t), TIMESTAMP KEY(t)) ENGINE=Analytic WITH(compaction_strategy='default', compression='ZSTD', enable_ttl='false', memtable_type='columnar', num_rows_per_row_group='65536', segment_duration='2h', storage_format='AUTO', ttl='7d', update_mode='OVERWRITE', write_buffer_size='33554432')

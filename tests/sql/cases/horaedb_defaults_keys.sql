@@ -26,7 +26,7 @@ c3 | c4
 SHOW CREATE TABLE d_expr;
 -- expect
 Table  | Create Table
-d_expr | CREATE TABLE `d_expr` (`tsid` uint64 NOT NULL, `ts` timestamp NOT NULL, `c1` uint32, `c2` string DEFAULT '123', `c3` uint32 DEFAULT c1 + 1, `c4` uint32 DEFAULT c3 * 2 + 1, `c5` int DEFAULT -(1 + 1), PRIMARY KEY(tsid,ts), TIMESTAMP KEY(ts)) ENGINE=Analytic WITH(compaction_full_after='off', compaction_max_threshold='16', compaction_min_threshold='4', compaction_mode='auto', compaction_strategy='default', compaction_target_size='268435456', compression='ZSTD', enable_compaction='true', enable_ttl='false', max_versions='100', memtable_type='columnar', num_rows_per_row_group='65536', segment_duration='2h', storage_format='AUTO', time_travel='1h', ttl='7d', update_mode='OVERWRITE', write_buffer_size='33554432')
+d_expr | CREATE TABLE `d_expr` (`tsid` uint64 NOT NULL, `ts` timestamp NOT NULL, `c1` uint32, `c2` string DEFAULT '123', `c3` uint32 DEFAULT c1 + 1, `c4` uint32 DEFAULT c3 * 2 + 1, `c5` int DEFAULT -(1 + 1), PRIMARY KEY(tsid,ts), TIMESTAMP KEY(ts)) ENGINE=Analytic WITH(compaction_strategy='default', compression='ZSTD', enable_ttl='false', memtable_type='columnar', num_rows_per_row_group='65536', segment_duration='2h', storage_format='AUTO', ttl='7d', update_mode='OVERWRITE', write_buffer_size='33554432')
 
 -- A computed value that does not fit the column is refused, nothing written.
 CREATE TABLE d_small (ts timestamp NOT NULL TIMESTAMP KEY, c1 uint8, c2 uint8 DEFAULT c1 * 100);
@@ -113,7 +113,7 @@ v    | double    | false      | true        | false  | false
 SHOW CREATE TABLE k3;
 -- expect
 Table | Create Table
-k3    | CREATE TABLE `k3` (`tsid` uint64 NOT NULL, `t1` timestamp NOT NULL, `c1` int NOT NULL, `host` string TAG, `v` double, PRIMARY KEY(tsid,t1,c1), TIMESTAMP KEY(t1)) ENGINE=Analytic WITH(compaction_full_after='off', compaction_max_threshold='16', compaction_min_threshold='4', compaction_mode='auto', compaction_strategy='default', compaction_target_size='268435456', compression='ZSTD', enable_compaction='true', enable_ttl='false', max_versions='100', memtable_type='columnar', num_rows_per_row_group='65536', segment_duration='2h', storage_format='AUTO', time_travel='1h', ttl='7d', update_mode='OVERWRITE', write_buffer_size='33554432')
+k3    | CREATE TABLE `k3` (`tsid` uint64 NOT NULL, `t1` timestamp NOT NULL, `c1` int NOT NULL, `host` string TAG, `v` double, PRIMARY KEY(tsid,t1,c1), TIMESTAMP KEY(t1)) ENGINE=Analytic WITH(compaction_strategy='default', compression='ZSTD', enable_ttl='false', memtable_type='columnar', num_rows_per_row_group='65536', segment_duration='2h', storage_format='AUTO', ttl='7d', update_mode='OVERWRITE', write_buffer_size='33554432')
 
 CREATE TABLE `k3_again` (`tsid` uint64 NOT NULL, `t1` timestamp NOT NULL, `c1` int NOT NULL, `host` string TAG, `v` double, PRIMARY KEY(`tsid`, `t1`, `c1`), TIMESTAMP KEY(`t1`)) ENGINE=Analytic;
 -- expect affected 0

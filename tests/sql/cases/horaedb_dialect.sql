@@ -88,7 +88,7 @@ ALTER TABLE num_cols ADD COLUMN 4th string;
 SHOW CREATE TABLE num_cols;
 -- expect
 Table    | Create Table
-num_cols | CREATE TABLE `num_cols` (`tsid` uint64 NOT NULL, `t` timestamp NOT NULL, `1st_host` string TAG, `2nd` double, `3rd` int, `4th` string, PRIMARY KEY(tsid,t), TIMESTAMP KEY(t)) ENGINE=Analytic WITH(compaction_full_after='off', compaction_max_threshold='16', compaction_min_threshold='4', compaction_mode='auto', compaction_strategy='default', compaction_target_size='268435456', compression='ZSTD', enable_compaction='true', enable_ttl='false', max_versions='100', memtable_type='columnar', num_rows_per_row_group='65536', segment_duration='2h', storage_format='AUTO', time_travel='1h', ttl='7d', update_mode='OVERWRITE', write_buffer_size='33554432')
+num_cols | CREATE TABLE `num_cols` (`tsid` uint64 NOT NULL, `t` timestamp NOT NULL, `1st_host` string TAG, `2nd` double, `3rd` int, `4th` string, PRIMARY KEY(tsid,t), TIMESTAMP KEY(t)) ENGINE=Analytic WITH(compaction_strategy='default', compression='ZSTD', enable_ttl='false', memtable_type='columnar', num_rows_per_row_group='65536', segment_duration='2h', storage_format='AUTO', ttl='7d', update_mode='OVERWRITE', write_buffer_size='33554432')
 
 -- A column name of num_cols alone is a number, never a column.
 CREATE TABLE d2 (`12` int, t timestamp NOT NULL TIMESTAMP KEY);
@@ -415,7 +415,7 @@ h    | string    | false      | true        | true   | false
 SHOW CREATE TABLE shape;
 -- expect
 Table | Create Table
-shape | CREATE TABLE `shape` (`tsid` uint64 NOT NULL, `t1` timestamp NOT NULL, `c1` int, `d` string DICTIONARY, `n` bigint NOT NULL, `s` smallint, `h` string TAG, PRIMARY KEY(tsid,t1), TIMESTAMP KEY(t1)) ENGINE=Analytic WITH(compaction_full_after='off', compaction_max_threshold='16', compaction_min_threshold='4', compaction_mode='auto', compaction_strategy='default', compaction_target_size='268435456', compression='ZSTD', enable_compaction='true', enable_ttl='false', max_versions='100', memtable_type='columnar', num_rows_per_row_group='65536', segment_duration='2h', storage_format='AUTO', time_travel='1h', ttl='7d', update_mode='OVERWRITE', write_buffer_size='33554432')
+shape | CREATE TABLE `shape` (`tsid` uint64 NOT NULL, `t1` timestamp NOT NULL, `c1` int, `d` string DICTIONARY, `n` bigint NOT NULL, `s` smallint, `h` string TAG, PRIMARY KEY(tsid,t1), TIMESTAMP KEY(t1)) ENGINE=Analytic WITH(compaction_strategy='default', compression='ZSTD', enable_ttl='false', memtable_type='columnar', num_rows_per_row_group='65536', segment_duration='2h', storage_format='AUTO', ttl='7d', update_mode='OVERWRITE', write_buffer_size='33554432')
 
 -- Only a string column can be DICTIONARY.
 CREATE TABLE shape2 (d double DICTIONARY, t timestamp NOT NULL TIMESTAMP KEY);

@@ -15,7 +15,7 @@ CREATE TABLE opts_h (name string TAG, value double, t timestamp NOT NULL, TIMEST
 SHOW CREATE TABLE opts_h;
 -- expect
 Table  | Create Table
-opts_h | CREATE TABLE `opts_h` (`tsid` uint64 NOT NULL, `t` timestamp NOT NULL, `name` string TAG, `value` double, PRIMARY KEY(tsid,t), TIMESTAMP KEY(t)) ENGINE=Analytic WITH(compaction_full_after='off', compaction_max_threshold='16', compaction_min_threshold='4', compaction_mode='auto', compaction_strategy='default', compaction_target_size='268435456', compression='ZSTD', enable_compaction='true', enable_ttl='false', max_versions='100', memtable_type='columnar', num_rows_per_row_group='8192', segment_duration='2h', storage_format='AUTO', time_travel='1h', ttl='7d', update_mode='OVERWRITE', write_buffer_size='33554432')
+opts_h | CREATE TABLE `opts_h` (`tsid` uint64 NOT NULL, `t` timestamp NOT NULL, `name` string TAG, `value` double, PRIMARY KEY(tsid,t), TIMESTAMP KEY(t)) ENGINE=Analytic WITH(compaction_strategy='default', compression='ZSTD', enable_ttl='false', memtable_type='columnar', num_rows_per_row_group='8192', segment_duration='2h', storage_format='AUTO', ttl='7d', update_mode='OVERWRITE', write_buffer_size='33554432')
 
 -- Values with a gnomon meaning are kept: HYBRID is stored columnar, size_tiered compacts by
 -- window (time_window), UNCOMPRESSED is no compression, HoraeDB's compaction thresholds are
@@ -32,7 +32,7 @@ CREATE TABLE opts_m (v double, t timestamp NOT NULL TIMESTAMP KEY)
 SHOW CREATE TABLE opts_m;
 -- expect
 Table  | Create Table
-opts_m | CREATE TABLE `opts_m` (`tsid` uint64 NOT NULL, `t` timestamp NOT NULL, `v` double, PRIMARY KEY(tsid,t), TIMESTAMP KEY(t)) ENGINE=Analytic WITH(compaction_full_after='off', compaction_max_threshold='6', compaction_min_threshold='2', compaction_mode='auto', compaction_strategy='time_window', compaction_target_size='268435456', compression='UNCOMPRESSED', enable_compaction='true', enable_ttl='true', max_versions='100', memtable_type='columnar', num_rows_per_row_group='100', segment_duration='1d', storage_format='COLUMNAR', time_travel='1h', ttl='30d', update_mode='APPEND', write_buffer_size='33554432')
+opts_m | CREATE TABLE `opts_m` (`tsid` uint64 NOT NULL, `t` timestamp NOT NULL, `v` double, PRIMARY KEY(tsid,t), TIMESTAMP KEY(t)) ENGINE=Analytic WITH(compaction_max_threshold='6', compaction_min_threshold='2', compaction_strategy='time_window', compression='UNCOMPRESSED', enable_ttl='true', memtable_type='columnar', num_rows_per_row_group='100', segment_duration='1d', storage_format='COLUMNAR', ttl='30d', update_mode='APPEND', write_buffer_size='33554432')
 
 -- The statement SHOW CREATE TABLE prints makes the same table.
 DROP TABLE opts_m;
@@ -44,7 +44,7 @@ CREATE TABLE `opts_m` (`tsid` uint64 NOT NULL, `t` timestamp NOT NULL, `v` doubl
 SHOW CREATE TABLE opts_m;
 -- expect
 Table  | Create Table
-opts_m | CREATE TABLE `opts_m` (`tsid` uint64 NOT NULL, `t` timestamp NOT NULL, `v` double, PRIMARY KEY(tsid,t), TIMESTAMP KEY(t)) ENGINE=Analytic WITH(compaction_full_after='off', compaction_max_threshold='6', compaction_min_threshold='2', compaction_mode='auto', compaction_strategy='time_window', compaction_target_size='268435456', compression='UNCOMPRESSED', enable_compaction='true', enable_ttl='true', max_versions='100', memtable_type='columnar', num_rows_per_row_group='100', segment_duration='1d', storage_format='COLUMNAR', time_travel='1h', ttl='30d', update_mode='APPEND', write_buffer_size='33554432')
+opts_m | CREATE TABLE `opts_m` (`tsid` uint64 NOT NULL, `t` timestamp NOT NULL, `v` double, PRIMARY KEY(tsid,t), TIMESTAMP KEY(t)) ENGINE=Analytic WITH(compaction_max_threshold='6', compaction_min_threshold='2', compaction_strategy='time_window', compression='UNCOMPRESSED', enable_ttl='true', memtable_type='columnar', num_rows_per_row_group='100', segment_duration='1d', storage_format='COLUMNAR', ttl='30d', update_mode='APPEND', write_buffer_size='33554432')
 
 -- The kept options are honoured: APPEND keeps both rows of a key, the 30 day TTL hides a row
 -- from 1970, and the table reads alike after a flush without compression.
@@ -67,7 +67,7 @@ ALTER TABLE opts_h MODIFY SETTING ttl='10d', enable_ttl='true', arena_block_size
 SHOW CREATE TABLE opts_h;
 -- expect
 Table  | Create Table
-opts_h | CREATE TABLE `opts_h` (`tsid` uint64 NOT NULL, `t` timestamp NOT NULL, `name` string TAG, `value` double, PRIMARY KEY(tsid,t), TIMESTAMP KEY(t)) ENGINE=Analytic WITH(compaction_full_after='off', compaction_max_threshold='16', compaction_min_threshold='4', compaction_mode='auto', compaction_strategy='default', compaction_target_size='268435456', compression='SNAPPY', enable_compaction='true', enable_ttl='true', max_versions='100', memtable_type='columnar', num_rows_per_row_group='8192', segment_duration='2h', storage_format='AUTO', time_travel='1h', ttl='10d', update_mode='OVERWRITE', write_buffer_size='33554432')
+opts_h | CREATE TABLE `opts_h` (`tsid` uint64 NOT NULL, `t` timestamp NOT NULL, `name` string TAG, `value` double, PRIMARY KEY(tsid,t), TIMESTAMP KEY(t)) ENGINE=Analytic WITH(compaction_strategy='default', compression='SNAPPY', enable_ttl='true', memtable_type='columnar', num_rows_per_row_group='8192', segment_duration='2h', storage_format='AUTO', ttl='10d', update_mode='OVERWRITE', write_buffer_size='33554432')
 
 -- A value HoraeDB would refuse is refused, with the option named.
 CREATE TABLE opts_bad (v double, t timestamp NOT NULL TIMESTAMP KEY) WITH (memtable_type='btree');
@@ -86,3 +86,24 @@ CREATE TABLE opts_bad (v double, t timestamp NOT NULL TIMESTAMP KEY)
 
 ALTER TABLE opts_h MODIFY SETTING layered_enable='maybe';
 -- expect error InvalidArgument: invalid boolean 'maybe'
+
+-- SHOW CREATE TABLE prints HoraeDB's option set with gnomon's values (its memtable is
+-- columnar; arena_block_size, which gnomon has no equivalent of, is left out), and
+-- gnomon's own options only where they are set away from their default.
+CREATE TABLE opts_plain (v double, t timestamp NOT NULL TIMESTAMP KEY);
+-- expect affected 0
+
+SHOW CREATE TABLE opts_plain;
+-- expect
+Table      | Create Table
+opts_plain | CREATE TABLE `opts_plain` (`tsid` uint64 NOT NULL, `t` timestamp NOT NULL, `v` double, PRIMARY KEY(tsid,t), TIMESTAMP KEY(t)) ENGINE=Analytic WITH(compaction_strategy='default', compression='ZSTD', enable_ttl='false', memtable_type='columnar', num_rows_per_row_group='65536', segment_duration='2h', storage_format='AUTO', ttl='7d', update_mode='OVERWRITE', write_buffer_size='33554432')
+
+CREATE TABLE opts_own (v double, t timestamp NOT NULL TIMESTAMP KEY) WITH (arena_block_size='1mb',
+  memtable_type='skiplist', compaction_full_after='1d', compaction_mode='local',
+  compaction_target_size='64mb', time_travel='1h', max_versions='7');
+-- expect affected 0
+
+SHOW CREATE TABLE opts_own;
+-- expect
+Table    | Create Table
+opts_own | CREATE TABLE `opts_own` (`tsid` uint64 NOT NULL, `t` timestamp NOT NULL, `v` double, PRIMARY KEY(tsid,t), TIMESTAMP KEY(t)) ENGINE=Analytic WITH(compaction_full_after='1d', compaction_mode='local', compaction_strategy='default', compaction_target_size='67108864', compression='ZSTD', enable_ttl='false', max_versions='7', memtable_type='columnar', num_rows_per_row_group='65536', segment_duration='2h', storage_format='AUTO', ttl='7d', update_mode='OVERWRITE', write_buffer_size='33554432')

@@ -17,7 +17,7 @@ CREATE TABLE `Metrics` (
 SHOW CREATE TABLE `Metrics`;
 -- expect
 Table   | Create Table
-Metrics | CREATE TABLE `Metrics` (`tsid` uint64 NOT NULL, `ts` timestamp NOT NULL, `Host` string TAG COMMENT 'machine name', `region` string TAG NOT NULL DEFAULT 'eu', `usage` double NOT NULL DEFAULT 0.5 COMMENT 'it''s a share', `cores` int DEFAULT 4, `ok` boolean DEFAULT true, `note` string, PRIMARY KEY(tsid,ts), TIMESTAMP KEY(ts)) ENGINE=Analytic WITH(compaction_full_after='off', compaction_max_threshold='16', compaction_min_threshold='4', compaction_mode='auto', compaction_strategy='default', compaction_target_size='268435456', compression='SNAPPY', enable_compaction='true', enable_ttl='true', max_versions='100', memtable_type='columnar', num_rows_per_row_group='1024', segment_duration='30m', storage_format='AUTO', time_travel='1h', ttl='3d', update_mode='OVERWRITE', write_buffer_size='1048576')
+Metrics | CREATE TABLE `Metrics` (`tsid` uint64 NOT NULL, `ts` timestamp NOT NULL, `Host` string TAG COMMENT 'machine name', `region` string TAG NOT NULL DEFAULT 'eu', `usage` double NOT NULL DEFAULT 0.5 COMMENT 'it''s a share', `cores` int DEFAULT 4, `ok` boolean DEFAULT true, `note` string, PRIMARY KEY(tsid,ts), TIMESTAMP KEY(ts)) ENGINE=Analytic WITH(compaction_strategy='default', compression='SNAPPY', enable_ttl='true', memtable_type='columnar', num_rows_per_row_group='1024', segment_duration='30m', storage_format='AUTO', ttl='3d', update_mode='OVERWRITE', write_buffer_size='1048576')
 
 DESCRIBE `Metrics`;
 -- expect
@@ -44,7 +44,7 @@ CREATE TABLE `Metrics` (`Host` string TAG NULL COMMENT 'machine name', `region` 
 SHOW CREATE TABLE `Metrics`;
 -- expect
 Table   | Create Table
-Metrics | CREATE TABLE `Metrics` (`tsid` uint64 NOT NULL, `ts` timestamp NOT NULL, `Host` string TAG COMMENT 'machine name', `region` string TAG NOT NULL DEFAULT 'eu', `usage` double NOT NULL DEFAULT 0.5 COMMENT 'it''s a share', `cores` int DEFAULT 4, `ok` boolean DEFAULT true, `note` string, PRIMARY KEY(tsid,ts), TIMESTAMP KEY(ts)) ENGINE=Analytic WITH(compaction_full_after='off', compaction_max_threshold='16', compaction_min_threshold='4', compaction_mode='auto', compaction_strategy='default', compaction_target_size='268435456', compression='SNAPPY', enable_compaction='true', enable_ttl='true', max_versions='100', memtable_type='columnar', num_rows_per_row_group='1024', segment_duration='30m', storage_format='AUTO', time_travel='1h', ttl='3d', update_mode='OVERWRITE', write_buffer_size='1048576')
+Metrics | CREATE TABLE `Metrics` (`tsid` uint64 NOT NULL, `ts` timestamp NOT NULL, `Host` string TAG COMMENT 'machine name', `region` string TAG NOT NULL DEFAULT 'eu', `usage` double NOT NULL DEFAULT 0.5 COMMENT 'it''s a share', `cores` int DEFAULT 4, `ok` boolean DEFAULT true, `note` string, PRIMARY KEY(tsid,ts), TIMESTAMP KEY(ts)) ENGINE=Analytic WITH(compaction_strategy='default', compression='SNAPPY', enable_ttl='true', memtable_type='columnar', num_rows_per_row_group='1024', segment_duration='30m', storage_format='AUTO', ttl='3d', update_mode='OVERWRITE', write_buffer_size='1048576')
 
 -- The recreated table works as the original did, defaults and TTL included: a row from 1970
 -- is long past the 3 day TTL and not visible, a row from 2200 is.
@@ -66,7 +66,7 @@ CREATE TABLE log (app string NOT NULL, seq uint64 NOT NULL, line string, at time
 SHOW CREATE TABLE log;
 -- expect
 Table | Create Table
-log   | CREATE TABLE `log` (`app` string NOT NULL, `seq` uint64 NOT NULL, `at` timestamp NOT NULL, `line` string, PRIMARY KEY(app,seq,at), TIMESTAMP KEY(at)) ENGINE=Analytic WITH(compaction_full_after='off', compaction_max_threshold='8', compaction_min_threshold='2', compaction_mode='auto', compaction_strategy='default', compaction_target_size='268435456', compression='ZSTD', enable_compaction='false', enable_ttl='false', max_versions='10', memtable_type='columnar', num_rows_per_row_group='65536', segment_duration='2h', storage_format='AUTO', time_travel='2h', ttl='7d', update_mode='APPEND', write_buffer_size='33554432')
+log   | CREATE TABLE `log` (`app` string NOT NULL, `seq` uint64 NOT NULL, `at` timestamp NOT NULL, `line` string, PRIMARY KEY(app,seq,at), TIMESTAMP KEY(at)) ENGINE=Analytic WITH(compaction_max_threshold='8', compaction_min_threshold='2', compaction_strategy='default', compression='ZSTD', enable_compaction='false', enable_ttl='false', max_versions='10', memtable_type='columnar', num_rows_per_row_group='65536', segment_duration='2h', storage_format='AUTO', time_travel='2h', ttl='7d', update_mode='APPEND', write_buffer_size='33554432')
 
 DROP TABLE log;
 -- expect affected 0
@@ -77,7 +77,7 @@ CREATE TABLE `log` (`app` string NOT NULL, `seq` uint64 NOT NULL, `line` string 
 SHOW CREATE TABLE log;
 -- expect
 Table | Create Table
-log   | CREATE TABLE `log` (`app` string NOT NULL, `seq` uint64 NOT NULL, `at` timestamp NOT NULL, `line` string, PRIMARY KEY(app,seq,at), TIMESTAMP KEY(at)) ENGINE=Analytic WITH(compaction_full_after='off', compaction_max_threshold='8', compaction_min_threshold='2', compaction_mode='auto', compaction_strategy='default', compaction_target_size='268435456', compression='ZSTD', enable_compaction='false', enable_ttl='false', max_versions='10', memtable_type='columnar', num_rows_per_row_group='65536', segment_duration='2h', storage_format='AUTO', time_travel='2h', ttl='7d', update_mode='APPEND', write_buffer_size='33554432')
+log   | CREATE TABLE `log` (`app` string NOT NULL, `seq` uint64 NOT NULL, `at` timestamp NOT NULL, `line` string, PRIMARY KEY(app,seq,at), TIMESTAMP KEY(at)) ENGINE=Analytic WITH(compaction_max_threshold='8', compaction_min_threshold='2', compaction_strategy='default', compression='ZSTD', enable_compaction='false', enable_ttl='false', max_versions='10', memtable_type='columnar', num_rows_per_row_group='65536', segment_duration='2h', storage_format='AUTO', time_travel='2h', ttl='7d', update_mode='APPEND', write_buffer_size='33554432')
 
 DESCRIBE log;
 -- expect
@@ -101,7 +101,7 @@ ALTER TABLE cpu MODIFY SETTING ttl='30d', enable_ttl='true', segment_duration='1
 SHOW CREATE TABLE cpu;
 -- expect
 Table | Create Table
-cpu   | CREATE TABLE `cpu` (`tsid` uint64 NOT NULL, `ts` timestamp NOT NULL, `host` string TAG, `idle` double DEFAULT 5.5, `note` string COMMENT 'free text', `zone` string TAG, `level` tinyint DEFAULT -1, PRIMARY KEY(tsid,ts), TIMESTAMP KEY(ts)) ENGINE=Analytic WITH(compaction_full_after='off', compaction_max_threshold='16', compaction_min_threshold='4', compaction_mode='auto', compaction_strategy='default', compaction_target_size='268435456', compression='ZSTD', enable_compaction='true', enable_ttl='true', max_versions='100', memtable_type='columnar', num_rows_per_row_group='65536', segment_duration='1d', storage_format='AUTO', time_travel='1h', ttl='30d', update_mode='OVERWRITE', write_buffer_size='33554432')
+cpu   | CREATE TABLE `cpu` (`tsid` uint64 NOT NULL, `ts` timestamp NOT NULL, `host` string TAG, `idle` double DEFAULT 5.5, `note` string COMMENT 'free text', `zone` string TAG, `level` tinyint DEFAULT -1, PRIMARY KEY(tsid,ts), TIMESTAMP KEY(ts)) ENGINE=Analytic WITH(compaction_strategy='default', compression='ZSTD', enable_ttl='true', memtable_type='columnar', num_rows_per_row_group='65536', segment_duration='1d', storage_format='AUTO', ttl='30d', update_mode='OVERWRITE', write_buffer_size='33554432')
 
 DROP TABLE cpu;
 CREATE TABLE `cpu` (`host` string TAG NULL, `ts` timestamp NOT NULL, `idle` double NULL DEFAULT 5.5, `note` string NULL COMMENT 'free text', `zone` string TAG NULL, `level` int8 NULL DEFAULT -1, TIMESTAMP KEY(`ts`)) ENGINE=Analytic WITH (segment_duration='1d', update_mode='OVERWRITE', write_buffer_size='33554432', ttl='30d', enable_ttl='true', num_rows_per_row_group='65536', compression='zstd', enable_compaction='true', compaction_min_threshold='4', compaction_max_threshold='16', compaction_target_size='268435456', compaction_full_after='off', compaction_mode='auto', time_travel='1h', max_versions='100');
@@ -110,7 +110,7 @@ CREATE TABLE `cpu` (`host` string TAG NULL, `ts` timestamp NOT NULL, `idle` doub
 SHOW CREATE TABLE cpu;
 -- expect
 Table | Create Table
-cpu   | CREATE TABLE `cpu` (`tsid` uint64 NOT NULL, `ts` timestamp NOT NULL, `host` string TAG, `idle` double DEFAULT 5.5, `note` string COMMENT 'free text', `zone` string TAG, `level` tinyint DEFAULT -1, PRIMARY KEY(tsid,ts), TIMESTAMP KEY(ts)) ENGINE=Analytic WITH(compaction_full_after='off', compaction_max_threshold='16', compaction_min_threshold='4', compaction_mode='auto', compaction_strategy='default', compaction_target_size='268435456', compression='ZSTD', enable_compaction='true', enable_ttl='true', max_versions='100', memtable_type='columnar', num_rows_per_row_group='65536', segment_duration='1d', storage_format='AUTO', time_travel='1h', ttl='30d', update_mode='OVERWRITE', write_buffer_size='33554432')
+cpu   | CREATE TABLE `cpu` (`tsid` uint64 NOT NULL, `ts` timestamp NOT NULL, `host` string TAG, `idle` double DEFAULT 5.5, `note` string COMMENT 'free text', `zone` string TAG, `level` tinyint DEFAULT -1, PRIMARY KEY(tsid,ts), TIMESTAMP KEY(ts)) ENGINE=Analytic WITH(compaction_strategy='default', compression='ZSTD', enable_ttl='true', memtable_type='columnar', num_rows_per_row_group='65536', segment_duration='1d', storage_format='AUTO', ttl='30d', update_mode='OVERWRITE', write_buffer_size='33554432')
 
 SHOW TABLES;
 -- expect
