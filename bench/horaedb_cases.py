@@ -273,6 +273,7 @@ _DAY_BUCKETS = "Day buckets"
 _WEEK_BUCKETS = "Week buckets (P1W)"
 _INFLUX_SERIES = "InfluxQL GROUP BY a tag"
 _INFLUX_TSID = "InfluxQL SELECT *"
+_DEFAULT_TTL = "Default TTL"
 
 #: HoraeDB's answers that are documented HoraeDB bugs: not counted in the agreement that
 #: excludes them, listed on their own.
@@ -305,6 +306,39 @@ def bug_of(path: Path, stmt: Statement, seen: dict[tuple[str, str], int]) -> str
         if not bug.occurrences or seen[key] in bug.occurrences:
             return bug.feature
     return None
+
+
+_CREATE = re.compile(r"^\s*CREATE\s+TABLE\s+(IF\s+NOT\s+EXISTS\s+)?`?([^`\s(]+)", re.I)
+_DROP = re.compile(r"^\s*DROP\s+TABLE\s+(?:IF\s+EXISTS\s+)?`?([^`\s;]+)", re.I)
+_SHOW_CREATE = re.compile(r"^\s*SHOW\s+CREATE\s+TABLE\s+`?([^`\s;]+)", re.I)
+_TTL_OPTION = re.compile(r"\b(?:enable_)?ttl\s*=", re.I)
+
+
+class DefaultTtl:
+    """Finds SHOW CREATE TABLE answers showing HoraeDB's default TTL (``enable_ttl='true'``,
+    ``ttl='7d'``) for a table whose CREATE TABLE set no TTL option: the documented HoraeDB
+    bug of expiring data nobody asked to expire. Follows the tables of one case file
+    through the CREATE and DROP statements HoraeDB answered without an error."""
+
+    def __init__(self) -> None:
+        #: The CREATE TABLE statement in effect for each table name.
+        self.created: dict[str, str] = {}
+
+    def bug(self, stmt: Statement, theirs: str) -> str | None:
+        text = stmt.text
+        ok = not theirs.startswith(ERROR_PREFIX)
+        if m := _CREATE.match(text):
+            if ok and not (m.group(1) and m.group(2) in self.created):
+                self.created[m.group(2)] = text
+        elif m := _DROP.match(text):
+            if ok:
+                self.created.pop(m.group(1), None)
+        elif m := _SHOW_CREATE.match(text):
+            create = self.created.get(m.group(1))
+            shows = "enable_ttl='true'" in theirs and "ttl='7d'" in theirs
+            if create is not None and shows and not _TTL_OPTION.search(create):
+                return _DEFAULT_TTL
+        return None
 
 
 #: Why an answer differs, when it is for a reason gnomon keeps (docs/compatibility.md):
@@ -379,10 +413,11 @@ def run_file(sql_path: Path, scratch: Path) -> FileScore:
         runner = Runner(server)
         score = FileScore(sql_path, 0, len(stmts), [])
         seen: dict[tuple[str, str], int] = {}
+        ttl = DefaultTtl()
         for stmt, theirs in zip(stmts, answers, strict=True):
             ours = runner.run(stmt)
             same = agree(ours, theirs)
-            bug = bug_of(sql_path, stmt, seen)
+            bug = bug_of(sql_path, stmt, seen) or ttl.bug(stmt, theirs)
             if bug is not None:
                 score.bugs.append((stmt.text, bug, same))
             if same:
