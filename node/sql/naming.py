@@ -7,7 +7,8 @@ interfaces answer with those names.
 
 HoraeDB's gRPC SqlQuery answers with the names HoraeDB's DataFusion gave: the expression's
 own name (``Int64(1)``, ``t.v % Int64(3)``, ``time_bucket(t.ts,Utf8("PT1H"))``), built-in
-aggregate functions in upper case (``SUM(t.v)``, ``COUNT(DISTINCT t.a)``). The HoraeDB SDKs
+aggregate functions in upper case (``SUM(t.v)``, ``COUNT(DISTINCT t.a)``), and the group
+columns of a query grouping under one DISTINCT aggregate qualified (``t.host``). The HoraeDB SDKs
 read columns by those names, so gRPC answers with them (:func:`horaedb`): a program written
 for HoraeDB reads its columns unchanged. Each renamed column keeps gnomon's name in its
 field metadata, so a node that receives such an answer for another interface (a forwarded
@@ -43,11 +44,14 @@ _CALL_OR_QUOTED = re.compile(
 )
 
 
-def expression_names(plan: Any, named: Collection[str]) -> dict[str, str]:
+def expression_names(plan: Any, named: Collection[str], sql: str) -> dict[str, str]:
     """DataFusion's own name of each answer column gnomon named by its SELECT item's text
     (``named``), from the query's logical ``plan``: the aliases of the outermost SELECT
-    list, found by following the first input down to the first projection."""
-    if not named:
+    list, found by following the first input down to the first projection. With them, for
+    a query ``sql`` grouping under one DISTINCT aggregate, the qualified name of each
+    group column it selects (see :func:`_single_distinct`)."""
+    distinct = "distinct" in sql.lower()
+    if not named and not distinct:
         return {}
     node = plan
     while node.to_variant().__class__.__name__ != "Projection":
@@ -55,12 +59,35 @@ def expression_names(plan: Any, named: Collection[str]) -> dict[str, str]:
         if not inputs:
             return {}
         node = inputs[0]
+    qualify = distinct and _single_distinct(node)
     found: dict[str, str] = {}
     for expr in node.to_variant().projections():
         variant = expr.to_variant()
-        if variant.__class__.__name__ == "Alias" and variant.alias() in named:
+        kind = variant.__class__.__name__
+        if kind == "Alias" and variant.alias() in named:
             found[variant.alias()] = variant.expr().schema_name()
+        elif qualify and kind == "Column" and expr.schema_name() != variant.name():
+            found[variant.name()] = expr.schema_name()
     return found
+
+
+#: An aggregate over DISTINCT arguments, as DataFusion names it: ``count(DISTINCT t.a)``.
+_DISTINCT_CALL = re.compile(r"^\w+\(DISTINCT (.*)\)$")
+
+
+def _single_distinct(projection: Any) -> bool:
+    """Whether ``projection`` selects from a grouping whose aggregates all take DISTINCT
+    the same arguments. HoraeDB's DataFusion rewrote such a query into two groupings
+    (``single_distinct_aggregation_to_group_by``) whose outer one named each group column
+    by its qualified name (``issue302.t``), and the answer kept that name."""
+    node = projection.inputs()[0]
+    while node.to_variant().__class__.__name__ == "Filter":  # HAVING
+        node = node.inputs()[0]
+    variant = node.to_variant()
+    if variant.__class__.__name__ != "Aggregate" or not variant.group_by_exprs():
+        return False
+    calls = [_DISTINCT_CALL.match(e.schema_name()) for e in variant.aggregate_exprs()]
+    return bool(calls) and all(calls) and len({m.group(1) for m in calls if m}) == 1
 
 
 def horaedb_name(name: str) -> str:

@@ -242,7 +242,7 @@ class QueryContext:
 
         def answer() -> pa.Table:
             df = ctx.sql(sql)
-            self.expressions = naming.expression_names(df.logical_plan(), named)
+            self.expressions = naming.expression_names(df.logical_plan(), named, sql)
             return df.to_arrow_table()
 
         try:

@@ -52,6 +52,19 @@ def executor(tmp_path: Path) -> Iterator[SqlExecutor]:
             ["time_bucket(ts, 'PT1H', 'yyyy-MM-dd HH:mm:ss', '+0800')"],
             ['time_bucket(t.ts,Utf8("PT1H"),Utf8("yyyy-MM-dd HH:mm:ss"),Utf8("+0800"))'],
         ),
+        # Grouped under one DISTINCT aggregate, HoraeDB's DataFusion qualified the group
+        # columns; not with other aggregates beside it, nor under an alias.
+        (
+            "SELECT host, count(DISTINCT v) FROM t GROUP BY host HAVING count(DISTINCT v) > 0",
+            ["host", "count(DISTINCT t.v)"],
+            ["t.host", "COUNT(DISTINCT t.v)"],
+        ),
+        (
+            "SELECT host, count(DISTINCT v), sum(v) FROM t GROUP BY host",
+            ["host", "count(DISTINCT t.v)", "sum(t.v)"],
+            ["host", "COUNT(DISTINCT t.v)", "SUM(t.v)"],
+        ),
+        ("SELECT host AS h, count(DISTINCT v) AS n FROM t GROUP BY host", ["h", "n"], None),
         # A user's alias and a user-defined aggregate keep their names.
         ("SELECT sum(v) AS total, host FROM t GROUP BY host", ["total", "host"], None),
         ("SELECT 'count(' AS x, v FROM t", ["x", "v"], None),
