@@ -44,13 +44,15 @@ Table     | Create Table
 col_order | CREATE TABLE `col_order` (`tsid` uint64 NOT NULL, `ts` timestamp NOT NULL, `host` string TAG, `v` double, `n` int DEFAULT 7, PRIMARY KEY(tsid,ts), TIMESTAMP KEY(ts)) ENGINE=Analytic WITH(compaction_strategy='default', compression='ZSTD', enable_ttl='false', memtable_type='columnar', num_rows_per_row_group='65536', segment_duration='2h', storage_format='AUTO', ttl='7d', update_mode='OVERWRITE', write_buffer_size='33554432')
 
 -- A column added later comes last, in SELECT * and DESCRIBE alike; rows written before
--- read it as NULL, and the order holds through a flush and a restart.
+-- read it as NULL, and the order holds through a flush, a compaction and a restart.
 ALTER TABLE col_order ADD COLUMN note string;
 -- expect affected 0
 
+-- flush col_order
 INSERT INTO col_order VALUES (4000, 'd', 4.5, 5, 'late');
 -- expect affected 1
--- flush
+-- flush col_order
+-- compact col_order
 -- reopen
 
 SELECT * EXCLUDE (tsid) FROM col_order ORDER BY ts;
