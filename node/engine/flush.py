@@ -15,6 +15,7 @@ import os
 import uuid
 from collections.abc import Callable, Sequence
 from functools import partial
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -54,6 +55,44 @@ def put_staged(
             os.unlink(local)
 
 
+#: Most (window, series) pairs :func:`_series_order` orders: its codes must fit 16 bits, which
+#: numpy sorts by radix.
+_MAX_SERIES_CODES = 1 << 16
+
+
+def _series_order(
+    rows: pa.Table, schema: Schema, ts: np.ndarray, windows: np.ndarray
+) -> np.ndarray | None:
+    """The order of ``rows`` by (window, primary key, seq) when they are in (timestamp, seq)
+    order already, as most writes and staged batches come: a stable radix sort of one small
+    code per row, the (window, series) pair, the series ranked by its key values, instead of
+    a sort comparing every key column. None where that does not apply: a primary key not
+    ending with the timestamp, rows out of that order, a null in a key column, or more pairs
+    than 16-bit codes hold."""
+    *series, last = schema.primary_key
+    if last != schema.timestamp_key or not series or len(ts) < 2:
+        return None
+    seq = rows.column(SEQ).to_numpy()
+    later = ts[1:] > ts[:-1]
+    if not np.all(later | ((ts[1:] == ts[:-1]) & (seq[1:] >= seq[:-1]))):
+        return None
+    codes = windows - windows[0]
+    size = int(codes[-1]) + 1
+    for name in series:
+        column = rows.column(name)
+        if column.null_count:
+            return None
+        encoded: Any = pc.dictionary_encode(column.combine_chunks())
+        size *= len(encoded.dictionary)
+        if size > _MAX_SERIES_CODES:
+            return None
+        # Ranked by Arrow's order of the values, the one the full sort compares them in.
+        rank = np.empty(len(encoded.dictionary), dtype=np.int64)
+        rank[pc.sort_indices(encoded.dictionary).to_numpy()] = np.arange(len(rank))
+        codes = codes * len(rank) + rank[encoded.indices.to_numpy()]
+    return np.argsort(codes.astype(np.uint16), kind="stable")
+
+
 def split_sorted_by_window(
     rows: pa.Table, schema: Schema, options: TableOptions
 ) -> list[tuple[int, pa.Table]]:
@@ -62,17 +101,16 @@ def split_sorted_by_window(
     seg = options.segment_duration_ms
     ts = rows.column(schema.timestamp_key).cast(pa.int64()).to_numpy()
     windows = np.floor_divide(ts, seg)
-    keys = [*schema.primary_key, SEQ]
-    if windows.size and windows.min() != windows.max():
-        rows = rows.append_column(_WINDOW, pa.array(windows))
-        keys.insert(0, _WINDOW)
-    idx = pc.sort_indices(rows, sort_keys=[(k, "ascending") for k in keys])
-    rows = rows.take(idx)
-    if _WINDOW in rows.schema.names:
-        windows = rows.column(_WINDOW).to_numpy()
-        rows = rows.drop_columns([_WINDOW])
-    else:
-        windows = np.full(rows.num_rows, windows[0] if windows.size else 0)
+    order = _series_order(rows, schema, ts, windows)
+    if order is None:
+        names = [*schema.primary_key, SEQ]
+        keys = rows.select(names)
+        if windows.size and windows.min() != windows.max():
+            keys = keys.append_column(_WINDOW, pa.array(windows))
+            names.insert(0, _WINDOW)
+        order = pc.sort_indices(keys, sort_keys=[(k, "ascending") for k in names]).to_numpy()
+    rows = rows.take(order)
+    windows = windows[order]
     bounds = np.flatnonzero(np.diff(windows)) + 1
     out: list[tuple[int, pa.Table]] = []
     dedup = options.update_mode is UpdateMode.OVERWRITE
