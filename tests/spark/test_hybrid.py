@@ -218,7 +218,7 @@ def test_a_read_sees_one_snapshot(spark: Any, owner: tuple[Engine, str]) -> None
     writer = threading.Thread(target=busy)
     writer.start()
     try:
-        got = _sorted([tuple(r) for r in frame.collect()])
+        got = _sorted([(r["host"], r["v"], r["ts"]) for r in frame.collect()])
     finally:
         writer.join(timeout=120)
     assert not writer.is_alive()
