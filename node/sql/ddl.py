@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 
 from gnomon.errors import InvalidArgument
+from node.engine import defaults
 from node.engine.catalog import TableInfo
 from node.engine.options import TableOptions
 from node.engine.schema import TSID, TSID_ZERO_UNTAGGED, Column, ColumnType, Schema
@@ -69,6 +70,9 @@ def schema_of(stmt: CreateTable) -> tuple[Schema, TableOptions]:
     primary_key = _primary_key(stmt)
     key = primary_key or [stmt.timestamp_key]
     columns = [to_column(c) for c in stmt.columns if not _is_implicit_tsid(c, stmt)]
+    for c in columns:
+        if c.default_expr is not None and c.name in key:
+            _check_key_default(c.name, c.default_expr, key[: key.index(c.name)])
     # A stable sort: the key's columns in key order, the others as declared.
     columns.sort(key=lambda c: key.index(c.name) if c.name in key else len(key))
     schema = Schema.build(
@@ -78,6 +82,17 @@ def schema_of(stmt: CreateTable) -> tuple[Schema, TableOptions]:
         tsid_version=TSID_ZERO_UNTAGGED,
     )
     return schema, TableOptions.from_strings(stmt.options)
+
+
+def _check_key_default(name: str, text: str, before: list[str]) -> None:
+    """Refuse a key column's DEFAULT that reads anything but the key columns before it: key
+    columns are stored, and their defaults computed, before the table's other columns."""
+    read = sorted(defaults.parse(text).columns - set(before))
+    if read:
+        raise InvalidArgument(
+            f"key column {name!r}: DEFAULT {text} reads {', '.join(map(repr, read))}; a key "
+            "column's DEFAULT may read only the key columns before it (key columns come first)"
+        )
 
 
 def _is_implicit_tsid(c: ColumnDef, stmt: CreateTable) -> bool:

@@ -112,3 +112,21 @@ SHOW CREATE TABLE col_plain_key;
 -- expect
 Table         | Create Table
 col_plain_key | CREATE TABLE `col_plain_key` (`host` string NOT NULL, `t` timestamp NOT NULL, `v` double, PRIMARY KEY(host,t), TIMESTAMP KEY(t)) ENGINE=Analytic WITH(compaction_strategy='default', compression='ZSTD', enable_ttl='false', memtable_type='columnar', num_rows_per_row_group='65536', segment_duration='2h', storage_format='AUTO', ttl='7d', update_mode='OVERWRITE', write_buffer_size='33554432')
+
+-- A key column comes before the others, so its computed DEFAULT may read only the key
+-- columns before it.
+CREATE TABLE col_key_default (c0 int, c1 int NOT NULL DEFAULT c0 + 1,
+  t timestamp NOT NULL TIMESTAMP KEY, PRIMARY KEY(c1, t));
+-- expect error InvalidArgument: key column 'c1': DEFAULT c0 + 1 reads 'c0'; a key column's DEFAULT may read only the key columns before it
+
+CREATE TABLE col_key_default (c1 int NOT NULL DEFAULT c0 * 2, c0 int NOT NULL,
+  t timestamp NOT NULL TIMESTAMP KEY, PRIMARY KEY(c0, c1, t));
+-- expect affected 0
+
+INSERT INTO col_key_default (t, c0) VALUES (1000, 5);
+-- expect affected 1
+
+SELECT * FROM col_key_default;
+-- expect
+c0 | c1 | t
+5  | 10 | 1970-01-01T00:00:01
