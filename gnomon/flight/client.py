@@ -158,20 +158,22 @@ class FlightClient:
     ) -> int:
         """Send ``batches`` (of ``schema``) to ``table``: written at once, or staged under a
         reserved ``revision``. Returns the rows the node took."""
+        with self.open_put(table, schema, revision=revision) as stream:
+            for b in batches:
+                stream.write(b)
+            return stream.finish()
+
+    def open_put(self, table: str, schema: pa.Schema, *, revision: int | None = None) -> PutStream:
+        """A put whose batches are handed over one at a time (see :meth:`put`), so several
+        can be fed at once from one thread."""
         descriptor = flight.FlightDescriptor.for_command(
             PutSpec(table=table, revision=revision).to_json()
         )
         try:
             writer, reader = self._client.do_put(descriptor, schema, self._options)
-            with writer:
-                for b in batches:
-                    writer.write_batch(b)
-                writer.done_writing()
-                # A FlightMetadataReader (the stubs name the wrong class).
-                ack = reader.read()  # type: ignore[attr-defined]
         except flight.FlightError as e:
             raise gnomon_error(e) from None
-        return int(json.loads(ack.to_pybytes())["rows"]) if ack is not None else 0
+        return PutStream(writer, reader)
 
     def reserve(
         self,
@@ -199,3 +201,52 @@ class FlightClient:
 
     def abort(self, table: str, revision: int) -> None:
         self.action("abort", table=table, revision=revision)
+
+
+class PutStream:
+    """An open ``do_put``: :meth:`write` batches, then :meth:`finish` for the rows the node
+    took. Closing it unfinished ends the stream (the node keeps what it received)."""
+
+    def __init__(self, writer: flight.FlightStreamWriter, reader: Any) -> None:
+        self._writer = writer
+        # A FlightMetadataReader (the stubs name the wrong class).
+        self._reader = reader
+        self._ended = False
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        try:
+            self._writer.write_batch(batch)
+        except flight.FlightError as e:
+            raise gnomon_error(e) from None
+
+    def end(self) -> None:
+        """Tell the node the stream is complete (it then writes what it holds), without
+        waiting for its answer: ending several first lets their nodes finish at once."""
+        if self._ended:
+            return
+        self._ended = True
+        try:
+            self._writer.done_writing()
+        except flight.FlightError as e:
+            raise gnomon_error(e) from None
+
+    def finish(self) -> int:
+        """End the stream and wait for the node's answer: the rows it took."""
+        self.end()
+        try:
+            ack = self._reader.read()
+        except flight.FlightError as e:
+            raise gnomon_error(e) from None
+        return int(json.loads(ack.to_pybytes())["rows"]) if ack is not None else 0
+
+    def close(self) -> None:
+        try:
+            self._writer.close()
+        except flight.FlightError as e:
+            raise gnomon_error(e) from None
+
+    def __enter__(self) -> PutStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

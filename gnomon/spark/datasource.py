@@ -78,7 +78,7 @@ from pyspark.sql.types import (
 )
 
 from gnomon.errors import GnomonError, InvalidArgument, NotFound
-from gnomon.flight.client import FlightClient
+from gnomon.flight.client import FlightClient, PutStream
 from gnomon.flight.ticket import ScanSpec
 from gnomon.spark import planning
 from gnomon.spark.planning import Split
@@ -104,8 +104,6 @@ _TYPES: dict[str, tuple[DataType, pa.DataType]] = {
     "uint32": (LongType(), pa.int64()),
     "uint64": (DecimalType(20, 0), pa.decimal128(20, 0)),
 }
-#: A sub-table's rows are sent once a task gathered this much of them.
-PART_CHUNK_BYTES = 64 * 1024**2
 #: The implicit series id (tables without a PRIMARY KEY): computed by the node, not shown.
 _TSID = "tsid"
 
@@ -439,31 +437,24 @@ class GnomonWriter(DataSourceArrowWriter):  # type: ignore[misc]
         return GnomonCommit(rows)
 
     def _stage(self, iterator: Iterator[pa.RecordBatch]) -> int:
-        if self.key is None:
-            (r,) = self.revisions
-            with FlightClient(r.owner) as client:
-                return client.put(
-                    r.table, (b for _, b in self._parts(iterator)), self.target, revision=r.revision
-                )
-        # Sub-tables' rows are gathered and sent a chunk at a time, each to its owner.
-        rows = 0
-        pending: dict[int, list[pa.RecordBatch]] = {}
-        size: dict[int, int] = {}
-
-        def send(i: int) -> int:
-            r = self.revisions[i]
-            with FlightClient(r.owner) as client:
-                return client.put(r.table, pending.pop(i), self.target, revision=r.revision)
-
-        for i, b in self._parts(iterator):
-            pending.setdefault(i, []).append(b)
-            size[i] = size.get(i, 0) + b.nbytes
-            if size[i] >= PART_CHUNK_BYTES:
-                rows += send(i)
-                size[i] = 0
-        for i in list(pending):
-            rows += send(i)
-        return rows
+        """Send the task's rows to the owners as they come: one stream per table or
+        sub-table, all open at once, so every owner receives (and stages) while the task
+        still reads its input, and none waits for another's rows."""
+        with contextlib.ExitStack() as stack:
+            streams: dict[int, PutStream] = {}
+            for i, b in self._parts(iterator):
+                stream = streams.get(i)
+                if stream is None:
+                    r = self.revisions[i]
+                    client = stack.enter_context(FlightClient(r.owner))
+                    stream = stack.enter_context(
+                        client.open_put(r.table, self.target, revision=r.revision)
+                    )
+                    streams[i] = stream
+                stream.write(b)
+            for stream in streams.values():
+                stream.end()
+            return sum(stream.finish() for stream in streams.values())
 
     def _heartbeat(self, done: threading.Event) -> None:
         while not done.wait(self.lease_s / 4):

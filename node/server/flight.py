@@ -40,6 +40,7 @@ the rest as FlightServerError.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import threading
@@ -47,6 +48,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from concurrent import futures
 from dataclasses import asdict, replace
 from typing import Any, TypeVar
 
@@ -432,14 +434,21 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         written = 0
         pending: list[pa.RecordBatch] = []
         size = 0
-        for batch in _received(spec.table, reader):
-            if batch.num_rows == 0:
-                continue
-            pending.append(batch)
-            size += batch.nbytes
-            if size >= PUT_CHUNK_BYTES:
-                written += self._put(spec, pending)
-                pending, size = [], 0
+        # Each chunk is written (sorted, encoded and stored, when staged) while the next one is
+        # received, one at a time and in order: the sender streams on instead of stalling for
+        # every chunk's write, and waits at the end for the last one's only.
+        with futures.ThreadPoolExecutor(max_workers=1) as writer:
+            last: futures.Future[int] | None = None
+            for batch in _received(spec.table, reader):
+                if batch.num_rows == 0:
+                    continue
+                pending.append(batch)
+                size += batch.nbytes
+                if size >= PUT_CHUNK_BYTES:
+                    written += 0 if last is None else last.result()
+                    last = writer.submit(contextvars.copy_context().run, self._put, spec, pending)
+                    pending, size = [], 0
+            written += 0 if last is None else last.result()
         if pending:
             written += self._put(spec, pending)
         return written
