@@ -4,6 +4,9 @@ on a standalone server and on 3-node dev clusters:
 
 - ingest: ``df.write.format("gnomon")`` (one revision per table or sub-table, staged at its
   owner, SSTs written by the owner) vs ``df.write.parquet``;
+- ingest floor: the same rows written to a Python data source whose writer drops them, vs
+  ``df.write.parquet``: what any Python data source write costs Spark (its rows turned into
+  Arrow batches in the JVM and handed to Python workers) before the source does anything;
 - read (flight): every row and column through the ``gnomon`` data source alone
   (``format("noop")`` forces Spark to materialise them) vs the same of the Parquet files;
 - read (hybrid): the same through ``gnomon.spark.read``: SSTs needing no merge read by
@@ -20,7 +23,8 @@ its SSTs in its S3 server, and with ``--store file://DIR`` on every node (a shar
 filesystem). Tables use snappy, as the Parquet files Spark writes, and APPEND mode, since
 Parquet files do not deduplicate either; both sides are timed alternately, so both see the
 same machine. The JSON line adds where one Flight read and one ingest of the standalone
-server spent CPU (the server, the Spark JVM, its Python workers).
+server spent CPU (the server, the Spark JVM, its Python workers), and what one write to the
+dropping writer and one Parquet write cost.
 
 The standalone server runs as a subprocess (``python -m gnomon.cli standalone``) on free
 ports; the dev cluster as ``gnomon dev-cluster`` runs it (etcd, broker, S3 server, meta).
@@ -42,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 
 from bench.common import median, report, timed
 
@@ -154,6 +159,24 @@ def _ingest(df: Any, endpoint: str, table: str) -> None:
     ).save()
 
 
+class _DroppingWriter(DataSourceArrowWriter):  # type: ignore[misc]
+    def write(self, iterator: Any) -> WriterCommitMessage:
+        for _ in iterator:
+            pass
+        return WriterCommitMessage()
+
+
+class Dropping(DataSource):  # type: ignore[misc]
+    """A Python data source whose writer drops every batch (the ingest floor)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "dropping"
+
+    def writer(self, schema: Any, overwrite: bool) -> DataSourceArrowWriter:
+        return _DroppingWriter()
+
+
 def _read(spark: Any, endpoint: str, table: str) -> Any:
     """The table through the data source alone (every row over Flight)."""
     return spark.read.format("gnomon").option("endpoint", endpoint).option("table", table).load()
@@ -173,12 +196,20 @@ def _measure(
     import gnomon.spark
 
     by_key = f" PARTITION BY KEY(host) PARTITIONS {partitions}" if partitions else ""
-    times: dict[str, tuple[list[float], list[float]]] = {"ingest": ([], [])}
+    times: dict[str, tuple[list[float], list[float]]] = {
+        "ingest": ([], []),
+        "ingest floor": ([], []),
+    }
     for rep in range(reps):
         table = f"cpu_{rep}"
         _sql(http, f"CREATE TABLE {table} ({COLUMNS}){by_key} {OPTIONS}")
         times["ingest"][0].append(timed(lambda t=table: _ingest(df, endpoint, t)))  # type: ignore[misc]
-        times["ingest"][1].append(timed(lambda: df.write.mode("overwrite").parquet(parquet_dir)))
+        parquet = timed(lambda: df.write.mode("overwrite").parquet(parquet_dir))
+        times["ingest"][1].append(parquet)
+        times["ingest floor"][0].append(
+            timed(lambda: df.write.format("dropping").mode("append").save())
+        )
+        times["ingest floor"][1].append(parquet)
 
     def flight_df() -> Any:
         return _read(spark, endpoint, "cpu_0")
@@ -232,6 +263,7 @@ def main() -> None:
     scratch = tempfile.mkdtemp(prefix="gnomon-bench-spark-")
     server, endpoint, http = _standalone(scratch)
     spark = local_session("gnomon-bench", spark_driver_memory="4g")
+    spark.dataSource.register(Dropping)
     results: dict[str, list[tuple[str, float, float, float]]] = {}
     try:
         # One row per host every 10 s: a TSBS-like cpu table.
@@ -261,6 +293,8 @@ def main() -> None:
         read_cpu = _cpu_of(server.pid, lambda: _noop(_read(spark, endpoint, "cpu_0")))
         _sql(http, f"CREATE TABLE cpu_ingest ({COLUMNS}) {OPTIONS}")
         ingest_cpu = _cpu_of(server.pid, lambda: _ingest(df, endpoint, "cpu_ingest"))
+        floor_cpu = _cpu_of(server.pid, lambda: df.write.format("dropping").mode("append").save())
+        parquet_cpu = _cpu_of(server.pid, lambda: df.write.mode("overwrite").parquet(parquet_dir))
         _stop(server)
         if not args.no_cluster:
             # The SSTs in the S3 server (Spark has no s3a: every row over Flight), then in a
@@ -295,6 +329,8 @@ def main() -> None:
                 | {
                     "cpu_s_of_one_standalone_flight_read": read_cpu,
                     "cpu_s_of_one_standalone_ingest": ingest_cpu,
+                    "cpu_s_of_one_dropping_write": floor_cpu,
+                    "cpu_s_of_one_parquet_write": parquet_cpu,
                 }
             )
         )
