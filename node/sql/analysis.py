@@ -241,14 +241,14 @@ def analyse(tokens: Sequence[Token], engine: TableCatalog, sql: str) -> Analysis
             plain.append(name)
         elif name in ts_columns:
             timestamps.extend(_timestamp_literals(tokens, i))
+    # The statement's one parse: its tokens as the catalog spells them, into a tree.
+    tree = select.read(tokens)
     shape = None
     planned = None
     # The executor binds a prescan and plan to the tokens it has, where double-quoted
     # strings are still quoted names: a query holding one goes to DataFusion alone.
     if not travel and not strings and len(set(plain)) == 1:
         schema = engine.describe(plain[0]).schema
-        # The statement's one parse: its tokens as the catalog spells them, into a tree.
-        tree = select.read(tokens)
         shape = prescan.shape(tree, plain[0], schema, mentions=len(plain))
         exact = shape.single and len(shape.bounds) == shape.terms
         planned = fastpath.plan(tree, tokens, plain[0], schema, exact_where=exact)
@@ -264,7 +264,7 @@ def analyse(tokens: Sequence[Token], engine: TableCatalog, sql: str) -> Analysis
         shape,
         planned,
         extent.depth,
-        rewrite.unnamed_items(tokens),
+        rewrite.unnamed_items(tokens, tree),
         rewrite.constant_spans(tokens),
         tuple(names),
         strings,

@@ -1,8 +1,9 @@
 """What gnomon changes in a query's text before DataFusion sees it, found from its tokens
 without parsing it: long ORs of one column's values become IN lists (:func:`in_lists`),
-unnamed SELECT items holding literals get their own text as a name (:func:`unnamed_items`),
-and integer arithmetic on literals alone is checked for overflow (:func:`constant_spans`,
-:func:`check_constants`), which DataFusion wraps silently.
+unnamed SELECT items holding literals get their own text as a name (:func:`unnamed_items`,
+from the items of the statement's tree, :mod:`node.sql.select`), and integer arithmetic on
+literals alone is checked for overflow (:func:`constant_spans`, :func:`check_constants`),
+which DataFusion wraps silently.
 
 Every rewrite is judged on tokens alone, so each takes only what it can tell for sure and
 leaves anything else as written.
@@ -16,6 +17,7 @@ from collections.abc import Iterator, Sequence
 
 from gnomon.errors import InvalidArgument
 from node.sql.lexer import Kind, Token
+from node.sql.select import CLOSING, OPENING, Select
 
 #: Tokens that end an expression's operand list at their parenthesis level: an OR chain,
 #: an AND chain or an arithmetic expression between two of them is a whole subtree.
@@ -154,65 +156,21 @@ def _term(
 #: Words that are operators inside an expression (never an operand or an alias).
 _OPERATOR_WORDS = frozenset(("AND", "OR", "NOT", "IS", "IN", "LIKE", "ILIKE", "BETWEEN"))
 _LITERAL_WORDS = frozenset(("TRUE", "FALSE", "NULL"))
-#: Brackets: a comma between them is no SELECT list's (arrays, structs).
-_OPENING = frozenset("([{")
-_CLOSING = frozenset(")]}")
-#: Words that end a SELECT list.
-_SELECT_ENDS = frozenset((
-    "FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "OFFSET", "UNION", "INTERSECT",
-    "EXCEPT", "WINDOW", "QUALIFY", "INTO",
-))  # fmt: skip
 
 
-def unnamed_items(tokens: Sequence[Token]) -> tuple[tuple[int, int], ...]:
-    """The items of the outermost SELECT list that hold a literal and have no alias, as
-    [first, last] token indices. DataFusion names such an item after its expression with
-    each literal's type spelled out (``Int64(1)`` for ``SELECT 1``, ``Utf8("a")``), which
-    is its internal notation; gnomon names it by its text as written, as MySQL does
-    (PostgreSQL says ``?column?``). An item whose tokens could hold an alias without AS (two
-    operands in a row: ``1 x``, ``INTERVAL '1' DAY``, ``CASE ... END``) keeps DataFusion's
-    name."""
-    list_start = _select_list(tokens)
-    if list_start is None:
-        return ()
-    items: list[tuple[int, int]] = []
-    depth = 0
-    first = list_start
-    for i in range(list_start, len(tokens)):
-        t = tokens[i]
-        if t.kind is Kind.SYMBOL and t.text in _OPENING:
-            depth += 1
-        elif t.kind is Kind.SYMBOL and t.text in _CLOSING:
-            depth -= 1
-            if depth < 0:
-                return ()
-        elif depth == 0 and (t.kind is Kind.SYMBOL and t.text == ","):
-            if i > first and _unnamed(tokens, first, i):
-                items.append((first, i - 1))
-            first = i + 1
-        elif depth == 0 and (
-            t.kind is Kind.END or t.text == ";" or (t.kind is Kind.WORD and t.upper in _SELECT_ENDS)
-        ):
-            if t.is_word("FROM") and tokens[i - 1].is_word("DISTINCT"):
-                return ()  # IS [NOT] DISTINCT FROM: not the FROM clause
-            if i > first and _unnamed(tokens, first, i):
-                items.append((first, i - 1))
-            break
-    return tuple(items)
-
-
-def _select_list(tokens: Sequence[Token]) -> int | None:
-    """Where the outermost SELECT's list starts (after DISTINCT or ALL)."""
-    depth = 0
-    for i, t in enumerate(tokens):
-        if t.kind is Kind.SYMBOL:
-            depth += {"(": 1, ")": -1}.get(t.text, 0)
-        elif depth == 0 and t.is_word("SELECT"):
-            nxt = tokens[i + 1]
-            if nxt.is_word("DISTINCT") and tokens[i + 2].is_word("ON"):
-                return None
-            return i + 2 if nxt.is_word("DISTINCT", "ALL") else i + 1
-    return None
+def unnamed_items(tokens: Sequence[Token], query: Select) -> tuple[tuple[int, int], ...]:
+    """The items of the outermost SELECT list (of ``query``, the tree of ``tokens``) that
+    hold a literal and have no alias, as [first, last] token indices. DataFusion names such
+    an item after its expression with each literal's type spelled out (``Int64(1)`` for
+    ``SELECT 1``, ``Utf8("a")``), which is its internal notation; gnomon names it by its
+    text as written, as MySQL does (PostgreSQL says ``?column?``). An item whose tokens
+    could hold an alias without AS (two operands in a row: ``1 x``, ``INTERVAL '1' DAY``,
+    ``CASE ... END``) keeps DataFusion's name."""
+    return tuple(
+        (item.span[0], item.span[1] - 1)
+        for item in query.items
+        if item.alias is None and _unnamed(tokens, *item.span)
+    )
 
 
 def _unnamed(tokens: Sequence[Token], first: int, stop: int) -> bool:
@@ -225,11 +183,11 @@ def _unnamed(tokens: Sequence[Token], first: int, stop: int) -> bool:
         if kind is Kind.STRING or kind is Kind.NUMBER or t.is_word(*_LITERAL_WORDS):
             literal = True
         if kind is Kind.SYMBOL:
-            if t.text in _OPENING:
+            if t.text in OPENING:
                 depth += 1
-            elif t.text in _CLOSING:
+            elif t.text in CLOSING:
                 depth -= 1
-            operand = depth == 0 and t.text in _CLOSING
+            operand = depth == 0 and t.text in CLOSING
             continue
         if depth:
             continue

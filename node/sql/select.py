@@ -1,7 +1,9 @@
 """The tree of a SELECT statement, read once from its tokens, for the passes that answer or
 prepare a query before DataFusion plans it: the prescan (:mod:`node.sql.prescan`, the scan's
-columns and WHERE bounds) and the fast paths (:mod:`node.sql.fastpath`). DataFusion still
-parses the statement's text itself.
+columns and WHERE bounds), the fast paths (:mod:`node.sql.fastpath`), the split of a
+partition table's query (:mod:`node.partition.pushdown`) and the names of unnamed items
+(:func:`node.sql.rewrite.unnamed_items`). DataFusion still parses the statement's text
+itself.
 
 The tree models the top-level SELECT of the forms those passes take and holds everything
 else as opaque or as a flag, so they decline what it does not model:
@@ -12,15 +14,17 @@ else as opaque or as a flag, so they decline what it does not model:
 
 An item is a column (``col``, ``q.col``), a call of a column or ``*`` (``max(v)``,
 ``count(*)``), a time bucket (``date_bin(INTERVAL '5 minutes', ts)``), each with an
-optional ``AS <alias>``, or opaque. The WHERE clause is its top-level AND terms (parentheses
-around terms opened), each a test of a column by literals (``col <op> literal``,
-``literal <op> col``, ``col IN (literal, ...)``, ``col BETWEEN literal AND literal``) or
-opaque. A literal is a string, a number with an optional minus sign, or
-``to_timestamp_millis(<number>)``; the tree holds where its tokens are, so a query of the
-same shape with other literals binds to it (their values are read by its users, by the
-types of the columns they test). Names are the tokens' identifiers (unquoted ones folded to
-lower case): a statement's tokens are those the catalog's spellings have been applied to
-(:mod:`node.sql.analysis`).
+optional ``AS <alias>``, or opaque; every item, GROUP BY key and ORDER BY key keeps where
+its tokens are, for the passes that take an opaque expression's text. The items of the
+outermost SELECT are read in any statement, nested or not. The WHERE clause is its
+top-level AND terms (parentheses around terms opened), each a test of a column by literals
+(``col <op> literal``, ``literal <op> col``, ``col IN (literal, ...)``, ``col BETWEEN
+literal AND literal``) or opaque. A literal is a string, a number with an optional minus
+sign, or ``to_timestamp_millis(<number>)``; the tree holds where its tokens are, so a query
+of the same shape with other literals binds to it (their values are read by its users, by
+the types of the columns they test). Names are the tokens' identifiers (unquoted ones
+folded to lower case): in the analysis, a statement's tokens are those the catalog's
+spellings have been applied to (:mod:`node.sql.analysis`).
 """
 
 from __future__ import annotations
@@ -71,10 +75,11 @@ class Item:
 
 @dataclass(frozen=True)
 class Table:
-    """A FROM item naming a table, ``name [[AS] alias]``."""
+    """A FROM item naming a table, ``name [[AS] alias]``, its name at token ``at``."""
 
     name: str
     alias: str | None
+    at: int
 
 
 @dataclass(frozen=True)
@@ -98,8 +103,10 @@ class Term:
 
 @dataclass(frozen=True)
 class OrderKey:
-    """An ORDER BY key: a column, or None for any other expression."""
+    """An ORDER BY key: its expression's tokens (without ASC, DESC, NULLS ...) and what it
+    is, a column or None for any other expression."""
 
+    span: Span
     expression: Column | None
     descending: bool
     #: NULLS FIRST (True) or LAST (False); None when unstated.
@@ -110,6 +117,9 @@ class OrderKey:
 class Select:
     """A SELECT statement as far as the tree models it (see the module's docstring)."""
 
+    #: The items of the outermost SELECT, read in every statement (one the tree holds
+    #: nothing else of too): the list of ``WITH ... SELECT <items>`` or ``SELECT <items>
+    #: UNION ...``; empty for ``SELECT DISTINCT ON (...)``.
     items: tuple[Item, ...]
     distinct: bool
     #: The FROM clause's tables (empty without one); None when it holds anything else: a
@@ -117,8 +127,9 @@ class Select:
     tables: tuple[Table, ...] | None
     #: The WHERE clause's terms; empty without one.
     where: tuple[Term, ...]
-    #: GROUP BY keys: columns, or None for any other expression.
+    #: GROUP BY keys: columns, or None for any other expression; and their tokens.
     group_by: tuple[Column | None, ...]
+    group_spans: tuple[Span, ...]
     order_by: tuple[OrderKey, ...]
     #: Whether a LIMIT clause is there, and where its number is (None when it is no whole
     #: number); where OFFSET's number is.
@@ -128,8 +139,8 @@ class Select:
     #: Another query in the statement: a subquery, WITH, a set operation (UNION, INTERSECT,
     #: EXCEPT), VALUES; or a statement that is no plain SELECT.
     nested: bool
-    #: Anything else the tree holds nothing of: HAVING, WINDOW, QUALIFY, a LIMIT or OFFSET
-    #: of no number, clauses out of order, a second statement.
+    #: Anything else the tree holds nothing of: HAVING, WINDOW, QUALIFY, DISTINCT ON, a
+    #: LIMIT or OFFSET of no number, clauses out of order, a second statement.
     other: bool
     #: Every identifier in the statement (subqueries too): what it may read of a table.
     names: frozenset[str | None]
@@ -156,6 +167,9 @@ _UNMODELLED = frozenset(("HAVING", "WINDOW", "QUALIFY"))
 #: Words that start or join another query (anywhere but at the start).
 _NESTING = frozenset(("SELECT", "WITH", "VALUES", "UNION", "INTERSECT", "EXCEPT"))
 _COMPARISONS = frozenset(("=", "<", "<=", ">", ">="))
+#: Brackets: a comma or clause word between them is no SELECT's (calls, arrays, structs).
+OPENING = frozenset("([{")
+CLOSING = frozenset(")]}")
 _MIRRORED = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
@@ -169,20 +183,24 @@ def read(tokens: Sequence[Token]) -> Select:
     names: set[str | None] = set()
     star = nested = other = False
     clauses: list[tuple[str, int]] = []
+    # The outermost SELECT, and what else ends its list: a set operation, another statement.
+    select_at: int | None = None
+    stops: list[int] = []
     depth = 0
     for i in range(end):
         t = tokens[i]
         kind = t.kind
         if kind is Kind.SYMBOL:
             text = t.text
-            if text == "(":
+            if text in OPENING:
                 depth += 1
-            elif text == ")":
+            elif text in CLOSING:
                 depth -= 1
             elif text == "*":
                 star = star or (i > 0 and tokens[i - 1].text != "(")
             elif text == ";":
                 other = True
+                stops.append(i)
             continue
         names.add(t.identifier)
         if kind is not Kind.WORD:
@@ -190,6 +208,11 @@ def read(tokens: Sequence[Token]) -> Select:
         upper = t.upper
         if upper in _NESTING:
             nested = nested or i > 0
+            if depth == 0:
+                if upper == "SELECT" and select_at is None:
+                    select_at = i
+                else:
+                    stops.append(i)
         elif upper == "NATURAL":
             star = True
         elif depth == 0 and upper in _RANK:
@@ -198,8 +221,22 @@ def read(tokens: Sequence[Token]) -> Select:
             if upper in ("GROUP", "ORDER") and not tokens[i + 1].is_word("BY"):
                 continue  # WITHIN GROUP (...)
             clauses.append((upper, i))
-    if nested or not tokens[0].is_word("SELECT"):
-        return _opaque(frozenset(names), star, nested=True, other=other)
+    items: tuple[Item, ...] = ()
+    distinct = False
+    if select_at is not None:
+        first = select_at + 1
+        distinct = tokens[first].is_word("DISTINCT")
+        if distinct or tokens[first].is_word("ALL"):
+            first += 1
+        if distinct and tokens[first].is_word("ON"):
+            other = True
+        else:
+            stop = next((at for _, at in clauses if at > select_at), end)
+            if stops:
+                stop = min(stop, next((at for at in stops if at > select_at), end))
+            items = tuple(_item(tokens, a, b) for a, b in _split(tokens, first, stop))
+    if nested or select_at != 0:
+        return _opaque(items, distinct, frozenset(names), star, nested=True, other=other)
     spans: dict[str, Span] = {}
     rank = 0
     for k, (word, at) in enumerate(clauses):
@@ -210,13 +247,7 @@ def read(tokens: Sequence[Token]) -> Select:
         rank = _RANK[word]
         spans[word] = (at + 2 if word in ("GROUP", "ORDER") else at + 1, stop)
     if other:
-        return _opaque(frozenset(names), star, nested=False, other=True)
-    first = 1
-    distinct = tokens[1].is_word("DISTINCT")
-    if distinct or tokens[1].is_word("ALL"):
-        first = 2
-    listed = _split(tokens, first, clauses[0][1] if clauses else end)
-    items = tuple(_item(tokens, a, b) for a, b in listed)
+        return _opaque(items, distinct, frozenset(names), star, nested=False, other=True)
     tables: tuple[Table, ...] | None = ()
     if "FROM" in spans:
         found = [_table(tokens, a, b) for a, b in _split(tokens, *spans["FROM"])]
@@ -224,9 +255,10 @@ def read(tokens: Sequence[Token]) -> Select:
     where: tuple[Term, ...] = ()
     if "WHERE" in spans:
         where = tuple(Term(s, _test(tokens, *s)) for s in _conjuncts(tokens, *spans["WHERE"]))
-    group_by: tuple[Column | None, ...] = ()
+    group_spans: tuple[Span, ...] = ()
     if "GROUP" in spans:
-        group_by = tuple(_column(tokens, a, b) for a, b in _split(tokens, *spans["GROUP"]))
+        group_spans = tuple(_split(tokens, *spans["GROUP"]))
+    group_by = tuple(_column(tokens, a, b) for a, b in group_spans)
     order_by: tuple[OrderKey, ...] = ()
     if "ORDER" in spans:
         order_by = tuple(_order_key(tokens, a, b) for a, b in _split(tokens, *spans["ORDER"]))
@@ -243,6 +275,7 @@ def read(tokens: Sequence[Token]) -> Select:
         tables,
         where,
         group_by,
+        group_spans,
         order_by,
         "LIMIT" in spans,
         limit_at,
@@ -254,9 +287,20 @@ def read(tokens: Sequence[Token]) -> Select:
     )
 
 
-def _opaque(names: frozenset[str | None], star: bool, *, nested: bool, other: bool) -> Select:
-    """A statement the tree holds nothing of but what holds of the whole of it."""
-    return Select((), False, None, (), (), (), False, None, None, nested, other, names, star)
+def _opaque(
+    items: tuple[Item, ...],
+    distinct: bool,
+    names: frozenset[str | None],
+    star: bool,
+    *,
+    nested: bool,
+    other: bool,
+) -> Select:
+    """A statement the tree holds nothing of but its outermost SELECT's items and what
+    holds of the whole of it."""
+    return Select(
+        items, distinct, None, (), (), (), (), False, None, None, nested, other, names, star
+    )
 
 
 def _split(tokens: Sequence[Token], start: int, stop: int) -> list[Span]:
@@ -268,9 +312,9 @@ def _split(tokens: Sequence[Token], start: int, stop: int) -> list[Span]:
         t = tokens[i]
         if t.kind is Kind.SYMBOL:
             text = t.text
-            if text == "(":
+            if text in OPENING:
                 depth += 1
-            elif text == ")":
+            elif text in CLOSING:
                 depth -= 1
             elif text == "," and depth == 0:
                 parts.append((first, i))
@@ -330,17 +374,18 @@ def _table(tokens: Sequence[Token], start: int, stop: int) -> Table | None:
     if name is None:
         return None
     if stop - start == 1:
-        return Table(name, None)
+        return Table(name, None, start)
     if stop - start == 3 and tokens[start + 1].is_word("AS"):
         alias = tokens[start + 2].identifier
     elif stop - start == 2:
         alias = tokens[start + 1].identifier
     else:
         return None
-    return None if alias is None else Table(name, alias)
+    return None if alias is None else Table(name, alias, start)
 
 
 def _order_key(tokens: Sequence[Token], start: int, stop: int) -> OrderKey:
+    """The key ``expression [ASC | DESC] [NULLS FIRST | NULLS LAST]``."""
     nulls_first = None
     if (
         stop - start >= 3
@@ -352,7 +397,7 @@ def _order_key(tokens: Sequence[Token], start: int, stop: int) -> OrderKey:
     descending = tokens[stop - 1].is_word("DESC")
     if descending or tokens[stop - 1].is_word("ASC"):
         stop -= 1
-    return OrderKey(_column(tokens, start, stop), descending, nulls_first)
+    return OrderKey((start, stop), _column(tokens, start, stop), descending, nulls_first)
 
 
 def _number(tokens: Sequence[Token], span: Span | None) -> int | None:
@@ -366,7 +411,7 @@ def _number(tokens: Sequence[Token], span: Span | None) -> int | None:
 def _conjuncts(tokens: Sequence[Token], start: int, stop: int) -> list[Span]:
     """The terms joined by AND outside parentheses in ``tokens[start:stop]`` (a term
     wrapped in parentheses is split again); the whole as one term when an OR joins any."""
-    if _wrapped(tokens, start, stop):
+    if wrapped(tokens, start, stop):
         return _conjuncts(tokens, start + 1, stop - 1)
     terms: list[Span] = []
     depth = 0
@@ -394,11 +439,11 @@ def _conjuncts(tokens: Sequence[Token], start: int, stop: int) -> list[Span]:
     return [
         c
         for a, b in terms
-        for c in (_conjuncts(tokens, a, b) if _wrapped(tokens, a, b) else [(a, b)])
+        for c in (_conjuncts(tokens, a, b) if wrapped(tokens, a, b) else [(a, b)])
     ]
 
 
-def _wrapped(tokens: Sequence[Token], start: int, stop: int) -> bool:
+def wrapped(tokens: Sequence[Token], start: int, stop: int) -> bool:
     """Whether one pair of parentheses encloses all of ``tokens[start:stop]``."""
     if stop - start < 2 or not _symbol(tokens[start], "(") or not _symbol(tokens[stop - 1], ")"):
         return False
@@ -457,7 +502,7 @@ def _comparison(tokens: Sequence[Token], start: int, at: int, stop: int) -> Colu
 
 def _list(tokens: Sequence[Token], start: int, stop: int) -> tuple[Span, ...] | None:
     """The literals of ``( literal, ... )`` in ``tokens[start:stop]``, if it is one."""
-    if not _wrapped(tokens, start, stop):
+    if not wrapped(tokens, start, stop):
         return None
     items = _split(tokens, start + 1, stop - 1)
     return tuple(items) if all(_literal(tokens, a, b) for a, b in items) else None

@@ -27,12 +27,17 @@ def test_items_from_group_order_and_limit() -> None:
     assert (k.expression, k.alias) == (Call("count", None), "k")
     assert (host.expression, host.alias) == (Column("host"), None)
     assert (w.expression, w.alias) == (None, "w")
-    assert tree.tables == (Table("m", None),)
+    (table,) = tree.tables or ()
+    assert table == Table("m", None, table.at) and tokens[table.at].text == "m"
     assert tree.group_by == (Column("b"),)
-    assert tree.order_by == (OrderKey(Column("b"), True, False),)
+    (group,) = tree.group_spans
+    assert [t.text for t in tokens[slice(*group)]] == ["b"]
+    (order,) = tree.order_by
+    assert order == OrderKey(order.span, Column("b"), True, False)
+    assert [t.text for t in tokens[slice(*order.span)]] == ["b"]
     assert tree.limited and tree.limit_at is not None and tokens[tree.limit_at].text == "3"
     assert not (tree.nested or tree.other or tree.distinct or tree.star)
-    assert tree.from_alone("m") == Table("m", None) and tree.from_alone("n") is None
+    assert tree.from_alone("m") == table and tree.from_alone("n") is None
 
 
 def test_where_terms() -> None:
@@ -42,7 +47,7 @@ def test_where_terms() -> None:
     )
     tokens = tokenize(sql)
     tree = read(tokens)
-    assert tree.tables == (Table("m", "x"),)
+    assert tree.tables == (Table("m", "x", 3),)
     tests = [term.test for term in tree.where]
     assert tests[4:] == [None, None]
     n, v, host, ts = tests[:4]
@@ -71,7 +76,7 @@ def test_terms_it_holds_opaque(where: str) -> None:
         ("SELECT v FROM m UNION ALL SELECT v FROM n", True, False, None),
         ("WITH x AS (SELECT 1) SELECT * FROM x", True, False, None),
         ("SELECT v FROM m VERSION AS OF 3", False, False, None),
-        ("SELECT v FROM m, n", False, False, (Table("m", None), Table("n", None))),
+        ("SELECT v FROM m, n", False, False, (Table("m", None, 3), Table("n", None, 5))),
         ("SELECT host FROM m GROUP BY host HAVING count(*) > 1", False, True, ()),
         ("SELECT v FROM m LIMIT 1 + 1", False, True, ()),
         ("SELECT v FROM m LIMIT 1 OFFSET 2", False, False, ()),
@@ -94,9 +99,11 @@ def test_clause_words_inside_expressions_start_no_clause() -> None:
         "SELECT extract(hour FROM ts) AS h FROM m WHERE a IS NOT DISTINCT FROM b "
         "AND v > 1 ORDER BY h"
     )
-    assert tree.tables == (Table("m", None),)
+    assert tree.tables == (Table("m", None, 10),)
     assert [term.test is not None for term in tree.where] == [False, True]
-    assert tree.order_by == (OrderKey(Column("h"), False, None),)
+    assert [(key.expression, key.descending, key.nulls_first) for key in tree.order_by] == [
+        (Column("h"), False, None)
+    ]
 
 
 def test_names_and_stars_of_the_whole_statement() -> None:
@@ -105,3 +112,21 @@ def test_names_and_stars_of_the_whole_statement() -> None:
     assert not tree.star
     assert _read("SELECT m.* FROM m").star
     assert _read("SELECT v FROM m NATURAL JOIN n").star
+
+
+@pytest.mark.parametrize(
+    ("sql", "items"),
+    [
+        ("WITH x AS (SELECT 1) SELECT 2, v AS w FROM x", ["2", "v"]),
+        ("SELECT 1, [2, 3] UNION SELECT 4", ["1", "[ 2 , 3 ]"]),
+        ("SELECT ALL 'a'; SELECT 2", ["a"]),
+        ("SELECT DISTINCT ON (v) v, 1 FROM m", []),
+        ("(SELECT 1) UNION (SELECT 2)", []),
+    ],
+)
+def test_items_of_the_outermost_select_of_any_statement(sql: str, items: list[str]) -> None:
+    """Items are read where the tree holds nothing else (nested, other): the rewrite names
+    a statement's unnamed items from them."""
+    tokens = tokenize(sql)
+    tree = read(tokens)
+    assert [" ".join(t.text for t in tokens[slice(*item.span)]) for item in tree.items] == items
