@@ -7,7 +7,13 @@ query type (gnomon's dialect, over the TSBS cpu table),
   path, the rewrite passes), paid once per shape;
 - ``kept_us``: a query of a kept shape, as every further one is: its shape's analysis found
   and bound to its literals (``Analyses.bound``), the prescan's scan request and the fast
-  path bound (:meth:`node.sql.prescan.Shape.bind`, :meth:`node.sql.fastpath.FastPath.bind`).
+  path bound (:meth:`node.sql.prescan.Shape.bind`, :meth:`node.sql.fastpath.FastPath.bind`);
+- ``partition_us``: the same query over the table made a partition table (``PARTITION BY
+  KEY(hostname) PARTITIONS 4``), planned as the executor plans every such query before its
+  sub-tables answer (``SqlExecutor._pushed_down``: its tokens, tree, prescan, the pushdown
+  of :mod:`node.partition.pushdown` and the sub-tables its bounds leave), with the partial
+  queries' run left out (``pushdown.run`` answers nothing); a query of a shape that is not
+  split costs only the part up to its refusal.
 
 Each tree runs in a child process of its own (``node`` imported from the tree, the queries
 and the table handed over from this one), the trees in turn, the order reversed every round;
@@ -41,18 +47,27 @@ def _measure(
     ddl: str, queries: list[tuple[str, str, str]], repeat: int
 ) -> dict[str, dict[str, float]]:
     """The figures of the tree this process imports ``node`` from, over the table ``ddl``
-    makes and ``queries`` (name, a query, another of its shape)."""
+    makes (and the partition table :data:`PARTITIONED` adds to it) and ``queries`` (name, a
+    query, another of its shape)."""
+    import pyarrow as pa
+
     from node.backends import open_standalone
+    from node.partition import pushdown
     from node.sql.analysis import Analyses, analyse
     from node.sql.executor import SqlExecutor
     from node.sql.lexer import tokenize
 
-    with tempfile.TemporaryDirectory() as root:
+    # The partial queries are not run: what is timed is the planning before them.
+    pushdown.run = lambda *_: pa.table({})
+    with tempfile.TemporaryDirectory() as root, tempfile.TemporaryDirectory() as split:
         engine = open_standalone(root, compaction_threads=0, gc_interval_s=0)
+        split_engine = open_standalone(split, compaction_threads=0, gc_interval_s=0)
         try:
             ex = SqlExecutor(engine)
             ex.execute(ddl)
             catalog = ex.catalog
+            partitioned = SqlExecutor(split_engine)
+            partitioned.execute(_partitioned(ddl))
             figures: dict[str, dict[str, float]] = {}
             for name, sql, other in queries:
                 tokens = tokenize(sql)
@@ -73,13 +88,28 @@ def _measure(
                         if bounds.exact and analysis.fast is not None:
                             analysis.fast.bind(literals)
 
+                def pushed(other: str = other) -> None:
+                    partitioned._pushed_down(other)
+
                 figures[name] = {
                     "new_shape_us": _median_us(fresh, repeat),
                     "kept_us": _median_us(bound, repeat),
+                    "partition_us": _median_us(pushed, repeat),
                 }
             return figures
         finally:
+            split_engine.close()
             engine.close()
+
+
+#: How the table of the queries is made a partition table.
+PARTITIONED = " PARTITION BY KEY(hostname) PARTITIONS 4"
+
+
+def _partitioned(ddl: str) -> str:
+    """``ddl``, a CREATE TABLE ending with its WITH options, making a partition table."""
+    at = ddl.rindex(" WITH (")
+    return ddl[:at] + PARTITIONED + ddl[at:]
 
 
 def _median_us(fn: Any, repeat: int) -> float:

@@ -4,7 +4,9 @@ partial query where it is served, this node merges the answers.
 :func:`plan` takes a single SELECT over one partition table whose items are group keys or
 count/sum/min/max/avg of an expression, with WHERE, GROUP BY (time buckets too), ORDER BY
 of outputs (a projection may also order by columns it does not select, carried along
-hidden) and LIMIT/OFFSET. Each owner runs the partial query with its own SQL engine
+hidden) and LIMIT/OFFSET. It reads the query's tree (:mod:`node.sql.select`: its clauses,
+FROM, items, WHERE terms, keys and LIMIT) and takes the text of the expressions the tree
+holds as spans of tokens. Each owner runs the partial query with its own SQL engine
 (projection, WHERE, buckets, GROUP BY and partial aggregates: avg as sum and count; for a
 projection, its ORDER BY and LIMIT + OFFSET as a top-k), and :func:`run` merges the partial
 answers with one more query over them (sums of counts and sums, min of mins, max of maxes,
@@ -28,27 +30,19 @@ import pyarrow.compute as pc
 from node.engine.lru import Lru
 from node.partition.parts import Part
 from node.partition.tables import PartitionTable
-from node.sql import functions
+from node.sql import functions, select
 from node.sql.lexer import Kind, Token
 from node.sql.provider import ScanRecord
 
 #: The aggregates merged from partial ones.
 AGGREGATES = frozenset(("COUNT", "SUM", "MIN", "MAX", "AVG"))
-#: Words that end the select list or a clause, at parenthesis depth 0.
-_CLAUSES = frozenset(("FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "OFFSET"))
-#: Words that put a query beyond what is pushed down.
-_REFUSED = frozenset((
-    "SELECT", "DISTINCT", "OVER", "HAVING", "JOIN", "UNION", "INTERSECT", "EXCEPT", "WITH",
-    "WINDOW", "QUALIFY", "VALUES", "LATERAL", "UNNEST", "FILTER",
-))  # fmt: skip
+#: Words that put a query beyond what is pushed down wherever they are (the tree's names
+#: hold every word, folded to lower case) and that the tree holds inside opaque
+#: expressions: DISTINCT or ALL, windows, aggregate filters, UNNEST. What the tree marks
+#: (nested queries, HAVING, WINDOW, QUALIFY, joins) it declines by the tree.
+_REFUSED = frozenset(("distinct", "all", "over", "filter", "unnest"))
 #: Words that end an expression and so are no alias written without AS.
 _NOT_ALIASES = frozenset(("NULL", "END", "TRUE", "FALSE", "ASC", "DESC", "FIRST", "LAST"))
-
-#: The ORDER BY directions read.
-_DIRECTIONS: tuple[list[str], ...] = (
-    [], ["ASC"], ["DESC"], ["NULLS", "FIRST"], ["NULLS", "LAST"], ["ASC", "NULLS", "FIRST"],
-    ["ASC", "NULLS", "LAST"], ["DESC", "NULLS", "FIRST"], ["DESC", "NULLS", "LAST"],
-)  # fmt: skip
 #: Where the sub-table's name goes in a partial query.
 _TABLE = "\x00TABLE\x00"
 #: The name the partial answers are merged under.
@@ -76,21 +70,21 @@ class _Item:
 class _Order:
     #: The output column (``__o<i>``) or hidden input column (``__h<i>``) it sorts by.
     column: str
-    direction: str
-
-    @property
-    def descending(self) -> bool:
-        return "DESC" in self.direction.upper().split()
+    descending: bool
+    #: NULLS FIRST (True) or LAST (False) as written; None when unstated.
+    nulls: bool | None
 
     @property
     def nulls_first(self) -> bool:
         """Where nulls go: as written, else DataFusion's default (first when descending)."""
-        words = self.direction.upper().split()
-        return "FIRST" in words if "NULLS" in words else self.descending
+        return self.descending if self.nulls is None else self.nulls
 
     @property
     def sql(self) -> str:
-        return f"{_dq(self.column)} {self.direction}".rstrip()
+        text = _dq(self.column) + (" DESC" if self.descending else "")
+        if self.nulls is not None:
+            text += " NULLS FIRST" if self.nulls else " NULLS LAST"
+        return text
 
 
 @dataclass(frozen=True)
@@ -108,66 +102,42 @@ class Merging:
 
 
 class _Tokens:
-    """A query's tokens with its text, cut into spans at parenthesis depth 0. Text taken
-    from it names the sub-table (:data:`_TABLE`) where the query qualifies a column with
-    the partition table's name."""
+    """A query's tokens with its text. Text taken from it names the sub-table
+    (:data:`_TABLE`) where the query qualifies a column with the partition table's name."""
 
     def __init__(self, sql: str, tokens: Sequence[Token], table: str) -> None:
         self.sql = sql
         self.tokens = tokens
-        depth = 0
-        self.depth: list[int] = []
-        for t in tokens:
-            if t.kind is Kind.SYMBOL and t.text == ")":
-                depth -= 1
-            self.depth.append(depth)
-            if t.kind is Kind.SYMBOL and t.text == "(":
-                depth += 1
-        self.swap = {
-            i
-            for i, t in enumerate(tokens[:-1])
-            if t.identifier == table
-            and tokens[i + 1].kind is Kind.SYMBOL
-            and tokens[i + 1].text == "."
-        }
+        self.table = table
 
-    def text(self, start: int, stop: int, *, also: frozenset[int] = frozenset()) -> str:
-        swap = self.swap | also
-        if not any(start <= i < stop for i in swap):
-            return self.sql[self.tokens[start].pos : self.tokens[stop].pos].strip()
+    def text(self, start: int, stop: int, *, also: int | None = None) -> str:
+        """The text of ``tokens[start:stop]``, the sub-table named at ``also`` too."""
+        tokens = self.tokens
+        swap = [
+            i
+            for i in range(start, stop)
+            if i == also
+            or (
+                tokens[i].identifier == self.table
+                and tokens[i + 1].kind is Kind.SYMBOL
+                and tokens[i + 1].text == "."
+            )
+        ]
+        if not swap:
+            return self.sql[tokens[start].pos : tokens[stop].pos].strip()
         out = []
-        for i in range(start, stop):
-            piece = self.sql[self.tokens[i].pos : self.tokens[i + 1].pos]
-            if i in swap:
-                token = piece.rstrip()
-                piece = _TABLE + piece[len(token) :]
-            out.append(piece)
+        done = tokens[start].pos
+        for i in swap:
+            out.append(self.sql[done : tokens[i].pos])
+            out.append(_TABLE)
+            done = tokens[i].pos + len(self.sql[tokens[i].pos : tokens[i + 1].pos].rstrip())
+        out.append(self.sql[done : tokens[stop].pos])
         return "".join(out).strip()
 
     def key(self, start: int, stop: int) -> tuple[tuple[str, str], ...]:
         return tuple(
             (t.kind, t.upper if t.kind is Kind.WORD else t.text) for t in self.tokens[start:stop]
         )
-
-    def split(self, start: int, stop: int) -> list[tuple[int, int]]:
-        """``[start, stop)`` cut at the commas of depth 0."""
-        out, first = [], start
-        for i in range(start, stop):
-            t = self.tokens[i]
-            if self.depth[i] == 0 and t.kind is Kind.SYMBOL and t.text == ",":
-                out.append((first, i))
-                first = i + 1
-        out.append((first, stop))
-        return out
-
-    def closing(self, i: int) -> int:
-        """The ``)`` matching the ``(`` at ``i``."""
-        want = self.depth[i]
-        for j in range(i + 1, len(self.tokens)):
-            t = self.tokens[j]
-            if t.kind is Kind.SYMBOL and t.text == ")" and self.depth[j] == want:
-                return j
-        return len(self.tokens) - 1
 
     def calls_aggregate(self, start: int, stop: int) -> bool:
         return any(
@@ -179,15 +149,19 @@ class _Tokens:
         )
 
 
-def _item(q: _Tokens, start: int, stop: int) -> _Item | None:
+def _item(q: _Tokens, item: select.Item) -> _Item | None:
+    """What the pushdown reads of a SELECT item of the tree: its text, an alias written
+    without AS (the tree reads those written with it), the aggregate it is."""
     tokens = q.tokens
+    start, stop = item.span
     if tokens[stop - 1].text == "*" and (stop - start == 1 or tokens[stop - 2].text == "."):
         return None  # every column: scanned instead
-    alias = None
-    if stop - start >= 3 and tokens[stop - 2].is_word("AS"):
-        alias, stop = tokens[stop - 1].identifier, stop - 2
-    elif (
-        stop - start >= 2
+    alias = item.alias
+    if alias is None and stop - start >= 3 and tokens[stop - 2].is_word("AS"):
+        return None  # AS and no name
+    if (
+        alias is None
+        and stop - start >= 2
         and tokens[stop - 1].kind in (Kind.WORD, Kind.QUOTED)
         and tokens[stop - 1].upper not in _NOT_ALIASES
         and (tokens[stop - 2].kind is not Kind.SYMBOL or tokens[stop - 2].text == ")")
@@ -204,12 +178,7 @@ def _item(q: _Tokens, start: int, stop: int) -> _Item | None:
         return None  # two words in a row: a form this reading does not know
     aggregate = None
     first = tokens[start]
-    if (
-        first.is_word(*AGGREGATES)
-        and stop - start >= 3
-        and tokens[start + 1].text == "("
-        and q.closing(start + 1) == stop - 1
-    ):
+    if first.is_word(*AGGREGATES) and stop - start >= 3 and select.wrapped(tokens, start + 1, stop):
         arg_start, arg_stop = start + 2, stop - 1
         if arg_stop <= arg_start or q.calls_aggregate(arg_start, arg_stop):
             return None
@@ -241,120 +210,77 @@ class Pushdown:
         return self.whole_template.replace(_TABLE, _dq(sub_table))
 
 
-def plan(sql: str, tokens: Sequence[Token], table: str, columns: Sequence[str]) -> Pushdown | None:
-    """The pushdown of ``sql`` (``tokens``), a query reading partition table ``table`` (of
-    ``columns``) once, or None when its shape is not one that splits (it is then scanned)."""
+def plan(
+    sql: str, tokens: Sequence[Token], query: select.Select, table: str, columns: Sequence[str]
+) -> Pushdown | None:
+    """The pushdown of ``sql`` (``tokens``, its tree ``query``), a query reading partition
+    table ``table`` (of ``columns``) once, or None when its shape is not one that splits (it
+    is then scanned)."""
+    source = query.from_alone(table)
+    if source is None or query.other or not _REFUSED.isdisjoint(query.names):
+        return None
+    if any(term.span[0] == term.span[1] for term in query.where):
+        return None  # a WHERE clause missing a term: DataFusion says so
     q = _Tokens(sql, tokens, table)
-    if not tokens or not tokens[0].is_word("SELECT") or tokens[1].is_word("DISTINCT", "ALL"):
-        return None
-    if any(t.is_word(*_REFUSED) for t in tokens[1:]):
-        return None
-    clauses: dict[str, int] = {}
-    for i, t in enumerate(tokens):
-        if q.depth[i] == 0 and t.is_word(*_CLAUSES):
-            if t.upper in clauses:
-                return None
-            clauses[t.upper] = i
-    end = len(tokens) - 1  # the END token
-    if tokens[end].kind is not Kind.END or "FROM" not in clauses:
-        return None
-    order = sorted(clauses.values())
-
-    def span(word: str) -> tuple[int, int] | None:
-        at = clauses.get(word)
-        if at is None:
-            return None
-        later = [i for i in order if i > at]
-        return at, later[0] if later else end
-
-    # FROM <table> [[AS] alias]
-    f0, f1 = span("FROM")  # type: ignore[misc]
-    source = tokens[f0 + 1 : f1]
-    if not source or source[0].identifier != table or len(source) > 3:
-        return None
-    if len(source) == 3 and not source[1].is_word("AS"):
-        return None
-    if len(source) == 2 and source[1].kind not in (Kind.WORD, Kind.QUOTED):
-        return None
-    aliased = len(source) > 1
     items = []
-    for s, e in q.split(1, f0):
-        item = _item(q, s, e)
+    for written in query.items:
+        item = _item(q, written)
         if item is None:
             return None
         items.append(item)
-    where = span("WHERE")
-    where_sql = "" if where is None else " " + q.text(where[0], where[1])
+    # The terms as written, joined by AND; the tree opened parentheses around terms, so a
+    # term it holds opaque (an OR, say) is closed in them again where there are several.
+    where_sql = " AND ".join(
+        q.text(*term.span)
+        if term.test is not None or len(query.where) == 1
+        else f"({q.text(*term.span)})"
+        for term in query.where
+    )
+    where_sql = where_sql and " WHERE " + where_sql
     # The sub-table is not aliased as the table: its owner would take that name for the
     # partition table and read it as well.
-    from_sql = " FROM " + _TABLE
-    if aliased:
-        from_sql += " " + q.text(f0 + 2, f1)
+    alias_sql = "" if source.alias is None else " AS " + _dq(source.alias)
+    from_sql = " FROM " + _TABLE + alias_sql
 
-    group = span("GROUP")
     group_keys: list[tuple[str, tuple[tuple[str, str], ...]]] = []
-    if group is not None:
-        if not tokens[group[0] + 1].is_word("BY"):
+    for s, e in query.group_spans:
+        if q.calls_aggregate(s, e):
             return None
-        for s, e in q.split(group[0] + 2, group[1]):
-            if q.calls_aggregate(s, e):
+        if e - s == 1 and tokens[s].kind is Kind.NUMBER:
+            k = int(tokens[s].text) - 1 if tokens[s].text.isdigit() else -1
+            if not 0 <= k < len(items) or items[k].aggregate is not None:
                 return None
-            if e - s == 1 and tokens[s].kind is Kind.NUMBER:
-                k = int(tokens[s].text) - 1 if tokens[s].text.isdigit() else -1
-                if not 0 <= k < len(items) or items[k].aggregate is not None:
-                    return None
-                group_keys.append((items[k].text, items[k].key))
-                continue
-            name = tokens[s].identifier if e - s == 1 else None
-            named = [it for it in items if name is not None and it.alias == name]
-            if named and name not in columns:
-                group_keys.append((named[0].text, named[0].key))
-            else:
-                group_keys.append((q.text(s, e), q.key(s, e)))
-    aggregating = group is not None or any(it.aggregate for it in items)
-
-    # LIMIT n [OFFSET m] / OFFSET m
-    limit = offset = None
-    for word in ("LIMIT", "OFFSET"):
-        got = span(word)
-        if got is None:
+            group_keys.append((items[k].text, items[k].key))
             continue
-        s, e = got
-        if e - s != 2 or tokens[s + 1].kind is not Kind.NUMBER or not tokens[s + 1].text.isdigit():
-            return None
-        value = int(tokens[s + 1].text)
-        if word == "LIMIT":
-            limit = value
+        name = tokens[s].identifier if e - s == 1 else None
+        named = [it for it in items if name is not None and it.alias == name]
+        if named and name not in columns:
+            group_keys.append((named[0].text, named[0].key))
         else:
-            offset = value
+            group_keys.append((q.text(s, e), q.key(s, e)))
+    aggregating = bool(query.group_spans) or any(it.aggregate for it in items)
+    limit = None if query.limit_at is None else int(tokens[query.limit_at].text)
+    offset = None if query.offset_at is None else int(tokens[query.offset_at].text)
 
     hidden: list[str] = []
     orders: list[_Order] = []
-    ordering = span("ORDER")
-    if ordering is not None:
-        if not tokens[ordering[0] + 1].is_word("BY"):
+    for key in query.order_by:
+        s, e = key.span
+        if e == s:
             return None
-        for s, e in q.split(ordering[0] + 2, ordering[1]):
-            d = e
-            while d > s and tokens[d - 1].is_word("ASC", "DESC", "NULLS", "FIRST", "LAST"):
-                d -= 1
-            if d == s:
-                return None
-            direction = q.text(d, e) if d < e else ""
-            ref = _order_ref(q, s, d, items, columns, aggregating, hidden)
-            if ref is None:
-                return None
-            orders.append(_Order(ref, direction))
-    if any(o.direction.upper().split() not in _DIRECTIONS for o in orders):
-        return None
+        ref = _order_ref(q, s, e, items, columns, aggregating, hidden)
+        if ref is None:
+            return None
+        orders.append(_Order(ref, key.descending, key.nulls_first))
 
-    names_sql = f"SELECT {', '.join(_named(it) for it in items)} FROM {_dq(table)}"
-    if aliased:
-        names_sql += " " + q.text(f0 + 2, f1)
-    if group is not None:
-        names_sql += " " + q.text(group[0], group[1])
+    names_sql = f"SELECT {', '.join(_named(it) for it in items)} FROM {_dq(table)}{alias_sql}"
+    if query.group_spans:
+        names_sql += " GROUP BY " + ", ".join(q.text(s, e) for s, e in query.group_spans)
     names_sql = names_sql.replace(_TABLE, _dq(table))
-    whole = q.text(0, end, also=frozenset((f0 + 1,)))
+    end = len(tokens) - 1  # the END token, after any semicolons
+    while end > 0 and tokens[end - 1].kind is Kind.SYMBOL and tokens[end - 1].text == ";":
+        end -= 1
+    whole = q.text(0, end, also=source.at)
     order_sql = ""
     if orders:
         order_sql = " ORDER BY " + ", ".join(o.sql for o in orders)
@@ -391,8 +317,6 @@ def plan(sql: str, tokens: Sequence[Token], table: str, columns: Sequence[str]) 
             continue
         fn, arg = it.aggregate
         merged.append((fn, i))
-        if arg.upper().startswith(("DISTINCT ", "ALL ")):
-            return None
         total, counted = _dq(f"__a{i}_s"), _dq(f"__a{i}_c")
         if fn == "AVG":
             partial_out += [f"sum({arg}) AS {total}", f"count({arg}) AS {counted}"]

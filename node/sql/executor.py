@@ -463,10 +463,11 @@ def _pushed(
     table: PartitionTable, sql: str, tokens: Sequence[Token], mentions: int
 ) -> QueryResult | None:
     schema = table.spec.schema
-    shape = prescan.shape(select.read(tokens), table.name, schema, mentions=mentions)
+    tree = select.read(tokens)
+    shape = prescan.shape(tree, table.name, schema, mentions=mentions)
     if not shape.single:
         return None
-    push = pushdown.plan(sql, tokens, table.name, schema.names)
+    push = pushdown.plan(sql, tokens, tree, table.name, schema.names)
     if push is None:
         return None
     parts = table.reading(shape.bind(tokens).bounds)

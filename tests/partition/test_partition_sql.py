@@ -18,6 +18,7 @@ from node.partition import pushdown
 from node.partition.rule import KeyRule
 from node.sql.executor import SqlExecutor
 from node.sql.lexer import tokenize
+from node.sql.select import read
 from tests.partition import differential
 from tests.sql import test_differential as diff
 
@@ -151,6 +152,10 @@ def test_answers_match_a_plain_table(engine: Engine) -> None:
         "SELECT a.host, a.ts, a.v FROM {t} a JOIN (SELECT host, max(ts) AS last FROM {t} "
         "GROUP BY host) l ON a.host = l.host AND a.ts = l.last ORDER BY a.host",
         "SELECT * FROM {t} WHERE host = 'h5' ORDER BY ts LIMIT 4",
+        "SELECT x.host, v FROM {t} x WHERE (host = 'h1' OR v > 90) AND ts < 3600000 "
+        "ORDER BY v DESC, host LIMIT 6;",
+        "SELECT host, count(*) AS n FROM {t} WHERE (host = 'h1' OR host = 'h2') "
+        "AND (v > 10 OR v < 5) GROUP BY host ORDER BY host",
     ]
     for q in queries:
         got = sql.execute(q.format(t="cpu")).table()
@@ -226,6 +231,7 @@ def test_which_queries_split() -> None:
         "SELECT date_bin(INTERVAL '5 minutes', ts) AS b, host, avg(cpu) FROM t "
         "GROUP BY b, host ORDER BY b, host",
         "SELECT region, count(cpu) c FROM t x WHERE x.cpu > 1 GROUP BY 1 ORDER BY c DESC",
+        "SELECT host FROM t WHERE (host = 'a' OR cpu > 1) AND mem < 3 ORDER BY host LIMIT 2;",
     ]
     scanned = [
         "SELECT * FROM t",
@@ -238,8 +244,14 @@ def test_which_queries_split() -> None:
         "SELECT host, max(cpu) FROM t GROUP BY host ORDER BY min(cpu)",
         "SELECT region, sum(cpu) FROM t GROUP BY region ORDER BY host",
         "SELECT host FROM t LIMIT 1 + 1",
+        "SELECT host, max(cpu) OVER (PARTITION BY region) FROM t",
+        "SELECT count(*) FILTER (WHERE cpu > 1) FROM t",
+        "SELECT host AS 'h' FROM t",
+        "SELECT host FROM t WHERE",
     ]
     for q in split:
-        assert pushdown.plan(q, tokenize(q), "t", columns) is not None, q
+        tokens = tokenize(q)
+        assert pushdown.plan(q, tokens, read(tokens), "t", columns) is not None, q
     for q in scanned:
-        assert pushdown.plan(q, tokenize(q), "t", columns) is None, q
+        tokens = tokenize(q)
+        assert pushdown.plan(q, tokens, read(tokens), "t", columns) is None, q
