@@ -38,7 +38,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
@@ -48,7 +47,7 @@ from typing import Any
 import psutil
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 
-from bench.common import median, report, timed
+from bench.common import median, report, standalone_argv, timed
 
 START_MS = 1_451_606_400_000
 
@@ -111,24 +110,13 @@ def _standalone(scratch: str) -> tuple[subprocess.Popen[bytes], str, str]:
     http_port, grpc_port, flight_port = _free_port(), _free_port(), _free_port()
     log = open(os.path.join(scratch, "server.log"), "wb")  # noqa: SIM115 - server lifetime
     server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gnomon.cli",
-            "--log-level",
-            "warning",
-            "standalone",
-            "--data-dir",
+        standalone_argv(
             os.path.join(scratch, "data"),
-            "--http-port",
-            str(http_port),
-            "--grpc-port",
-            str(grpc_port),
-            "--flight-port",
-            str(flight_port),
-            "--wal-sync",
-            "never",
-        ],
+            http_port=http_port,
+            grpc_port=grpc_port,
+            flight_port=flight_port,
+            wal_sync="never",
+        ),
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
