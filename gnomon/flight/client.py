@@ -155,19 +155,28 @@ class FlightClient:
         schema: pa.Schema,
         *,
         revision: int | None = None,
+        attempt: str | None = None,
     ) -> int:
         """Send ``batches`` (of ``schema``) to ``table``: written at once, or staged under a
-        reserved ``revision``. Returns the rows the node took."""
-        with self.open_put(table, schema, revision=revision) as stream:
+        reserved ``revision`` (by task attempt ``attempt``, see :meth:`commit`). Returns the
+        rows the node took."""
+        with self.open_put(table, schema, revision=revision, attempt=attempt) as stream:
             for b in batches:
                 stream.write(b)
             return stream.finish()
 
-    def open_put(self, table: str, schema: pa.Schema, *, revision: int | None = None) -> PutStream:
+    def open_put(
+        self,
+        table: str,
+        schema: pa.Schema,
+        *,
+        revision: int | None = None,
+        attempt: str | None = None,
+    ) -> PutStream:
         """A put whose batches are handed over one at a time (see :meth:`put`), so several
         can be fed at once from one thread."""
         descriptor = flight.FlightDescriptor.for_command(
-            PutSpec(table=table, revision=revision).to_json()
+            PutSpec(table=table, revision=revision, attempt=attempt).to_json()
         )
         try:
             writer, reader = self._client.do_put(descriptor, schema, self._options)
@@ -194,9 +203,19 @@ class FlightClient:
         )
         return int(result["revision"])
 
-    def commit(self, table: str, revision: int, *, wait_s: float = 0.0) -> str:
-        """Commit a revision; its state after waiting up to ``wait_s`` to be published."""
-        result = self.action("commit", table=table, revision=revision, wait_s=wait_s)
+    def commit(
+        self,
+        table: str,
+        revision: int,
+        *,
+        wait_s: float = 0.0,
+        attempts: Iterable[str] | None = None,
+    ) -> str:
+        """Commit a revision; its state after waiting up to ``wait_s`` to be published. With
+        ``attempts``, only the rows staged by those attempts are published."""
+        # Left out when not given, so the body is what a node without attempts knows.
+        chosen = {} if attempts is None else {"attempts": sorted(attempts)}
+        result = self.action("commit", table=table, revision=revision, wait_s=wait_s, **chosen)
         return str(result["state"])
 
     def abort(self, table: str, revision: int) -> None:

@@ -48,6 +48,10 @@ Name = Annotated[StrictStr, Field(min_length=1, max_length=1024)]
 MAX_LEASE_MS = 24 * 3600 * 1000
 #: The longest a ``commit`` may wait for its revision to be published.
 MAX_COMMIT_WAIT_S = 3600.0
+#: A job's task attempt staging rows under a revision (a Spark write makes a uuid per attempt).
+Attempt = Annotated[StrictStr, Field(min_length=1, max_length=128)]
+#: The most attempts one ``commit`` may name (one per task of the job that wrote the table).
+MAX_ATTEMPTS = 1_000_000
 #: The longest encoded row predicate a scan request carries (base64 characters).
 MAX_PREDICATE_CHARS = 4 * 1024**2
 #: JSON scalars a filter compares with.
@@ -196,7 +200,8 @@ def read_ticket(raw: bytes) -> ScanSpec | QuerySpec:
 
 @dataclass(frozen=True)
 class PutSpec:
-    """A ``do_put``: rows for ``table``, written visibly, or staged under ``revision``; or,
+    """A ``do_put``: rows for ``table``, written visibly, or staged under ``revision`` (by
+    task attempt ``attempt``, when a job's commit names the attempts that count); or,
     with ``ingest``, rows written like a line-protocol request (the table created and
     columns added as they need, ``node/cluster/rows_wire.py`` their form). A node that
     sends such a write on to the table's owner names itself in ``forwarded_from``: the
@@ -206,19 +211,22 @@ class PutSpec:
 
     table: Name
     revision: Positive | None = None
+    attempt: Attempt | None = None
     ingest: StrictBool = False
     forwarded_from: Name | None = None
 
     def __post_init__(self) -> None:
         if self.ingest and self.revision is not None:
             raise ValueError("ingest writes rows at once; it takes no revision")
+        if self.attempt is not None and self.revision is None:
+            raise ValueError("attempt is for puts staged under a revision only")
         if self.forwarded_from is not None and not self.ingest:
             raise ValueError("forwarded_from is for ingest puts only")
 
     def to_json(self) -> bytes:
         doc = asdict(self)
         # Left out at their defaults: a plain put's descriptor is what it always was.
-        for key, default in (("ingest", False), ("forwarded_from", None)):
+        for key, default in (("attempt", None), ("ingest", False), ("forwarded_from", None)):
             if doc[key] == default:
                 del doc[key]
         return json.dumps(doc).encode()
@@ -265,11 +273,15 @@ class RevisionArgs:
 
 @dataclass(frozen=True)
 class CommitArgs:
+    """``commit``; with ``attempts``, only the rows those task attempts staged are published
+    (none named: everything staged)."""
+
     __pydantic_config__: ClassVar[ConfigDict] = _FORBID
 
     table: Name
     revision: Positive
     wait_s: Annotated[StrictFloat, Field(ge=0.0, le=MAX_COMMIT_WAIT_S, allow_inf_nan=False)] = 0.0
+    attempts: Annotated[list[Attempt], Field(max_length=MAX_ATTEMPTS)] | None = None
 
 
 @dataclass(frozen=True)

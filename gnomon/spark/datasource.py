@@ -337,7 +337,11 @@ class GnomonReader(DataSourceReader):  # type: ignore[misc]
 
 @dataclass
 class GnomonCommit(WriterCommitMessage):  # type: ignore[misc]
+    """What a task attempt that finished staged: its rows and, by the index of the
+    revision, the attempt it staged them as (only tables or sub-tables it sent rows to)."""
+
     rows: int
+    attempts: dict[int, str]
 
 
 @dataclass(frozen=True)
@@ -352,7 +356,12 @@ class _Revision:
 class GnomonWriter(DataSourceArrowWriter):  # type: ignore[misc]
     """Created on the driver, which reserves the job's revision at the owner of the table
     (of each sub-table, for a partition table, whose rows the tasks split by its key as the
-    node does); pickled to the tasks, which stage their rows at the owners."""
+    node does); pickled to the tasks, which stage their rows at the owners.
+
+    Spark's commit protocol: a task may run more than once (a failed attempt is retried, a
+    slow one speculated), and an attempt failing midway has staged rows already. Each
+    attempt stages as its own id, the commit messages reaching the driver name the attempts
+    that count, and the driver's commit publishes theirs only."""
 
     def __init__(self, options: Any, schema: StructType, overwrite: bool) -> None:
         self.endpoint = _require(options, "endpoint")
@@ -429,17 +438,19 @@ class GnomonWriter(DataSourceArrowWriter):  # type: ignore[misc]
         done = threading.Event()
         beat = threading.Thread(target=self._heartbeat, args=(done,), daemon=True)
         beat.start()
+        attempt = uuid.uuid4().hex
         try:
-            rows = self._stage(iterator)
+            rows, staged = self._stage(iterator, attempt)
         finally:
             done.set()
             beat.join(timeout=10)
-        return GnomonCommit(rows)
+        return GnomonCommit(rows, dict.fromkeys(staged, attempt))
 
-    def _stage(self, iterator: Iterator[pa.RecordBatch]) -> int:
+    def _stage(self, iterator: Iterator[pa.RecordBatch], attempt: str) -> tuple[int, list[int]]:
         """Send the task's rows to the owners as they come: one stream per table or
         sub-table, all open at once, so every owner receives (and stages) while the task
-        still reads its input, and none waits for another's rows."""
+        still reads its input, and none waits for another's rows. Returns the rows sent and
+        the indexes of the revisions they went to."""
         with contextlib.ExitStack() as stack:
             streams: dict[int, PutStream] = {}
             for i, b in self._parts(iterator):
@@ -448,13 +459,13 @@ class GnomonWriter(DataSourceArrowWriter):  # type: ignore[misc]
                     r = self.revisions[i]
                     client = stack.enter_context(FlightClient(r.owner))
                     stream = stack.enter_context(
-                        client.open_put(r.table, self.target, revision=r.revision)
+                        client.open_put(r.table, self.target, revision=r.revision, attempt=attempt)
                     )
                     streams[i] = stream
                 stream.write(b)
             for stream in streams.values():
                 stream.end()
-            return sum(stream.finish() for stream in streams.values())
+            return sum(stream.finish() for stream in streams.values()), list(streams)
 
     def _heartbeat(self, done: threading.Event) -> None:
         while not done.wait(self.lease_s / 4):
@@ -467,15 +478,27 @@ class GnomonWriter(DataSourceArrowWriter):  # type: ignore[misc]
                     return
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        # Only the attempts whose messages reached the driver count: what other attempts
+        # staged (failed midway, or beaten by a speculative copy) is dropped by the owners.
+        attempts: list[list[str]] = [[] for _ in self.revisions]
+        for m in messages:
+            assert isinstance(m, GnomonCommit)
+            for i, attempt in m.attempts.items():
+                attempts[i].append(attempt)
+
         # A partition table's sub-tables publish at once, each at its owner: the moment a
         # reader could see some of the job's sub-tables and not the others is as short as
         # the owners make it, though not none (see the README: no commit spans owners).
-        def one(r: _Revision) -> tuple[_Revision, str]:
+        def one(i: int) -> tuple[_Revision, str]:
+            r = self.revisions[i]
             with FlightClient(r.owner) as client:
-                return r, client.commit(r.table, r.revision, wait_s=self.commit_wait_s)
+                state = client.commit(
+                    r.table, r.revision, wait_s=self.commit_wait_s, attempts=attempts[i]
+                )
+            return r, state
 
         with futures.ThreadPoolExecutor(max_workers=min(16, len(self.revisions))) as pool:
-            committed = list(pool.map(one, self.revisions))
+            committed = list(pool.map(one, range(len(self.revisions))))
         for r, state in committed:
             if state != "latest":
                 log.warning(

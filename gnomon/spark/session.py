@@ -8,10 +8,11 @@ import sys
 from typing import Any
 
 
-def local_session(app: str, *, cores: int = 2, **conf: str) -> Any:
+def local_session(app: str, *, cores: int = 2, max_failures: int = 1, **conf: str) -> Any:
     """``local[cores]`` Spark on this machine's loopback, workers on this Python, UTC session
     time zone, no UI, few shuffle partitions; ``conf`` adds or overrides settings (keys with
-    ``_`` for ``.``, e.g. ``spark_driver_memory="4g"``)."""
+    ``_`` for ``.``, e.g. ``spark_driver_memory="4g"``). A task is tried ``max_failures``
+    times (local Spark takes it from the master URL alone, ``local[cores, max_failures]``)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
@@ -25,7 +26,7 @@ def local_session(app: str, *, cores: int = 2, **conf: str) -> Any:
         "spark.sql.shuffle.partitions": str(cores),
         **{key.replace("_", "."): value for key, value in conf.items()},
     }
-    builder = SparkSession.builder.master(f"local[{cores}]").appName(app)
+    builder = SparkSession.builder.master(f"local[{cores}, {max_failures}]").appName(app)
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()

@@ -11,6 +11,11 @@ and become visible strictly in that order:
 - ``commit``: ``reserved`` → ``pending``; then every pending revision with no reserved one
   below it is published in revision order — all of its files in ONE manifest commit (APPEND,
   or UPDATE for an overwrite of a time range) — and becomes ``latest``.
+- Attempts (Spark's commit protocol): a job's task may run more than once (a failed attempt
+  retried, a speculative copy), and an attempt that fails midway has staged some rows already.
+  Each attempt stages under its own id, and a commit naming the attempts whose work counts
+  (those whose results reached the job's driver) publishes their files only; the others' are
+  dropped with the commit. A commit naming none publishes everything staged.
 - ``abort``/cancel: everything the revision staged is removed and it is marked cancelled;
   pending revisions above it that now have no reserved one below them are published.
 
@@ -32,7 +37,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from functools import partial
@@ -87,6 +92,24 @@ REVISION_FILES = spec(
     [("table_id", "long"), ("revision", "long"), ("path", "string"), ("meta", "string")],
     ["table_id", "revision", "path"],
 )
+
+#: The files staged under an open revision by one attempt of a job's task; a table of its own
+#: (not a column of ``revision_files``), so catalogs made before attempts existed load as they
+#: are.
+REVISION_ATTEMPT_FILES = spec(
+    "revision_attempt_files",
+    [
+        ("table_id", "long"),
+        ("revision", "long"),
+        ("attempt", "string"),
+        ("path", "string"),
+        ("meta", "string"),
+    ],
+    ["table_id", "revision", "attempt", "path"],
+)
+
+#: The tables listing staged files, each keyed by table and revision first.
+_FILE_TABLES = (REVISION_FILES.name, REVISION_ATTEMPT_FILES.name)
 
 #: Per table: the last revision handed out and the latest published one.
 REVISION_HEADS = spec(
@@ -199,7 +222,7 @@ class Revisions:
         self._table = table
         self._by_id = by_id
         self._clock = clock
-        for table_spec in (REVISIONS, REVISION_FILES, REVISION_HEADS):
+        for table_spec in (REVISIONS, REVISION_FILES, REVISION_ATTEMPT_FILES, REVISION_HEADS):
             meta.create(table_spec, if_not_exists=True)
         # State changes and publishing are serialised per engine: a table's revisions are
         # only ever handled by the node that owns the table.
@@ -260,9 +283,17 @@ class Revisions:
         )
         return rev
 
-    def stage(self, name: str, revision: int, data: pa.RecordBatch | pa.Table) -> int:
+    def stage(
+        self,
+        name: str,
+        revision: int,
+        data: pa.RecordBatch | pa.Table,
+        *,
+        attempt: str | None = None,
+    ) -> int:
         """Write rows under a reserved revision, invisible until it is published; returns how
-        many. Each call writes one SST per segment window it touches."""
+        many. Each call writes one SST per segment window it touches. ``attempt`` names the
+        task attempt staging them (see ``commit``)."""
         table = self._table(name)
         rev = self._open(table, revision)
         info = table.info
@@ -315,7 +346,7 @@ class Revisions:
                         ),
                     )
                 )
-            self._record(table, revision, metas)
+            self._record(table, revision, metas, attempt)
         except BaseException:
             self._delete_files(table, [m.path for m in metas])
             raise
@@ -326,21 +357,33 @@ class Revisions:
         table = self._table(name)
         return run_with_retries(self._meta, lambda ctx: self._touch(ctx, table, revision))
 
-    def commit(self, name: str, revision: int, *, wait_s: float = 0.0) -> Revision:
+    def commit(
+        self,
+        name: str,
+        revision: int,
+        *,
+        attempts: Collection[str] | None = None,
+        wait_s: float = 0.0,
+    ) -> Revision:
         """Finish a reserved revision (→ pending) and publish what can be published. Waits
         up to ``wait_s`` for this revision to become latest (lower revisions still reserved
-        hold it back); returns it in the state it reached."""
+        hold it back); returns it in the state it reached. With ``attempts``, only the files
+        those attempts staged are published: the rest (failed or superseded attempts, and
+        files staged outside any attempt) are dropped, in the same transaction that ends
+        staging, and deleted."""
         table = self._table(name)
         self.sweep()
+        kept = None if attempts is None else frozenset(attempts)
 
-        def fn(ctx: TableContext) -> Revision:
+        def fn(ctx: TableContext) -> tuple[Revision, list[str]]:
             rev = self._reserved(ctx, table, revision)
             rev = replace(rev, state=RevisionState.PENDING)
             ctx.table(REVISIONS.name).write(_to_row(rev))
-            return rev
+            return rev, [] if kept is None else self._drop_attempts(ctx, table, revision, kept)
 
         with self._cond:
-            rev = run_with_retries(self._meta, fn)
+            rev, dropped = run_with_retries(self._meta, fn)
+            self._delete_dropped(table, revision, dropped)
             self._advance(table)
             deadline = time.monotonic() + wait_s
             while True:
@@ -441,15 +484,10 @@ class Revisions:
 
     def staged_paths(self, table_id: int) -> set[str]:
         """Files recorded under the table's open revisions (kept from garbage collection)."""
-        rows = run_with_retries(
-            self._meta,
-            lambda ctx: list(
-                ctx.table(REVISION_FILES.name).scan(
-                    KeyRange.prefix({"table_id": table_id}), columns=["path"]
-                )
-            ),
+        key = {"table_id": table_id}
+        return set(
+            run_with_retries(self._meta, lambda ctx: self._file_rows(ctx, key, ["path"])).keys()
         )
-        return {r["path"] for r in rows}
 
     def recover(self) -> None:
         """After a restart: finish publishing pending revisions a crash interrupted (their
@@ -469,7 +507,8 @@ class Revisions:
         def fn(ctx: TableContext) -> None:
             key = {"table_id": table_id}
             ctx.table(REVISIONS.name).delete_all(key)
-            ctx.table(REVISION_FILES.name).delete_all(key)
+            for files in _FILE_TABLES:
+                ctx.table(files).delete_all(key)
             ctx.table(REVISION_HEADS.name).delete(key)
 
         run_with_retries(self._meta, fn)
@@ -502,35 +541,78 @@ class Revisions:
     def _open(self, table: Table, revision: int) -> Revision:
         return run_with_retries(self._meta, lambda ctx: self._reserved(ctx, table, revision))
 
-    def _record(self, table: Table, revision: int, metas: list[SstMeta]) -> None:
+    def _record(
+        self, table: Table, revision: int, metas: list[SstMeta], attempt: str | None
+    ) -> None:
         """Record staged files in the same transaction that checks the revision is still
-        reserved: after a concurrent cancel the caller deletes them instead."""
+        reserved: after a concurrent cancel or commit the caller deletes them instead."""
+        key: Row = {"table_id": table.table_id, "revision": revision}
+        if attempt is not None:
+            key["attempt"] = attempt
 
         def fn(ctx: TableContext) -> None:
             self._touch(ctx, table, revision)
-            files = ctx.table(REVISION_FILES.name)
+            files = ctx.table(
+                REVISION_FILES.name if attempt is None else REVISION_ATTEMPT_FILES.name
+            )
             for m in metas:
-                files.write(
-                    {
-                        "table_id": table.table_id,
-                        "revision": revision,
-                        "path": m.path,
-                        "meta": json.dumps(m.to_json()),
-                    }
-                )
+                files.write({**key, "path": m.path, "meta": json.dumps(m.to_json())})
 
         run_with_retries(self._meta, fn)
 
+    @staticmethod
+    def _file_rows(ctx: TableContext, key: Row, columns: list[str]) -> dict[str, Row]:
+        """The staged files under ``key`` (a table, or a table's revision), by path: those
+        staged outside any attempt and those of every attempt."""
+        return {
+            r["path"]: r
+            for files in _FILE_TABLES
+            for r in ctx.table(files).scan(KeyRange.prefix(key), columns=columns)
+        }
+
     def _files(self, table_id: int, revision: int) -> list[SstMeta]:
-        rows = run_with_retries(
-            self._meta,
-            lambda ctx: list(
-                ctx.table(REVISION_FILES.name).scan(
-                    KeyRange.prefix({"table_id": table_id, "revision": revision})
-                )
-            ),
+        key = {"table_id": table_id, "revision": revision}
+        rows = run_with_retries(self._meta, lambda ctx: self._file_rows(ctx, key, ["path", "meta"]))
+        return [SstMeta.from_json(json.loads(r["meta"])) for r in rows.values()]
+
+    def _drop_attempts(
+        self, ctx: TableContext, table: Table, revision: int, kept: frozenset[str]
+    ) -> list[str]:
+        """Forget the files of revision ``revision`` staged by attempts not in ``kept`` (and
+        outside any attempt); returns their paths."""
+        key = {"table_id": table.table_id, "revision": revision}
+        loose = ctx.table(REVISION_FILES.name)
+        paths = [r["path"] for r in loose.scan(KeyRange.prefix(key), columns=["path"])]
+        if paths:
+            loose.delete_all(key)
+        by_attempt = ctx.table(REVISION_ATTEMPT_FILES.name)
+        dropped: set[str] = set()
+        for r in by_attempt.scan(KeyRange.prefix(key), columns=["attempt", "path"]):
+            if r["attempt"] not in kept:
+                dropped.add(r["attempt"])
+                paths.append(r["path"])
+        for attempt in sorted(dropped):
+            by_attempt.delete_all({**key, "attempt": attempt})
+        return paths
+
+    def _delete_dropped(self, table: Table, revision: int, paths: list[str]) -> None:
+        """Delete the files a commit dropped. They are no longer recorded, so what a failure
+        here leaves is an orphan the garbage collector removes after its grace period: the
+        commit stands either way."""
+        if not paths:
+            return
+        try:
+            self._delete_files(table, paths)
+        except Exception as e:
+            log.warning(
+                "could not delete the files of dropped attempts; garbage collection will",
+                extra={"table": table.name, "revision": revision, "error": repr(e)},
+            )
+            return
+        log.info(
+            "dropped the files of attempts not committed",
+            extra={"table": table.name, "revision": revision, "files": len(paths)},
         )
-        return [SstMeta.from_json(json.loads(r["meta"])) for r in rows]
 
     def _cancel(self, table: Table, revision: int, *, expired_before: int | None = None) -> None:
         def fn(ctx: TableContext) -> list[str]:
@@ -538,9 +620,9 @@ class Revisions:
             if expired_before is not None and rev.lease_until_ms >= expired_before:
                 raise NotFound(f"table {table.name!r}: revision {revision} was renewed")
             key = {"table_id": table.table_id, "revision": revision}
-            files = ctx.table(REVISION_FILES.name)
-            paths = [r["path"] for r in files.scan(KeyRange.prefix(key), columns=["path"])]
-            files.delete_all(key)
+            paths = list(self._file_rows(ctx, key, ["path"]))
+            for files in _FILE_TABLES:
+                ctx.table(files).delete_all(key)
             ctx.table(REVISIONS.name).write(_to_row(replace(rev, state=RevisionState.CANCELLED)))
             return paths
 
@@ -572,7 +654,8 @@ class Revisions:
 
             def fn(ctx: TableContext, rev: Revision = rev) -> None:
                 key = {"table_id": rev.table_id, "revision": rev.revision}
-                ctx.table(REVISION_FILES.name).delete_all(key)
+                for files in _FILE_TABLES:
+                    ctx.table(files).delete_all(key)
                 ctx.table(REVISIONS.name).delete(key)
                 heads = ctx.table(REVISION_HEADS.name)
                 head = heads.read({"table_id": rev.table_id})

@@ -21,7 +21,8 @@
   (a sub-table's share of a partition table's query, node/partition/pushdown.py), never sent
   on.
 - ``do_put(descriptor = PutSpec JSON)``: rows written like any other write, or staged under a
-  reserved revision (invisible until it is committed); or, with ``ingest``, one table's part
+  reserved revision (invisible until it is committed), by a task attempt when it names one;
+  or, with ``ingest``, one table's part
   of a line-protocol write (``node/cluster/rows_wire.py``) written whole through the node's
   ingestor, which creates the table and adds columns as needed and sends it to the table's
   owner if that is another node, unless the put was itself forwarded (``forwarded_from``).
@@ -476,7 +477,7 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         data = pa.Table.from_batches(batches)
         if spec.revision is None:
             return self.tables.write(spec.table, data)
-        return self.tables.revisions.stage(spec.table, spec.revision, data)
+        return self.tables.revisions.stage(spec.table, spec.revision, data, attempt=spec.attempt)
 
     # -- actions ---------------------------------------------------------------------------------
 
@@ -488,7 +489,11 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
             for name, text in (
                 ("describe", "{table} -> the table's columns and keys"),
                 ("reserve", "{table, mode?, time_range?, lease_ms?, owner?} -> a new revision"),
-                ("commit", "{table, revision, wait_s?} -> the revision, pending or latest"),
+                (
+                    "commit",
+                    "{table, revision, wait_s?, attempts?} -> the revision, pending or latest "
+                    "(publishing only what the attempts named staged)",
+                ),
                 ("abort", "{table, revision} -> cancel it and delete what it staged"),
                 ("heartbeat", "{table, revision} -> extend its lease"),
                 ("scan_stats", "{scan_id} -> what the finished do_get of that ticket touched"),
@@ -550,7 +555,9 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
                 lease_ms=args.lease_ms,
             ).to_json()
         if isinstance(args, CommitArgs):
-            return revisions.commit(args.table, args.revision, wait_s=args.wait_s).to_json()
+            return revisions.commit(
+                args.table, args.revision, attempts=args.attempts, wait_s=args.wait_s
+            ).to_json()
         if kind == "abort":
             revisions.abort(args.table, args.revision)
             return {"table": args.table, "revision": args.revision, "state": "cancelled"}

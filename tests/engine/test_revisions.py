@@ -4,8 +4,10 @@ cancelled, overwrites replace a time range, and a restart neither loses nor doub
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections.abc import Iterator
+from typing import cast
 
 import pyarrow as pa
 import pytest
@@ -13,7 +15,8 @@ import pytest
 from gnomon.errors import InvalidArgument, NotFound
 from node.backends import open_standalone
 from node.engine.engine import Engine
-from node.engine.revisions import RevisionState
+from node.engine.manifest import CommitOp
+from node.engine.revisions import REVISION_ATTEMPT_FILES, RevisionState
 
 from .conftest import CPU, cpu_batch, rows
 
@@ -94,6 +97,58 @@ def test_cancel_removes_every_file_and_releases_later_revisions(eng: Engine) -> 
     )
 
 
+def test_a_commit_naming_attempts_publishes_theirs_and_deletes_the_rest(eng: Engine) -> None:
+    keys = _keys(eng)
+    rev = eng.revisions.reserve("cpu", owner="spark-job")
+    # A task's first attempt failed midway after staging some rows; its retry and the other
+    # task staged everything, and a speculative copy of the other task lost.
+    eng.revisions.stage("cpu", rev.revision, _batch("a", 5), attempt="a-first")
+    eng.revisions.stage("cpu", rev.revision, _batch("a", 10), attempt="a-retry")
+    eng.revisions.stage("cpu", rev.revision, _batch("b", 10, start=3 * HOUR * 1000), attempt="b")
+    eng.revisions.stage("cpu", rev.revision, _batch("b", 10, start=3 * HOUR * 1000), attempt="b2")
+    eng.revisions.stage("cpu", rev.revision, _batch("c", 1))  # outside any attempt
+    table_id = eng.table("cpu").table_id
+    staged = eng.revisions.staged_paths(table_id)
+    assert len(staged) == 5 and staged == _keys(eng) - keys
+    eng.gc()  # grace 0: the revision's records keep every attempt's files
+    assert _keys(eng) - keys == staged
+
+    done = eng.revisions.commit("cpu", rev.revision, attempts=["a-retry", "b"])
+    assert done.state is RevisionState.LATEST
+    assert rows(eng.read_all("cpu"), "host") == [("a",)] * 10 + [("b",)] * 10
+    # The other attempts' files are gone at once, not left to garbage collection.
+    assert eng.revisions.staged_paths(table_id) == set()
+    assert _keys(eng) - keys == eng.table("cpu").manifest.referenced_paths(table_id)
+    assert len(_keys(eng) - keys) == 2
+    # An attempt still running when its job committed stages nothing more.
+    with pytest.raises(NotFound):
+        eng.revisions.stage("cpu", rev.revision, _batch("a", 5), attempt="a-first")
+    assert len(_keys(eng) - keys) == 2
+
+
+def test_a_commit_naming_no_attempt_publishes_everything_staged(eng: Engine) -> None:
+    rev = eng.revisions.reserve("cpu")
+    eng.revisions.stage("cpu", rev.revision, _batch("a", 3), attempt="one")
+    eng.revisions.stage("cpu", rev.revision, _batch("b", 4))
+    eng.revisions.commit("cpu", rev.revision)
+    assert _count(eng) == 7
+    # Naming an empty set of attempts publishes nothing (a job whose tasks sent no rows).
+    empty = eng.revisions.reserve("cpu")
+    eng.revisions.stage("cpu", empty.revision, _batch("c", 2), attempt="failed")
+    eng.revisions.commit("cpu", empty.revision, attempts=[])
+    assert _count(eng) == 7
+
+
+def test_abort_removes_every_attempts_files(eng: Engine) -> None:
+    keys = _keys(eng)
+    rev = eng.revisions.reserve("cpu")
+    eng.revisions.stage("cpu", rev.revision, _batch("a", 3), attempt="one")
+    eng.revisions.stage("cpu", rev.revision, _batch("b", 3))
+    eng.revisions.abort("cpu", rev.revision)
+    assert _keys(eng) == keys
+    assert eng.revisions.staged_paths(eng.table("cpu").table_id) == set()
+
+
 def test_failed_stage_leaves_nothing(eng: Engine) -> None:
     keys = _keys(eng)
     rev = eng.revisions.reserve("cpu")
@@ -129,7 +184,7 @@ def test_overwrite_replaces_a_time_range_with_one_update(eng: Engine) -> None:
     eng.revisions.stage("cpu", rev.revision, _batch("z", 2, start=3000, usage=9.0))
     eng.revisions.commit("cpu", rev.revision)
     got = rows(eng.read_all("cpu"), "host", "ts", "usage")
-    assert [(h, ts.timestamp() * 1000) for h, ts, _ in got if h == "a"] == [
+    assert [(h, cast(dt.datetime, ts).timestamp() * 1000) for h, ts, _ in got if h == "a"] == [
         ("a", float(t)) for t in (0, 1000, 2000, 6000, 7000, 8000, 9000)
     ]
     assert [u for h, _, u in got if h == "z"] == [9.0, 9.0]
@@ -148,7 +203,7 @@ def test_restart_keeps_open_revisions_and_finishes_interrupted_publish(data_dir:
     e.revisions.commit("cpu", r2.revision)
     files = e.revisions._files(e.table("cpu").table_id, r2.revision)
     table = e.table("cpu")
-    table.manifest.commit(table.table_id, "append", add=files)
+    table.manifest.commit(table.table_id, CommitOp.APPEND, add=files)
     e.close()
 
     e = open_standalone(data_dir, compaction_threads=0, gc_interval_s=0)
@@ -159,5 +214,23 @@ def test_restart_keeps_open_revisions_and_finishes_interrupted_publish(data_dir:
         assert rows(e.read_all("cpu"), "host") == [("a",)] * 4 + [("b",)] * 4
         assert e.revisions.open_revisions("cpu") == []
         assert e.revisions.reserve("cpu").revision == 3
+    finally:
+        e.close()
+
+
+def test_a_catalog_from_before_attempts_loads_and_commits(data_dir: str) -> None:
+    e = open_standalone(data_dir, compaction_threads=0, gc_interval_s=0)
+    e.create_table("cpu", CPU)
+    rev = e.revisions.reserve("cpu")
+    e.revisions.stage("cpu", rev.revision, _batch("a", 4))
+    # What a node that knew no attempts left: its revision tables without the attempts'.
+    e._meta.drop(REVISION_ATTEMPT_FILES.name)
+    e.close()
+
+    e = open_standalone(data_dir, compaction_threads=0, gc_interval_s=0)
+    try:
+        assert [r.revision for r in e.revisions.open_revisions("cpu")] == [rev.revision]
+        e.revisions.commit("cpu", rev.revision)
+        assert rows(e.read_all("cpu"), "host") == [("a",)] * 4
     finally:
         e.close()

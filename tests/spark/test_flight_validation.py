@@ -91,6 +91,8 @@ BAD_ACTIONS = [
     ("commit", {"table": TABLE, "revision": "1"}, "revision"),
     ("commit", {"table": TABLE, "revision": 1, "wait_s": "soon"}, "wait_s"),
     ("commit", {"table": TABLE, "revision": 1, "wait_s": -1}, "wait_s"),
+    ("commit", {"table": TABLE, "revision": 1, "attempts": "a1"}, "attempts"),
+    ("commit", {"table": TABLE, "revision": 1, "attempts": [""]}, "attempts"),
     ("abort", {"table": TABLE}, "revision"),
     ("heartbeat", {"table": TABLE, "revision": 1.5}, "revision"),
     ("heartbeat", {"table": TABLE, "revision": 0}, "revision"),
@@ -109,6 +111,8 @@ BAD_PUTS = [
     (json.dumps({"table": TABLE, "revision": 0}).encode(), "revision"),
     (json.dumps({"table": TABLE, "mode": "append"}).encode(), "mode"),
     (json.dumps({"revision": 1}).encode(), "table"),
+    (json.dumps({"table": TABLE, "revision": 1, "attempt": ""}).encode(), "attempt"),
+    (json.dumps({"table": TABLE, "attempt": "a1"}).encode(), "attempt"),
 ]
 
 
