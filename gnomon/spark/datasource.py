@@ -77,7 +77,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from gnomon.errors import GnomonError, InvalidArgument, NotFound
+from gnomon.errors import Conflict, GnomonError, InvalidArgument, NotFound
 from gnomon.flight.client import FlightClient, PutStream
 from gnomon.flight.ticket import ScanSpec
 from gnomon.spark import planning
@@ -482,7 +482,10 @@ class GnomonWriter(DataSourceArrowWriter):  # type: ignore[misc]
         # staged (failed midway, or beaten by a speculative copy) is dropped by the owners.
         attempts: list[list[str]] = [[] for _ in self.revisions]
         for m in messages:
-            assert isinstance(m, GnomonCommit)
+            if not isinstance(m, GnomonCommit):
+                # Publishing without it would drop that task's rows without a word: the job
+                # fails instead, and Spark's abort cancels its revisions.
+                raise Conflict(f"a task of the job sent no gnomon commit message ({m!r})")
             for i, attempt in m.attempts.items():
                 attempts[i].append(attempt)
 

@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pyarrow as pa
@@ -89,3 +90,13 @@ def test_a_retried_task_stages_its_rows_once_in_a_partition_table(
         "WITH (segment_duration='1h', update_mode='APPEND')"
     )
     _written_once(spark, node, "retried_parts", tmp_path / "failed")
+
+
+def test_a_job_missing_a_task_commit_message_is_not_published() -> None:
+    from gnomon.errors import Conflict
+    from gnomon.spark.datasource import GnomonCommit, GnomonWriter
+
+    # The check comes before any owner is called: a writer with no revisions will do.
+    job = SimpleNamespace(revisions=[])
+    with pytest.raises(Conflict, match="sent no gnomon commit message"):
+        GnomonWriter.commit(job, [GnomonCommit(0, {}), None])  # type: ignore[arg-type]
