@@ -7,8 +7,8 @@ start at 1 and strictly increase in the order records are appended to the region
 A write is two steps: ``append`` assigns the record its seq and places it in the log, and the
 :class:`Ticket` it returns settles once the record is durable under the WAL's sync policy (one
 sync covers every record appended before it): ``sync_to`` waits for that, running the sync on the
-caller's thread if none is running, or (``background``) the WAL's own sync thread runs it and
-settles the ticket, which calls back. ``write`` is ``append`` then ``sync_to``. A record is
+caller's thread if none is running (the group commit's leader: whoever waits syncs, so no
+thread is woken to do it for them). ``write`` is ``append`` then ``sync_to``. A record is
 readable (``read``) only once durable. ``append_blocks`` tells whether ``append``
 itself may wait on the network or a group in flight (Kafka: its append is the durable write,
 its ticket settled when returned); the disk WAL's appends only wait on a segment roll-over.
@@ -37,7 +37,7 @@ class Ticket:
     is durable (``error`` None) or once it cannot be (``error`` set; whether the record
     reached the log is then unknown)."""
 
-    __slots__ = ("_callbacks", "_guard", "_waiter", "error", "position", "seq", "settled")
+    __slots__ = ("_guard", "_waiter", "error", "position", "seq", "settled")
 
     def __init__(self, seq: int, position: int = 0) -> None:
         self.seq = seq
@@ -46,8 +46,7 @@ class Ticket:
         self.settled = False
         self.error: BaseException | None = None
         self._guard = threading.Lock()
-        self._callbacks: list[Callable[[Ticket], None]] = []
-        #: Held until settled, made only if a thread waits (most tickets get a callback).
+        #: Held until settled, made only if a thread waits (most find the ticket settled).
         self._waiter: threading.Lock | None = None
 
     @classmethod
@@ -58,25 +57,13 @@ class Ticket:
         return ticket
 
     def settle(self, error: BaseException | None = None) -> None:
-        """Called by the WAL, once: run the callbacks (on this thread) and wake the waiter."""
+        """Called by the WAL, once: wake the waiter."""
         with self._guard:
             self.error = error
             self.settled = True
-            callbacks, self._callbacks = self._callbacks, []
             waiter = self._waiter
         if waiter is not None:
             waiter.release()
-        for callback in callbacks:
-            callback(self)
-
-    def then(self, callback: Callable[[Ticket], None]) -> None:
-        """Call ``callback(ticket)`` once settled: at once on this thread if it is, else on the
-        thread that settles it (the WAL's sync thread: the callback must not block)."""
-        with self._guard:
-            if not self.settled:
-                self._callbacks.append(callback)
-                return
-        callback(self)
 
     def wait(self) -> int:
         """Block until settled (one thread at a time: the appender); the seq, or the error
@@ -107,12 +94,9 @@ class Wal(Protocol):
     def close_region(self, region_id: int) -> None:
         """Flush and close a region; its files stay."""
 
-    def append(
-        self, region_id: int, table_id: int, payload: bytes, *, background: bool = True
-    ) -> Ticket:
-        """Append one record; the ticket (with its seq) settles once it is durable. With
-        ``background`` the WAL makes it durable on its own; without, the caller must
-        ``sync_to`` the ticket.
+    def append(self, region_id: int, table_id: int, payload: bytes) -> Ticket:
+        """Append one record; the ticket (with its seq) settles once it is durable, which
+        the caller's ``sync_to`` of it sees to.
 
         Concurrent appends are group-committed: many records, one sync.
         """

@@ -67,7 +67,7 @@ class GroupCommit(ABC, Generic[R]):
         """Called with ``_cond`` held once ``batch`` is durable, before any of its writers
         returns; ``result`` is what ``_commit`` returned (None if nothing needed committing)."""
 
-    def append(self, table_id: int, payload: bytes, background: bool) -> Ticket:
+    def append(self, table_id: int, payload: bytes) -> Ticket:
         """The write itself (a Kafka record is durable once the broker acknowledges it, and
         nothing less tells its place), with its ticket settled."""
         return Ticket.durable(self.write(table_id, payload))

@@ -19,7 +19,7 @@ from gnomon.wal.api import MAX_U64, Ticket, WalRecord
 class Region(Protocol):
     """One open region of a backend: the Wal calls without the region id."""
 
-    def append(self, table_id: int, payload: bytes, background: bool) -> Ticket: ...
+    def append(self, table_id: int, payload: bytes) -> Ticket: ...
 
     def sync_to(self, ticket: Ticket) -> int: ...
 
@@ -96,18 +96,16 @@ class RegionWal(ABC, Generic[R]):
             if region is not None:
                 region.close()
 
-    def append(
-        self, region_id: int, table_id: int, payload: bytes, *, background: bool = True
-    ) -> Ticket:
+    def append(self, region_id: int, table_id: int, payload: bytes) -> Ticket:
         _check_id("table id", table_id)
         payload = self._check_payload(table_id, payload)
-        return self._region(region_id).append(table_id, payload, background)
+        return self._region(region_id).append(table_id, payload)
 
     def sync_to(self, region_id: int, ticket: Ticket) -> int:
         return self._region(region_id).sync_to(ticket)
 
     def write(self, region_id: int, table_id: int, payload: bytes) -> int:
-        ticket = self.append(region_id, table_id, payload, background=False)
+        ticket = self.append(region_id, table_id, payload)
         return self.sync_to(region_id, ticket)
 
     def read(self, region_id: int, table_id: int, from_seq: int) -> Iterator[WalRecord]:

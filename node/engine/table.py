@@ -75,8 +75,8 @@ def decode_record(payload: bytes) -> tuple[RecordOp, pa.RecordBatch]:
 
 
 class Logged:
-    """A write logged and applied, acknowledged once ``ticket`` (its WAL record's) settles:
-    :meth:`finish` then says how many rows it wrote or why it is not acknowledged."""
+    """A write logged and applied, acknowledged once ``ticket`` (its WAL record's) settles,
+    which :meth:`wait` sees to."""
 
     __slots__ = ("_table", "rows", "ticket")
 
@@ -85,13 +85,15 @@ class Logged:
         self.rows = rows
         self.ticket = ticket
 
-    def finish(self) -> int:
-        """Called once the ticket settled: the rows written, or the error."""
-        if self.ticket.error is not None:
-            raise self.ticket.error
-        if self._table is None:
+    def wait(self) -> int:
+        """Wait until the record is durable, syncing the WAL on this thread if no sync is
+        running (and so covering every write appended before it): the rows written, or why
+        the write is not acknowledged."""
+        table = self._table
+        if table is None:
             return self.rows
-        return self._table._acknowledge(self.rows, self.ticket.seq)
+        table._wal.sync_to(table._region, self.ticket)
+        return table._acknowledge(self.rows, self.ticket.seq)
 
 
 @dataclass(frozen=True)
@@ -233,10 +235,10 @@ class Table:
         return self._log(RecordOp.PUT, self._conform(data))
 
     def start_write(self, data: pa.RecordBatch | pa.Table) -> Logged | None:
-        """Log and apply rows without blocking: the WAL's sync thread makes them durable, and
-        the write is acknowledged once :attr:`Logged.ticket` settles. None (nothing done) if
-        the table is waiting for flushes or its WAL's appends may block: write it with
-        :meth:`write` on a thread that may wait."""
+        """Log and apply rows without waiting for anything but the disk: the write is
+        acknowledged once :meth:`Logged.wait` returns. None (nothing done) if the table is
+        waiting for flushes or its WAL's appends may block (on the network): write it with
+        :meth:`write` on a thread that may wait that long."""
         if self._wal.append_blocks:
             return None
         return self._start(RecordOp.PUT, self._conform(data), wait=False)
@@ -299,8 +301,7 @@ class Table:
 
     def _wait(self, logged: Logged | None) -> int:
         assert logged is not None
-        self._wal.sync_to(self._region, logged.ticket)
-        return logged.finish()
+        return logged.wait()
 
     def _start(
         self, op: RecordOp, prepare: Callable[[Schema], pa.RecordBatch], *, wait: bool
@@ -331,7 +332,7 @@ class Table:
         """Append the record of the entry ``prepare`` builds for the current schema (None:
         nothing to log) to the WAL, then apply it to the active memtable; an ALTER between
         the two makes it prepare again. Without ``wait``, None if the table would wait for
-        flushes, and the WAL's sync thread makes the record durable.
+        flushes. The caller's :meth:`Logged.wait` makes the record durable.
 
         Rows are readable from the memtable as soon as they are applied, a moment before
         their record is durable and the write acknowledged (as with most databases' group
@@ -369,9 +370,7 @@ class Table:
             # NotOwner here means nothing was logged: the caller may take the write to the owner.
             self.guard.check()
             try:
-                ticket = self._wal.append(
-                    self._region, self.table_id, entry.payload, background=not wait
-                )
+                ticket = self._wal.append(self._region, self.table_id, entry.payload)
             except NotOwner as e:  # the region was fenced with this write on its way
                 raise self._outcome_unknown(e) from None
             entry.apply(memtable, ticket.seq)

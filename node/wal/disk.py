@@ -7,8 +7,8 @@ Layout under ``root``::
     region_<id>/seg_<id>    segment files (see node.wal.segment and node.wal.record)
 
 Appends and syncs are apart (see :class:`_Region`): each append writes its record at the
-segment's tail, and one ``fdatasync`` makes every record appended before it durable, run by a
-waiting writer or by the region's sync thread while the next records are appended. A failed
+segment's tail, and one ``fdatasync`` makes every record appended before it durable, run by
+the first writer to wait for it while the next records are appended. A failed
 write or sync fails every record not yet durable and stops the region taking writes until it
 is reopened.
 
@@ -139,9 +139,10 @@ class _Region:
     sync). Under ``sync="always"`` a sync round then makes durable whatever has been appended
     (one ``fdatasync`` for all of it), indexes those records and settles their tickets, while
     the next appends go on. The round is run by a writer waiting in ``sync_to`` that finds none
-    running, as a group commit's leader, or by the region's sync thread, woken by a
-    ``background`` append: a writer that only waited for the thread would pay two thread
-    switches more.
+    running, as a group commit's leader. There is no sync thread: handing each round to one
+    cost every write two thread switches, more than the overlap won (bench/small_writes.py,
+    HTTP writes synced by the event loop itself against by such a thread: 1.3x the rows/s
+    with 8 clients, 1.1x with one, the same with 64).
     A failed write or sync fails every record not yet durable and stops the region taking
     writes until it is reopened.
     """
@@ -164,8 +165,6 @@ class _Region:
         lock = threading.Lock()
         #: Writers waiting for a sync round (and a roll-over waiting for one to end).
         self._cond = threading.Condition(lock)
-        #: The sync thread waiting for appends.
-        self._wake = threading.Condition(lock)
         # Held across the whole of mark_deleted (the marks file is rewritten outside _cond)
         # and by close, which must not close segments under a running mark_deleted.
         self._marks_lock = threading.Lock()
@@ -184,12 +183,6 @@ class _Region:
         self._syncing = False
         self._failure: BaseException | None = None
         self._closed = False
-        self._syncer: threading.Thread | None = None
-        if wal.sync == "always":
-            self._syncer = threading.Thread(
-                target=self._sync_loop, name=f"gnomon-wal-sync-{region_id}", daemon=True
-            )
-            self._syncer.start()
 
     @classmethod
     def open(cls, wal: DiskWal, region_id: int) -> _Region:
@@ -222,9 +215,8 @@ class _Region:
 
     # -- writes -----------------------------------------------------------------------------
 
-    def append(self, table_id: int, payload: bytes, background: bool) -> Ticket:
-        """Append a record; with ``background`` the sync thread makes it durable, else the
-        caller's ``sync_to`` does."""
+    def append(self, table_id: int, payload: bytes) -> Ticket:
+        """Append a record; the caller's ``sync_to`` makes it durable."""
         durable: list[_Appended] = []
         failed: list[_Appended] = []
         failure: BaseException | None = None
@@ -248,14 +240,12 @@ class _Region:
                 self._last[table_id] = seq
                 self._appended += 1
                 appended = _Appended(Ticket(seq, self._appended), table_id, offset)
-                if self._syncer is None:
+                if self._wal.sync == "never":
                     self._index([appended])
                     self._synced = self._appended
                     durable.append(appended)
                 else:
                     self._unsynced.append(appended)
-                    if background:
-                        self._wake.notify()
         finally:
             _settle(durable, None)
             if failure is not None:
@@ -286,7 +276,7 @@ class _Region:
 
     def _roll(self, full: Segment, record_size: int) -> list[_Appended]:
         """Sync the full segment and start its successor: recovery treats a bad record in any
-        but the last segment as corruption, and the sync thread syncs the active segment
+        but the last segment as corruption, and a sync round syncs the active segment
         only. Returns the records this made durable. Called with ``_cond`` held and no sync
         running."""
         self._wal._fdatasync(full)
@@ -297,18 +287,6 @@ class _Region:
         self._index(durable)
         self._segments.append(successor)
         return durable
-
-    def _sync_loop(self) -> None:
-        """The sync thread: run a sync round whenever records wait for one and no writer is
-        running it, until the region closes."""
-        while True:
-            with self._cond:
-                while not self._closed and (self._syncing or not self._unsynced):
-                    self._wake.wait()
-                if self._closed:
-                    return
-                done, outcome = self._sync_round()
-            _settle(done, outcome)
 
     def _sync_until(self, position: int) -> None:
         """Wait until the records up to ``position`` are durable (or failed), running sync
@@ -347,9 +325,6 @@ class _Region:
         else:
             done = self._fail(outcome.__cause__ or outcome)
         self._cond.notify_all()
-        if self._unsynced:
-            # Appended while this round ran; the sync thread may be what they wait for.
-            self._wake.notify()
         return done, outcome
 
     def _index(self, durable: list[_Appended]) -> None:
@@ -453,17 +428,14 @@ class _Region:
     # -- life cycle -------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Refuse new appends, let the sync thread make those already accepted durable, then
-        close the files."""
+        """Refuse new appends, make those already accepted durable, then close the
+        files."""
         with self._cond:
             if self._closed:
                 return
             self._closed = True
-            self._wake.notify()
             appended = self._appended
         self._sync_until(appended)
-        if self._syncer is not None:
-            self._syncer.join()
         with self._marks_lock, self._cond:
             try:
                 if self._wal.sync == "never" and self._failure is None:
@@ -490,7 +462,8 @@ class _Appended:
 
 
 def _settle(records: list[_Appended], error: BaseException | None) -> None:
-    """Settle the tickets of ``records`` (called without the region's lock: callbacks run)."""
+    """Settle the tickets of ``records`` (called without the region's lock: their waiters
+    wake)."""
     for appended in records:
         appended.ticket.settle(error)
 

@@ -43,8 +43,7 @@ def main() -> None:
         if logged is None:
             ingestor.write_all(tables)
         else:
-            logged.ticket.wait()
-            logged.finish()
+            logged.wait()
 
     acknowledge_forever(start, write)
 

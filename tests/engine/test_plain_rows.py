@@ -53,8 +53,7 @@ def _write_both_ways(engine: Engine) -> None:
     assert plain_rows is not None
     logged = engine.table("plain").start_write_rows(plain_rows)
     assert logged is not None
-    logged.ticket.wait()
-    assert logged.finish() == 4
+    assert logged.wait() == 4
     (rows,) = line_protocol.parse(_body("arrow", 0), precision="ms")
     assert engine.table("arrow").write(rows.arrow("timestamp")) == 4
 

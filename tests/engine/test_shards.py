@@ -164,10 +164,8 @@ class _HeldWal(DiskWal):
         self.logged = threading.Event()
         self.go = threading.Event()
 
-    def append(
-        self, region_id: int, table_id: int, payload: bytes, *, background: bool = True
-    ) -> Ticket:
-        ticket = super().append(region_id, table_id, payload, background=background)
+    def append(self, region_id: int, table_id: int, payload: bytes) -> Ticket:
+        ticket = super().append(region_id, table_id, payload)
         if self.armed:
             self.armed = False
             self.logged.set()

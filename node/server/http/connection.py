@@ -12,7 +12,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import httptools
 
@@ -169,7 +169,8 @@ class Connection(asyncio.Protocol):
     # -- the connection --------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # uvloop's transports are not asyncio.Transport subclasses, but have its methods.
+        transport = cast(asyncio.Transport, transport)
         self.transport = transport
         rate = self.server.connection_rate
         if rate is not None:
