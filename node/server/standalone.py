@@ -17,6 +17,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any, cast
 
+from gnomon.allocators import hold_freed_memory
 from gnomon.config import ServerConfig
 from gnomon.errors import Closed, InvalidArgument, Unavailable
 from gnomon.stopping import stop_signals
@@ -295,6 +296,8 @@ class Standalone:
         gc.collect()
         gc.freeze()
         log.info("startup objects frozen", extra={"objects": gc.get_freeze_count()})
+        # A query's freed buffers kept for the next one instead of faulted in again.
+        hold_freed_memory()
         # The last line of startup: what a command prints on startup comes after it.
         log.info(
             "gnomon standalone serving",
