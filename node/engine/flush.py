@@ -60,24 +60,39 @@ def put_staged(
 _MAX_SERIES_CODES = 1 << 16
 
 
+def _in_time_order(rows: pa.Table, ts: np.ndarray) -> bool:
+    """Whether ``rows`` are in (timestamp, seq) order: the seqs are compared only where
+    timestamps tie, and not at all when every row has the same one (a staged batch)."""
+    if not np.all(ts[1:] >= ts[:-1]):
+        return False
+    seq = rows.column(SEQ)
+    lo, hi = pc.min_max(seq).values()
+    if lo == hi:
+        return True
+    ties = np.flatnonzero(ts[1:] == ts[:-1])
+    values = seq.to_numpy()
+    return bool(np.all(values[ties + 1] >= values[ties]))
+
+
 def _series_order(
-    rows: pa.Table, schema: Schema, ts: np.ndarray, windows: np.ndarray
-) -> np.ndarray | None:
+    rows: pa.Table, schema: Schema, ts: np.ndarray, segment_ms: int
+) -> tuple[np.ndarray, np.ndarray] | None:
     """The order of ``rows`` by (window, primary key, seq) when they are in (timestamp, seq)
-    order already, as most writes and staged batches come: a stable radix sort of one small
-    code per row, the (window, series) pair, the series ranked by its key values, instead of
-    a sort comparing every key column. None where that does not apply: a primary key not
-    ending with the timestamp, rows out of that order, a null in a key column, or more pairs
-    than 16-bit codes hold."""
+    order already, as most writes and staged batches come, and where each window's rows
+    start in it: a stable radix sort of one 16-bit code per row, the (window, series) pair,
+    the series ranked by its key values, instead of a sort comparing every key column. Rows
+    in time order hold each window as one block, which the sort keeps in place, so the
+    windows are found by searching the timestamps. None where that does not apply: a
+    primary key not ending with the timestamp, rows out of that order, a null in a key
+    column, or more pairs than 16-bit codes hold."""
     *series, last = schema.primary_key
     if last != schema.timestamp_key or not series or len(ts) < 2:
         return None
-    seq = rows.column(SEQ).to_numpy()
-    later = ts[1:] > ts[:-1]
-    if not np.all(later | ((ts[1:] == ts[:-1]) & (seq[1:] >= seq[:-1]))):
+    if not _in_time_order(rows, ts):
         return None
-    codes = windows - windows[0]
-    size = int(codes[-1]) + 1
+    first, final = int(ts[0]) // segment_ms, int(ts[-1]) // segment_ms
+    size = final - first + 1
+    codes: np.ndarray | None = None
     for name in series:
         column = rows.column(name)
         if column.null_count:
@@ -87,10 +102,22 @@ def _series_order(
         if size > _MAX_SERIES_CODES:
             return None
         # Ranked by Arrow's order of the values, the one the full sort compares them in.
-        rank = np.empty(len(encoded.dictionary), dtype=np.int64)
+        rank = np.empty(len(encoded.dictionary), dtype=np.uint16)
         rank[pc.sort_indices(encoded.dictionary).to_numpy()] = np.arange(len(rank))
-        codes = codes * len(rank) + rank[encoded.indices.to_numpy()]
-    return np.argsort(codes.astype(np.uint16), kind="stable")
+        ranked = rank[encoded.indices.to_numpy()]
+        if codes is None:
+            codes = ranked
+        else:
+            codes *= len(rank)
+            codes += ranked
+    assert codes is not None  # a key of series columns and the timestamp
+    edges = np.searchsorted(ts, np.arange(first + 1, final + 1) * segment_ms)
+    starts = np.concatenate(([0], edges))
+    per_window = size // (final - first + 1)
+    codes += np.repeat(
+        np.arange(0, size, per_window).astype(np.uint16), np.diff(starts, append=len(ts))
+    )
+    return np.argsort(codes, kind="stable"), np.unique(starts)
 
 
 def split_sorted_by_window(
@@ -100,27 +127,26 @@ def split_sorted_by_window(
     with the versions of each key resolved (markers kept)."""
     seg = options.segment_duration_ms
     ts = rows.column(schema.timestamp_key).cast(pa.int64()).to_numpy()
-    windows = np.floor_divide(ts, seg)
-    order = _series_order(rows, schema, ts, windows)
-    if order is None:
+    fast = _series_order(rows, schema, ts, seg)
+    if fast is None:
+        windows = np.floor_divide(ts, seg)
         names = [*schema.primary_key, SEQ]
         keys = rows.select(names)
         if windows.size and windows.min() != windows.max():
             keys = keys.append_column(_WINDOW, pa.array(windows))
             names.insert(0, _WINDOW)
         order = pc.sort_indices(keys, sort_keys=[(k, "ascending") for k in names]).to_numpy()
+        starts = np.concatenate(([0], np.flatnonzero(np.diff(windows[order])) + 1))
+    else:
+        order, starts = fast
     rows = rows.take(order)
-    windows = windows[order]
-    bounds = np.flatnonzero(np.diff(windows)) + 1
     out: list[tuple[int, pa.Table]] = []
     dedup = options.update_mode is UpdateMode.OVERWRITE
-    for start, end in zip(
-        np.concatenate(([0], bounds)), np.concatenate((bounds, [rows.num_rows])), strict=True
-    ):
+    for start, end in zip(starts, np.append(starts[1:], rows.num_rows), strict=True):
         part = rows.slice(int(start), int(end - start))
         part = resolve_versions(part, schema.primary_key, dedup=dedup, keep_markers=True)
         if part.num_rows:
-            out.append((int(windows[start]) * seg, part))
+            out.append((int(ts[order[start]]) // seg * seg, part))
     return out
 
 

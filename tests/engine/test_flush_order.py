@@ -1,6 +1,8 @@
 """The order a flush or a staged batch writes rows in: rows already in (timestamp, seq) order
 are ordered by a radix sort of (window, series) codes, and that order must be the one the sort
-comparing every key gives, whatever the primary key, update mode or deletions."""
+comparing every key gives, whatever the primary key, update mode or deletions: the rows of
+each window must be what pyarrow's sort of every key column, then resolving the sorted rows,
+gives (windows found by searching the timestamps, empty ones and negative times included)."""
 
 from __future__ import annotations
 
@@ -8,10 +10,14 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from node.engine import flush
 from node.engine.options import TableOptions, UpdateMode
+from node.engine.rows import resolve_versions
 from node.engine.schema import KIND, SEQ, Column, ColumnType, Schema
 from node.engine.tsid import tsid_of
 
@@ -28,10 +34,20 @@ def _schema(primary_key: list[str] | None) -> Schema:
     )
 
 
-def _rows(schema: Schema, n: int, hosts: int, *, in_time_order: bool, seed: int) -> pa.Table:
+def _rows(
+    schema: Schema,
+    n: int,
+    hosts: int,
+    *,
+    in_time_order: bool,
+    seed: int,
+    span_ms: int = 10_000,
+    first_ms: int = 0,
+    one_seq: bool = False,
+) -> pa.Table:
     rng = np.random.default_rng(seed)
-    ts = rng.integers(0, 10_000, n)
-    seq = rng.integers(0, 50, n).astype(np.uint64)
+    ts = rng.integers(first_ms, first_ms + span_ms, n)
+    seq = np.full(n, 7, np.uint64) if one_seq else rng.integers(0, 50, n).astype(np.uint64)
     if in_time_order:
         order = np.lexsort((seq, ts))
         ts, seq = ts[order], seq[order]
@@ -64,15 +80,76 @@ def test_rows_in_time_order_are_ordered_as_the_full_sort_orders_them(
     rows = _rows(schema, n, hosts, in_time_order=in_time_order, seed=n + hosts)
     options = TableOptions(segment_duration_ms=1000, update_mode=mode)
     ts = rows.column("ts").cast(pa.int64()).to_numpy()
-    radix = flush._series_order(rows, schema, ts, ts // 1000)
+    radix = flush._series_order(rows, schema, ts, 1000)
     # Used exactly where the rows come in time order under a key ending with the timestamp.
     assert (radix is not None) == (in_time_order and primary_key != ["ts", "host"])
     got = flush.split_sorted_by_window(rows, schema, options)
+    assert got == _sorted_then_resolved(rows, schema, options)
     monkeypatch.setattr(flush, "_series_order", lambda *_: None)
-    want = flush.split_sorted_by_window(rows, schema, options)
-    assert [w for w, _ in got] == [w for w, _ in want]
-    for (_, a), (_, b) in zip(got, want, strict=True):
-        assert a.equals(b)
+    assert flush.split_sorted_by_window(rows, schema, options) == got
+
+
+def _sorted_then_resolved(
+    rows: pa.Table, schema: Schema, options: TableOptions
+) -> list[tuple[int, pa.Table]]:
+    """The reference: every column sorted by (window, key, seq) with pyarrow's sort, each
+    window's sorted rows resolved whole."""
+    seg = options.segment_duration_ms
+    windows = np.floor_divide(rows.column("ts").cast(pa.int64()).to_numpy(), seg)
+    keyed = rows.append_column("__w", pa.array(windows))
+    names = ["__w", *schema.primary_key, SEQ]
+    ordered = keyed.take(pc.sort_indices(keyed, sort_keys=[(k, "ascending") for k in names]))
+    out = []
+    for w in np.unique(windows):
+        part = ordered.filter(pc.equal(ordered.column("__w"), w)).drop_columns(["__w"])
+        part = resolve_versions(
+            part,
+            schema.primary_key,
+            dedup=options.update_mode is UpdateMode.OVERWRITE,
+            keep_markers=True,
+        )
+        if part.num_rows:
+            out.append((int(w) * seg, part))
+    return out
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    n=st.integers(1, 400),
+    hosts=st.integers(1, 40),
+    seed=st.integers(0, 2**32 - 1),
+    in_time_order=st.booleans(),
+    primary_key=st.sampled_from([None, ["host", "ts"], ["ts", "host"]]),
+    mode=st.sampled_from(list(UpdateMode)),
+    span_ms=st.integers(1, 50_000),
+    first_ms=st.integers(-20_000, 20_000),
+    one_seq=st.booleans(),
+)
+def test_windows_equal_the_rows_sorted_by_every_key_column(
+    n: int,
+    hosts: int,
+    seed: int,
+    in_time_order: bool,
+    primary_key: list[str] | None,
+    mode: UpdateMode,
+    span_ms: int,
+    first_ms: int,
+    one_seq: bool,
+) -> None:
+    schema = _schema(primary_key)
+    rows = _rows(
+        schema,
+        n,
+        hosts,
+        in_time_order=in_time_order,
+        seed=seed,
+        span_ms=span_ms,
+        first_ms=first_ms,
+        one_seq=one_seq,
+    )
+    options = TableOptions(segment_duration_ms=1000, update_mode=mode)
+    got = flush.split_sorted_by_window(rows, schema, options)
+    assert got == _sorted_then_resolved(rows, schema, options)
 
 
 def test_too_many_series_for_16_bit_codes_take_the_full_sort() -> None:
@@ -80,4 +157,4 @@ def test_too_many_series_for_16_bit_codes_take_the_full_sort() -> None:
     rows = _rows(schema, 20_000, 10_000, in_time_order=True, seed=1)
     ts = rows.column("ts").cast(pa.int64()).to_numpy()
     # 10 windows of up to 10,000 series: more pairs than 16 bits hold.
-    assert flush._series_order(rows, schema, ts, ts // 1000) is None
+    assert flush._series_order(rows, schema, ts, 1000) is None
