@@ -7,13 +7,15 @@ column type are errors naming the column.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from gnomon.errors import SchemaMismatch, TooLarge
 from node.engine import defaults
-from node.engine.schema import TSID, Schema, repeat
+from node.engine.schema import DICTIONARY_TAG, TSID, Schema, repeat
 from node.engine.tsid import tsid_of
 
 
@@ -33,9 +35,17 @@ def as_record_batch(data: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
 
 
 def conform(
-    table: str, schema: Schema, data: pa.RecordBatch | pa.Table, *, max_bytes: int
+    table: str,
+    schema: Schema,
+    data: pa.RecordBatch | pa.Table,
+    *,
+    max_bytes: int,
+    dictionary: Sequence[str] = (),
 ) -> pa.RecordBatch:
-    """``data`` as a batch of ``schema.arrow()``, tsid computed; raises SchemaMismatch."""
+    """``data`` as a batch of ``schema.arrow()``, tsid computed; raises SchemaMismatch. The
+    string tags named in ``dictionary`` come dictionary encoded (``DICTIONARY_TAG``), in the
+    encoding the tsid is computed from, so a caller sorting and storing the rows need not
+    move or hash their strings again."""
     batch = as_record_batch(data)
     # The whole buffers bound the bytes the batch reaches, and cost nothing to add up.
     if batch.get_total_buffer_size() > max_bytes and batch.nbytes > max_bytes:
@@ -92,11 +102,15 @@ def conform(
                 "values are null"
             )
         arrays[col.name] = arr
+    for name in dictionary:
+        arrays[name] = pc.dictionary_encode(arrays[name])
     if has_tsid:
+        # The tsid's encoding of a tag already dictionary encoded is that encoding itself.
         arrays[TSID] = tsid_of(arrays, schema.tags, n, untagged_zero=schema.untagged_tsid_zero)
-    return pa.RecordBatch.from_arrays(
-        [arrays[name] for name in schema.names], schema=schema.arrow()
-    )
+    out = schema.arrow()
+    if dictionary:
+        out = pa.schema([f.with_type(DICTIONARY_TAG) if f.name in dictionary else f for f in out])
+    return pa.RecordBatch.from_arrays([arrays[name] for name in schema.names], schema=out)
 
 
 def key_columns_of_delete(schema: Schema) -> list[str]:

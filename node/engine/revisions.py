@@ -54,7 +54,7 @@ from gnomon.store.spec import spec
 from node.engine.batch import conform
 from node.engine.flush import put_staged, split_sorted_by_window, sst_key
 from node.engine.manifest import CommitOp
-from node.engine.schema import PUT
+from node.engine.schema import PUT, ColumnType
 from node.engine.sst.meta import SstMeta
 from node.engine.sst.reader import conform_batches
 from node.engine.sst.writer import write_sst
@@ -297,8 +297,17 @@ class Revisions:
         table = self._table(name)
         rev = self._open(table, revision)
         info = table.info
+        schema = info.schema
+        # String tags outside the primary key stay in the dictionary encoding their series
+        # ids are computed from: the sort then moves their indices, not their strings, and
+        # the SSTs are written from the dictionaries.
+        dictionary = tuple(
+            c.name
+            for c in schema.columns
+            if c.is_tag and c.type is ColumnType.STRING and c.name not in schema.primary_key
+        )
         # No size limit: callers stage in chunks (Flight puts are cut at PUT_CHUNK_BYTES).
-        batch = conform(name, info.schema, data, max_bytes=2**62)
+        batch = conform(name, schema, data, max_bytes=2**62, dictionary=dictionary)
         if batch.num_rows == 0:
             return 0
         lo, hi = rev.time_range
@@ -323,7 +332,9 @@ class Revisions:
                         pa.array(np.full(n, rev.seq, dtype=np.uint64)),
                         pa.array(np.full(n, PUT, dtype=np.uint8)),
                     ],
-                    schema=info.schema.storage_arrow(),
+                    schema=schema.storage_projection(
+                        tuple(schema.storage_arrow().names), dictionary
+                    ),
                 )
             ]
         )

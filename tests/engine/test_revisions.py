@@ -10,13 +10,17 @@ from collections.abc import Iterator
 from typing import cast
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from gnomon.errors import InvalidArgument, NotFound
 from node.backends import open_standalone
 from node.engine.engine import Engine
 from node.engine.manifest import CommitOp
+from node.engine.options import TableOptions
 from node.engine.revisions import REVISION_ATTEMPT_FILES, RevisionState
+from node.engine.schema import SEQ
+from node.engine.sst.writer import ARROW_SCHEMA_KEY, SERIES_KEY
 
 from .conftest import CPU, cpu_batch, rows
 
@@ -234,3 +238,45 @@ def test_a_catalog_from_before_attempts_loads_and_commits(data_dir: str) -> None
         assert rows(e.read_all("cpu"), "host") == [("a",)] * 4
     finally:
         e.close()
+
+
+def test_staged_ssts_read_as_ssts_written_from_plain_strings(eng: Engine) -> None:
+    """Staging writes string tags from their dictionaries; the files must not show it: the
+    same Arrow schema in the footer, rows, tag statistics and series directory as the
+    SSTs a flush writes of the same rows."""
+    options = TableOptions(num_rows_per_row_group=100)
+    for name in ("staged", "flushed"):
+        eng.create_table(name, CPU, options)
+    n = 1000
+    data = pa.table(
+        {
+            "host": [f"h{i % 7}" for i in range(n)],
+            "region": [("eu", "us", "ap")[i % 3] for i in range(n)],
+            "usage": pa.array([float(i) for i in range(n)], pa.float64()),
+            "ts": pa.array([i // 7 * 1000 for i in range(n)], pa.timestamp("ms")),
+        }
+    )
+    rev = eng.revisions.reserve("staged")
+    eng.revisions.stage("staged", rev.revision, data)
+    eng.revisions.commit("staged", rev.revision)
+    eng.write("flushed", data)
+    eng.flush("flushed")
+    files = []
+    for name in ("staged", "flushed"):
+        table = eng.table(name)
+        (sst,) = [f for f in eng.manifest.current(table.table_id).files if f.is_data]
+        with table.sst_files.pinned(sst.path) as local:
+            files.append((pq.ParquetFile(local), pq.read_table(local)))
+    (staged, staged_rows), (flushed, flushed_rows) = files
+    kv_staged, kv_flushed = staged.metadata.metadata or {}, flushed.metadata.metadata or {}
+    assert kv_staged[ARROW_SCHEMA_KEY.encode()] == kv_flushed[ARROW_SCHEMA_KEY.encode()]
+    assert kv_staged[SERIES_KEY.encode()] == kv_flushed[SERIES_KEY.encode()]
+    assert staged.schema_arrow == flushed.schema_arrow == CPU.storage_arrow()
+    assert staged_rows.drop_columns([SEQ]) == flushed_rows.drop_columns([SEQ])
+    assert staged.metadata.num_row_groups == flushed.metadata.num_row_groups == 10
+    for rg in range(10):
+        for col in (CPU.names.index("host"), CPU.names.index("region")):
+            a = staged.metadata.row_group(rg).column(col).statistics
+            b = flushed.metadata.row_group(rg).column(col).statistics
+            assert a is not None and b is not None
+            assert (a.min, a.max, a.null_count) == (b.min, b.max, b.null_count)

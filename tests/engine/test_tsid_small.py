@@ -55,3 +55,30 @@ def test_tables_made_before_keep_the_hash_of_no_tags() -> None:
     # A deletion's keys get the tsid their rows were written with.
     keys = conform_keys("t", new, rows.select(["ts"]), max_bytes=1 << 20)
     assert keys.column(TSID).to_pylist() == [0, 0]
+
+
+@pytest.mark.parametrize("rows", [1, tsid.SMALL_ROWS, 40])
+def test_tags_conformed_dictionary_encoded_keep_their_values_and_series_ids(rows: int) -> None:
+    schema = Schema.build(
+        [
+            Column("host", ColumnType.STRING, is_tag=True),
+            Column("dc", ColumnType.STRING, is_tag=True),
+            Column("v", ColumnType.DOUBLE),
+            Column("ts", ColumnType.TIMESTAMP, nullable=False),
+        ],
+        timestamp_key="ts",
+    )
+    batch = pa.record_batch(
+        {
+            "host": pa.array([None if i % 3 == 0 else f"h{i % 5}" for i in range(rows)]),
+            "dc": pa.array([f"dc{i % 2}" for i in range(rows)]),
+            "v": pa.array([float(i) for i in range(rows)]),
+            "ts": pa.array(list(range(rows)), pa.timestamp("ms")),
+        }
+    )
+    plain = conform("t", schema, batch, max_bytes=1 << 20)
+    encoded = conform("t", schema, batch, max_bytes=1 << 20, dictionary=("host", "dc"))
+    assert encoded.schema.field("host").type == pa.dictionary(pa.int32(), pa.string())
+    assert encoded.column(TSID).equals(plain.column(TSID))
+    for name in schema.names:
+        assert encoded.column(name).cast(plain.schema.field(name).type).equals(plain.column(name))

@@ -8,10 +8,13 @@ the table, schema version and time/sequence ranges, so an SST can be understood 
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +40,8 @@ MAX_SERIES_PER_ROW_GROUP = 64
 #: slices their rows out instead of comparing tags; files written before ``starts`` existed
 #: lack it.
 SERIES_KEY = "gnomon.series"
+#: File metadata key of the Arrow schema pyarrow stores with a file (base64 of its IPC form).
+ARROW_SCHEMA_KEY = "ARROW:schema"
 _DELTA = {ColumnType.TIMESTAMP, ColumnType.INT64, ColumnType.INT32}
 _JSON_TAGS = {
     ColumnType.STRING, ColumnType.BOOLEAN, ColumnType.INT8, ColumnType.INT16, ColumnType.INT32,
@@ -89,7 +94,10 @@ def _series_of(rows: pa.Table, tags: list[str]) -> RowGroupSeries | None:
     changes = np.zeros(n, dtype=bool)
     changes[:1] = True
     for t in tags:
-        column = rows.column(t)
+        column: Any = rows.column(t)
+        if pa.types.is_dictionary(column.type) and column.num_chunks == 1:
+            # One dictionary of distinct values: rows differ where their indices do.
+            column = pa.chunked_array([column.chunk(0).indices])
         changes[1:] |= pc.not_equal(column.slice(1), column.slice(0, n - 1)).to_numpy()
     starts = changes.nonzero()[0]
     if len(starts) <= MAX_SERIES_PER_ROW_GROUP:
@@ -119,6 +127,7 @@ class SstWriter:
         local_path: str,
         key: str,
         applied_seq: int | None = None,
+        dictionary: Sequence[str] = (),
     ) -> None:
         self._table_id = table_id
         self._schema = schema
@@ -126,12 +135,21 @@ class SstWriter:
         self._local_path = local_path
         self._key = key
         self._applied_seq = applied_seq
-        self._storage = schema.storage_arrow()
+        storage = schema.storage_arrow()
+        self._dictionary = tuple(dictionary)
+        # String columns handed over dictionary encoded (``dictionary``) are written from
+        # their dictionaries, which Parquet's dictionary encoding takes as they are instead of
+        # hashing every value. The file says it holds plain strings, as any SST does.
         self._writer = pq.ParquetWriter(
             local_path,
-            self._storage,
+            schema.storage_projection(tuple(storage.names), self._dictionary),
+            store_schema=not self._dictionary,
             **_writer_options(schema, options),  # type: ignore[arg-type]
         )
+        if self._dictionary:
+            self._writer.add_key_value_metadata(
+                {ARROW_SCHEMA_KEY: base64.b64encode(storage.serialize().to_pybytes()).decode()}
+            )
         self._buffer: list[pa.Table] = []
         self._buffered = 0
         self.rows = 0
@@ -249,10 +267,16 @@ def write_sst(
     local_path: str,
     key: str,
 ) -> SstMeta:
-    """Write ``rows`` (storage schema, already sorted) to ``local_path``; the returned meta
-    names ``key``, where the caller will store the file."""
+    """Write ``rows`` (storage schema, already sorted; string columns may come dictionary
+    encoded) to ``local_path``; the returned meta names ``key``, where the caller will
+    store the file."""
     writer = SstWriter(
-        table_id=table_id, schema=schema, options=options, local_path=local_path, key=key
+        table_id=table_id,
+        schema=schema,
+        options=options,
+        local_path=local_path,
+        key=key,
+        dictionary=[f.name for f in rows.schema if pa.types.is_dictionary(f.type)],
     )
     try:
         writer.write(rows)
