@@ -139,7 +139,9 @@ def split_sorted_by_window(
         starts = np.concatenate(([0], np.flatnonzero(np.diff(windows[order])) + 1))
     else:
         order, starts = fast
-    rows = rows.take(order)
+    # The order is a permutation of the rows: checking it against them once per column
+    # would cost a pass over it each time.
+    rows = pc.take(rows, order, boundscheck=False)
     out: list[tuple[int, pa.Table]] = []
     dedup = options.update_mode is UpdateMode.OVERWRITE
     for start, end in zip(starts, np.append(starts[1:], rows.num_rows), strict=True):
