@@ -141,7 +141,7 @@ def split_sorted_by_window(
         order, starts = fast
     # The order is a permutation of the rows: checking it against them once per column
     # would cost a pass over it each time.
-    rows = pc.take(rows, order, boundscheck=False)
+    rows = pc.take(rows, pa.array(order), boundscheck=False)
     out: list[tuple[int, pa.Table]] = []
     dedup = options.update_mode is UpdateMode.OVERWRITE
     for start, end in zip(starts, np.append(starts[1:], rows.num_rows), strict=True):
