@@ -3,24 +3,16 @@ stage timed in each round (and the staged rows read back whole, or the child fai
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 from bench import spark_staging
 
-REPO = Path(__file__).resolve().parents[2]
+from .two_trees import measured_twice
 
 
 def test_two_trees_in_turn(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["--tree", f"a={REPO}", "--tree", f"b={REPO}", "--rows", "30000", "--pause", "0"]
-    assert spark_staging.main(argv) == 0
-    out = capsys.readouterr().out.strip().splitlines()
-    rounds = json.loads(out[-1])
-    assert len(rounds) == 2
+    rounds, out = measured_twice(spark_staging.main, ["--rows", "30000", "--pause", "0"], capsys)
     for found in rounds:
-        assert set(found) == {"a", "b"}
         for figures in found.values():
             assert set(figures) == {label for _, label in spark_staging.STAGES}
             assert figures["stage"][0] > 0
