@@ -54,6 +54,7 @@ from dataclasses import asdict, replace
 from typing import Any, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.flight as flight
 
 from gnomon.errors import GnomonError, InvalidArgument, NotFound, Status, TooLarge, Unavailable
@@ -92,6 +93,12 @@ T = TypeVar("T")
 #: Rows buffered from a ``do_put`` stream before they are written: larger writes are cheaper
 #: per row, and a staged revision gets fewer, larger SSTs.
 PUT_CHUNK_BYTES = 64 * 1024**2
+#: A chunk is also written as soon as the stream moves past the last segment window it
+#: holds, once it holds this much: SSTs are cut at windows anyway, so a stream in time order
+#: (a Spark task's, a backfill's) gets no more files, and a put smaller than
+#: ``PUT_CHUNK_BYTES`` (each task's share of a sub-table) is written while it is received
+#: instead of all at its end.
+PUT_WINDOW_CUT_BYTES = 8 * 1024**2
 #: Scan statistics kept for ``scan_stats`` (the newest ones).
 STATS_KEPT = 4096
 
@@ -162,6 +169,35 @@ def _received(table: str, reader: flight.MetadataRecordBatchReader) -> Iterator[
             ) from None
         if chunk.data is not None:
             yield chunk.data
+
+
+#: Per timestamp unit, what turns a count of it into milliseconds: times, divided by.
+_MS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)}
+
+
+def _windows(batch: pa.RecordBatch, ts: str, seg: int) -> tuple[int, int] | None:
+    """The first and last segment windows (``seg`` ms long) of ``batch``'s rows, or None
+    when its timestamp column ``ts`` is missing, holds no timestamps or only nulls (the write
+    converts or rejects it)."""
+    i = batch.schema.get_field_index(ts)
+    if i < 0 or not pa.types.is_timestamp(batch.schema.field(i).type):
+        return None
+    lo, hi = (s.as_py() for s in pc.min_max(batch.column(i).cast(pa.int64())).values())
+    if lo is None:
+        return None
+    per, div = _MS[batch.schema.field(i).type.unit]
+    return lo * per // div // seg, hi * per // div // seg
+
+
+def _split(batch: pa.RecordBatch, ts: str, end_ms: int) -> tuple[pa.RecordBatch, pa.RecordBatch]:
+    """``batch``'s rows before ``end_ms``, and the others (with those of no timestamp, which
+    the write rejects)."""
+    column = batch.column(ts)
+    per, div = _MS[column.type.unit]
+    end = pa.scalar(-(-end_ms * div // per), pa.int64())
+    less: pa.BooleanArray = pc.less(column.cast(pa.int64()), end)
+    before: pa.BooleanArray = less.fill_null(False)  # type: ignore[assignment]
+    return batch.filter(before), batch.filter(pc.invert(before))
 
 
 # -- the server ----------------------------------------------------------------------------------
@@ -431,24 +467,50 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
 
     def _put_chunks(self, spec: PutSpec, reader: flight.MetadataRecordBatchReader) -> int:
         authorize(Privilege.WRITE, [spec.table])
-        self.tables.describe(spec.table)  # NotFound before reading anything
+        info = self.tables.describe(spec.table)  # NotFound before reading anything
+        ts, seg = info.schema.timestamp_key, info.options.segment_duration_ms
         written = 0
         pending: list[pa.RecordBatch] = []
         size = 0
+        pending_window: int | None = None  # the last segment window of the pending rows
         # Each chunk is written (sorted, encoded and stored, when staged) while the next one is
         # received, one at a time and in order: the sender streams on instead of stalling for
         # every chunk's write, and waits at the end for the last one's only.
         with futures.ThreadPoolExecutor(max_workers=1) as writer:
             last: futures.Future[int] | None = None
+
+            def write_pending() -> None:
+                nonlocal written, last, pending, size, pending_window
+                written += 0 if last is None else last.result()
+                last = writer.submit(contextvars.copy_context().run, self._put, spec, pending)
+                pending, size, pending_window = [], 0, None
+
             for batch in _received(spec.table, reader):
                 if batch.num_rows == 0:
                     continue
+                span = _windows(batch, ts, seg)
+                if (
+                    size >= PUT_WINDOW_CUT_BYTES
+                    and span is not None
+                    and pending_window is not None
+                    and span[0] >= pending_window
+                    and span[1] > pending_window
+                ):
+                    if span[0] == pending_window:
+                        # The batch straddling two windows of a stream in time order: its
+                        # rows of the last pending window complete the chunk.
+                        head, batch = _split(batch, ts, (pending_window + 1) * seg)
+                        pending.append(head)
+                        span = (pending_window + 1, span[1])
+                    write_pending()
                 pending.append(batch)
                 size += batch.nbytes
+                if span is not None:
+                    pending_window = (
+                        span[1] if pending_window is None else max(span[1], pending_window)
+                    )
                 if size >= PUT_CHUNK_BYTES:
-                    written += 0 if last is None else last.result()
-                    last = writer.submit(contextvars.copy_context().run, self._put, spec, pending)
-                    pending, size = [], 0
+                    write_pending()
             written += 0 if last is None else last.result()
         if pending:
             written += self._put(spec, pending)

@@ -10,6 +10,7 @@ import signal
 import time
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -100,6 +101,48 @@ def test_aborted_and_expired_revisions_leave_no_files(node: Node, cpu: str) -> N
             c.commit(cpu, expired)
         assert c.read_all(ScanSpec(cpu)).num_rows == before
     assert node.table_files(cpu) == files
+
+
+def test_a_put_in_time_order_is_staged_window_by_window_while_it_streams(node: Node) -> None:
+    """A staged put smaller than a chunk (a Spark task's share of a sub-table) whose rows
+    move past a segment window has that window's rows written while the rest still streams;
+    the batch straddling the two windows is split between them, so each window gets one SST,
+    as if the put had been written whole at its end."""
+    node.sql(
+        "CREATE TABLE fstream (host string TAG, v double, ts timestamp NOT NULL, "
+        "TIMESTAMP KEY(ts)) WITH (segment_duration='1h', update_mode='append')"
+    )
+    hour, n, early = 3_600_000, 200_000, 170_000  # early rows (>8 MB) in the first window
+    second = 100 * hour
+    ts = second - early * 10 + np.arange(n, dtype=np.int64) * 10
+    rows = pa.table(
+        {
+            "host": pa.array(np.full(n, "h" * 40)),
+            "v": pa.array(np.arange(n, dtype=np.float64)),
+            "ts": pa.array(ts, pa.timestamp("ms")),
+        },
+        schema=SCHEMA,
+    )
+    batches = rows.to_batches(max_chunksize=7_000)  # batch 24 straddles the windows
+    files = node.table_files("fstream")
+    with node.client() as c:
+        rev = c.reserve("fstream")
+        with c.open_put("fstream", SCHEMA, revision=rev) as put:
+            for b in batches[:26]:
+                put.write(b)
+            deadline = time.monotonic() + 60
+            while not node.table_files("fstream") - files and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert len(node.table_files("fstream") - files) == 1, "nothing staged mid-stream"
+            for b in batches[26:]:
+                put.write(b)
+            put.end()
+            assert put.finish() == n
+        assert len(node.table_files("fstream") - files) == 2
+        assert c.commit("fstream", rev) == "latest"
+        got = c.read_all(ScanSpec("fstream", filters=[("ts", "<", second)]))
+        assert got.num_rows == early
+        assert c.read_all(ScanSpec("fstream")).column("v").to_pylist() == list(range(n))
 
 
 def test_a_staged_revision_survives_sigkill(tmp_path: Path) -> None:
