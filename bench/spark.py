@@ -81,28 +81,42 @@ def _sql(http: str, query: str) -> Any:
         return json.loads(resp.read())
 
 
-def _cpu(server_pid: int) -> dict[str, float]:
-    """CPU seconds so far of the server, the Spark JVM and the Python workers (children)."""
-    out = {"server": 0.0, "spark_jvm": 0.0, "python_workers": 0.0}
+def _kind(p: psutil.Process, gnomon: dict[int, str]) -> str | None:
+    """Who ``p`` is: one of gnomon's processes (``gnomon``: pid -> name), the Spark JVM, one
+    of its Python workers, or a dev cluster's etcd, Kafka broker or S3 server."""
+    if p.pid in gnomon:
+        return gnomon[p.pid]
+    if p.name() == "java":
+        return "spark_jvm"
+    if any(a.name() == "java" for a in p.parents()):
+        return "python_workers"
+    command = " ".join(p.cmdline())
+    for word, service in (("etcd", "etcd"), ("tansu", "kafka_broker"), ("moto", "s3_server")):
+        if word in command:
+            return service
+    return None
+
+
+def _cpu(gnomon: dict[int, str]) -> dict[str, float]:
+    """CPU seconds so far of gnomon's processes (``gnomon``: pid -> name), the Spark JVM, its
+    Python workers and a dev cluster's services."""
+    out = dict.fromkeys([*gnomon.values(), "spark_jvm", "python_workers"], 0.0)
     for p in psutil.Process().children(recursive=True):
         try:
             t = p.cpu_times()
-            name = p.name()
+            kind = _kind(p, gnomon)
         except psutil.NoSuchProcess:
             continue
-        kind = "server" if p.pid == server_pid else "spark_jvm" if name == "java" else None
-        if kind is None and name.startswith("python"):
-            kind = "python_workers"
         if kind is not None:
-            out[kind] += t.user + t.system
+            out[kind] = out.get(kind, 0.0) + t.user + t.system
     return out
 
 
-def _cpu_of(server_pid: int, run: Any) -> dict[str, float]:
-    """CPU seconds ``run()`` took of the server, the Spark JVM and its Python workers."""
-    before = _cpu(server_pid)
+def _cpu_of(gnomon: dict[int, str], run: Any) -> dict[str, float]:
+    """CPU seconds ``run()`` took of each process :func:`_cpu` names."""
+    before = _cpu(gnomon)
     run()
-    return {k: round(v - before.get(k, 0.0), 2) for k, v in _cpu(server_pid).items()}
+    return {k: round(v - before.get(k, 0.0), 2) for k, v in _cpu(gnomon).items()}
 
 
 def _standalone(scratch: str) -> tuple[subprocess.Popen[bytes], str, str]:
@@ -253,6 +267,7 @@ def main() -> None:
     spark = local_session("gnomon-bench", spark_driver_memory="4g")
     spark.dataSource.register(Dropping)
     results: dict[str, list[tuple[str, float, float, float]]] = {}
+    cluster_cpu: dict[str, dict[str, float]] = {}
     try:
         # One row per host every 10 s: a TSBS-like cpu table.
         df = (
@@ -278,11 +293,12 @@ def main() -> None:
         times = _measure(spark, df, endpoint, http, parquet_dir, reps=args.reps, partitions=0)
         results["standalone"] = _rates(args.rows, times)
         # Where a Flight read and an ingest spend CPU: the node, Spark's JVM, its workers.
-        read_cpu = _cpu_of(server.pid, lambda: _noop(_read(spark, endpoint, "cpu_0")))
+        alone = {server.pid: "server"}
+        read_cpu = _cpu_of(alone, lambda: _noop(_read(spark, endpoint, "cpu_0")))
         _sql(http, f"CREATE TABLE cpu_ingest ({COLUMNS}) {OPTIONS}")
-        ingest_cpu = _cpu_of(server.pid, lambda: _ingest(df, endpoint, "cpu_ingest"))
-        floor_cpu = _cpu_of(server.pid, lambda: df.write.format("dropping").mode("append").save())
-        parquet_cpu = _cpu_of(server.pid, lambda: df.write.mode("overwrite").parquet(parquet_dir))
+        ingest_cpu = _cpu_of(alone, lambda: _ingest(df, endpoint, "cpu_ingest"))
+        floor_cpu = _cpu_of(alone, lambda: df.write.format("dropping").mode("append").save())
+        parquet_cpu = _cpu_of(alone, lambda: df.write.mode("overwrite").parquet(parquet_dir))
         _stop(server)
         if not args.no_cluster:
             # The SSTs in the S3 server (Spark has no s3a: every row over Flight), then in a
@@ -303,6 +319,18 @@ def main() -> None:
                         spark, df, node.flight, node.http, parquet_dir, reps=args.reps, partitions=3
                     )
                     results[where] = _rates(args.rows, times)
+                    # Where one ingest spends CPU on the cluster: each data node, meta, etcd,
+                    # the broker, the S3 server (moto: uploads cost its CPU here, not a real
+                    # S3's), Spark's JVM and its workers.
+                    _sql(
+                        node.http,
+                        f"CREATE TABLE cpu_ingest ({COLUMNS}) PARTITION BY KEY(host) "
+                        f"PARTITIONS 3 {OPTIONS}",
+                    )
+                    cluster_cpu[f"cpu_s_of_one_{name.replace('-', '_')}_ingest"] = _cpu_of(
+                        {s.pid: n for n, s in cluster.processes.items()},
+                        lambda n=node: _ingest(df, n.flight, "cpu_ingest"),  # type: ignore[misc]
+                    )
         for where, rows in results.items():
             report(f"Spark: gnomon {where} vs Parquet files ({args.rows:,} rows, local[2])", rows)
         print(
@@ -320,6 +348,7 @@ def main() -> None:
                     "cpu_s_of_one_dropping_write": floor_cpu,
                     "cpu_s_of_one_parquet_write": parquet_cpu,
                 }
+                | cluster_cpu
             )
         )
     finally:
