@@ -19,8 +19,9 @@ from node.engine.schema import ColumnType
 from node.ingest.line_uniform import TRUE_WORDS, field_type, parse_uniform
 from node.ingest.rows import TableRows
 
-#: Precision name -> (multiplier, divisor) turning a timestamp into milliseconds.
-_PRECISIONS: dict[str, tuple[int, int]] = {
+#: Precision name (line protocol's, and Arrow's timestamp units) -> (multiplier, divisor)
+#: turning a timestamp into milliseconds.
+PRECISIONS: dict[str, tuple[int, int]] = {
     "ns": (1, 1_000_000),
     "n": (1, 1_000_000),
     "us": (1, 1_000),
@@ -252,10 +253,10 @@ def parse(
     """The points of ``text`` grouped by measurement, timestamps in milliseconds (sub-ms
     precision is dropped). Raises InvalidArgument naming the first bad line."""
     try:
-        mul, div = _PRECISIONS[precision]
+        mul, div = PRECISIONS[precision]
     except KeyError:
         raise InvalidArgument(
-            f"invalid precision {precision!r}; expected one of {', '.join(_PRECISIONS)}"
+            f"invalid precision {precision!r}; expected one of {', '.join(PRECISIONS)}"
         ) from None
     default_ts = (now_ms or (lambda: time.time_ns() // 1_000_000))()
     if text.count("\n") >= UNIFORM_MIN_LINES:

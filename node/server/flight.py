@@ -76,6 +76,7 @@ from node.cluster.ingest_forward import RowsWriter
 from node.engine.engine import Engine
 from node.engine.scan import Scan, wire
 from node.engine.table import Pinned
+from node.ingest.line_protocol import PRECISIONS
 from node.security.connections import PeerConnections
 from node.security.context import acting_as, authorize
 from node.security.principal import Privilege
@@ -171,10 +172,6 @@ def _received(table: str, reader: flight.MetadataRecordBatchReader) -> Iterator[
             yield chunk.data
 
 
-#: Per timestamp unit, what turns a count of it into milliseconds: times, divided by.
-_MS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)}
-
-
 def _windows(batch: pa.RecordBatch, ts: str, seg: int) -> tuple[int, int] | None:
     """The first and last segment windows (``seg`` ms long) of ``batch``'s rows, or None
     when its timestamp column ``ts`` is missing, holds no timestamps or only nulls (the write
@@ -185,7 +182,7 @@ def _windows(batch: pa.RecordBatch, ts: str, seg: int) -> tuple[int, int] | None
     lo, hi = (s.as_py() for s in pc.min_max(batch.column(i).cast(pa.int64())).values())
     if lo is None:
         return None
-    per, div = _MS[batch.schema.field(i).type.unit]
+    per, div = PRECISIONS[batch.schema.field(i).type.unit]
     return lo * per // div // seg, hi * per // div // seg
 
 
@@ -193,7 +190,7 @@ def _split(batch: pa.RecordBatch, ts: str, end_ms: int) -> tuple[pa.RecordBatch,
     """``batch``'s rows before ``end_ms``, and the others (with those of no timestamp, which
     the write rejects)."""
     column = batch.column(ts)
-    per, div = _MS[column.type.unit]
+    per, div = PRECISIONS[column.type.unit]
     end = pa.scalar(-(-end_ms * div // per), pa.int64())
     less: pa.BooleanArray = pc.less(column.cast(pa.int64()), end)
     before: pa.BooleanArray = less.fill_null(False)  # type: ignore[assignment]

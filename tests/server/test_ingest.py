@@ -235,7 +235,7 @@ UNIFORM = [
 
 
 def _general(text: str, precision: str = "ns") -> pa.Table:
-    mul, div = line_protocol._PRECISIONS[precision]
+    mul, div = line_protocol.PRECISIONS[precision]
     (rows,) = line_protocol.parse_general(text, mul=mul, div=div, default_ts=42)
     return rows.arrow("timestamp")
 
@@ -243,7 +243,7 @@ def _general(text: str, precision: str = "ns") -> pa.Table:
 @pytest.mark.parametrize("precision", ["ns", "us", "ms", "s"])
 def test_uniform_bodies_parse_as_the_general_parser_does(precision: str) -> None:
     text = "\n".join(UNIFORM)
-    mul, div = line_protocol._PRECISIONS[precision]
+    mul, div = line_protocol.PRECISIONS[precision]
     rows = parse_uniform(text, mul=mul, div=div, default_ts=42)
     assert rows is not None and len(rows) == 1 and rows[0].table == "cpu"
     got = rows[0].arrow("timestamp")
