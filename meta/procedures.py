@@ -39,7 +39,7 @@ from typing import Any
 
 from gnomon.errors import Conflict, GnomonError, InvalidArgument, NotFound, Unavailable
 from gnomon.shard_control import NodeCalls
-from meta.events import ShardEvent, changed
+from meta.events import ShardEvent, changed, opened
 from meta.model import Procedure, Shard, ShardStatus
 from meta.planner import Move
 from meta.state import ClusterState
@@ -227,6 +227,11 @@ def release_split(state: ClusterState, proc: Procedure) -> StepResult:
     new = state.shards.get(proc.params["new_shard"])
     if new is not None:
         result.events = changed(replace(new, leader=None, followers=()), new)
+    # The shard split keeps its nodes, but nodes must hear of it too: their routes still
+    # place the moved tables there, and its followers copy fewer tables now.
+    old = state.shards.get(proc.params["shard"])
+    if old is not None:
+        result.events.extend(opened(old))
     return result
 
 
@@ -263,6 +268,8 @@ def drop_merged(state: ClusterState, proc: Procedure) -> StepResult:
     shard = state.shards.get(proc.params["shard"])
     if shard is not None and shard.procedure == proc.id:
         result.batch.shards.append(_released(shard))
+        # Its followers copy the tables it took in.
+        result.events.extend(opened(shard))
     return result
 
 

@@ -133,6 +133,7 @@ class ShardKeeper:
         for name, table_id in before.items():
             if table_id not in known:
                 self._drop_forgotten(name)
+        self._let_go_of_misplaced(before, by_shard, busy)
         # Leaders first: a follower promoted here takes its copies over in open_shard.
         for shard_id, epoch in sorted(wanted.items()):
             infos = by_shard.get(shard_id, [])
@@ -159,6 +160,27 @@ class ShardKeeper:
             with contextlib.suppress(NotFound):
                 ids[name] = self.engine.describe(name).table_id
         return ids
+
+    def _let_go_of_misplaced(
+        self, open_now: dict[str, int], by_shard: dict[int, list[pb.TableInfo]], busy: set[int]
+    ) -> None:
+        """Tables open here in a shard the meta service no longer places them in. No move
+        leaves one so (tables are let go of before they are re-homed), so each is a fault
+        worth a warning: it is flushed (its rows acknowledged here reach the table's SSTs)
+        and closed, as a move would have done."""
+        placed = {t.id: shard_id for shard_id, infos in by_shard.items() for t in infos}
+        epochs = self.engine.shards()
+        for here, names in sorted(self.engine.shard_tables().items()):
+            for name in sorted(names):
+                table_id = open_now.get(name)
+                home = None if table_id is None else placed.get(table_id)
+                if table_id is None or home is None or home == here or {home, here} & busy:
+                    continue
+                log.warning(
+                    "table open in a shard it is not placed in; letting go of it",
+                    extra={"table": name, "shard": here, "placed_in": home},
+                )
+                self.engine.release(here, epochs[here], [table_id])
 
     def _drop_forgotten(self, name: str) -> None:
         """A table open here that the meta service no longer knows was dropped (through a

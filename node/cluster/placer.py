@@ -20,7 +20,7 @@ class MetaPlacer:
         self._routes = routes
         self._me = me
         #: Brings the shards open here up to date with the meta service (the keeper's pass),
-        #: for a table whose route names this node before its keeper has opened the shard.
+        #: before a fresh :meth:`locate`.
         self.catch_up: Callable[[], None] = lambda: None
 
     def place(self, name: str, schema: Schema, options: TableOptions) -> Placed:
@@ -36,10 +36,14 @@ class MetaPlacer:
         self._client.drop_table(name)
         self._routes.invalidate(name)
 
-    def locate(self, name: str) -> Placed | None:
-        route = self._routes.lookup([name]).get(name)
+    def locate(self, name: str, *, fresh: bool = False) -> Placed | None:
+        route = None if fresh else self._routes.lookup([name]).get(name)
+        if fresh or (route is not None and route.endpoint == self._me):
+            # The keeper's pass opens what the meta service places here; the route is asked
+            # anew after it, so both read the same (or a later) placement.
+            self.catch_up()
+            self._routes.invalidate(name)
+            route = self._routes.lookup([name]).get(name)
         if route is None or route.shard_id is None:
             return None
-        if route.endpoint and route.endpoint == self._me:
-            self.catch_up()
         return Placed(route.shard_id, route.table_id, route.endpoint)

@@ -149,6 +149,10 @@ class Engine:
         """The shards open here: id -> epoch."""
         return self._lifecycle.epochs()
 
+    def shard_tables(self) -> dict[int, set[str]]:
+        """The shards open here: id -> the names of their open tables."""
+        return self._lifecycle.tables()
+
     def follow_shard(self, shard_id: int, *, table_ids: Iterable[int], leader: str) -> list[str]:
         """See :meth:`Shards.follow`."""
         self._check_open()
@@ -240,24 +244,21 @@ class Engine:
         return self._elsewhere(name) if t is None else t
 
     def _elsewhere(self, name: str) -> Table:
-        """A table not open here: opened now if its shard is (created through another node
-        since the shard opened), else NotOwner naming its owner, or NotFound."""
+        """A table not open here: NotOwner naming its owner, or NotFound. When a route names
+        this node or a shard open here, the placer asks again at the source after bringing the
+        shards here up to date with it (a table created through another node since its shard
+        opened is open then). A route is never reason enough to open a table in a
+        shard: a split tells nodes of its new shard only, so routes to the shard its tables
+        left live on, and rows written there would go to a log the table's owner never reads."""
         placed = self._placer.locate(name)
+        if placed is not None and placed.shard_id in self.shards():
+            placed = self._placer.locate(name, fresh=True)
+        with self._served.lock:
+            t = self._served.tables.get(name)
+        if t is not None:
+            return t
         if placed is None:
             raise NotFound(f"table {name!r} does not exist")
-        with self._served.lock:
-            shard = self._served.shards.get(placed.shard_id)
-        if shard is not None and placed.table_id is not None:
-            # A stale route may name the shard the table just left for another one open here:
-            # then it is open by now, or about to be (NotOwner below retries).
-            with contextlib.suppress(Conflict):
-                self.open_shard(
-                    placed.shard_id, epoch=shard.guard.epoch, table_ids=[placed.table_id]
-                )
-            with self._served.lock:
-                t = self._served.tables.get(name)
-            if t is not None:
-                return t
         owner = placed.owner or "no node yet"
         raise NotOwner(
             f"table {name!r} is in shard {placed.shard_id}, served by {owner}",

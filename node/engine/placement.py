@@ -33,8 +33,9 @@ class TablePlacer(Protocol):
     def unplace(self, name: str) -> None:
         """Forget a dropped table (a no-op for one never placed)."""
 
-    def locate(self, name: str) -> Placed | None:
-        """Where an existing table lives; None if no such table."""
+    def locate(self, name: str, *, fresh: bool = False) -> Placed | None:
+        """Where an existing table lives; None if no such table. ``fresh``: from the
+        authority, not a cache, after bringing the shards open here up to date with it."""
 
 
 class LocalPlacer:
@@ -46,5 +47,5 @@ class LocalPlacer:
     def unplace(self, name: str) -> None:
         return None
 
-    def locate(self, name: str) -> Placed | None:
+    def locate(self, name: str, *, fresh: bool = False) -> Placed | None:
         return None

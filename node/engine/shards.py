@@ -156,10 +156,16 @@ class Shards:
             else:
                 held.tables.update(t.name for t in opened)
         self._on_opened(opened)
-        log.info(
-            "opened shard",
-            extra={"shard": shard_id, "epoch": epoch, "tables": len(opened)},
-        )
+        # Passes open a shard held already again and again: only a real open is worth a line.
+        if held is None:
+            log.info(
+                "opened shard", extra={"shard": shard_id, "epoch": epoch, "tables": len(opened)}
+            )
+        elif opened:
+            log.info(
+                "opened tables in shard",
+                extra={"shard": shard_id, "epoch": epoch, "tables": len(opened)},
+            )
         return sorted(t.name for t in opened)
 
     def close(self, shard_id: int) -> bool:
@@ -248,6 +254,11 @@ class Shards:
             table.close()
         if strict and failed is not None:
             raise Unavailable(f"flushing tables before their move failed: {failed}") from failed
+
+    def tables(self) -> dict[int, set[str]]:
+        """The shards open here: id -> the names of their open tables."""
+        with self._served.lock:
+            return {sid: set(s.tables) for sid, s in self._served.shards.items()}
 
     def epochs(self) -> dict[int, int]:
         """The shards open here: id -> epoch."""

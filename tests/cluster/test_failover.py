@@ -95,10 +95,14 @@ os._exit(0)
 class Writer:
     """The SDK writer subprocess; a thread collects the acknowledged ids it prints."""
 
-    def __init__(self, cluster: DevCluster, tables: list[str], tmp: Path, batch: int = 20) -> None:
+    def __init__(
+        self, cluster: DevCluster, tables: list[str], tmp: Path, batch: int = 20, entry: int = 0
+    ) -> None:
+        """``entry``: the node the SDK is built on first (then the next ones, in turn)."""
         self._stop_file = tmp / "writer.stop"
         script = tmp / "writer.py"
         endpoints = [n.grpc for n in cluster.node_endpoints]
+        endpoints = endpoints[entry:] + endpoints[:entry]
         script.write_text(
             f"ENDPOINTS = {endpoints!r}\nENDPOINT = ENDPOINTS[0]\n"
             + PRELUDE
@@ -192,10 +196,10 @@ def assert_acked_once(
         assert not doubled, f"{table}: acknowledged ids stored twice, e.g. {doubled[:10]}"
 
 
-def create_tables(cluster: DevCluster, tables: list[str]) -> None:
+def create_tables(cluster: DevCluster, tables: list[str], *, through: int = 0) -> None:
     for table in tables:
         status, body = http_sql(
-            cluster.node_endpoints[0].http,
+            cluster.node_endpoints[through].http,
             f"CREATE TABLE {table} (w string TAG, id bigint, ts timestamp NOT NULL, "
             "TIMESTAMP KEY(ts)) WITH (update_mode='APPEND')",
         )

@@ -46,7 +46,7 @@ class _Elsewhere(LocalPlacer):
         self.placed.add(name)
         return Placed(STANDALONE_SHARD + 1, 1000 + len(self.placed), OWNER)
 
-    def locate(self, name: str) -> Placed | None:
+    def locate(self, name: str, *, fresh: bool = False) -> Placed | None:
         return Placed(STANDALONE_SHARD + 1, 99, OWNER) if name in self.placed else None
 
 

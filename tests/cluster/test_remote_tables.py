@@ -80,7 +80,7 @@ class _Found:
 class _Elsewhere(LocalPlacer):
     """A reader's placer: ``rt`` lives in a shard served by ``owner:1``."""
 
-    def locate(self, name: str) -> Placed | None:
+    def locate(self, name: str, *, fresh: bool = False) -> Placed | None:
         return Placed(STANDALONE_SHARD + 1, 99, "owner:1") if name == "rt" else None
 
 

@@ -19,6 +19,7 @@ from tests.cluster.support import http_sql
 from tests.cluster.test_failover import (
     LEASE_TTL_S,
     SETTLE_S,
+    Rows,
     Writer,
     assert_acked_once,
     create_tables,
@@ -128,3 +129,52 @@ def _join(cluster: DevCluster, tmp_path: Path) -> None:
         writer.stop()
     assert writer.errors == [], writer.errors[:3]
     assert_acked_once(cluster, writer.snapshot())
+
+
+
+def test_a_split_then_a_migrate_loses_no_row_written_through_stale_routes(
+    tmp_path: Path,
+) -> None:
+    """A split moves a table to a new shard on the same node; a migrate then moves that shard
+    away while a Direct-mode writer still sends to the old leader, which is killed last. The
+    old leader's route cache still places the table in the shard it left (a split tells nodes
+    of its new shard only), and a node must never open a table in a shard on such a route's
+    word: it would acknowledge rows into a log that the table's owner never reads."""
+    tables = [f"sp_{i}" for i in range(2)]
+    with DevCluster(
+        tmp_path / "cluster", nodes=3, shards=1, followers=1, lease_ttl_s=LEASE_TTL_S
+    ) as cluster:
+        with MetaClient(cluster.meta) as client:
+            (shard,) = client.shards()
+            old = cluster.node_index(shard.leader)
+            # Created through the leader, which caches both routes (shard 0, itself).
+            create_tables(cluster, tables, through=old)
+            direct = [Rows(t) for t in tables]
+            for rows in direct:
+                assert rows.write(shard.leader)[0] == 200
+            _done(client, client.split(shard.id).id)
+            moved = next(t for t in tables if _shard_of(client, t) != shard.id)
+            new_shard = _shard_of(client, moved)
+            # The SDK asks the old leader for routes: it names itself for both tables.
+            writer = Writer(cluster, tables, tmp_path, batch=10, entry=old)
+            try:
+                writer.wait_progress(3)
+                target = next(n.grpc for n in cluster.node_endpoints if n.grpc != shard.leader)
+                _done(client, client.migrate(new_shard, target).id)
+                assert cluster.leader_of(moved) == cluster.node_index(target)
+                for rows in direct:
+                    code, error = rows.write(shard.leader)
+                    assert code == 200, error
+                writer.wait_progress(5)
+                # Every row acknowledged so far is where the table's owner reads it.
+                assert_acked_once(cluster, _with(writer.snapshot(), direct), down={old})
+                cluster.kill_node(old)
+                cluster.wait_settled(without={shard.leader}, timeout_s=SETTLE_S)
+                writer.wait_progress(3)
+            finally:
+                writer.stop()
+        assert_acked_once(cluster, _with(writer.snapshot(), direct), down={old})
+
+
+def _with(acked: dict[str, list[int]], direct: list[Rows]) -> dict[str, list[int]]:
+    return {t: ids + next(r.acked for r in direct if r.table == t) for t, ids in acked.items()}

@@ -7,6 +7,7 @@ and stand for two nodes; a real cluster puts the WAL on Kafka and the SSTs on S3
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 import uuid
@@ -23,6 +24,7 @@ from node.engine.config import EngineConfig
 from node.engine.engine import Engine
 from node.engine.fences import ShardFences
 from node.engine.options import TableOptions
+from node.engine.placement import Placed
 from node.wal.disk import DiskWal
 from objectstore.local import LocalObjectStore
 from wal_kafka import KafkaWal
@@ -142,6 +144,68 @@ def test_reopening_needs_the_same_epoch_or_a_close(nodes: tuple[Engine, Engine])
     assert a.shard_of("late") == 1
     with pytest.raises(Conflict, match="close it"):
         a.open_shard(1, epoch=4)
+
+
+def test_a_shard_open_already_is_logged_as_opened_once(
+    nodes: tuple[Engine, Engine], caplog: pytest.LogCaptureFixture
+) -> None:
+    a, _ = nodes
+    with caplog.at_level(logging.INFO, logger="gnomon.engine"):
+        for _ in range(3):  # as the keeper's passes do
+            a.open_shard(1, epoch=3)
+        a.catalog.create("late", CPU, TableOptions(), table_id=40)
+        a.manifest.create_table(40)
+        a.open_shard(1, epoch=3, table_ids=[40])
+        a.open_shard(1, epoch=3, table_ids=[40])
+    messages = [r.getMessage() for r in caplog.records if r.name == "gnomon.engine"]
+    assert messages.count("opened shard") == 1
+    assert messages.count("opened tables in shard") == 1
+
+
+class _StaleRoutes:
+    """A placer whose cache still places table 7 in shard 1, which it left for shard 2 on
+    another node; asked afresh, it knows better."""
+
+    def __init__(self) -> None:
+        self.fresh = 0
+
+    def place(self, name: str, schema: object, options: object) -> Placed:
+        raise AssertionError("nothing is created here")
+
+    def unplace(self, name: str) -> None:
+        return None
+
+    def locate(self, name: str, *, fresh: bool = False) -> Placed | None:
+        if name != "cpu":
+            return None
+        self.fresh += fresh
+        return Placed(2, 7, "node-b") if fresh else Placed(1, 7, "node-a")
+
+
+def test_a_stale_route_to_a_shard_open_here_never_opens_the_table_in_it(
+    tmp_path: Path,
+) -> None:
+    placer = _StaleRoutes()
+    data_dir = tmp_path / "a"
+    os.makedirs(data_dir)
+    a = Engine(
+        EngineConfig(data_dir=str(data_dir), compaction_threads=0, gc_interval_s=0),
+        meta=SqliteStore(str(tmp_path / "catalog.db")),
+        wal=DiskWal(str(tmp_path / "wal")),
+        store=LocalObjectStore(str(tmp_path / "sst")),
+        placer=placer,
+    )
+    try:
+        a.open_shard(1, epoch=1)
+        a.catalog.create("cpu", CPU, TableOptions(), table_id=7)
+        a.manifest.create_table(7)
+        with pytest.raises(NotOwner, match="shard 2, served by node-b") as moved:
+            a.write("cpu", cpu_batch(["h"], [1], [1.0]))
+        assert moved.value.owner == "node-b"
+        assert placer.fresh == 1
+        assert a.list_tables() == []
+    finally:
+        a.close()
 
 
 def test_fences_only_rise(tmp_path: Path) -> None:
