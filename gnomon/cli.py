@@ -287,6 +287,7 @@ def node(config_file: str | None, **flags: object) -> None:
                 store=cfg.store,
                 catalog=cfg.catalog,
                 kafka_namespace=cfg.kafka_namespace,
+                wal_append_timeout_s=cfg.wal_append_timeout_s,
                 s3_endpoint=cfg.s3_endpoint,
                 s3_region=cfg.s3_region,
                 wal_sync="never" if cfg.wal_sync == "never" else "always",

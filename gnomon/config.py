@@ -322,6 +322,11 @@ class NodeConfig(ServerConfig):
         "(required; shared by every node).",
     )
     kafka_namespace: str = setting("gnomon", "Prefix of the WAL regions' topic names.")
+    wal_append_timeout_s: float = setting(
+        5.0,
+        "Longest a write waits for Kafka to acknowledge its WAL record, in seconds; past it "
+        "the write is answered 503, its rows may or may not be stored (a Kafka WAL only).",
+    )
     s3_endpoint: str | None = setting(None, "S3 endpoint URL of an S3-compatible store.")
     s3_region: str | None = setting(None, "S3 region.")
     lease_ttl_s: int = setting(
@@ -346,6 +351,8 @@ class NodeConfig(ServerConfig):
             )
         if self.compaction_timeout_s <= 0:
             raise InvalidArgument("compaction_timeout_s must be positive")
+        if self.wal_append_timeout_s < 0.1:
+            raise InvalidArgument("wal_append_timeout_s must be at least 0.1")
         for name, example in (("meta", "HOST:PORT"), ("catalog", "etcd://HOST:PORT/gnomon")):
             if not getattr(self, name):
                 raise InvalidArgument(

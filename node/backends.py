@@ -37,6 +37,8 @@ class Storage:
     catalog: str = "sqlite"
     #: Topic names of the WAL regions start with this (several clusters on one Kafka).
     kafka_namespace: str = "gnomon"
+    #: Longest a write waits for Kafka to acknowledge its WAL record, in seconds.
+    wal_append_timeout_s: float = 5.0
     #: S3 endpoint URL (an S3-compatible server); None for AWS.
     s3_endpoint: str | None = None
     s3_region: str | None = None
@@ -71,7 +73,11 @@ def open_wal(data_dir: str, storage: Storage) -> Wal:
         bootstrap = _rest(storage.wal).rstrip("/")
         if not bootstrap:
             raise InvalidArgument(f"wal {storage.wal!r}: name the brokers, kafka://HOST:PORT")
-        return KafkaWal(bootstrap, namespace=storage.kafka_namespace)
+        return KafkaWal(
+            bootstrap,
+            namespace=storage.kafka_namespace,
+            append_timeout_s=storage.wal_append_timeout_s,
+        )
     from node.wal.disk import DiskWal
 
     return DiskWal(os.path.join(data_dir, "wal"), sync=storage.wal_sync)

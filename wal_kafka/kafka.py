@@ -276,8 +276,18 @@ class Delivery:
         self.error = error
         self._event.set()
 
+    @property
+    def done(self) -> bool:
+        return self._event.is_set()
+
     def wait(self, timeout_s: float) -> bool:
         return self._event.wait(timeout_s)
+
+
+def all_in(deliveries: list[Delivery], until: float) -> bool:
+    """Wait until every delivery report is in or the monotonic clock reaches ``until``;
+    whether they all are."""
+    return all(d.wait(max(0.0, until - time.monotonic())) for d in deliveries)
 
 
 class DeleteOutcome(enum.Enum):

@@ -24,11 +24,20 @@ from gnomon.errors import Corrupted, Fenced, GnomonError, Unavailable
 from gnomon.wal.api import WalRecord
 from gnomon.wal.group_commit import GroupCommit, Pending
 
-from .frame import Assembler, Fence, Record, decode, encode_group, encode_marker
+from .frame import (
+    Assembler,
+    EncodedGroup,
+    Fence,
+    Record,
+    decode,
+    encode_group,
+    encode_marker,
+)
 from .kafka import (
     Clients,
     Delivery,
     TopicSpec,
+    all_in,
     consume_range,
     unavailable,
     watermarks,
@@ -80,6 +89,8 @@ class Context:
     #: The producer's fatal error, if it had one: it then takes no more records.
     fatal: Callable[[], KafkaError | None]
     counters: Counters
+    #: Longest a write waits for its group's acknowledgement.
+    append_timeout_s: float
 
     @property
     def bootstrap(self) -> str:
@@ -104,21 +115,40 @@ class Context:
             raise unavailable(self.bootstrap, f"cannot produce to {topic}", e) from e
         return delivery
 
+    @property
+    def delivery_limit_s(self) -> float:
+        """How long after a produce its delivery report is due at the latest."""
+        return self.timeout_s + _delivery_slack(self.timeout_s)
+
     def delivered(self, deliveries: list[Delivery], topic: str) -> list[int]:
         """The offsets of the records, once the broker acknowledged every one of them."""
-        limit = self.timeout_s + _delivery_slack(self.timeout_s)
-        deadline = time.monotonic() + limit
+        all_in(deliveries, time.monotonic() + self.delivery_limit_s)
+        return self.offsets(deliveries, topic)
+
+    def offsets(self, deliveries: list[Delivery], topic: str) -> list[int]:
+        """The offsets of the records whose delivery reports are in; ``Unavailable`` if one
+        failed or is missing."""
         offsets: list[int] = []
         for delivery in deliveries:
-            if not delivery.wait(max(0.0, deadline - time.monotonic())):
+            if not delivery.done:
                 raise Unavailable(
                     f"Kafka at {self.bootstrap}: no delivery report for a record of {topic} "
-                    f"within {limit}s"
+                    f"within {self.delivery_limit_s}s"
                 )
             if delivery.error is not None:
                 raise unavailable(self.bootstrap, f"writing to {topic} failed", delivery.error)
             offsets.append(delivery.offset)
         return offsets
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """A group produced to the data topic, its delivery reports to come."""
+
+    group: EncodedGroup
+    deliveries: list[Delivery]
+    #: When the last delivery report is due at the latest (monotonic clock).
+    due: float
 
 
 @dataclass(frozen=True)
@@ -136,7 +166,7 @@ class RecoveryInfo:
     seconds: float
 
 
-class Region(GroupCommit[list[tuple[int, int]]]):
+class Region(GroupCommit[_Sent, list[tuple[int, int]]]):
     """The open state of one region. ``_cond`` (see GroupCommit) guards every field below."""
 
     def __init__(
@@ -157,6 +187,7 @@ class Region(GroupCommit[list[tuple[int, int]]]):
             # Highest seq assigned per table, including writes in flight and floors.
             {table_id: table.last_seq for table_id, table in meta.tables.items()},
             logger,
+            ctx.append_timeout_s,
         )
         self._ctx = ctx
         self.id = region_id
@@ -240,14 +271,22 @@ class Region(GroupCommit[list[tuple[int, int]]]):
 
     # -- writes -----------------------------------------------------------------------------
 
-    def _commit(self, batch: list[Pending]) -> list[tuple[int, int]]:
-        """Produce the group and wait for the broker's acks; per write, the offsets of the
-        Kafka records holding its first and last fragment."""
+    def _send(self, batch: list[Pending]) -> _Sent:
         group = encode_group(
             [(p.table_id, p.seq, p.payload) for p in batch], self._ctx.max_record_bytes, self.epoch
         )
         deliveries = [self._ctx.produce(self.data_topic, record) for record in group.records]
-        offsets = self._ctx.delivered(deliveries, self.data_topic)
+        return _Sent(group, deliveries, time.monotonic() + self._ctx.delivery_limit_s)
+
+    def _wait(self, sent: _Sent, until: float | None) -> bool:
+        # Past its due time a missing report is an outcome too: the write failed.
+        end = sent.due if until is None else min(until, sent.due)
+        return all_in(sent.deliveries, end) or time.monotonic() >= sent.due
+
+    def _finish(self, sent: _Sent) -> list[tuple[int, int]]:
+        """Per write, the offsets of the Kafka records holding its first and last fragment,
+        once the broker acknowledged them all."""
+        offsets = self._ctx.offsets(sent.deliveries, self.data_topic)
         self._ctx.counters.add(records=len(offsets))
         # One group in flight at a time and only this writer: the records follow the log's
         # end back to back, unless someone else wrote in between.
@@ -256,7 +295,7 @@ class Region(GroupCommit[list[tuple[int, int]]]):
             if offset > expected:
                 self._check_gap(expected, offset)
             expected = offset + 1
-        return [(offsets[first], offsets[last]) for first, last in group.spans]
+        return [(offsets[first], offsets[last]) for first, last in sent.group.spans]
 
     def _check_gap(self, start: int, end: int) -> None:
         """Records ``start .. end`` of the data topic were written by someone else while this

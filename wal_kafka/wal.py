@@ -87,6 +87,7 @@ class KafkaWal(RegionWal[Region]):
         *,
         namespace: str = "gnomon",
         timeout_s: float = 10.0,
+        append_timeout_s: float = 5.0,
         replication_factor: int = -1,
         max_record_bytes: int = 1_000_000,
         index_interval: int = 16,
@@ -102,6 +103,7 @@ class KafkaWal(RegionWal[Region]):
             )
         for what, number, minimum in (
             ("timeout_s", timeout_s, 0.1),
+            ("append_timeout_s", append_timeout_s, 0.1),
             ("clean_interval_s", clean_interval_s, 0.001),
         ):
             if isinstance(number, bool) or not isinstance(number, int | float) or number < minimum:
@@ -146,6 +148,7 @@ class KafkaWal(RegionWal[Region]):
             index_interval=index_interval,
             fatal=lambda: health.fatal,
             counters=self._counters,
+            append_timeout_s=float(append_timeout_s),
         )
         #: None until DeleteRecords first succeeds (True) or is found unsupported (False).
         self._delete_supported: bool | None = None

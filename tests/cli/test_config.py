@@ -113,6 +113,16 @@ def test_each_role_reads_its_own_table(tmp_path: Path) -> None:
             {"meta": "m:1", "catalog": "etcd://e:1/x", "advertise": "n:1", "compaction_mode": "x"},
             "invalid compaction_mode",
         ),
+        (
+            NodeConfig,
+            {
+                "meta": "m:1",
+                "catalog": "etcd://e:1/x",
+                "advertise": "n:1",
+                "wal_append_timeout_s": "0",
+            },
+            "wal_append_timeout_s must be at least 0.1",
+        ),
     ],
 )
 def test_required_and_typed_settings(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import signal
 import subprocess
 import sys
 import threading
@@ -382,11 +383,55 @@ def test_broker_loss_fails_writes_within_the_timeout(tmp_path: Path) -> None:
             assert time.monotonic() - started < 5
 
 
+def test_a_stalled_broker_fails_writes_at_the_append_deadline(tmp_path: Path) -> None:
+    """A broker that stops answering (SIGSTOP) but keeps its connections: a write waiting on
+    its produce is answered at the append deadline, not when Kafka's own timeout runs out,
+    with a retryable Unavailable saying it may or may not be stored; a write queued behind it
+    is refused unsent. Once the broker is back the region takes writes again, and every
+    acknowledged record reads back, before and after a reopen."""
+    deadline_s = 1.0
+    with running_tansu(tmp_path) as own:
+        open_wal = functools.partial(
+            KafkaWal, own.bootstrap, namespace="stalled", append_timeout_s=deadline_s
+        )
+        acked: dict[int, bytes] = {}
+        wal = open_wal()
+        try:
+            wal.open_region(REGION)
+            acked[wal.write(REGION, 1, b"before")] = b"before"
+            own.server.kill(signal.SIGSTOP)
+            try:
+                started = time.monotonic()
+                with pytest.raises(Unavailable, match="may or may not be stored") as late:
+                    wal.write(REGION, 1, b"late")
+                assert time.monotonic() - started < deadline_s + 1.5
+                assert late.value.retryable
+                started = time.monotonic()
+                with pytest.raises(Unavailable, match="was not stored") as behind:
+                    wal.write(REGION, 1, b"behind")
+                assert time.monotonic() - started < deadline_s + 1.5
+                assert behind.value.retryable
+            finally:
+                own.server.kill(signal.SIGCONT)
+            for n in range(5):
+                value = b"after %d" % n
+                acked[wal.write(REGION, 1, value)] = value
+            found = {r.seq: r.payload for r in wal.read(REGION, 1, 1)}
+            # The late write landed once the broker woke (its seq taken), or never did.
+            assert found == acked | ({2: b"late"} if len(found) > len(acked) else {})
+            assert wal.last_seq(REGION, 1) == max(found)
+        finally:
+            wal.close()
+        with opened(open_wal) as reopened:
+            assert {r.seq: r.payload for r in reopened.read(REGION, 1, 1)} == found
+
+
 def test_constructor_rejects_bad_options(broker: Broker) -> None:
     for options in (
         {"namespace": "has space"},
         {"namespace": ""},
         {"timeout_s": 0},
+        {"append_timeout_s": 0},
         {"max_record_bytes": 100},
         {"index_interval": 0},
         {"replication_factor": 0},
