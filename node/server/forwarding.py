@@ -28,7 +28,10 @@ class Forwarded(GnomonError):
 
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
-        self.status = Status.INVALID_ARGUMENT if code == 400 else Status.UNAVAILABLE
+        # The owner's refusal of the request or of its caller is passed on as such (a client
+        # must not retry it); anything else there may pass, so it is worth a retry here.
+        refusals = (Status.INVALID_ARGUMENT, Status.UNAUTHENTICATED, Status.PERMISSION_DENIED)
+        self.status = next((s for s in refusals if s == code), Status.UNAVAILABLE)
 
 
 def ask_owner(router: Router, error: NotOwner, request: storage_pb2.SqlQueryRequest) -> bytes:

@@ -8,6 +8,7 @@ are not served: gRPC answers them UNIMPLEMENTED.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import logging
 import time
@@ -18,7 +19,7 @@ from typing import Any, TypeVar
 import grpc
 import pyarrow as pa
 
-from gnomon.errors import InvalidArgument, NotOwner, Unavailable
+from gnomon.errors import GnomonError, InvalidArgument, NotOwner, Status
 from gnomon.proto import common_pb2, storage_pb2
 from gnomon.tls import ServerTls
 from node.cluster.forward import forwarded_from
@@ -387,7 +388,13 @@ def _sum_parallel(calls: Mapping[str, Callable[[], int]]) -> int:
     if not calls:
         return 0  # a write of no tables
     with futures.ThreadPoolExecutor(max_workers=len(calls)) as pool:
-        running = {owner or "this node": pool.submit(fn) for owner, fn in calls.items()}
+        # Each part runs in a copy of the caller's context: its identity goes with it, so
+        # the local part is authorised and forwards act for the caller (a pool thread starts
+        # with an empty context, which is the process's own, unchecked, work).
+        running = {
+            owner or "this node": pool.submit(contextvars.copy_context().run, fn)
+            for owner, fn in calls.items()
+        }
         failed = []
         total = 0
         for owner, future in running.items():
@@ -398,8 +405,20 @@ def _sum_parallel(calls: Mapping[str, Callable[[], int]]) -> int:
     if failed:
         if len(failed) == 1:
             raise failed[0][1]
-        raise Unavailable("; ".join(f"{owner}: {message_of(e)}" for owner, e in failed))
+        raise PartsFailed(
+            [e for _, e in failed], "; ".join(f"{o}: {message_of(e)}" for o, e in failed)
+        )
     return total
+
+
+class PartsFailed(GnomonError):
+    """Several parts of a request failed: reported with the status they share (all refused
+    the caller, say), else as unavailable."""
+
+    def __init__(self, errors: Sequence[BaseException], message: str) -> None:
+        super().__init__(message)
+        statuses = {e.status if isinstance(e, GnomonError) else Status.INTERNAL for e in errors}
+        self.status = statuses.pop() if len(statuses) == 1 else Status.UNAVAILABLE
 
 
 def _address(bind: str, port: int) -> str:

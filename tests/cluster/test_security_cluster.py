@@ -155,6 +155,58 @@ def test_grpc_sql_through_a_non_owner_by_grants(
         assert resp.header.code == 403 and f"may not read table '{table}'" in resp.header.error
 
 
+def _grpc_write(
+    cluster: DevCluster, node: NodeEndpoints, tables: list[str], auth: str, ts: int
+) -> storage_pb2.WriteResponse:
+    """One gRPC ``Write`` (as ``Write`` and as ``StreamWrite`` alike) of a row to each table."""
+    req = storage_pb2.WriteRequest()
+    req.context.database = "public"
+    for table in tables:
+        t = req.table_requests.add(table=table, tag_names=["host"], field_names=["v"])
+        entry = t.entries.add()
+        entry.tags.add(name_index=0).value.string_value = "bypass"
+        entry.field_groups.add(timestamp=ts).fields.add(name_index=0).value.float64_value = 9.5
+    with _channel(cluster, node) as channel:
+        resp: storage_pb2.WriteResponse = channel.unary_unary(
+            "/storage.StorageService/Write",
+            request_serializer=storage_pb2.WriteRequest.SerializeToString,
+            response_deserializer=storage_pb2.WriteResponse.FromString,
+        )(req, timeout=30, metadata=(("authorization", auth),))
+    return resp
+
+
+def test_grpc_writes_through_any_node_are_authorised_as_their_caller(
+    cluster: DevCluster,
+) -> None:
+    """Through every node, requests naming only tables it does not own, tables of it and of
+    others, and every table: the caller's grants decide, and a refused request stores nothing
+    anywhere."""
+    with MetaClient(cluster.meta, peer=cluster.peer) as client:
+        owner = {r.table: r.endpoint for r in client.route(TABLES)}
+    written = dict.fromkeys(TABLES, 0)
+    for i, node in enumerate(cluster.node_endpoints):
+        elsewhere = [t for t in TABLES if owner[t] != node.grpc]
+        here = [t for t in TABLES if owner[t] == node.grpc]
+        for j, tables in enumerate((elsewhere[:1], here[:1] + elsewhere[:1], TABLES)):
+            ts = 10_000 + 100 * i + j
+            resp = _grpc_write(cluster, node, tables, _basic(*OUTSIDER), ts)
+            assert resp.header.code == 403, (node.grpc, tables, resp.header)
+            assert "may not write to table" in resp.header.error
+            resp = _grpc_write(cluster, node, tables, _basic(*WRITER), ts + 50)
+            assert (resp.header.code, resp.success) == (200, len(tables)), resp.header.error
+            for table in tables:
+                written[table] += 1
+    admin = _basic(*cluster.admin or ("", ""))
+    for table, n in written.items():
+        status, body = _http_sql(
+            cluster,
+            cluster.node_endpoints[0],
+            f"SELECT count(*) AS n FROM {table} WHERE host = 'bypass'",
+            admin,
+        )
+        assert (status, body["rows"]) == (200, [{"n": n}]), (table, body)
+
+
 def test_a_user_cannot_borrow_an_identity(
     cluster: DevCluster, entries: dict[str, NodeEndpoints]
 ) -> None:
