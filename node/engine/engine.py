@@ -248,8 +248,9 @@ class Engine:
         this node or a shard open here, the placer asks again at the source after bringing the
         shards here up to date with it (a table created through another node since its shard
         opened is open then). A route is never reason enough to open a table in a
-        shard: a split tells nodes of its new shard only, so routes to the shard its tables
-        left live on, and rows written there would go to a log the table's owner never reads."""
+        shard: a cached route can name the shard a table left (fetched while a split ran, or
+        its shard event missed), and rows written there would go to a log the table's owner
+        never reads."""
         placed = self._placer.locate(name)
         if placed is not None and placed.shard_id in self.shards():
             placed = self._placer.locate(name, fresh=True)

@@ -33,7 +33,7 @@ from gnomon.proto import storage_pb2
 from meta.cli import CRASH_ENV
 from meta.runner import CRASH_EXIT_CODE
 from node.cluster.forward import FORWARDED_FROM
-from tests.cluster.support import http_sql
+from tests.cluster.support import http_sql, post
 from tests.server.sdk import PRELUDE
 
 KILLS = int(os.environ.get("GNOMON_KILLS", "20"))
@@ -51,7 +51,7 @@ BATCH = {batch}
 
 
 def build(endpoint):
-    b = Builder(endpoint, Mode.Direct)
+    b = Builder(endpoint, Mode.{mode})
     b.set_default_database("public")
     return b.build()
 
@@ -96,9 +96,17 @@ class Writer:
     """The SDK writer subprocess; a thread collects the acknowledged ids it prints."""
 
     def __init__(
-        self, cluster: DevCluster, tables: list[str], tmp: Path, batch: int = 20, entry: int = 0
+        self,
+        cluster: DevCluster,
+        tables: list[str],
+        tmp: Path,
+        batch: int = 20,
+        entry: int = 0,
+        mode: str = "Direct",
     ) -> None:
-        """``entry``: the node the SDK is built on first (then the next ones, in turn)."""
+        """``entry``: the node the SDK is built on first (then the next ones, in turn);
+        ``mode``: the SDK's ``Direct`` (to each table's owner) or ``Proxy`` (all through the
+        entry node)."""
         self._stop_file = tmp / "writer.stop"
         script = tmp / "writer.py"
         endpoints = [n.grpc for n in cluster.node_endpoints]
@@ -106,7 +114,7 @@ class Writer:
         script.write_text(
             f"ENDPOINTS = {endpoints!r}\nENDPOINT = ENDPOINTS[0]\n"
             + PRELUDE
-            + WRITER.format(tables=tables, stop=str(self._stop_file), batch=batch, t0=T0)
+            + WRITER.format(tables=tables, stop=str(self._stop_file), batch=batch, t0=T0, mode=mode)
         )
         self.acked: dict[str, list[int]] = {t: [] for t in tables}
         self.batches = 0
@@ -164,16 +172,20 @@ class Writer:
         self._stderr.close()
 
 
-def stored_ids(cluster: DevCluster, table: str, *, down: Collection[int] = ()) -> Counter[int]:
-    """How many times each id is stored in ``table``, read by SQL through some live node."""
+def stored_ids(
+    cluster: DevCluster, table: str, *, down: Collection[int] = (), read: str = "leader"
+) -> Counter[int]:
+    """How many times each id is stored in ``table``, read by SQL through some live node
+    (``read``: from the leader's copy or a follower's)."""
     last: Any = None
     deadline = time.monotonic() + SETTLE_S
+    query = json.dumps({"query": f"SELECT id FROM {table}", "read": read}).encode()
     for attempt in range(200):
         i = attempt % len(cluster.node_endpoints)
         if i in down:
             continue
         try:
-            status, body = http_sql(cluster.node_endpoints[i].http, f"SELECT id FROM {table}")
+            status, body = post(cluster.node_endpoints[i].http, "/sql", query)
         except OSError as e:
             status, body = 0, str(e)
         if status == 200:
@@ -196,12 +208,22 @@ def assert_acked_once(
         assert not doubled, f"{table}: acknowledged ids stored twice, e.g. {doubled[:10]}"
 
 
-def create_tables(cluster: DevCluster, tables: list[str], *, through: int = 0) -> None:
+def create_tables(
+    cluster: DevCluster,
+    tables: list[str],
+    *,
+    through: int = 0,
+    mode: str = "APPEND",
+    partitions: int = 0,
+) -> None:
+    """Tables of the writer's rows, in update ``mode``; partition tables over ``partitions``
+    sub-tables when not 0."""
+    partitioned = f" PARTITION BY KEY(w) PARTITIONS {partitions}" if partitions else ""
     for table in tables:
         status, body = http_sql(
             cluster.node_endpoints[through].http,
             f"CREATE TABLE {table} (w string TAG, id bigint, ts timestamp NOT NULL, "
-            "TIMESTAMP KEY(ts)) WITH (update_mode='APPEND')",
+            f"TIMESTAMP KEY(ts)){partitioned} WITH (update_mode='{mode}')",
         )
         assert status == 200, body
 
