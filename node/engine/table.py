@@ -412,8 +412,14 @@ class Table:
         and never flushes (its rows reach SSTs through the leader)."""
         op, batch = decode_record(payload)
         with self._cond:
+            self._followed_to = max(self._followed_to, seq)
+            if seq <= self._version.flushed_seq:
+                # The leader flushed it before this copy read it (a copy reading behind takes
+                # the leader's newer manifest versions meanwhile): its SSTs hold it already,
+                # and a second copy in the memtable would be read twice, and flushed twice
+                # once this copy leads.
+                return
             self._apply(self._active, op, batch, seq)
-            self._followed_to = seq
             if self._active.nbytes >= self.info.options.write_buffer_size:
                 self._freeze_locked()
 

@@ -23,7 +23,7 @@ from gnomon.wal.api import Ticket, Wal
 from node.engine.config import EngineConfig
 from node.engine.engine import Engine
 from node.engine.fences import ShardFences
-from node.engine.options import TableOptions
+from node.engine.options import TableOptions, UpdateMode
 from node.engine.placement import Placed
 from node.wal.disk import DiskWal
 from objectstore.local import LocalObjectStore
@@ -319,3 +319,29 @@ def test_a_closed_tables_late_flush_cannot_commit_after_its_shard_reopens_here(
     finally:
         a.close()
         b.close()
+
+
+def test_a_follower_reading_behind_a_flush_applies_no_row_twice(tmp_path: Path) -> None:
+    """A follower copy that took the leader's manifest after a flush, then reads records the
+    flush holds (it reads the log behind the leader), keeps each row once: in the SSTs."""
+    with running_tansu(tmp_path) as broker, contextlib.ExitStack() as stack:
+        namespace = f"ns{uuid.uuid4().hex[:6]}"
+        wals = [KafkaWal(broker.bootstrap, namespace=namespace) for _ in range(2)]
+        a, b = (
+            stack.enter_context(contextlib.closing(_node(tmp_path, n, w)))
+            for n, w in zip(("a", "b"), wals, strict=True)
+        )
+        a.open_shard(1, epoch=1)
+        append = TableOptions(update_mode=UpdateMode.APPEND)
+        a.create_table("cpu", CPU, append, shard_id=1, table_id=7)
+        a.write("cpu", cpu_batch(["h", "i"], [1, 2], [1.0, 2.0]))
+        b.follow_shard(1, table_ids=[7], leader="a")
+        copy = b.follower_table("cpu")
+        records = list(wals[0].read(1, 7, 1))
+        assert records
+        a.flush("cpu")
+        copy.catch_up()
+        for record in records:  # as a follower behind the flush reads them
+            copy.follow(record.seq, record.payload)
+        rows = b.read_all("cpu", columns=["usage"], follower=True)
+        assert sorted(rows.column("usage").to_pylist()) == [1.0, 2.0]
