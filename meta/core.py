@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from gnomon.errors import AlreadyExists, InvalidArgument, NotFound, Unavailable
+from gnomon.names import check_new_table_name, partition_name
 from gnomon.shard_control import NodeCalls
 from meta.compaction import CompactionPicker
 from meta.events import EventBus, ShardEvent, opened
@@ -33,7 +34,6 @@ from meta.planner import (
     plan_rebalance,
 )
 from meta.runner import ProcedureRunner
-from meta.state import partition_name
 from meta.store import NEXT_TABLE_ID, ClusterStore, now_ms
 from meta.tables import Batch
 
@@ -227,10 +227,11 @@ class MetaCore:
     def create_table(self, name: str, schema: bytes, partitions: int = 0) -> list[Table]:
         """Create a table (a partition table with its sub-tables); the tables created, the
         table itself first."""
-        if not name or name.startswith("__"):
-            raise InvalidArgument(f"invalid table name {name!r}")
         if not 0 <= partitions <= MAX_PARTITIONS:
             raise InvalidArgument(f"partitions must be 0..{MAX_PARTITIONS}, not {partitions}")
+        # Checked before anything is recorded: a table every node refuses to open would
+        # stay in its shard's list.
+        check_new_table_name(name, partitions)
         with self.lock:
             if self.state.table_named(name) is not None:
                 raise AlreadyExists(f"table {name!r} already exists")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Set
 from dataclasses import dataclass
 
+from gnomon.names import partition_name
 from meta.model import Node, NodeKind, Procedure, ProcedureStatus, Shard, Table
 from meta.tables import Batch
 
@@ -164,8 +165,3 @@ class ClusterState:
             dict(self.shard_loads),
             dict(self.node_loads),
         )
-
-
-def partition_name(parent: str, index: int) -> str:
-    """The name of a partition table's ``index``-th sub-table."""
-    return f"__{parent}_{index}"

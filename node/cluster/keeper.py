@@ -13,7 +13,7 @@ import logging
 import threading
 from collections.abc import Callable, Collection
 
-from gnomon.errors import GnomonError, NotFound, NotOwner
+from gnomon.errors import Conflict, GnomonError, InvalidArgument, NotFound, NotOwner
 from gnomon.proto import meta_pb2 as pb
 from meta.client import MetaClient
 from meta.model import ShardStatus
@@ -48,6 +48,8 @@ class ShardKeeper:
         self._threads: list[threading.Thread] = []
         #: Passes completed (tests wait on it).
         self.passes = 0
+        #: Ids of table records warned about as impossible to open here.
+        self._undefinable: set[int] = set()
 
     def start(self) -> None:
         self.reconcile()
@@ -136,9 +138,7 @@ class ShardKeeper:
         self._let_go_of_misplaced(before, by_shard, busy)
         # Leaders first: a follower promoted here takes its copies over in open_shard.
         for shard_id, epoch in sorted(wanted.items()):
-            infos = by_shard.get(shard_id, [])
-            for t in infos:
-                self._define(t)
+            infos = self._defined(by_shard.get(shard_id, []))
             try:
                 self.engine.open_shard(
                     shard_id, epoch=epoch, table_ids=[t.id for t in infos], lease=self._lease
@@ -148,9 +148,7 @@ class ShardKeeper:
         for shard_id in set(self.engine.followed()) - set(following):
             self.engine.unfollow_shard(shard_id)
         for shard_id, leader in sorted(following.items()):
-            infos = by_shard.get(shard_id, [])
-            for t in infos:
-                self._define(t)
+            infos = self._defined(by_shard.get(shard_id, []))
             self.engine.follow_shard(shard_id, table_ids=[t.id for t in infos], leader=leader)
         self.passes += 1
 
@@ -189,8 +187,23 @@ class ShardKeeper:
         log.info("dropping a table the meta service forgot", extra={"table": name})
         self.engine.drop_table(name, if_exists=True)
 
-    def _define(self, t: pb.TableInfo) -> None:
-        """Make sure the catalog and manifest know table ``t`` (its creator may have died
-        between the meta service's commit and its own)."""
-        schema, options = tables.decode(t.name, t.schema)
-        self.engine.define_table(t.name, schema, options, table_id=t.id)
+    def _defined(self, infos: list[pb.TableInfo]) -> list[pb.TableInfo]:
+        """Of ``infos``, those the catalog and manifest know now (their creator may have died
+        between the meta service's commit and its own). A record that cannot be defined here
+        (a name recorded before names were checked there, say) is left out with a warning
+        once, so that it never keeps its shard's other tables closed."""
+        defined = []
+        for t in infos:
+            try:
+                schema, options = tables.decode(t.name, t.schema)
+                self.engine.define_table(t.name, schema, options, table_id=t.id)
+            except (InvalidArgument, Conflict) as e:
+                if t.id not in self._undefinable:
+                    self._undefinable.add(t.id)
+                    log.warning(
+                        "table record cannot be opened; its shard's other tables are",
+                        extra={"table": t.name[:64], "table_id": t.id, "error": str(e)},
+                    )
+                continue
+            defined.append(t)
+        return defined

@@ -7,12 +7,12 @@ ids are unique even when several processes create tables against one shared stor
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from gnomon.errors import AlreadyExists, Conflict, InvalidArgument, NotFound
+from gnomon.errors import AlreadyExists, Conflict, NotFound
+from gnomon.names import check_table_name
 from gnomon.store.api import KeyRange, StructuredStore, TableContext, run_with_retries
 from gnomon.store.spec import FieldSpec, FieldType, TableSpec
 from node.engine.options import TableOptions
@@ -47,18 +47,6 @@ _COUNTERS = TableSpec(
     (FieldSpec("name", FieldType.STRING), FieldSpec("value", FieldType.LONG)),
     primary_key=("name",),
 )
-
-# A name may start with a digit, as HoraeDB's may (``03_dml_select``), but not be a number.
-_TABLE_NAME = re.compile(r"^(?![0-9]*$)[A-Za-z0-9_][A-Za-z0-9_\-\.]{0,254}$")
-
-
-def check_table_name(name: str) -> None:
-    if not _TABLE_NAME.match(name):
-        raise InvalidArgument(
-            f"invalid table name {name!r}: up to 255 letters, digits, '_', '-' or '.', "
-            "starting with a letter, digit or '_', not all digits"
-        )
-
 
 @dataclass(frozen=True)
 class TableInfo:

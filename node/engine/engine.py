@@ -23,6 +23,7 @@ from gnomon.errors import (
     NotFound,
     NotOwner,
 )
+from gnomon.names import check_table_name
 from gnomon.store.api import StructuredStore, TableContext
 from gnomon.wal.api import Wal
 from node.engine import fences
@@ -284,6 +285,8 @@ class Engine:
         (catalog and manifest) for the shard's owner to open. With ``shard_id`` (open here)
         and ``table_id``, the caller placed it."""
         self._check_open()
+        # Before the placer records it anywhere (see gnomon/names.py).
+        check_table_name(name)
         options = options or TableOptions()
         existing = self._existing(name, if_not_exists)
         if existing is not None:

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 
 from gnomon.errors import Corrupted
-from meta.state import partition_name
+from gnomon.names import partition_name
 from node.engine.catalog import TableInfo
 from node.engine.options import TableOptions
 from node.engine.schema import Schema

@@ -207,6 +207,26 @@ def test_grpc_writes_through_any_node_are_authorised_as_their_caller(
         assert (status, body["rows"]) == (200, [{"n": n}]), (table, body)
 
 
+def test_invalid_table_names_are_refused_through_every_node_and_recorded_nowhere(
+    cluster: DevCluster,
+) -> None:
+    admin = _basic(*cluster.admin or ("", ""))
+    bad = ["/abs", "lp/evil", "../../evil", "n" * 5000]
+    for node in cluster.node_endpoints:
+        for name in bad:
+            status, body = _http_sql(cluster, node, CREATE.format(f'"{name}"'), admin)
+            assert status == 400 and "invalid table name" in body["message"], (name, body)
+            line = f"{name},host=a v=1 1000".encode()
+            path = "/influxdb/v1/write?db=public&precision=ms"
+            status, body = _http(cluster, node, path, line, admin)
+            assert status == 400, (name, body)
+            resp = _grpc_write(cluster, node, [name], admin, 1000)
+            assert resp.header.code == 400 and "invalid table name" in resp.header.error
+    with MetaClient(cluster.meta, peer=cluster.peer) as client:
+        recorded = {t.name for t in client.tables()}
+    assert not recorded & set(bad), recorded & set(bad)
+
+
 def test_a_user_cannot_borrow_an_identity(
     cluster: DevCluster, entries: dict[str, NodeEndpoints]
 ) -> None:

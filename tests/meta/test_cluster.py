@@ -67,6 +67,25 @@ def test_new_tables_are_placed_evenly_and_routed(cluster: Cluster) -> None:
     assert {t.name for t in client.tables()} == {f"t{i}" for i in range(12)}
 
 
+BAD_NAMES = ["/abs", "lp/evil", "../../evil", "a" * 5000, "nul\x00name", "", "123", "__mine"]
+
+
+def test_invalid_table_names_are_refused_before_anything_is_recorded(cluster: Cluster) -> None:
+    cluster.meta(shards=2)
+    client = cluster.client()
+    cluster.node(0)
+    wait_until(lambda: all_assigned(client, 1), what="2 shards assigned")
+    for name in BAD_NAMES:
+        with pytest.raises(InvalidArgument, match="invalid table name"):
+            client.create_table(name, b"schema")
+    # A valid name whose sub-tables' names would be too long.
+    with pytest.raises(InvalidArgument, match="invalid table name"):
+        client.create_table("p" * 254, b"schema", partitions=2)
+    assert client.tables() == []
+    client.create_table("fine", b"schema")
+    assert [t.name for t in client.tables()] == ["fine"]
+
+
 def test_failover_moves_every_leader_shard_of_a_silent_node(cluster: Cluster) -> None:
     cluster.meta(shards=6)
     client = cluster.client()
