@@ -198,7 +198,7 @@ def _start(role: str, cfg: ServerConfig, placement: Placement | None = None) -> 
     from node.server import logfmt
     from node.server.standalone import Standalone
 
-    with _refusing(role):
+    with refusing(role):
         logfmt.configure(cfg.log_level)
         server = Standalone.from_config(cfg, placement=placement)
         server.start()
@@ -206,7 +206,7 @@ def _start(role: str, cfg: ServerConfig, placement: Placement | None = None) -> 
 
 
 @contextlib.contextmanager
-def _refusing(role: str) -> Iterator[None]:
+def refusing(role: str) -> Iterator[None]:
     """A start that fails ends the process with one line saying why: exit 2 for what the
     user can mend (a setting, a port or directory in use), 1 for what the system refused."""
     try:
@@ -329,7 +329,7 @@ def compaction_node(config_file: str | None, **flags: object) -> None:
     logfmt.configure(cfg.log_level)
     with stop_signals(logging.getLogger("gnomon.compaction_node")) as stop:
         server = CompactionNode(cfg)
-        with _refusing("compaction-node"):
+        with refusing("compaction-node"):
             server.start()
         console.print(
             f"gnomon compaction-node {server.name}: gRPC on {cfg.bind}:{server.grpc_port}, "
@@ -413,7 +413,7 @@ def dev_cluster(
         tls=tls,
     )
     with (
-        _refusing("dev-cluster"),
+        refusing("dev-cluster"),
         console.status("starting etcd, the broker, the S3 server, meta and the nodes"),
     ):
         cluster.start()

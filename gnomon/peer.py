@@ -144,9 +144,15 @@ class HandlerInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
         """``handler`` with this interceptor's check around it."""
 
 
+#: The methods of the standard gRPC health service: probes (a kubelet's, a load balancer's)
+#: hold no secret, and the answer tells nothing but whether the process serves.
+_HEALTH_METHODS = "/grpc.health.v1.Health/"
+
+
 class SecretCheck(HandlerInterceptor):
     """Refuses (UNAUTHENTICATED) every call that does not present the cluster secret: the
-    meta service's and the compaction nodes' servers, whose callers are all of the cluster."""
+    meta service's and the compaction nodes' servers, whose callers are all of the cluster.
+    The health service is left open."""
 
     def __init__(self, secret: str) -> None:
         self.secret = secret
@@ -154,7 +160,9 @@ class SecretCheck(HandlerInterceptor):
     def wrap(
         self, handler: grpc.RpcMethodHandler[Any, Any], details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler[Any, Any]:
-        if holds_secret(self.secret, metadata_value(details.invocation_metadata, AUTHORIZATION)):
+        if details.method.startswith(_HEALTH_METHODS) or holds_secret(
+            self.secret, metadata_value(details.invocation_metadata, AUTHORIZATION)
+        ):
             return handler
         return refusing(
             handler,

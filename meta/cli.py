@@ -64,8 +64,12 @@ def meta_command(config_file: str | None, **flags: object) -> None:
         peer=Peer(cfg.cluster_secret, cfg.cluster_ca),
         credentials=credentials,
     )
+    from gnomon.cli import refusing
+
     server = MetaServer(config)
-    port = server.start()
+    # Without etcd an instance could neither lead nor name the leader: refused at once.
+    with refusing("meta"):
+        port = server.start()
     console.print(f"meta listening on {cfg.bind}:{port} (etcd {cfg.etcd})")
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

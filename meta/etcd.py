@@ -46,11 +46,13 @@ class EtcdClient:
 
         return self._etcd.call(call)
 
-    def revoke(self, lease_id: int) -> None:
+    def revoke(self, lease_id: int, *, timeout_s: float | None = None) -> None:
+        """Revoke a lease, waiting at most ``timeout_s`` (default: the client's timeout)."""
         request = etcdrpc.LeaseRevokeRequest(ID=lease_id)
+        wait_s = self._etcd.timeout_s if timeout_s is None else timeout_s
         # Revoking a lease that already expired is what we wanted anyway.
         with contextlib.suppress(NotFound):
-            self._etcd.call(lambda ep: ep.lease.LeaseRevoke(request, timeout=self._etcd.timeout_s))
+            self._etcd.call(lambda ep: ep.lease.LeaseRevoke(request, timeout=wait_s))
 
     # -- keys -----------------------------------------------------------------------------------
 

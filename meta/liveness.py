@@ -83,7 +83,8 @@ class Election:
         value = self._etcd.get(self._key)
         return value.decode() if value else ""
 
-    def resign(self) -> None:
+    def resign(self, *, timeout_s: float) -> None:
+        """Let go of the lease (and the leader key on it), waiting at most ``timeout_s``."""
         if self._lease:
-            self._etcd.revoke(self._lease)
+            self._etcd.revoke(self._lease, timeout_s=timeout_s)
             self._lease = 0
