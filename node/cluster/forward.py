@@ -43,20 +43,36 @@ class Forwarder:
     def _call(
         self, endpoint: str, method: str, request: Any, response: Callable[[bytes], Any]
     ) -> Any:
-        channel = self._channels.get(endpoint)
-        stub: Any = channel.unary_unary(
-            f"/{_SERVICE}/{method}",
-            request_serializer=lambda m: m.SerializeToString(),
-            response_deserializer=response,
-        )
-        try:
-            metadata = ((FORWARDED_FROM, self.me), *self.peer.metadata(on_behalf_of()))
-            return stub(request, timeout=self._timeout_s, metadata=metadata)
-        except grpc.RpcError as e:
-            self._channels.broken(endpoint, channel)
-            raise Unavailable(
-                f"forwarding {method} to the owner {endpoint} failed: {e.code().name} {e.details()}"
-            ) from None
+        metadata = ((FORWARDED_FROM, self.me), *self.peer.metadata(on_behalf_of()))
+        # Two tries: a call that found the owner unreachable closes the channel it shared
+        # with calls running meanwhile, which then get a new one (grpc raises ValueError for
+        # a closed channel, not an RpcError).
+        retried = False
+        while True:
+            channel = self._channels.get(endpoint)
+            stub: Any = channel.unary_unary(
+                f"/{_SERVICE}/{method}",
+                request_serializer=lambda m: m.SerializeToString(),
+                response_deserializer=response,
+            )
+            try:
+                return stub(request, timeout=self._timeout_s, metadata=metadata)
+            except ValueError as e:
+                if "closed channel" not in str(e):
+                    raise
+                self._channels.broken(endpoint, channel)
+                if retried:
+                    raise Unavailable(
+                        f"forwarding {method} to the owner {endpoint} failed: its connection "
+                        "closed"
+                    ) from None
+                retried = True
+            except grpc.RpcError as e:
+                self._channels.broken(endpoint, channel)
+                raise Unavailable(
+                    f"forwarding {method} to the owner {endpoint} failed: "
+                    f"{e.code().name} {e.details()}"
+                ) from None
 
     def write(self, endpoint: str, request: storage_pb2.WriteRequest) -> storage_pb2.WriteResponse:
         response: storage_pb2.WriteResponse = self._call(

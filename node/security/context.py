@@ -76,6 +76,14 @@ def visible(tables: Iterable[str]) -> list[str]:
     return [t for t in tables if principal.allows(Privilege.READ, t)]
 
 
+def may_know(table: str) -> bool:
+    """Whether the current caller may learn that ``table`` exists and where it lives: one
+    with no privilege on it is answered as if it did not."""
+    principal = _current.get()
+    # Every grant includes read.
+    return principal is None or principal.superuser or principal.allows(Privilege.READ, table)
+
+
 def reads_everything() -> bool:
     """Whether the current caller may read every table (no per-table check is needed)."""
     principal = _current.get()

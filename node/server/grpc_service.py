@@ -28,6 +28,7 @@ from node.ingest.horaedb import decode_table_request
 from node.ingest.writer import Ingestor
 from node.partition.ingest import split_request
 from node.partition.tables import Partitions
+from node.security.context import may_know
 from node.server import sql_response
 from node.server.arrow_wire import DEFAULT_COMPRESS_MIN_BYTES, encode_payload
 from node.server.forwarding import DATABASE, Forwarded, ask_owner
@@ -104,7 +105,7 @@ class StorageService:
         sends them to the address its user gave."""
         resp = storage_pb2.RouteResponse(header=_ok())
         try:
-            routes = self.router.route(list(req.tables))
+            routes = self.router.route([t for t in req.tables if may_know(t)])
         except Exception as e:
             self._log_failure("Route", e)
             return storage_pb2.RouteResponse(header=_error(e))

@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from gnomon.allocators import hold_freed_memory
 from gnomon.config import ServerConfig
-from gnomon.errors import Closed, InvalidArgument, Unavailable
+from gnomon.errors import Closed, InvalidArgument, NotFound, Unavailable
 from gnomon.stopping import stop_signals
 from gnomon.tls import ServerTls
 from node.cluster.figures import QUERY_ENDPOINTS, Figures
@@ -33,6 +33,7 @@ from node.ingest.writer import Ingestor
 from node.partition.ingest import PartitionedRows
 from node.partition.tables import Partitions
 from node.security.connections import ConnectionRate, PeerConnections
+from node.security.context import may_know
 from node.security.settings import Security
 from node.server.arrow_wire import DEFAULT_COMPRESS_MIN_BYTES
 from node.server.auth import FlightAuth, GrpcAuth
@@ -367,6 +368,8 @@ class Standalone:
         """The endpoints of the node serving ``table``: its owner's where another node
         serves it, this node's where it does (NotFound for no such table); and its
         followers' (``followers``, follower reads go there) when it has some."""
+        if not may_know(table):
+            raise NotFound(f"table {table!r} does not exist")
         route = router.routes([table]).get(table)
         if route is None or route.endpoint == router.me:
             tables.describe(table)

@@ -35,6 +35,22 @@ def test_an_unreachable_owner_is_named() -> None:
         forwarder.close()
 
 
+def test_a_channel_closed_by_a_concurrent_call_is_replaced(gnomon: Running) -> None:
+    """A call that finds the owner unreachable closes the channel other calls share; those
+    running meanwhile take a new one instead of failing as an internal error."""
+    forwarder = Forwarder("127.0.0.1:1")
+    try:
+        req = storage_pb2.SqlQueryRequest(sql="SELECT 1 AS one")
+        req.context.database = "public"
+        forwarder._channels.get(gnomon.grpc_endpoint).close()
+        resp = storage_pb2.SqlQueryResponse.FromString(
+            forwarder.sql_query(gnomon.grpc_endpoint, req)
+        )
+        assert resp.header.code == 200, resp.header.error
+    finally:
+        forwarder.close()
+
+
 def test_the_marker_is_read_back() -> None:
     assert forwarded_from([(FORWARDED_FROM, "10.0.0.1:8831")]) == "10.0.0.1:8831"
     assert forwarded_from([("x", "y")]) is None

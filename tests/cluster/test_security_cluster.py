@@ -227,6 +227,37 @@ def test_invalid_table_names_are_refused_through_every_node_and_recorded_nowhere
     assert not recorded & set(bad), recorded & set(bad)
 
 
+def test_routes_tell_a_user_without_grants_nothing(cluster: DevCluster) -> None:
+    """An outsider learns no more of an existing table than of one that does not exist."""
+    for node in cluster.node_endpoints:
+        for table, expected in ((TABLES[0], 200), ("no_such_table", 404)):
+            req = urllib.request.Request(
+                f"https://{node.http}/route/{table}", headers={"Authorization": ""}
+            )
+            answers = {}
+            for who in (WRITER, OUTSIDER):
+                req.headers["Authorization"] = _basic(*who)
+                assert cluster.ca is not None
+                context = ssl.create_default_context(cafile=str(cluster.ca))
+                try:
+                    with urllib.request.urlopen(req, timeout=30, context=context) as resp:
+                        answers[who[0]] = resp.status
+                except urllib.error.HTTPError as e:
+                    answers[who[0]] = e.code
+            assert answers == {"writer": expected, "outsider": 404}, (table, answers)
+        with _channel(cluster, node) as channel:
+            route = channel.unary_unary(
+                "/storage.StorageService/Route",
+                request_serializer=storage_pb2.RouteRequest.SerializeToString,
+                response_deserializer=storage_pb2.RouteResponse.FromString,
+            )
+            for who, known in ((WRITER, [TABLES[0]]), (OUTSIDER, [])):
+                req_pb = storage_pb2.RouteRequest(tables=[TABLES[0], "no_such_table"])
+                req_pb.context.database = "public"
+                resp = route(req_pb, timeout=30, metadata=(("authorization", _basic(*who)),))
+                assert [r.table for r in resp.routes] == known, (who[0], resp)
+
+
 def test_a_user_cannot_borrow_an_identity(
     cluster: DevCluster, entries: dict[str, NodeEndpoints]
 ) -> None:
