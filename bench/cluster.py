@@ -39,6 +39,12 @@ node's ingest beside a standalone server.
     meta service spreads over the nodes of (a), against the same rows in one table on one
     node, every answer pair checked equal (``bench/partitions.py``); partition / one table per
     query type.
+(g) Shard spread after a start: a cluster as ``gnomon dev-cluster --nodes 3 --followers 1``
+    starts it (8 shards; the first node to register is assigned all of them, the second
+    follows them all). From the start until leader shards and follower shards each differ by
+    at most one between the nodes (``bench/cluster_spread.py``): ``leader_spread`` = most /
+    fewest leader shards of a node, with the leader and follower shards of each. Target:
+    within 30 s.
 
 Every row written is counted afterwards. Prints a table, then one JSON line.
 
@@ -68,6 +74,7 @@ from bench.cluster_probe import (
     port,
     settle,
 )
+from bench.cluster_spread import SPREAD_LIMIT_S, spread
 from bench.partitions import Settings as PartitionSettings
 from bench.partitions import run_partitions
 from bench.tsbs.cpu_only import INTERVAL_MS, cpu_only_batches
@@ -261,7 +268,7 @@ def run(s: Settings, scratch: Path) -> dict[str, Any]:
         # Shards move onto the nodes that joined last for a while after the cluster is up.
         settle(cluster, nodes)
         sdk = sdk_writes(cluster, s, tables, scratch)
-        spread = sorted(
+        tables_per_node = sorted(
             sum(r.endpoint == ep.grpc for r in owners(cluster, tables).values())
             for ep in cluster.node_endpoints
         )
@@ -271,6 +278,7 @@ def run(s: Settings, scratch: Path) -> dict[str, Any]:
         )
         kills = failover(cluster, tables, s.kills)
     lags, fast = followers(s.lease_ttl_s, s.kills, scratch)
+    started = spread(s.lease_ttl_s, scratch)
     rates = ingest(s, scratch)
     stall = {m.kind: round(m.stall_s, 3) for m in moved}
     fast_after = statistics.median(k.after_expiry_s or 0.0 for k in fast)
@@ -304,10 +312,15 @@ def run(s: Settings, scratch: Path) -> dict[str, Any]:
         "partition_queries": partitioned["queries"],
         "partition_ratio_median": partitioned["ratio_median"],
         "partition_rows": partitioned["rows"],
+        "spread_s": _round(started.spread_s),
+        "spread_target_s": SPREAD_LIMIT_S,
+        "spread_met": started.spread_s is not None,
+        "leaders_per_node": list(started.copies.leaders),
+        "followers_per_node": list(started.copies.followers),
         "direct_vs_proxy": round(direct / proxy, 2),
         "sdk_rows_per_s": {m: round(statistics.median(v)) for m, v in sdk.items()},
         "sdk_runs_rows_per_s": {m: [round(x) for x in v] for m, v in sdk.items()},
-        "sdk_tables_per_node": spread,
+        "sdk_tables_per_node": tables_per_node,
         "cluster_vs_standalone_ingest": round(node / standalone, 2),
         "ingest_target": INGEST_RATIO_TARGET,
         "ingest_met": node / standalone >= INGEST_RATIO_TARGET,
@@ -315,6 +328,7 @@ def run(s: Settings, scratch: Path) -> dict[str, Any]:
         "ingest_runs_rows_per_s": {t: [round(x) for x in v] for t, v in rates.items()},
         "durability": DURABILITY,
         "settings": asdict(s),
+        "leader_spread": _round(started.copies.leader_spread),
     }
 
 
@@ -356,6 +370,11 @@ def table(doc: dict[str, Any]) -> str:
          f"median over the TSBS query types, {doc['partition_rows']:,} rows; 4 sub-tables over "
          "3 nodes vs one table on one node, answers equal; per type: "
          + ", ".join(f"{n} {q['ratio']:.2f}" for n, q in doc["partition_queries"].items())),
+        ("leader spread (most/fewest)", str(doc["leader_spread"]),
+         f"leaders per node {doc['leaders_per_node']}, followers per node "
+         f"{doc['followers_per_node']}, even "
+         + ("never" if doc["spread_s"] is None else f"{doc['spread_s']:.1f} s")
+         + f" after the start (target <= {SPREAD_LIMIT_S:.0f}); 3 nodes, 1 follower"),
         ("SDK Direct rows/s", f"{doc['sdk_rows_per_s']['Direct']:,}",
          f"{s['sdk_clients']} clients x {s['sdk_batch']} points/write over {s['tables']} tables"),
         ("SDK Proxy rows/s", f"{doc['sdk_rows_per_s']['Proxy']:,}",

@@ -236,8 +236,8 @@ def _count(figures: Mapping[str, float], name: str) -> str:
 @admin.command()
 @_META
 def shards(meta: str) -> None:
-    """Shards: leader, followers (with how far each is behind), epoch, status, tables and
-    load."""
+    """Shards: leader, followers (with how far each is behind), epoch, status (pinned: an
+    operator chose its leader, rebalancing leaves it there), tables and load."""
     with _client(meta) as client:
         found = client.shards()
         figures: dict[str, Mapping[str, float]] = {n.name: n.figures for n in client.nodes()}
@@ -255,7 +255,7 @@ def shards(meta: str) -> None:
                 s.leader or "-",
                 ",".join(follower(s.id, f) for f in s.followers) or "-",
                 str(s.epoch),
-                s.status,
+                f"{s.status}, pinned" if s.pinned else s.status,
                 str(s.tables),
                 f"{s.load:.2f}",
             )

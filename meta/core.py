@@ -54,8 +54,8 @@ class MetaSettings:
     node_ttl_s: int = 10
     #: Seconds between scheduling rounds (failover, assignment, rebalancing).
     interval_s: float = 1.0
-    #: Rebalancing stops once the busiest live node carries at most this times the load of the
-    #: idlest.
+    #: Rebalancing evens loads (leader counts held even) until the busiest live node carries at
+    #: most this times the load of the idlest, or no move narrows the gap.
     rebalance_ratio: float = 1.05
     #: Shard moves one rebalancing round may plan.
     max_moves: int = 10_000

@@ -60,6 +60,9 @@ class Shard:
     status: ShardStatus
     #: The running procedure holding this shard, if any.
     procedure: int | None = None
+    #: Its leader was chosen by an operator (migrate, switch role): rebalancing leaves the
+    #: shard where it is, counting it, until it loses that leader (its node dies).
+    pinned: bool = False
 
     def nodes(self) -> tuple[str, ...]:
         return ((self.leader,) if self.leader else ()) + self.followers

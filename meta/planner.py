@@ -8,10 +8,11 @@ it was planned at) and is cut into chunks that one procedure commits per step.
 
 from __future__ import annotations
 
+import bisect
 import heapq
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from meta.model import NodeKind, ShardStatus
 from meta.state import ClusterView
@@ -164,64 +165,267 @@ def plan_followers(view: ClusterView, wanted: int) -> list[Plan]:
 def plan_rebalance(
     view: ClusterView, *, max_ratio: float = 1.05, max_moves: int = 10_000
 ) -> list[Plan]:
-    """Move leader shards from the most- to the least-loaded live data node until the ratio of
-    their loads is at most ``max_ratio`` (or no move helps, or ``max_moves`` are planned).
+    """Even out the live data nodes, in three passes over one placement (each shard moves at
+    most once in the plan, to where the passes leave it):
 
-    Each move takes the shard of the busiest node whose load is closest to half the gap, among
-    those smaller than the gap, so every move strictly narrows the spread between the two.
+    1. leader counts, whatever the loads (an idle cluster's may all be zero): the node leading
+       most hands a shard to the one leading fewest, until counts differ by at most one (a
+       node with nothing that may move is passed over for the next);
+    2. loads, counts held: while a node carries more than ``max_ratio`` times the load of an
+       idler one, it hands that node a shard (only if it leads more) or swaps one for a
+       lighter one of it, whichever brings the two nearest;
+    3. follower counts: a follower moves from the node following most to one following at
+       least two fewer that holds no copy of the shard (the next such node when the idlest
+       holds one), until counts differ by at most one.
+
+    Leadership moved to a node that follows the shard is the cheap move (it already tails the
+    shard's log), so it is preferred, and the old leader takes its place as follower. Shards
+    pinned by an operator and busy shards count where they are but never move. Every move
+    narrows a gap between two nodes, so passes end and a settled cluster plans nothing; at
+    most ``max_moves`` shards move.
     """
-    live = view.live_nodes(NodeKind.DATA)
-    if len(live) < 2:
+    placement = _Placement(view)
+    if len(placement.nodes) < 2:
         return []
-    loads = {n: view.data_load(n) for n in live}
-    movable = {
-        n: {
-            s: view.shard_load(s)
-            for s in view.leader_shards.get(n, ())
-            if view.shards[s].status is ShardStatus.READY
-        }
-        for n in live
-    }
-    low = [(load, n) for n, load in loads.items()]
-    high = [(-load, n) for n, load in loads.items()]
-    heapq.heapify(low)
-    heapq.heapify(high)
-    moves: list[Move] = []
-    while len(moves) < max_moves:
-        lo_load, lo = _top(low, loads, sign=1)
-        hi_load, hi = _top(high, loads, sign=-1)
-        if hi == lo or hi_load <= 0 or hi_load <= max_ratio * lo_load:
-            break
-        gap = hi_load - lo_load
-        best: tuple[float, int] | None = None
-        for shard_id, weight in movable[hi].items():
-            if weight < gap and lo not in view.shards[shard_id].followers:
-                score = abs(gap / 2 - weight)
-                if best is None or score < best[0]:
-                    best = (score, shard_id)
-        if best is None:
-            break
-        shard_id = best[1]
-        weight = movable[hi].pop(shard_id)
-        movable[lo][shard_id] = weight
-        shard = view.shards[shard_id]
-        moves.append(Move(shard_id, shard.epoch, lo, shard.followers))
-        loads[hi] -= weight
-        loads[lo] += weight
-        heapq.heappush(low, (loads[hi], hi))
-        heapq.heappush(low, (loads[lo], lo))
-        heapq.heappush(high, (-loads[hi], hi))
-        heapq.heappush(high, (-loads[lo], lo))
-    return [Plan("rebalance", chunk) for chunk in chunked(moves)]
+    _even_leaders(placement, max_moves)
+    _even_loads(placement, max_ratio, max_moves)
+    _even_followers(placement, max_moves)
+    return [Plan("rebalance", chunk) for chunk in chunked(placement.moves())]
 
 
-def _top(heap: list[tuple[float, str]], loads: dict[str, float], *, sign: int) -> tuple[float, str]:
-    """The heap's best entry that is current (entries go stale as loads change)."""
-    while True:
-        key, name = heap[0]
-        if sign * key == loads[name]:
-            return loads[name], name
-        heapq.heappop(heap)
+#: Load gains smaller than this are float noise, not worth a move.
+_EPSILON = 1e-9
+
+_T = TypeVar("_T")
+
+
+class _Ranking:
+    """Nodes ordered by a key that changes as a plan goes: a heap holding an entry per change
+    of a node's key, whose stale entries are dropped as they surface."""
+
+    def __init__(self, nodes: Iterable[str], key: Callable[[str], tuple[Any, ...]]) -> None:
+        self._key = key
+        self._heap = [(key(n), n) for n in nodes]
+        heapq.heapify(self._heap)
+
+    def changed(self, *nodes: str) -> None:
+        for n in nodes:
+            heapq.heappush(self._heap, (self._key(n), n))
+
+    def first(self) -> str | None:
+        while self._heap:
+            key, node = self._heap[0]
+            if key == self._key(node):
+                return node
+            heapq.heappop(self._heap)
+        return None
+
+    def find(
+        self, attempt: Callable[[str], _T | None], until: Callable[[str], bool]
+    ) -> tuple[str, _T] | None:
+        """The first node, best first, that ``attempt`` finds something for, looking no
+        further than the first node ``until`` holds for."""
+        seen: list[tuple[tuple[Any, ...], str]] = []
+        try:
+            while self._heap:
+                key, node = heapq.heappop(self._heap)
+                if key != self._key(node):
+                    continue
+                seen.append((key, node))
+                if until(node):
+                    return None
+                found = attempt(node)
+                if found is not None:
+                    return node, found
+            return None
+        finally:
+            for entry in seen:
+                heapq.heappush(self._heap, entry)
+
+
+class _Placement:
+    """The shards of the live data nodes as a rebalancing plan moves them: each shard's leader
+    and followers, and each node's shards (led, of those the movable, followed) and load."""
+
+    def __init__(self, view: ClusterView) -> None:
+        self.view = view
+        self.nodes = view.live_nodes(NodeKind.DATA)
+        self.leader: dict[int, str] = {}
+        self.followers: dict[int, list[str]] = {}
+        self.led: dict[str, set[int]] = {n: set() for n in self.nodes}
+        self.movable: dict[str, set[int]] = {n: set() for n in self.nodes}
+        self.followed: dict[str, set[int]] = {n: set() for n in self.nodes}
+        self.load: dict[str, float] = dict.fromkeys(self.nodes, 0.0)
+        self.weight: dict[int, float] = {}
+        #: Ready, unpinned shards with a live leader: the ones a plan may move.
+        self.free: set[int] = set()
+        self.moved: set[int] = set()
+        for shard in view.shards.values():
+            if shard.leader not in self.led:
+                continue  # unassigned, or its leader is dead: assignment's and failover's
+            self.leader[shard.id] = shard.leader
+            self.followers[shard.id] = list(shard.followers)
+            self.led[shard.leader].add(shard.id)
+            self.weight[shard.id] = view.shard_load(shard.id)
+            self.load[shard.leader] += self.weight[shard.id]
+            if shard.status is ShardStatus.READY and not shard.pinned:
+                self.free.add(shard.id)
+                self.movable[shard.leader].add(shard.id)
+            for f in shard.followers:
+                if f in self.followed:
+                    self.followed[f].add(shard.id)
+        spread = max(1, len(self.nodes))
+        self.mean_load = sum(self.load.values()) / spread
+        #: Leaders a node holds when counts are even, at most.
+        self.most_led = -(-len(self.leader) // spread)
+
+    def move_leader(self, shard_id: int, to: str) -> None:
+        old = self.leader[shard_id]
+        followers = self.followers[shard_id]
+        if to in followers:
+            followers[followers.index(to)] = old
+            self.followed[to].discard(shard_id)
+            self.followed[old].add(shard_id)
+        self.leader[shard_id] = to
+        for held in (self.led, self.movable):
+            held[old].discard(shard_id)
+            held[to].add(shard_id)
+        self.load[old] -= self.weight[shard_id]
+        self.load[to] += self.weight[shard_id]
+        self.moved.add(shard_id)
+
+    def move_follower(self, shard_id: int, old: str, to: str) -> None:
+        followers = self.followers[shard_id]
+        followers[followers.index(old)] = to
+        self.followed[old].discard(shard_id)
+        self.followed[to].add(shard_id)
+        self.moved.add(shard_id)
+
+    def leader_for(self, hi: str, lo: str) -> int | None:
+        """The shard of ``hi`` to hand ``lo``: one ``lo`` follows first, then the one whose
+        load is nearest to what ``lo`` lacks of the mean load per shard it has yet to take
+        (so nodes filling up from nothing end near the mean, not with the heaviest)."""
+        lacks = (self.mean_load - self.load[lo]) / max(1, self.most_led - len(self.led[lo]))
+        weight = self.weight
+        return min(
+            self.movable[hi] & self.followed[lo] or self.movable[hi],
+            key=lambda s: (abs(weight[s] - lacks), s),
+            default=None,
+        )
+
+    def exchange(self, hi: str, lo: str) -> tuple[int, int | None] | None:
+        """The shard ``hi`` gives ``lo`` and the one it takes back (None: none), moving the
+        load nearest to half their gap; None if no exchange narrows the gap."""
+        half = (self.load[hi] - self.load[lo]) / 2
+        best: tuple[float, int, int] | None = None
+        if len(self.led[hi]) > len(self.led[lo]):
+            # A hand-over (-1: nothing back) only from the node leading more: counts hold.
+            for s in self.movable[hi]:
+                candidate = (abs(half - self.weight[s]), s, -1)
+                best = candidate if best is None else min(best, candidate)
+        # Swaps: for each shard of hi, the shards of lo nearest to leaving half the gap.
+        theirs = sorted((self.weight[s], s) for s in self.movable[lo])
+        for s in self.movable[hi]:
+            w = self.weight[s]
+            i = bisect.bisect_left(theirs, (w - half, -1))
+            for back_w, back in theirs[max(0, i - 1) : i + 1]:
+                candidate = (abs(half - (w - back_w)), s, back)
+                best = candidate if best is None else min(best, candidate)
+        if best is None or best[0] >= half - _EPSILON:
+            return None
+        return best[1], None if best[2] < 0 else best[2]
+
+    def follower_for(self, hi: str, lo: str) -> int | None:
+        """A shard ``hi`` follows that ``lo`` may follow instead (it holds no copy of it)."""
+        return min(
+            (
+                s
+                for s in self.followed[hi]
+                if s in self.free and self.leader[s] != lo and lo not in self.followers[s]
+            ),
+            default=None,
+        )
+
+    def moves(self) -> list[Move]:
+        moves = []
+        for shard_id in sorted(self.moved):
+            shard = self.view.shards[shard_id]
+            leader, followers = self.leader[shard_id], tuple(self.followers[shard_id])
+            if (leader, followers) != (shard.leader, shard.followers):
+                moves.append(Move(shard_id, shard.epoch, leader, followers))
+        return moves
+
+
+def _even_leaders(p: _Placement, max_moves: int) -> None:
+    _even(
+        p,
+        max_moves,
+        high=lambda n: (-len(p.led[n]), -p.load[n], n),
+        low=lambda n: (len(p.led[n]), p.load[n], n),
+        attempt=p.leader_for,
+        until=lambda hi, lo: len(p.led[hi]) - len(p.led[lo]) <= 1,
+        act=lambda hi, lo, shard_id: p.move_leader(shard_id, lo),
+    )
+
+
+def _even_loads(p: _Placement, max_ratio: float, max_moves: int) -> None:
+    def act(hi: str, lo: str, exchange: tuple[int, int | None]) -> None:
+        given, taken = exchange
+        p.move_leader(given, lo)
+        if taken is not None:
+            p.move_leader(taken, hi)
+
+    _even(
+        p,
+        max_moves,
+        high=lambda n: (-p.load[n], n),
+        low=lambda n: (p.load[n], n),
+        attempt=p.exchange,
+        until=lambda hi, lo: p.load[hi] <= max_ratio * p.load[lo],
+        act=act,
+    )
+
+
+def _even_followers(p: _Placement, max_moves: int) -> None:
+    _even(
+        p,
+        max_moves,
+        high=lambda n: (-len(p.followed[n]), n),
+        # Among nodes following as few, those leading fewer take followers first.
+        low=lambda n: (len(p.followed[n]), len(p.led[n]), n),
+        attempt=p.follower_for,
+        until=lambda hi, lo: len(p.followed[hi]) - len(p.followed[lo]) <= 1,
+        act=lambda hi, lo, shard_id: p.move_follower(shard_id, hi, lo),
+    )
+
+
+def _even(
+    p: _Placement,
+    max_moves: int,
+    *,
+    high: Callable[[str], tuple[Any, ...]],
+    low: Callable[[str], tuple[Any, ...]],
+    attempt: Callable[[str, str], _T | None],
+    until: Callable[[str, str], bool],
+    act: Callable[[str, str, _T], None],
+) -> None:
+    """One pass: of the nodes best by ``high`` and those best by ``low`` (each looked at only
+    while ``until`` does not hold for the pair), the first pair ``attempt`` finds a move for
+    makes it (``act``), until none does. Both orders rank by what ``until`` compares, so the
+    pass ends at a placement where no pair of nodes has a move left."""
+    highs, lows = _Ranking(p.nodes, high), _Ranking(p.nodes, low)
+
+    def partner(hi: str) -> tuple[str, _T] | None:
+        return lows.find(lambda lo: attempt(hi, lo), lambda lo: until(hi, lo))
+
+    while len(p.moved) < max_moves and (lowest := lows.first()) is not None:
+        found = highs.find(partner, lambda hi: until(hi, lowest))
+        if found is None:
+            return
+        giver, (taker, move) = found
+        act(giver, taker, move)
+        highs.changed(giver, taker)
+        lows.changed(giver, taker)
 
 
 def pick_table_shard(view: ClusterView) -> int | None:

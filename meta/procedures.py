@@ -15,7 +15,8 @@ Kinds:
   ``moves``, see :class:`~meta.planner.Move`; ``node``, the offline node of a failover):
   *lock* the shards, ask each live leader that loses one to *let go* of it (it flushes and
   closes it, so the next leader replays little), *apply* the new leaders and followers (epoch
-  + 1 on a leader change), *release* them.
+  + 1 on a leader change; ``migrate`` and ``switch_role`` pin the shard to its new leader),
+  *release* them.
 - ``split`` (params ``shard``): *prepare* a new shard on the same nodes and pick the half of
   the tables that go there, have the leader *let go* of those tables, *move* them (100 per
   step), *release* both.
@@ -53,6 +54,9 @@ TABLES_PER_STEP = 100
 
 #: Leaders asked to let go of shards at once by one step.
 RELEASES_IN_PARALLEL = 8
+
+#: Kinds whose moves are an operator's: their new leader holds (``Shard.pinned``).
+OPERATOR_MOVES = frozenset({"migrate", "switch_role"})
 
 
 @dataclass
@@ -167,13 +171,22 @@ def _let_go_of_tables(state: ClusterState, shard_id: int, table_ids: Sequence[in
 
 
 def apply_moves(state: ClusterState, proc: Procedure) -> StepResult:
+    """The new leaders and followers. An operator's choice of leader pins the shard there;
+    any other change of leader (a failover) ends the pin."""
     result = StepResult()
+    by_operator = proc.kind in OPERATOR_MOVES
     for m in _moves(proc):
         shard = state.shards.get(m.shard_id)
         if shard is None or shard.procedure != proc.id:
             continue
-        epoch = shard.epoch + 1 if m.leader != shard.leader else shard.epoch
-        new = replace(shard, leader=m.leader, followers=m.followers, epoch=epoch)
+        same_leader = m.leader == shard.leader
+        new = replace(
+            shard,
+            leader=m.leader,
+            followers=m.followers,
+            epoch=shard.epoch if same_leader else shard.epoch + 1,
+            pinned=by_operator or (shard.pinned and same_leader),
+        )
         result.batch.shards.append(new)
         result.events.extend(changed(shard, new))
     return result

@@ -138,6 +138,7 @@ class MetaService:
                     status=s.status.value,
                     tables=tables,
                     load=load,
+                    pinned=s.pinned,
                 )
                 for s, tables, load in core.shards()
             ]

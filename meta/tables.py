@@ -41,6 +41,7 @@ SHARDS = spec(
         ("epoch", "long"),
         ("status", "string"),
         ("procedure", "long"),
+        ("pinned", "int"),
     ],
     ["id"],
 )
@@ -104,13 +105,20 @@ def shard_row(s: Shard) -> Row:
         "epoch": s.epoch,
         "status": s.status.value,
         "procedure": s.procedure,
+        "pinned": int(s.pinned),
     }
 
 
 def shard_of(r: Mapping[str, Any]) -> Shard:
     followers = tuple(f for f in (r["followers"] or "").split(",") if f)
     return Shard(
-        r["id"], r["leader"], followers, r["epoch"], ShardStatus(r["status"]), r["procedure"]
+        r["id"],
+        r["leader"],
+        followers,
+        r["epoch"],
+        ShardStatus(r["status"]),
+        r["procedure"],
+        bool(r["pinned"]),
     )
 
 

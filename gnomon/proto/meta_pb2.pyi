@@ -113,7 +113,7 @@ class NodeInfo(_message.Message):
     def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[NodeKind, str]] = ..., online: _Optional[bool] = ..., live: _Optional[bool] = ..., load: _Optional[float] = ..., leader_shards: _Optional[int] = ..., follower_shards: _Optional[int] = ..., endpoints: _Optional[_Mapping[str, str]] = ..., figures: _Optional[_Mapping[str, float]] = ..., heartbeat_age_s: _Optional[float] = ...) -> None: ...
 
 class ShardInfo(_message.Message):
-    __slots__ = ("id", "leader", "followers", "epoch", "status", "tables", "load")
+    __slots__ = ("id", "leader", "followers", "epoch", "status", "tables", "load", "pinned")
     ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
     FOLLOWERS_FIELD_NUMBER: _ClassVar[int]
@@ -121,6 +121,7 @@ class ShardInfo(_message.Message):
     STATUS_FIELD_NUMBER: _ClassVar[int]
     TABLES_FIELD_NUMBER: _ClassVar[int]
     LOAD_FIELD_NUMBER: _ClassVar[int]
+    PINNED_FIELD_NUMBER: _ClassVar[int]
     id: int
     leader: str
     followers: _containers.RepeatedScalarFieldContainer[str]
@@ -128,7 +129,8 @@ class ShardInfo(_message.Message):
     status: str
     tables: int
     load: float
-    def __init__(self, id: _Optional[int] = ..., leader: _Optional[str] = ..., followers: _Optional[_Iterable[str]] = ..., epoch: _Optional[int] = ..., status: _Optional[str] = ..., tables: _Optional[int] = ..., load: _Optional[float] = ...) -> None: ...
+    pinned: bool
+    def __init__(self, id: _Optional[int] = ..., leader: _Optional[str] = ..., followers: _Optional[_Iterable[str]] = ..., epoch: _Optional[int] = ..., status: _Optional[str] = ..., tables: _Optional[int] = ..., load: _Optional[float] = ..., pinned: _Optional[bool] = ...) -> None: ...
 
 class TableInfo(_message.Message):
     __slots__ = ("id", "name", "schema", "shard_id", "partitions", "parent_id", "partition_index")

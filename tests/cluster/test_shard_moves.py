@@ -1,6 +1,7 @@
 """Shards moved on a running cluster while clients write and read (real etcd, broker, S3
 server, meta and ``gnomon node`` processes): an operator's migrate, split and merge, and the
-rebalancing that gives a joining node shards. The contract under each move: the writer (the
+rebalancing that gives a joining node shards and spreads leaders and followers evenly over
+the nodes after a start, a join and a death. The contract under each move: the writer (the
 published HoraeDB SDK) and a SQL reader see no error at all, and every acknowledged row is
 stored exactly once afterwards.
 """
@@ -8,11 +9,13 @@ stored exactly once afterwards.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from bench.cluster_spread import SPREAD_LIMIT_S, copies
 from gnomon.devcluster.cluster import DevCluster
 from meta.client import MetaClient
 from tests.cluster.support import http_sql
@@ -130,6 +133,32 @@ def _join(cluster: DevCluster, tmp_path: Path) -> None:
     assert writer.errors == [], writer.errors[:3]
     assert_acked_once(cluster, writer.snapshot())
 
+
+def test_leaders_and_followers_spread_soon_after_a_start_a_join_and_a_death(
+    tmp_path: Path,
+) -> None:
+    """As ``gnomon dev-cluster --nodes 3 --followers 1`` starts a cluster: its nodes register
+    one after another, so the first is assigned every shard and the second follows them all.
+    Within 30 s the nodes' leader shards, and their follower shards, differ by at most one;
+    so again within 30 s of a fourth node joining, and of a node dying."""
+    began = time.monotonic()
+    with (
+        DevCluster(tmp_path / "cluster", nodes=3, followers=1, lease_ttl_s=LEASE_TTL_S) as cluster,
+        MetaClient(cluster.meta) as client,
+    ):
+
+        def spread(what: str, nodes: list[str], since: float) -> None:
+            limit = SPREAD_LIMIT_S - (time.monotonic() - since)
+            wait_until(f"an even spread {what}", lambda: copies(client, nodes).even, limit)
+
+        nodes = [n.grpc for n in cluster.node_endpoints]
+        spread("after the start", nodes, began)
+        began = time.monotonic()
+        joined = cluster.node_endpoints[cluster.add_node()].grpc
+        spread("after a join", [*nodes, joined], began)
+        began = time.monotonic()
+        cluster.kill_node(0)
+        spread("after a death", [*nodes[1:], joined], began)
 
 
 def test_a_split_then_a_migrate_loses_no_row_written_through_stale_routes(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from meta.compaction import least_loaded
-from meta.model import Node, NodeKind, Shard, ShardStatus, Table
+from meta.model import Node, NodeKind, Procedure, ProcedureStatus, Shard, ShardStatus, Table
 from meta.planner import (
     MOVES_PER_PROCEDURE,
     Plan,
@@ -17,6 +19,7 @@ from meta.planner import (
     plan_followers,
     plan_rebalance,
 )
+from meta.procedures import apply_moves, lock_moves, release_moves
 from meta.state import ClusterState
 from meta.tables import Batch
 
@@ -51,6 +54,47 @@ def cluster(
 
 def leaders_after(state: ClusterState, plans: list[Plan]) -> dict[int, str | None]:
     return {m.shard_id: m.leader for p in plans for m in p.moves}
+
+
+def run(state: ClusterState, plans: Iterable[Plan]) -> None:
+    """Carry ``plans`` out as their procedures would (the steps that call no data node)."""
+    for i, plan in enumerate(plans):
+        params = {"moves": [m.to_json() for m in plan.moves], "node": plan.node}
+        proc = Procedure(i, plan.reason, params, 0, ProcedureStatus.RUNNING)
+        for step in (lock_moves, apply_moves, release_moves):
+            result = step(state, proc)
+            state.apply(result.batch)
+            proc = replace(proc, params=result.params or proc.params)
+
+
+def rebalanced(state: ClusterState) -> list[Plan]:
+    """Rebalance, carry the plan out, and check that planning again moves nothing."""
+    plans = plan_rebalance(state.view())
+    assert all(p.reason == "rebalance" for p in plans)
+    for move in (m for p in plans for m in p.moves):
+        assert move.leader not in move.followers
+        assert len(set(move.followers)) == len(move.followers)
+    run(state, plans)
+    assert plan_rebalance(state.view()) == []
+    return plans
+
+
+def led(state: ClusterState) -> dict[str, int]:
+    """Leader shards per live data node."""
+    return {n: len(state.leader_shards.get(n, ())) for n in state.live}
+
+
+def followed(state: ClusterState) -> dict[str, int]:
+    """Follower shards per live data node."""
+    counts = dict.fromkeys(state.live, 0)
+    for shard in state.shards.values():
+        for f in shard.followers:
+            counts[f] += 1
+    return counts
+
+
+def spread(counts: dict[str, int]) -> int:
+    return max(counts.values()) - min(counts.values())
 
 
 def test_failover_promotes_a_live_follower() -> None:
@@ -107,27 +151,119 @@ def test_assign_needs_a_live_node() -> None:
     assert plan_assign(state.view()) == []
 
 
+def test_rebalance_spreads_leaders_held_by_one_node_followed_by_another() -> None:
+    """The dev cluster's start: every shard was assigned to the first node to register and
+    followed by the second; the third follows nothing and leads nothing."""
+    state = cluster({"a": True, "b": True, "c": True}, [("a", ("b",))] * 8)
+    plans = rebalanced(state)
+    assert spread(led(state)) <= 1 and spread(followed(state)) <= 1
+    assert all(len(s.followers) == 1 and s.leader not in s.followers for s in state.shards.values())
+    # Leadership went to b by switching roles (b already tails those shards' logs).
+    to_b = [m for p in plans for m in p.moves if m.leader == "b"]
+    assert to_b and all(m.followers == ("a",) for m in to_b)
+
+
+def test_rebalance_evens_leader_counts_of_an_idle_cluster() -> None:
+    loads = dict.fromkeys(range(7), 0.0)
+    state = cluster({"a": True, "b": True, "c": True}, [("a", ())] * 7, loads=loads)
+    rebalanced(state)
+    assert sorted(led(state).values()) == [2, 2, 3]
+
+
 def test_rebalance_moves_load_to_a_new_node() -> None:
     state = cluster({"a": True, "b": True, "c": True}, [("a", ())] * 10 + [("b", ())] * 10)
-    plans = plan_rebalance(state.view(), max_ratio=1.1)
-    assert all(p.reason == "rebalance" for p in plans)
-    after = Counter(s.leader for s in state.shards.values())
-    for shard_id, leader in leaders_after(state, plans).items():
-        after[state.shards[shard_id].leader] -= 1
-        after[leader] += 1
-    assert sorted(after.values()) == [6, 7, 7]
+    rebalanced(state)
+    assert sorted(led(state).values()) == [6, 7, 7]
 
 
-def test_rebalance_weighs_reported_shard_loads() -> None:
-    # a leads one heavy shard, b many light ones: moving light shards would not help a.
+def test_a_joining_node_gets_leaders_and_followers() -> None:
+    state = cluster({"a": True, "b": True, "c": True}, [("a", ("b",))] * 8)
+    rebalanced(state)
+    state.apply(Batch(nodes=[Node("d", NodeKind.DATA, True, 1, 0)]))
+    state.live = state.live | {"d"}
+    rebalanced(state)
+    assert led(state)["d"] == 2 and followed(state)["d"] == 2
+    assert spread(led(state)) <= 1 and spread(followed(state)) <= 1
+
+
+def test_a_dead_nodes_shards_end_spread_over_the_rest() -> None:
+    state = cluster({n: True for n in "abcd"}, [("a", ("b",))] * 12)
+    rebalanced(state)
+    state.live = {"a", "b", "c"}
+    run(state, plan_failover(state.view()))
+    run(state, plan_followers(state.view(), 1))
+    rebalanced(state)
+    assert spread(led(state)) <= 1 and spread(followed(state)) <= 1
+    assert all(s.leader != "d" and "d" not in s.followers for s in state.shards.values())
+    assert all(len(s.followers) == 1 for s in state.shards.values())
+
+
+def test_rebalance_keeps_counts_even_and_swaps_shards_to_even_loads() -> None:
+    loads = {0: 2.0, 1: 2.0, 2: 1.0, 3: 1.0}
+    state = cluster(
+        {"a": True, "b": True}, [("a", ()), ("a", ()), ("b", ()), ("b", ())], loads=loads
+    )
+    rebalanced(state)
+    view = state.view()
+    assert led(state) == {"a": 2, "b": 2}
+    assert view.data_load("a") == view.data_load("b") == 3.0
+
+
+def test_rebalance_evens_counts_before_loads() -> None:
+    # One heavy shard cannot be evened out against light ones without leaving a node with
+    # many more shards than the other: counts win, loads are evened where counts allow.
     loads = {0: 10.0} | {i: 1.0 for i in range(1, 11)}
     state = cluster({"a": True, "b": True}, [("a", ())] + [("b", ())] * 10, loads=loads)
-    assert plan_rebalance(state.view(), max_ratio=1.1) == []
+    rebalanced(state)
+    assert sorted(led(state).values()) == [5, 6]
+
+
+def test_rebalance_leaves_pinned_and_busy_shards_and_counts_them() -> None:
+    state = cluster({"a": True, "b": True, "c": True}, [("a", ())] * 4 + [("b", ())] * 4)
+    state.apply(
+        Batch(
+            shards=[replace(state.shards[i], pinned=True) for i in range(3)]
+            + [replace(state.shards[3], status=ShardStatus.BUSY, procedure=9)]
+        )
+    )
+    plans = rebalanced(state)
+    assert {m.shard_id for p in plans for m in p.moves} <= set(range(4, 8))
+    # a can give nothing; b gives c what narrows their gap.
+    assert led(state) == {"a": 4, "b": 2, "c": 2}
+
+
+def test_a_follower_goes_to_the_next_node_when_the_idlest_holds_the_shard() -> None:
+    # a follows two shards that b leads; b follows nothing but cannot follow what it leads.
+    shards: list[tuple[str | None, tuple[str, ...]]] = [("b", ("a",))] * 2
+    state = cluster({n: True for n in "abcd"}, shards + [(n, ()) for n in "aaccdd"])
+    (plan,) = rebalanced(state)
+    (move,) = plan.moves
+    assert move.leader == "b" and move.followers == ("c",)
 
 
 def test_rebalance_ignores_dead_nodes_and_stops_when_balanced() -> None:
     state = cluster({"a": True, "b": True, "z": False}, [("a", ())] * 2 + [("b", ())] * 2)
     assert plan_rebalance(state.view()) == []
+
+
+def test_rebalance_converges_on_random_clusters() -> None:
+    """Whatever the start, one plan leaves leader and follower counts within one of each
+    other (where nothing pinned holds them apart) and the next plans nothing."""
+    rng = random.Random(11)
+    for _ in range(60):
+        nodes = [f"n{i}" for i in range(rng.randint(2, 7))]
+        shards = []
+        for _ in range(rng.randint(1, 40)):
+            copies = rng.sample(nodes, rng.randint(1, min(3, len(nodes))))
+            shards.append((copies[0], tuple(copies[1:])))
+        loads = {i: rng.choice([0.0, 1.0, rng.uniform(0.1, 5.0)]) for i in range(len(shards))}
+        state = cluster(dict.fromkeys(nodes, True), shards, loads=loads)
+        rebalanced(state)
+        assert spread(led(state)) <= 1
+        assert all(s.leader not in s.followers for s in state.shards.values())
+        assert sorted(len(s.followers) for s in state.shards.values()) == sorted(
+            len(f) for _, f in shards
+        )
 
 
 def test_new_table_goes_to_the_least_loaded_node_and_its_emptiest_shard() -> None:

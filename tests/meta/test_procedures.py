@@ -168,3 +168,48 @@ def test_a_split_whose_leader_does_not_let_go_fails_and_moves_nothing(tmp_path: 
     assert "cannot be reached" in failed.error
     assert {t.shard_id for t in core.tables()} == {shard.id}
     assert all(s.status is not ShardStatus.BUSY for s, _, _ in core.shards())
+
+
+def test_an_operators_migrate_holds_against_rebalancing(tmp_path: Path) -> None:
+    leases = MemoryLeases()
+    core = open_core(tmp_path / "meta.db", leases, shards=2)
+    core.register_node("n1:1", NodeKind.DATA)
+    core.register_node("n2:1", NodeKind.DATA)
+    core.run_round()
+
+    def placed() -> dict[int, tuple[str | None, bool]]:
+        return {s.id: (s.leader, s.pinned) for s, _, _ in core.shards()}
+
+    # The shard rebalancing would pick first to even the counts out again (the lowest id).
+    shard, leader = min((i, leader) for i, (leader, _) in placed().items())
+    target = "n2:1" if leader == "n1:1" else "n1:1"
+    core.migrate(shard, target)
+    core.runner.run_all()
+    assert placed()[shard] == (target, True)
+    # The next round evens the counts out with the other shard; the migrated one stays.
+    assert [p.reason for p in core.run_round().plans] == ["rebalance"]
+    assert placed() == {shard: (target, True), 1 - shard: (leader, False)}
+    assert core.run_round().plans == ()
+    # Persisted with the shard: the next leader of the meta service keeps it too.
+    core = open_core(tmp_path / "meta.db", leases, shards=2)
+    assert placed()[shard] == (target, True)
+    # Losing its node ends the pin: the operator's choice is gone with it.
+    del leases.alive[target]
+    core.run_round()
+    assert placed()[shard] == (leader, False)
+
+
+def test_a_switch_of_roles_pins_the_shard_and_a_new_follower_does_not(tmp_path: Path) -> None:
+    leases = MemoryLeases()
+    core = open_core(tmp_path / "meta.db", leases, shards=1)
+    core.register_node("n1:1", NodeKind.DATA)
+    core.run_round()
+    core.register_node("n2:1", NodeKind.DATA)
+    ((shard, _, _),) = core.shards()
+    core.add_follower(shard.id, "n2:1")
+    core.runner.run_all()
+    assert not core.shards()[0][0].pinned
+    core.switch_role(shard.id, "n2:1")
+    core.runner.run_all()
+    ((switched, _, _),) = core.shards()
+    assert (switched.leader, switched.followers, switched.pinned) == ("n2:1", ("n1:1",), True)
