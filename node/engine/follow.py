@@ -58,6 +58,7 @@ class FollowedShard:
         self._stop = threading.Event()
         self._follower: Follower | None = None
         self._last_catch_up = 0.0
+        self._started = time.monotonic()
         self._thread = threading.Thread(
             target=self._run, name=f"gnomon-follow-{shard_id}", daemon=True
         )
@@ -66,16 +67,25 @@ class FollowedShard:
     def by_name(self) -> dict[str, Table]:
         return {t.name: t for t in self.tables.values()}
 
-    def lag(self) -> tuple[int, float]:
-        """(records behind, seconds since it was last caught up); (0, 0.0) when caught up."""
+    @property
+    def ready(self) -> bool:
+        """Whether its copies have read the log to its end once: until then they may lack
+        what the leader acknowledged long ago (a copy made anew reads from its tables'
+        flushed data on), and reads go to the leader instead."""
         follower = self._follower
-        if follower is None:
-            return 0, 0.0
-        behind = follower.lag_records
+        return follower is not None and follower.caught_up_at is not None
+
+    def lag(self) -> tuple[int, float]:
+        """(records behind, seconds since it was last caught up, or since it started following
+        if it never was); (0, 0.0) when caught up."""
+        follower = self._follower
+        behind = 0 if follower is None else follower.lag_records
+        since = None if follower is None else follower.caught_up_at
+        if since is None:
+            return behind, time.monotonic() - self._started
         if behind == 0:
             return 0, 0.0
-        since = follower.caught_up_at
-        return behind, 0.0 if since is None else time.monotonic() - since
+        return behind, time.monotonic() - since
 
     def _run(self) -> None:
         while not self._stop.is_set():

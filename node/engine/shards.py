@@ -322,6 +322,12 @@ class Shards:
         with self._served.lock:
             for followed in self._served.followed.values():
                 table = followed.by_name().get(name)
-                if table is not None:
+                if table is not None and followed.ready:
                     return table
+                if table is not None:
+                    raise NotOwner(
+                        f"table {name!r} is followed here but its copy has not caught up yet",
+                        owner=cast(FollowerGuard, table.guard).leader,
+                        shard_id=followed.shard_id,
+                    )
         raise NotOwner(f"table {name!r} is not followed on this node")

@@ -48,6 +48,16 @@ def _follow(cluster: DevCluster, table: str) -> tuple[NodeEndpoints, NodeEndpoin
     return leader, follower, route.shard_id
 
 
+def _sst_rows(node: NodeEndpoints) -> float:
+    """The rows of :data:`TABLE` in ``node``'s SSTs, by its metrics."""
+    with urllib.request.urlopen(f"http://{node.http}/metrics", timeout=10) as resp:
+        flushed = [
+            line for line in resp.read().decode().splitlines()
+            if line.startswith(f'gnomon_table_ssts{{table="{TABLE}",unit="rows"}}')
+        ]  # fmt: skip
+    return float(flushed[0].split()[-1]) if flushed else 0.0
+
+
 def _follower_count(node: NodeEndpoints, table: str) -> int | None:
     status, body = post(
         node.http,
@@ -77,13 +87,8 @@ def test_a_follower_serves_reads_of_what_its_leader_acknowledged(cluster: DevClu
         lambda: _follower_count(follower, TABLE) == 200,
         timeout_s=30,
     )
-    # The leader flushed them (compaction may have merged its SSTs since).
-    with urllib.request.urlopen(f"http://{leader.http}/metrics", timeout=10) as resp:
-        flushed = [
-            line for line in resp.read().decode().splitlines()
-            if line.startswith(f'gnomon_table_ssts{{table="{TABLE}",unit="rows"}}')
-        ]  # fmt: skip
-    assert flushed and float(flushed[0].split()[-1]) >= 100, flushed
+    # The leader flushes them as they come (compaction may merge its SSTs meanwhile).
+    wait_until("the leader flushes", lambda: _sst_rows(leader) >= 100, timeout_s=30)
     time.sleep(1.0)  # a few catch-up rounds with the leader's flushes: still no row twice
     assert _follower_count(follower, TABLE) == 200
 

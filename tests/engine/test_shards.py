@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -336,6 +338,7 @@ def test_a_follower_reading_behind_a_flush_applies_no_row_twice(tmp_path: Path) 
         a.create_table("cpu", CPU, append, shard_id=1, table_id=7)
         a.write("cpu", cpu_batch(["h", "i"], [1, 2], [1.0, 2.0]))
         b.follow_shard(1, table_ids=[7], leader="a")
+        _caught_up(b, 1)
         copy = b.follower_table("cpu")
         records = list(wals[0].read(1, 7, 1))
         assert records
@@ -345,3 +348,46 @@ def test_a_follower_reading_behind_a_flush_applies_no_row_twice(tmp_path: Path) 
             copy.follow(record.seq, record.payload)
         rows = b.read_all("cpu", columns=["usage"], follower=True)
         assert sorted(rows.column("usage").to_pylist()) == [1.0, 2.0]
+
+
+def test_a_follower_copy_serves_reads_only_once_caught_up(tmp_path: Path) -> None:
+    """A copy that has not read its leader's log to the end would answer as if acknowledged
+    rows did not exist: reads go to the leader until it has, and its lag counts the time."""
+    with running_tansu(tmp_path) as broker, contextlib.ExitStack() as stack:
+        namespace = f"ns{uuid.uuid4().hex[:6]}"
+        a, b = (
+            stack.enter_context(
+                contextlib.closing(
+                    _node(tmp_path, n, KafkaWal(broker.bootstrap, namespace=namespace))
+                )
+            )
+            for n in ("a", "b")
+        )
+        a.open_shard(1, epoch=1)
+        a.create_table("cpu", CPU, shard_id=1, table_id=7)
+        a.write("cpu", cpu_batch(["h"], [1], [1.0]))
+        broker.server.kill(signal.SIGSTOP)
+        try:
+            b.follow_shard(1, table_ids=[7], leader="a")
+            with pytest.raises(NotOwner, match="not caught up") as behind:
+                b.follower_table("cpu")
+            assert behind.value.owner == "a"
+            followed = b.followed()[1]
+            deadline = time.monotonic() + 5
+            while followed.lag()[1] < 0.2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert followed.lag()[1] >= 0.2
+        finally:
+            broker.server.kill(signal.SIGCONT)
+        _caught_up(b, 1)
+        copy = b.follower_table("cpu")
+        assert copy.name == "cpu"
+        assert b.read_all("cpu", columns=["usage"], follower=True).num_rows == 1
+
+
+def _caught_up(engine: Engine, shard_id: int, timeout_s: float = 30.0) -> None:
+    """Until the copies of ``shard_id`` followed by ``engine`` have read the log to its end."""
+    deadline = time.monotonic() + timeout_s
+    while not engine.followed()[shard_id].ready:
+        assert time.monotonic() < deadline, f"shard {shard_id} not caught up in {timeout_s}s"
+        time.sleep(0.05)
