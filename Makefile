@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-stamp
 DEV_STAMP := $(VENV)/.installed-dev-stamp
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench clean hooks
 
 $(RUN_STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -17,11 +17,15 @@ $(DEV_STAMP): $(RUN_STAMP)
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(DEV_STAMP)
 
-run: $(RUN_STAMP)
+# The repository's commit-msg hook (subject rule); nothing to do outside a git checkout.
+hooks:
+	@git rev-parse --git-dir >/dev/null 2>&1 && git config core.hooksPath .githooks || true
+
+run: $(RUN_STAMP) hooks
 	$(VENV)/bin/gnomon standalone --demo
 
 # pytest exits 5 when it collects nothing; that is not a failure of the suite.
-test: $(DEV_STAMP)
+test: $(DEV_STAMP) hooks
 	$(PY) -m pytest -q -p no:cacheprovider; rc=$$?; if [ $$rc -eq 5 ]; then exit 0; fi; exit $$rc
 
 lint: $(DEV_STAMP)
