@@ -43,14 +43,15 @@ def median(xs: list[float]) -> float:
 def standalone_argv(
     data_dir: Path | str,
     *,
-    http_port: int,
-    grpc_port: int,
-    flight_port: int,
+    http_port: int = 0,
+    grpc_port: int = 0,
+    flight_port: int = 0,
     wal_sync: str = "always",
     extra: Sequence[str] = (),
 ) -> list[str]:
     """The command of a ``gnomon standalone`` a benchmark measures: its data in ``data_dir``,
-    the given loopback ports, warnings only in its log."""
+    the given loopback ports (0: any free one, which it reports: see
+    ``Server.start_gnomon``), warnings only in its log."""
     return [
         *(sys.executable, "-m", "gnomon.cli", "--log-level", "warning", "standalone"),
         *("--data-dir", str(data_dir), "--wal-sync", wal_sync),

@@ -39,7 +39,7 @@ from bench.engine_ingest import SCHEMA
 from bench.tsbs.cpu_only import cpu_only_batches
 from compaction_node.client import CompactionClient
 from gnomon.devcluster.etcd import EtcdServer
-from gnomon.devcluster.procs import Server, free_port, wait_for_port
+from gnomon.devcluster.procs import Server
 from node.backends import Storage, open_engine
 from node.engine.compaction.offload import CompactionMode, Offload
 from node.engine.engine import Engine
@@ -84,34 +84,32 @@ def services(scratch: Path, store: Path) -> Iterator[Services]:
         etcd = EtcdServer(scratch / "etcd")
         etcd.start()
         stack.callback(etcd.stop)
-        meta_port = free_port()
         cli = [sys.executable, "-m", "gnomon.cli", "--log-level=WARNING"]
-        meta = Server(
-            [*cli, "meta", f"--etcd={etcd.endpoint}", f"--grpc-port={meta_port}", "--shards=1"],
+        meta, ports = Server.start_gnomon(
+            [*cli, "meta", f"--etcd={etcd.endpoint}", "--grpc-port=0", "--shards=1"],
             log=logs / "meta.log",
         )
         stack.callback(meta.stop)
-        meta.wait_for_port(meta_port)
+        meta_endpoint = f"127.0.0.1:{ports['grpc']}"
         nodes: dict[str, str] = {}
         for executor in EXECUTORS:
-            grpc, http = free_port(), free_port()
-            node = Server(
+            node, ports = Server.start_gnomon(
                 [
                     *cli,
                     "compaction-node",
-                    f"--meta=127.0.0.1:{meta_port}",
+                    f"--meta={meta_endpoint}",
                     f"--store=file://{store}",
                     f"--executor={executor}",
                     "--slots=1",
-                    f"--grpc-port={grpc}",
-                    f"--http-port={http}",
+                    "--grpc-port=0",
+                    "--http-port=0",
                     f"--data-dir={scratch / executor}",
                 ],
                 log=logs / f"compaction-{executor}.log",
+                timeout_s=120,
             )
             stack.callback(node.stop)
-            wait_for_port(grpc, timeout_s=120, proc=node.proc, log=node.log)
-            nodes[executor] = f"127.0.0.1:{grpc}"
+            nodes[executor] = f"127.0.0.1:{ports['grpc']}"
         yield Services(nodes, str(store))
 
 

@@ -39,7 +39,7 @@ from bench.small_writes import TIMEOUT_S, Endpoint, _read_answer, _request, run_
 from bench.tsbs.serving import http_ok, wait_until
 from gnomon.proto import common_pb2, storage_pb2
 from node.server import sql_response
-from tests.support.procs import Server, free_port
+from tests.support.procs import Server, on_free_ports
 
 REPO = Path(__file__).resolve().parents[1]
 WRITE_PATH = "/influxdb/v1/write?db=public&precision=ms"
@@ -59,44 +59,51 @@ class Served:
 
 
 def _start_tree(name: str, tree: Path, root: Path) -> Served:
-    """``gnomon standalone`` from the source tree ``tree``."""
-    port = free_port()
-    process = Server(
-        standalone_argv(
-            root / name, http_port=port, grpc_port=free_port(), flight_port=free_port()
-        ),
-        log=root / f"{name}.log",
-        env={"PYTHONPATH": str(tree)},
-        cwd=tree,
-    )
-    return _ready(name, process, port)
+    """``gnomon standalone`` from the source tree ``tree``. An older tree may not report the
+    ports it got, so they are picked here (again if another process takes one first)."""
+
+    def start(ports: tuple[int, ...]) -> Served:
+        http, grpc, flight = ports
+        process = Server(
+            standalone_argv(root / name, http_port=http, grpc_port=grpc, flight_port=flight),
+            log=root / f"{name}.log",
+            env={"PYTHONPATH": str(tree)},
+            cwd=tree,
+        )
+        return _ready(name, process, http)
+
+    return on_free_ports(start, count=3)[0]
 
 
 def _start_candidate(name: str, root: Path) -> Served:
     """gnomon's endpoints on the server library ``name`` (this tree's candidates)."""
-    port = free_port()
-    process = Server(
-        [
-            sys.executable,
-            "-m",
-            "bench.http_candidates",
-            "--server",
-            name,
-            "--port",
-            str(port),
-            "--data-dir",
-            str(root / name),
-        ],
-        log=root / f"{name}.log",
-        env={"PYTHONPATH": str(REPO)},
-        cwd=REPO,
-    )
-    return _ready(name, process, port)
+
+    def start(ports: tuple[int, ...]) -> Served:
+        process = Server(
+            [
+                sys.executable,
+                "-m",
+                "bench.http_candidates",
+                "--server",
+                name,
+                "--port",
+                str(ports[0]),
+                "--data-dir",
+                str(root / name),
+            ],
+            log=root / f"{name}.log",
+            env={"PYTHONPATH": str(REPO)},
+            cwd=REPO,
+        )
+        return _ready(name, process, ports[0])
+
+    return on_free_ports(start)[0]
 
 
 def _ready(name: str, process: Server, port: int) -> Served:
+    """``process`` once it serves on ``port`` (PortTaken if another process holds it)."""
+    process.wait_for_port(port, timeout_s=60)
     try:
-        process.wait_for_port(port, timeout_s=60)
         wait_until(
             lambda: http_ok(f"http://127.0.0.1:{port}/health"), timeout_s=30, what=f"{name} up"
         )

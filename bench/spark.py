@@ -26,8 +26,9 @@ same machine. The JSON line adds where one Flight read and one ingest of the sta
 server spent CPU (the server, the Spark JVM, its Python workers), and what one write to the
 dropping writer and one Parquet write cost.
 
-The standalone server runs as a subprocess (``python -m gnomon.cli standalone``) on free
-ports; the dev cluster as ``gnomon dev-cluster`` runs it (etcd, broker, S3 server, meta).
+The standalone server runs as a subprocess (``python -m gnomon.cli standalone``) on ports it
+picks and reports; the dev cluster as ``gnomon dev-cluster`` runs it (etcd, broker, S3 server,
+meta).
 """
 
 from __future__ import annotations
@@ -36,10 +37,7 @@ import argparse
 import json
 import os
 import shutil
-import socket
-import subprocess
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -48,27 +46,9 @@ import psutil
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 
 from bench.common import median, report, standalone_argv, timed
+from gnomon.devcluster.procs import Server
 
 START_MS = 1_451_606_400_000
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise TimeoutError(f"server not listening on {port}")
 
 
 def _sql(http: str, query: str) -> Any:
@@ -119,33 +99,13 @@ def _cpu_of(gnomon: dict[int, str], run: Any) -> dict[str, float]:
     return {k: round(v - before.get(k, 0.0), 2) for k, v in _cpu(gnomon).items()}
 
 
-def _standalone(scratch: str) -> tuple[subprocess.Popen[bytes], str, str]:
+def _standalone(scratch: str) -> tuple[Server, str, str]:
     """A standalone server: the process, its Flight and HTTP endpoints."""
-    http_port, grpc_port, flight_port = _free_port(), _free_port(), _free_port()
-    log = open(os.path.join(scratch, "server.log"), "wb")  # noqa: SIM115 - server lifetime
-    server = subprocess.Popen(
-        standalone_argv(
-            os.path.join(scratch, "data"),
-            http_port=http_port,
-            grpc_port=grpc_port,
-            flight_port=flight_port,
-            wal_sync="never",
-        ),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
+    server, ports = Server.start_gnomon(
+        standalone_argv(os.path.join(scratch, "data"), wal_sync="never"),
+        log=Path(scratch) / "server.log",
     )
-    _wait(flight_port, server)
-    _wait(http_port, server)
-    return server, f"127.0.0.1:{flight_port}", f"127.0.0.1:{http_port}"
-
-
-def _stop(server: subprocess.Popen[bytes]) -> None:
-    server.terminate()
-    try:
-        server.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        server.kill()
+    return server, f"127.0.0.1:{ports['flight']}", f"127.0.0.1:{ports['http']}"
 
 
 COLUMNS = (
@@ -299,7 +259,7 @@ def main() -> None:
         ingest_cpu = _cpu_of(alone, lambda: _ingest(df, endpoint, "cpu_ingest"))
         floor_cpu = _cpu_of(alone, lambda: df.write.format("dropping").mode("append").save())
         parquet_cpu = _cpu_of(alone, lambda: df.write.mode("overwrite").parquet(parquet_dir))
-        _stop(server)
+        server.stop(timeout_s=60)
         if not args.no_cluster:
             # The SSTs in the S3 server (Spark has no s3a: every row over Flight), then in a
             # directory every node and Spark share, as an NFS or EFS deployment has them.
@@ -353,7 +313,7 @@ def main() -> None:
         )
     finally:
         spark.stop()
-        _stop(server)
+        server.stop(timeout_s=60)
         shutil.rmtree(scratch, ignore_errors=True)
 
 

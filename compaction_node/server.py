@@ -17,7 +17,7 @@ from compaction_node.executor import Executor, LocalExecutor, StoreSettings
 from compaction_node.http import MetricsServer
 from compaction_node.service import CompactionService
 from compaction_node.tasks import Tasks
-from gnomon.config import CompactionNodeConfig
+from gnomon.config import CompactionNodeConfig, write_ports_file
 from gnomon.errors import InvalidArgument
 from gnomon.peer import Peer, SecretCheck
 from gnomon.stopping import stop_signals
@@ -115,6 +115,7 @@ class CompactionNode:
                 figures=tasks.figures,
             )
             self._agent.start()
+            write_ports_file(cfg.ports_file, {"grpc": self.grpc_port, "http": self.http_port})
         except BaseException:
             self.stop()
             raise

@@ -363,11 +363,13 @@ def compaction_node(config_file: str | None, **flags: object) -> None:
 )
 @click.option(
     "--port-base",
-    type=click.IntRange(1024, 65000),
+    type=click.IntRange(0, 65000),
     default=6000,
     show_default=True,
     help="Meta instance j listens on BASE+j; data node i serves HTTP on BASE+10+i, gRPC on "
-    "BASE+20+i and Flight on BASE+30+i; compaction node k gRPC on BASE+40+k, HTTP on BASE+50+k.",
+    "BASE+20+i and Flight on BASE+30+i; compaction node k gRPC on BASE+40+k, HTTP on BASE+50+k. "
+    "0: any free ports (printed once started). etcd, the broker and the S3 server always take "
+    "free ones.",
 )
 @click.option(
     "--auth",
@@ -401,12 +403,14 @@ def dev_cluster(
 
     from gnomon.devcluster.cluster import DevCluster
 
+    if 0 < port_base < 1024:
+        raise click.BadParameter("0 (any free ports) or from 1024", param_hint="--port-base")
     cluster = DevCluster(
         Path(data_dir).absolute(),
         nodes=nodes,
         metas=metas,
         shards=shards,
-        port_base=port_base,
+        port_base=port_base or None,
         followers=followers,
         compaction_nodes=compaction_nodes,
         auth=auth,

@@ -11,6 +11,7 @@ flags, files, environment and ``--help`` cannot disagree.
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 import typing
@@ -67,6 +68,12 @@ class RoleConfig:
     SECTION: ClassVar[str] = ""
 
     log_level: str = setting("INFO", "Level of the JSON log lines on stderr.", flag=False)
+    ports_file: str | None = setting(
+        None,
+        "Once serving, write the ports listened on to this file as one JSON object by "
+        'protocol (e.g. {"grpc": 8831}): how whoever started the process learns the ports '
+        "of those set to 0 (any free one).",
+    )
 
     def __post_init__(self) -> None:
         check_log_level(self.log_level, source=self.SECTION)
@@ -115,6 +122,17 @@ class RoleConfig:
             if key == "log_level":
                 kwargs[key] = check_log_level(kwargs[key], source=source)
         return cls(**kwargs)
+
+
+def write_ports_file(path: str | None, ports: Mapping[str, int]) -> None:
+    """Write ``ports`` (by protocol) to the ports file at ``path``, if one is set. The file
+    appears whole (written aside, then renamed): a reader polling for it never sees part."""
+    if path is None:
+        return
+    aside = f"{path}.{os.getpid()}.tmp"
+    with open(aside, "w", encoding="utf-8") as f:
+        json.dump(dict(ports), f)
+    os.replace(aside, path)
 
 
 def _with_source(values: Mapping[str, Any], source: str) -> dict[str, tuple[Any, str]]:
@@ -362,6 +380,12 @@ class NodeConfig(ServerConfig):
             raise InvalidArgument(
                 "gnomon node needs advertise: the host:port other nodes and clients reach its "
                 "gRPC at (--advertise, GNOMON_ADVERTISE)"
+            )
+        if self.grpc_port == 0:
+            # The advertised endpoint, named before the node starts, is its name in the
+            # cluster: a port picked at start could not be in it.
+            raise InvalidArgument(
+                "gnomon node needs a fixed grpc_port (not 0): its advertise names it"
             )
         if self.lease_ttl_s < 3:
             raise InvalidArgument("lease_ttl_s must be at least 3")

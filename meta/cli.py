@@ -12,7 +12,7 @@ import click
 from rich.console import Console
 from rich.table import Table as RichTable
 
-from gnomon.config import MetaConfig, options
+from gnomon.config import MetaConfig, options, write_ports_file
 from gnomon.errors import GnomonError
 from gnomon.peer import Peer
 from gnomon.proto import meta_pb2 as pb
@@ -70,6 +70,11 @@ def meta_command(config_file: str | None, **flags: object) -> None:
     # Without etcd an instance could neither lead nor name the leader: refused at once.
     with refusing("meta"):
         port = server.start()
+    try:
+        write_ports_file(cfg.ports_file, {"grpc": port})
+    except BaseException:
+        server.stop()
+        raise
     console.print(f"meta listening on {cfg.bind}:{port} (etcd {cfg.etcd})")
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -1,8 +1,8 @@
-"""A standalone gnomon server for the benchmark, started as a subprocess on free loopback ports
-with its data in a scratch directory, and its clients: HoraeDB ``Write`` over gRPC (requests
-pre-serialised, sent through a raw channel, so the client does no per-point work), InfluxDB
-line protocol over HTTP, and SQL queries over HTTP or gRPC ``SqlQuery`` (Arrow IPC answers
-either way)."""
+"""A standalone gnomon server for the benchmark, started as a subprocess on loopback ports it
+picks (and reports) with its data in a scratch directory, and its clients: HoraeDB ``Write``
+over gRPC (requests pre-serialised, sent through a raw channel, so the client does no
+per-point work), InfluxDB line protocol over HTTP, and SQL queries over HTTP or gRPC
+``SqlQuery`` (Arrow IPC answers either way)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ from gnomon.proto import storage_pb2
 from node.server import sql_response
 from node.server.arrow_wire import decode_payload
 from node.server.http import ARROW_STREAM
-from tests.support.procs import free_port
 
 SERVICE = "/storage.StorageService/"
 #: Settings of the benchmark table. Rows per Parquet row group: HoraeDB's default, about a
@@ -72,14 +71,9 @@ class GnomonServer:
             else ["--decoded-cache-bytes", str(decoded_cache_bytes)]
         )
         root.mkdir(parents=True, exist_ok=True)
-        self.http_port = free_port()
-        self.grpc_port = free_port()
-        self.process = Process(
+        self.process, ports = Process.start_gnomon(
             standalone_argv(
                 root / "data",
-                http_port=self.http_port,
-                grpc_port=self.grpc_port,
-                flight_port=free_port(),
                 extra=[
                     *("--max-request-bytes", str(_MAX_MESSAGE)),
                     # Answers travel uncompressed, as InfluxDB's do to a client that does not
@@ -91,8 +85,7 @@ class GnomonServer:
             ),
             log=root / "gnomon.log",
         )
-        self.process.wait_for_port(self.http_port, timeout_s=60)
-        self.process.wait_for_port(self.grpc_port, timeout_s=60)
+        self.http_port, self.grpc_port = ports["http"], ports["grpc"]
         base = f"http://127.0.0.1:{self.http_port}"
         wait_until(lambda: http_ok(f"{base}/health"), timeout_s=30, what="gnomon /health")
         self._http = HttpClient(self.http_port)

@@ -26,7 +26,7 @@ from bench.tsbs.system import (
     loaded,
     settle_size,
 )
-from tests.support.procs import free_port
+from tests.support.procs import on_free_ports
 
 DATABASE = "benchmark"
 
@@ -86,17 +86,22 @@ class InfluxServer:
     def __init__(self, root: Path, *, binary: str | None = None) -> None:
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
-        self.http_port = free_port()
         config = root / "influxdb.conf"
-        config.write_text(
-            _CONFIG.format(root=root, backup_port=free_port(), http_port=self.http_port)
-        )
+        binary = binary or influxd_path()
+
+        def start(ports: tuple[int, ...]) -> Process:
+            http_port, backup_port = ports
+            config.write_text(
+                _CONFIG.format(root=root, backup_port=backup_port, http_port=http_port)
+            )
+            process = Process([binary, "-config", str(config)], log=root / "influxd.log")
+            for port in ports:
+                process.wait_for_port(port, timeout_s=60)
+            return process
+
+        self.process, (self.http_port, _) = on_free_ports(start, count=2)
         self.base = f"http://127.0.0.1:{self.http_port}"
         self.http = HttpClient(self.http_port)
-        self.process = Process(
-            [binary or influxd_path(), "-config", str(config)], log=root / "influxd.log"
-        )
-        self.process.wait_for_port(self.http_port, timeout_s=60)
         wait_until(lambda: http_ok(f"{self.base}/ping"), timeout_s=30, what="influxd /ping")
         self._post("/query", {"q": f"CREATE DATABASE {DATABASE}"})
 

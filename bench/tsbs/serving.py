@@ -27,8 +27,15 @@ class Process(Server):
     milliseconds (psutil lists every process to find children), delaying whichever query's
     answer arrived meanwhile."""
 
-    def __init__(self, argv: Sequence[str], *, log: Path, env: dict[str, str] | None = None):
-        super().__init__(argv, log=log, env=env)
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        log: Path,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+    ):
+        super().__init__(argv, log=log, env=env, cwd=cwd)
         self.peak_rss = 0
 
     def _peak_rss(self) -> int:

@@ -27,7 +27,7 @@ from bench.tsbs.system import (
     loaded,
     settle_size,
 )
-from tests.support.procs import free_port
+from tests.support.procs import on_free_ports
 
 BINARY, PACKAGE = "victoria-metrics", "victoria-metrics"
 
@@ -42,20 +42,24 @@ class VictoriaServer:
         self.root = root
         self.start_ms, self.end_ms = start_ms, end_ms
         root.mkdir(parents=True, exist_ok=True)
-        self.http_port = free_port()
+
+        def start(ports: tuple[int, ...]) -> Process:
+            process = Process(
+                [
+                    binary,
+                    f"-storageDataPath={root / 'data'}",
+                    f"-httpListenAddr=127.0.0.1:{ports[0]}",
+                    "-retentionPeriod=100y",
+                    "-loggerLevel=WARN",
+                ],
+                log=root / "victoria-metrics.log",
+            )
+            process.wait_for_port(ports[0], timeout_s=60)
+            return process
+
+        self.process, (self.http_port,) = on_free_ports(start)
         self.base = f"http://127.0.0.1:{self.http_port}"
         self.http = HttpClient(self.http_port)
-        self.process = Process(
-            [
-                binary,
-                f"-storageDataPath={root / 'data'}",
-                f"-httpListenAddr=127.0.0.1:{self.http_port}",
-                "-retentionPeriod=100y",
-                "-loggerLevel=WARN",
-            ],
-            log=root / "victoria-metrics.log",
-        )
-        self.process.wait_for_port(self.http_port, timeout_s=60)
         wait_until(lambda: http_ok(f"{self.base}/health"), timeout_s=30, what="victoria /health")
 
     @property

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from gnomon.devcluster.procs import Server, free_port
+from gnomon.devcluster.procs import Server, on_free_ports
 from gnomon.errors import Unavailable
 
 
@@ -46,23 +46,18 @@ class Broker:
 @contextmanager
 def running_tansu(log_dir: Path) -> Iterator[Broker]:
     """A tansu broker with in-memory storage on a free loopback port."""
-    port = free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    server = Server(
-        [
-            str(_tansu()),
-            "broker",
-            "--listener-url",
-            url,
-            "--advertised-listener-url",
-            url,
-            "--storage-engine",
-            "memory://tansu/",
-        ],
-        log=log_dir / f"tansu-{port}.log",
-    )
+
+    def start(ports: tuple[int, ...]) -> Server:
+        url = f"tcp://127.0.0.1:{ports[0]}"
+        argv = [str(_tansu()), "broker", "--listener-url", url, "--advertised-listener-url", url]
+        server = Server(
+            [*argv, "--storage-engine", "memory://tansu/"], log=log_dir / f"tansu-{ports[0]}.log"
+        )
+        server.wait_for_port(ports[0])
+        return server
+
+    server, (port,) = on_free_ports(start)
     try:
-        server.wait_for_port(port)
         yield Broker(f"127.0.0.1:{port}", server)
     finally:
         server.stop()
@@ -71,14 +66,18 @@ def running_tansu(log_dir: Path) -> Iterator[Broker]:
 @contextmanager
 def running_moto(log_dir: Path, env: dict[str, str] | None = None) -> Iterator[str]:
     """A moto S3 server on a free loopback port; yields its endpoint URL."""
-    port = free_port()
-    server = Server(
-        [_moto(), "-H", "127.0.0.1", "-p", str(port)],
-        log=log_dir / f"moto-{port}.log",
-        env=env,
-    )
+
+    def start(ports: tuple[int, ...]) -> Server:
+        server = Server(
+            [_moto(), "-H", "127.0.0.1", "-p", str(ports[0])],
+            log=log_dir / f"moto-{ports[0]}.log",
+            env=env,
+        )
+        server.wait_for_port(ports[0])
+        return server
+
+    server, (port,) = on_free_ports(start)
     try:
-        server.wait_for_port(port)
         yield f"http://127.0.0.1:{port}"
     finally:
         server.stop()

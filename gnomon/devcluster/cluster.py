@@ -28,7 +28,7 @@ from pathlib import Path
 
 from gnomon.devcluster.brokers import running_moto, running_tansu
 from gnomon.devcluster.etcd import EtcdServer
-from gnomon.devcluster.procs import Server, free_port, wait_for_port
+from gnomon.devcluster.procs import Server, on_free_ports
 from gnomon.errors import GnomonError, Unavailable
 from gnomon.peer import CA_ENV, SECRET_ENV, Peer
 
@@ -78,7 +78,8 @@ class DevCluster:
     node_flags: tuple[str, ...] = ()
     compaction_flags: tuple[str, ...] = ()
     compaction_env: dict[str, str] = field(default_factory=dict)
-    #: Fixed ports from this base (see META_PORTS); None picks free ones.
+    #: Fixed ports from this base (see META_PORTS); None: any free ones, reported by the
+    #: processes themselves (the data nodes' gRPC ports, which name them, picked before).
     port_base: int | None = None
     #: Authentication on (a cluster secret, a first superuser: :attr:`admin`).
     auth: bool = False
@@ -171,10 +172,8 @@ class DevCluster:
             for i in range(self.metas):
                 self.start_meta(i)
             for i in range(self.nodes):
-                self.node_endpoints.append(self._endpoints(i))
                 self.start_node(i)
             for i in range(self.compaction_nodes):
-                self.compaction_endpoints.append(self._compaction_endpoints(i))
                 self.start_compaction_node(i)
             self.wait_ready()
         except BaseException:
@@ -195,18 +194,34 @@ class DevCluster:
             Bucket=BUCKET
         )
 
+    def _gnomon(
+        self, name: str, argv: list[str], env: dict[str, str], timeout_s: float = 60.0
+    ) -> dict[str, int]:
+        """Start the gnomon process ``name`` (``argv``: its command's) and wait until it
+        serves; the ports it listens on, by protocol."""
+        server, ports = Server.start_gnomon(
+            [sys.executable, "-m", "gnomon.cli", "--log-level=INFO", *argv],
+            log=self._log(name),
+            env=env,
+            timeout_s=timeout_s,
+        )
+        self.processes[name] = server
+        return ports
+
+    def _first_port(self, index: int, offset: int) -> int:
+        """The port of the ``index``-th process of a kind (``offset``, e.g. META_PORTS) at its
+        first start: from the port base, else 0 (any free one; the process reports it).
+        Restarts reuse the ports a process got: the others were told them."""
+        return 0 if self.port_base is None else self.port_base + offset + index
+
     def start_meta(self, index: int) -> None:
+        """Start meta instance ``index``, or restart it on its port."""
         assert self.etcd is not None
-        if len(self.meta_endpoints) <= index:
-            self.meta_endpoints.append(f"127.0.0.1:{self._port(index, META_PORTS)}")
-        port = self.meta_endpoints[index].rsplit(":", 1)[1]
-        name = f"meta-{index}"
-        self.processes[name] = server = Server(
+        known = index < len(self.meta_endpoints)
+        port = _port(self.meta_endpoints[index]) if known else self._first_port(index, META_PORTS)
+        ports = self._gnomon(
+            f"meta-{index}",
             [
-                sys.executable,
-                "-m",
-                "gnomon.cli",
-                "--log-level=INFO",
                 "meta",
                 f"--etcd={self.etcd.endpoint}",
                 f"--grpc-port={port}",
@@ -216,36 +231,42 @@ class DevCluster:
                 f"--followers={self.followers}",
                 *self._tls_flags,
             ],
-            log=self._log(name),
-            env={**self._peer_env(), **self.meta_env},
+            {**self._peer_env(), **self.meta_env},
         )
-        server.wait_for_port(int(port))
-
-    def _port(self, index: int, offset: int) -> int:
-        return free_port() if self.port_base is None else self.port_base + offset + index
-
-    def _endpoints(self, index: int) -> NodeEndpoints:
-        http, grpc, flight = (
-            f"127.0.0.1:{self._port(index, offset)}"
-            for offset in (HTTP_PORTS, GRPC_PORTS, FLIGHT_PORTS)
-        )
-        return NodeEndpoints(f"node-{index}", http, grpc, flight)
+        if not known:
+            self.meta_endpoints.append(f"127.0.0.1:{ports['grpc']}")
 
     def start_node(self, index: int) -> None:
+        """Start data node ``index`` (the next one: it joins the cluster), or restart it on
+        its ports."""
+        name = f"node-{index}"
+        if index < len(self.node_endpoints):
+            known = self.node_endpoints[index]
+            self._start_node(name, _port(known.grpc), _port(known.http), _port(known.flight))
+            return
+        if self.port_base is None:
+            # Its gRPC endpoint, advertised, is its name in the cluster: a port picked before
+            # it starts (again if another process takes it first). HTTP and Flight take any.
+            ports, _ = on_free_ports(lambda picked: self._start_node(name, picked[0], 0, 0))
+        else:
+            ports = self._start_node(
+                name,
+                *(self._first_port(index, o) for o in (GRPC_PORTS, HTTP_PORTS, FLIGHT_PORTS)),
+            )
+        http, grpc, flight = (f"127.0.0.1:{ports[p]}" for p in ("http", "grpc", "flight"))
+        self.node_endpoints.append(NodeEndpoints(name, http, grpc, flight))
+
+    def _start_node(self, name: str, grpc: int, http: int, flight: int) -> dict[str, int]:
         assert self.etcd is not None
-        ep = self.node_endpoints[index]
-        self.processes[ep.name] = server = Server(
+        return self._gnomon(
+            name,
             [
-                sys.executable,
-                "-m",
-                "gnomon.cli",
-                "--log-level=INFO",
                 "node",
-                f"--data-dir={self.root / ep.name}",
-                f"--http-port={ep.http.rsplit(':', 1)[1]}",
-                f"--grpc-port={ep.grpc.rsplit(':', 1)[1]}",
-                f"--flight-port={ep.flight.rsplit(':', 1)[1]}",
-                f"--advertise={ep.grpc}",
+                f"--data-dir={self.root / name}",
+                f"--http-port={http}",
+                f"--grpc-port={grpc}",
+                f"--flight-port={flight}",
+                f"--advertise=127.0.0.1:{grpc}",
                 f"--meta={self.meta}",
                 f"--wal=kafka://{self.bootstrap}",
                 f"--store=s3://{BUCKET}/sst",
@@ -257,61 +278,53 @@ class DevCluster:
                 *self._tls_flags,
                 *self.node_flags,
             ],
-            log=self._log(ep.name),
-            env={**S3_ENV, **self._peer_env()},
+            {**S3_ENV, **self._peer_env()},
         )
-        server.wait_for_port(int(ep.grpc.rsplit(":", 1)[1]))
-        wait_for_port(int(ep.http.rsplit(":", 1)[1]), proc=server.proc, log=server.log)
-        if server.proc.poll() is not None:
-            # Something else answered on its port: the node itself gave up (a port in use).
-            raise Unavailable(
-                f"{ep.name} exited ({server.proc.returncode}): {server.log.read_text()[-2000:]}"
-            )
 
     def add_node(self) -> int:
         """Start one more data node (it joins the running cluster); its index."""
         index = len(self.node_endpoints)
-        self.node_endpoints.append(self._endpoints(index))
         self.start_node(index)
         return index
-
-    def _compaction_endpoints(self, index: int) -> NodeEndpoints:
-        grpc = f"127.0.0.1:{self._port(index, COMPACTION_GRPC_PORTS)}"
-        http = f"127.0.0.1:{self._port(index, COMPACTION_HTTP_PORTS)}"
-        return NodeEndpoints(f"compaction-{index}", http, grpc, "")
 
     def add_compaction_node(self, env: dict[str, str] | None = None) -> int:
         """Start one more compaction node (with ``env`` beside the usual environment); its
         index."""
         index = len(self.compaction_endpoints)
-        self.compaction_endpoints.append(self._compaction_endpoints(index))
         self.start_compaction_node(index, env)
         return index
 
     def start_compaction_node(self, index: int, env: dict[str, str] | None = None) -> None:
-        ep = self.compaction_endpoints[index]
-        self.processes[ep.name] = server = Server(
+        """Start compaction node ``index`` (the next one), or restart it on its ports."""
+        name = f"compaction-{index}"
+        known = index < len(self.compaction_endpoints)
+        if known:
+            ep = self.compaction_endpoints[index]
+            grpc, http = _port(ep.grpc), _port(ep.http)
+        else:
+            grpc = self._first_port(index, COMPACTION_GRPC_PORTS)
+            http = self._first_port(index, COMPACTION_HTTP_PORTS)
+        ports = self._gnomon(
+            name,
             [
-                sys.executable,
-                "-m",
-                "gnomon.cli",
-                "--log-level=INFO",
                 "compaction-node",
                 f"--meta={self.meta}",
                 f"--store=s3://{BUCKET}/sst",
                 f"--s3-endpoint={self.s3_endpoint}",
-                f"--data-dir={self.root / ep.name}",
-                f"--grpc-port={ep.grpc.rsplit(':', 1)[1]}",
-                f"--http-port={ep.http.rsplit(':', 1)[1]}",
+                f"--data-dir={self.root / name}",
+                f"--grpc-port={grpc}",
+                f"--http-port={http}",
                 f"--lease-ttl-s={self.lease_ttl_s}",
                 *self._tls_flags,
                 *self.compaction_flags,
             ],
-            log=self._log(ep.name),
-            env={**S3_ENV, **self._peer_env(), **self.compaction_env, **(env or {})},
+            {**S3_ENV, **self._peer_env(), **self.compaction_env, **(env or {})},
+            timeout_s=90.0,
         )
-        server.wait_for_port(int(ep.grpc.rsplit(":", 1)[1]), timeout_s=90.0)
-        wait_for_port(int(ep.http.rsplit(":", 1)[1]), proc=server.proc, log=server.log)
+        if not known:
+            self.compaction_endpoints.append(
+                NodeEndpoints(name, f"127.0.0.1:{ports['http']}", f"127.0.0.1:{ports['grpc']}", "")
+            )
 
     def signal_compaction_node(self, index: int, sig: int) -> None:
         """SIGKILL, SIGSTOP (its heartbeats stop, its lease runs on) or SIGCONT compaction
@@ -430,6 +443,10 @@ class DevCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _port(endpoint: str) -> int:
+    return int(endpoint.rsplit(":", 1)[1])
 
 
 def _boto_credentials() -> dict[str, str]:

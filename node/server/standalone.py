@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Any, cast
 
 from gnomon.allocators import hold_freed_memory
-from gnomon.config import ServerConfig
+from gnomon.config import ServerConfig, write_ports_file
 from gnomon.errors import Closed, InvalidArgument, NotFound, Unavailable
 from gnomon.stopping import stop_signals
 from gnomon.tls import ServerTls
@@ -88,7 +88,8 @@ class Standalone:
     directory, opens and serves, ``stop`` stops accepting, lets requests in flight finish
     (``grace_s``), cancels the queries still running, flushes and closes the engine.
     Ports given as 0 are picked free; read the actual ones from :attr:`http_port`,
-    :attr:`grpc_port` and :attr:`flight_port`. Queries run at most ``query_timeout_s``
+    :attr:`grpc_port` and :attr:`flight_port`, or from ``ports_file`` (written once serving,
+    for the process that started this one). Queries run at most ``query_timeout_s``
     seconds (0: no limit)."""
 
     def __init__(
@@ -111,8 +112,10 @@ class Standalone:
         security: Security | None = None,
         limits: QueryLimits | None = None,
         max_connections_per_s: float = 0.0,
+        ports_file: str | None = None,
     ) -> None:
         self.data_dir = data_dir
+        self.ports_file = ports_file
         #: New HTTP connections one client address may open a second (0: any number).
         self.max_connections_per_s = max_connections_per_s
         #: Authentication, TLS (default: neither, refused off loopback).
@@ -179,6 +182,7 @@ class Standalone:
                 server_memory_bytes=cfg.server_memory_bytes or None,
             ),
             max_connections_per_s=cfg.max_connections_per_s,
+            ports_file=cfg.ports_file,
         )
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -288,6 +292,10 @@ class Standalone:
                         lambda labels: labels[1] in QUERY_ENDPOINTS
                     ),
                 ),
+            )
+            write_ports_file(
+                self.ports_file,
+                {"http": self.http_port, "grpc": self.grpc_port, "flight": self.flight_port},
             )
         except BaseException:
             self.stop()

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.server.conftest import Running
-from tests.support.procs import Server, free_port
+from tests.support.procs import Server
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,8 +31,6 @@ def wait_for_output(server: Server, text: str = READY, timeout_s: float = 120.0)
 class Demo(Running):
     """`gnomon standalone --demo` as `make run` starts it, on free ports."""
 
-    flight_port: int = 0
-
     def stop(self) -> None:
         """SIGTERM (a graceful stop, as Ctrl-C), which must succeed."""
         self.server.kill(signal.SIGTERM)
@@ -42,8 +40,7 @@ class Demo(Running):
 
 def start_demo(data_dir: Path, log: Path, *extra: str) -> Demo:
     """Start it and wait until the demo is loaded and it serves."""
-    http, grpc, flight = free_port(), free_port(), free_port()
-    server = Server(
+    server, ports = Server.start_gnomon(
         [
             sys.executable,
             "-m",
@@ -53,22 +50,19 @@ def start_demo(data_dir: Path, log: Path, *extra: str) -> Demo:
             "--demo",
             "--data-dir",
             str(data_dir),
-            "--http-port",
-            str(http),
-            "--grpc-port",
-            str(grpc),
-            "--flight-port",
-            str(flight),
+            "--http-port=0",
+            "--grpc-port=0",
+            "--flight-port=0",
             "--wal-sync",
             "never",
         ],
         log=log,
         cwd=ROOT,
+        timeout_s=120,
     )
     try:
-        server.wait_for_port(http, timeout_s=120)
         wait_for_output(server)
     except BaseException:
         server.stop()
         raise
-    return Demo(http, grpc, data_dir, server, flight)
+    return Demo(ports["http"], ports["grpc"], ports["flight"], data_dir, server)

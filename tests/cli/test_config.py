@@ -115,6 +115,11 @@ def test_each_role_reads_its_own_table(tmp_path: Path) -> None:
         ),
         (
             NodeConfig,
+            {"meta": "m:1", "catalog": "etcd://e:1/x", "advertise": "n:1", "grpc_port": "0"},
+            "needs a fixed grpc_port",
+        ),
+        (
+            NodeConfig,
             {
                 "meta": "m:1",
                 "catalog": "etcd://e:1/x",

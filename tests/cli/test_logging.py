@@ -15,7 +15,7 @@ import pytest
 from gnomon.config import StandaloneConfig
 from gnomon.errors import InvalidArgument
 from tests.cli.conftest import wait_for_output
-from tests.support.procs import Server, free_port
+from tests.support.procs import Server
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,9 +30,8 @@ def _serve_and_stop(tmp_path: Path, name: str, *group_flags: str) -> str:
     saying DEBUG, answer one query, stop it; its output."""
     config = tmp_path / f"{name}.toml"
     config.write_text('[standalone]\nlog_level = "DEBUG"\n')
-    http = free_port()
     log = tmp_path / f"{name}.log"
-    server = Server(
+    server, _ = Server.start_gnomon(
         [
             sys.executable,
             "-m",
@@ -43,19 +42,15 @@ def _serve_and_stop(tmp_path: Path, name: str, *group_flags: str) -> str:
             str(config),
             "--data-dir",
             str(tmp_path / name),
-            "--http-port",
-            str(http),
-            "--grpc-port",
-            str(free_port()),
-            "--flight-port",
-            "0",
+            "--http-port=0",
+            "--grpc-port=0",
+            "--flight-port=0",
         ],
         log=log,
         env={"GNOMON_LOG_LEVEL": "INFO"},
         cwd=ROOT,
     )
     try:
-        server.wait_for_port(http, timeout_s=60)
         wait_for_output(server)
     finally:
         server.kill(signal.SIGTERM)

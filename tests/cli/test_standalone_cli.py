@@ -12,34 +12,34 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from gnomon.cli import main
+from tests.cli.conftest import wait_for_output
 from tests.support.procs import Server, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_standalone_serves_sql_and_stops_gracefully(tmp_path: Path) -> None:
-    http, grpc = free_port(), free_port()
-    server = Server(
+def test_standalone_on_port_0_reports_its_ports_serves_and_stops(tmp_path: Path) -> None:
+    """Started on port 0 (any free port), it writes the ports it listens on to its ports
+    file once serving, and its banner names the same ones; it serves SQL there and stops
+    gracefully on SIGTERM."""
+    server, ports = Server.start_gnomon(
         [
-            sys.executable,
-            "-m",
-            "gnomon.cli",
-            "standalone",
-            "--data-dir",
-            str(tmp_path / "db"),
-            "--http-port",
-            str(http),
-            "--grpc-port",
-            str(grpc),
-            "--flight-port",
-            "0",
+            *(sys.executable, "-m", "gnomon.cli", "standalone", "--data-dir", str(tmp_path / "db")),
+            *("--http-port", "0", "--grpc-port", "0", "--flight-port", "0"),
         ],
         log=tmp_path / "server.log",
         cwd=ROOT,
     )
     try:
-        server.wait_for_port(http, timeout_s=60)
-        endpoint = f"127.0.0.1:{http}"
+        assert set(ports) == {"http", "grpc", "flight"} and 0 not in ports.values()
+        for port in ports.values():
+            server.wait_for_port(port, timeout_s=1)
+        wait_for_output(server)
+        assert (
+            f"HTTP on 127.0.0.1:{ports['http']}, gRPC (HoraeDB protocol) on "
+            f"127.0.0.1:{ports['grpc']}, Arrow Flight on 127.0.0.1:{ports['flight']}"
+        ) in server.log.read_text()
+        endpoint = f"127.0.0.1:{ports['http']}"
         runner = CliRunner()
         for stmt in (
             "CREATE TABLE t (h string TAG, v double, ts timestamp NOT NULL, TIMESTAMP KEY(ts))",

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from gnomon.devcluster.cluster import S3_ENV
-from gnomon.devcluster.procs import Server, free_port, wait_for_port
+from gnomon.devcluster.procs import Server, on_free_ports
 from meta.client import MetaClient
 from tests.docs.readme import BIN, ROOT, blocks
 
@@ -161,27 +161,33 @@ def _run_documented(
     data_dir: Path,
 ) -> None:
     """Start a documented command with its placeholders filled (``{grpc}``: a free port it
-    serves gRPC on and registers as), and wait until the meta service sees it live."""
-    grpc = free_port()
-    filled = command.replace("META1:2390,META2:2390", f"127.0.0.1:{base}").replace(
-        "BUCKET/gnomon", "gnomon/readme"
-    )
-    for placeholder, value in placeholders.items():
-        filled = filled.replace(placeholder, value.format(grpc=f"127.0.0.1:{grpc}"))
-    assert not re.search(r"[A-Z]{4,}", filled.replace("--", "")), filled
-    argv = [
-        sys.executable,
-        "-m",
-        "gnomon.cli",
-        *filled.split()[1:],
-        f"--s3-endpoint={_services(summary)['s3']}",
-        f"--data-dir={data_dir}",
-        f"--grpc-port={grpc}",
-        *(f"{flag}={free_port()}" for flag in port_flags),
-    ]
-    node = Server(argv, log=data_dir.with_suffix(".log"), env=S3_ENV, cwd=ROOT)
+    serves gRPC on and registers as; its other ports any free ones), and wait until the meta
+    service sees it live."""
+
+    def start(ports: tuple[int, ...]) -> Server:
+        filled = command.replace("META1:2390,META2:2390", f"127.0.0.1:{base}").replace(
+            "BUCKET/gnomon", "gnomon/readme"
+        )
+        for placeholder, value in placeholders.items():
+            filled = filled.replace(placeholder, value.format(grpc=f"127.0.0.1:{ports[0]}"))
+        assert not re.search(r"[A-Z]{4,}", filled.replace("--", "")), filled
+        argv = [
+            sys.executable,
+            "-m",
+            "gnomon.cli",
+            *filled.split()[1:],
+            f"--s3-endpoint={_services(summary)['s3']}",
+            f"--data-dir={data_dir}",
+            f"--grpc-port={ports[0]}",
+            *(f"{flag}=0" for flag in port_flags),
+        ]
+        started, _ = Server.start_gnomon(
+            argv, log=data_dir.with_suffix(".log"), env=S3_ENV, cwd=ROOT
+        )
+        return started
+
+    node, (grpc,) = on_free_ports(start)
     try:
-        wait_for_port(grpc, proc=node.proc, log=node.log)
         with MetaClient(f"127.0.0.1:{base}") as client:
             deadline = time.monotonic() + 30
             while not any(n.name == f"127.0.0.1:{grpc}" and n.live for n in client.nodes()):

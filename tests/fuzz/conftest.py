@@ -23,7 +23,6 @@ from hypothesis import HealthCheck, settings
 from tests.fuzz.strategies import PLAYGROUND, SEED
 from tests.security.conftest import admin
 from tests.server.conftest import Running, start_standalone
-from tests.support.procs import free_port
 
 #: What the suite asks per interface: about a minute for the six campaigns on two cores.
 DEFAULT_EXAMPLES = 2000
@@ -69,16 +68,8 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, 
     admin(data, "users", "create", FUZZER[0], "--password", FUZZER[1])
     admin(data, "grants", "add", FUZZER[0], "read", "--table", SEED)
     admin(data, "grants", "add", FUZZER[0], "admin", "--table", PLAYGROUND)
-    flight_port = free_port()
     running = start_standalone(
-        data,
-        root / "server.log",
-        "--auth",
-        "true",
-        "--flight-port",
-        str(flight_port),
-        "--query-timeout-s",
-        "20",
+        data, root / "server.log", "--auth", "true", "--query-timeout-s", "20"
     )
     try:
         for table in (SEED, PLAYGROUND):
@@ -89,7 +80,7 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, 
             running, basic(*ROOT), f"INSERT INTO {SEED} (host, v, ts) VALUES {values}"
         )
         assert status == 200, body
-        yield running, flight_port
+        yield running, running.flight_port
         # The campaign is over: the server still serves, logged no failure of its own (an
         # internal error on any interface is logged at ERROR), and the seed is as it was.
         assert running.server.proc.poll() is None, "the server died during the fuzz campaign"

@@ -19,7 +19,7 @@ from meta.cli import CRASH_ENV
 from meta.client import MetaClient, NodeAgent
 from meta.model import NodeKind
 from tests.support.etcd import EtcdServer
-from tests.support.procs import Server, free_port
+from tests.support.procs import Server
 
 #: Short leases so failures are seen quickly; one scheduling round every INTERVAL_S.
 NODE_TTL_S = 2
@@ -37,14 +37,16 @@ def wait_until(predicate: Callable[[], bool], *, timeout_s: float = 20.0, what: 
 
 
 class MetaProcess:
-    """One ``gnomon meta`` instance; restartable on the same port and namespace."""
+    """One ``gnomon meta`` instance on a free port (the one it got at its first start);
+    restartable on the same port and namespace."""
 
     def __init__(self, etcd: str, namespace: str, workdir: Path, *, shards: int) -> None:
         self.etcd = etcd
         self.namespace = namespace
         self.workdir = workdir
         self.shards = shards
-        self.port = free_port()
+        self.port = 0
+        self.name = f"meta-{uuid.uuid4().hex[:8]}"
         self.server: Server | None = None
         self.starts = 0
 
@@ -69,9 +71,9 @@ class MetaProcess:
             f"--interval-s={INTERVAL_S}",
         ]
         env = {CRASH_ENV: crash_after} if crash_after else {}
-        log = self.workdir / f"meta-{self.port}-{self.starts}.log"
-        self.server = Server(argv, log=log, env=env)
-        self.server.wait_for_port(self.port)
+        log = self.workdir / f"{self.name}-{self.starts}.log"
+        self.server, ports = Server.start_gnomon(argv, log=log, env=env)
+        self.port = ports["grpc"]
 
     def exit_code(self, timeout_s: float = 20.0) -> int:
         """Wait for the process to exit by itself; its exit code."""

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from tests.server.conftest import REPO, Running, start_standalone
-from tests.support.procs import free_port
 
 ROOT = ("root", "root-password")
 READER = ("reader", "reader-password")
@@ -38,7 +37,6 @@ def admin(data_dir: Path, *args: str) -> str:
 @dataclass
 class Secured:
     running: Running
-    flight_port: int
     #: A token of READER, issued before the start.
     token: str
 
@@ -51,16 +49,6 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     admin(data, "users", "create", READER[0], "--password", READER[1])
     admin(data, "grants", "add", READER[0], "read", "--table", "readable")
     token = admin(data, "tokens", "create", READER[0]).strip()
-    flight_port = free_port()
-    running = start_standalone(
-        data,
-        root / "server.log",
-        "--auth",
-        "true",
-        "--auth-cache-s",
-        "0",
-        "--flight-port",
-        str(flight_port),
-    )
-    yield Secured(running, flight_port, token)
+    running = start_standalone(data, root / "server.log", "--auth", "true", "--auth-cache-s", "0")
+    yield Secured(running, token)
     running.server.stop()

@@ -127,7 +127,7 @@ def test_grpc_with_the_sdk(tables: Secured, tmp_path: Path) -> None:
 
 
 def test_flight(tables: Secured) -> None:
-    location = f"grpc+tcp://127.0.0.1:{tables.flight_port}"
+    location = f"grpc+tcp://127.0.0.1:{tables.running.flight_port}"
     readable = ScanSpec(table="readable").to_json()
     with flight.connect(location) as client:
         with pytest.raises(flight.FlightUnauthenticatedError):
@@ -154,7 +154,7 @@ def test_flight_basic_token_handshake(tables: Secured) -> None:
     elsewhere are refused."""
     readable = flight.FlightDescriptor.for_command(ScanSpec(table="readable").to_json())
     hidden = flight.FlightDescriptor.for_command(ScanSpec(table="hidden").to_json())
-    with flight.connect(f"grpc+tcp://127.0.0.1:{tables.flight_port}") as client:
+    with flight.connect(f"grpc+tcp://127.0.0.1:{tables.running.flight_port}") as client:
         with pytest.raises(flight.FlightUnauthenticatedError, match="wrong user name or password"):
             client.authenticate_basic_token(READER[0], "wrong")
         header, bearer = client.authenticate_basic_token(*READER)

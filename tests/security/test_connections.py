@@ -24,7 +24,6 @@ from node.server.flight import FlightService
 from node.sql.executor import SqlExecutor
 from tests.server.conftest import Running, start_standalone
 from tests.support.clock import Clock
-from tests.support.procs import free_port
 
 #: A connection of its own (gRPC shares one between channels to the same target otherwise).
 OWN_CONNECTION: list[tuple[str, int | str]] = [("grpc.use_local_subchannel_pool", 1)]
@@ -130,17 +129,11 @@ def _sql(channel: grpc.Channel, request: storage_pb2.SqlQueryRequest) -> Any:
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, int]]:
     root = tmp_path_factory.mktemp("connections")
-    flight_port = free_port()
     # One new connection per address every 1000 s: the second is refused for the test's life.
     running = start_standalone(
-        root / "data",
-        root / "server.log",
-        "--max-connections-per-s",
-        "0.001",
-        "--flight-port",
-        str(flight_port),
+        root / "data", root / "server.log", "--max-connections-per-s", "0.001"
     )
-    yield running, flight_port
+    yield running, running.flight_port
     running.server.stop()
 
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gnomon.devcluster.procs import Server, free_port
+from gnomon.devcluster.procs import Server
 from tests.cli.conftest import start_demo
 from tests.docs.readme import BIN, ROOT, blocks
 
@@ -30,7 +30,7 @@ def test_the_security_example(tmp_path: Path) -> None:
     (block,) = [b for b in blocks() if b.lang == "shell" and "gnomon admin users" in b.text]
     data = tmp_path / "data"
     start_demo(data, tmp_path / "demo.log").stop()  # the demo's tables, as `make run` leaves
-    http = free_port()
+    http = 0
     server: Server | None = None
     tokens: list[str] = []
     revoked = ""
@@ -44,14 +44,14 @@ def test_the_security_example(tmp_path: Path) -> None:
                 cmd += " --password root-password"  # typed at its prompt otherwise
             cmd = cmd.replace("--password '...'", f"--password {PASSWORD}")
             if " standalone " in cmd:
-                server = Server(
+                server, ports = Server.start_gnomon(
                     [sys.executable, "-m", "gnomon.cli", *cmd.split()[1:], "--data-dir",
-                     str(data), "--http-port", str(http), "--grpc-port", str(free_port()),
-                     "--flight-port", str(free_port())],
+                     str(data), "--http-port=0", "--grpc-port=0", "--flight-port=0"],
                     log=tmp_path / "server.log",
                     cwd=ROOT,
+                    timeout_s=120,
                 )  # fmt: skip
-                server.wait_for_port(http, timeout_s=120)
+                http = ports["http"]
                 continue
             if "tokens revoke" in cmd:
                 revoked = tokens.pop()

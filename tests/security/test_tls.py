@@ -17,7 +17,6 @@ from gnomon.flight.ticket import QuerySpec
 from gnomon.proto import storage_pb2
 from node.security.ca import make_ca
 from tests.server.conftest import start_standalone
-from tests.support.procs import free_port
 
 
 def _curl(*args: str) -> subprocess.CompletedProcess[str]:
@@ -28,7 +27,6 @@ def _curl(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_tls_on_every_protocol(tmp_path: Path) -> None:
     issued = make_ca(tmp_path / "ca")
-    flight_port = free_port()
     running = start_standalone(
         tmp_path / "data",
         tmp_path / "server.log",
@@ -36,8 +34,6 @@ def test_tls_on_every_protocol(tmp_path: Path) -> None:
         str(issued.cert),
         "--tls-key",
         str(issued.key),
-        "--flight-port",
-        str(flight_port),
     )
     try:
         trust = ssl.create_default_context(cafile=str(issued.ca))
@@ -71,7 +67,7 @@ def test_tls_on_every_protocol(tmp_path: Path) -> None:
             assert answer.header.code == 200
 
         client = flight.connect(
-            f"grpc+tls://127.0.0.1:{flight_port}",
+            f"grpc+tls://127.0.0.1:{running.flight_port}",
             tls_root_certs=issued.ca.read_bytes(),  # type: ignore[arg-type]  # takes bytes too
         )
         with client:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.procs import Server, free_port
+from tests.support.procs import Server
 
 REPO = Path(__file__).resolve().parents[2]
 #: Small enough to test 413 cheaply, large enough for the 5 MB SDK write.
@@ -26,6 +26,7 @@ COMPRESS_MIN_BYTES = 64 * 1024
 class Running:
     http_port: int
     grpc_port: int
+    flight_port: int
     data_dir: Path
     server: Server
 
@@ -70,8 +71,8 @@ def read_until_closed(sock: socket.socket) -> bytes:
 
 
 def start_standalone(data_dir: Path, log: Path, *extra: str) -> Running:
-    http_port, grpc_port = free_port(), free_port()
-    server = Server(
+    """``gnomon standalone`` on ports it picks (``extra`` may set others), once serving."""
+    server, ports = Server.start_gnomon(
         [
             sys.executable,
             "-m",
@@ -79,30 +80,21 @@ def start_standalone(data_dir: Path, log: Path, *extra: str) -> Running:
             "standalone",
             "--data-dir",
             str(data_dir),
-            "--http-port",
-            str(http_port),
-            "--grpc-port",
-            str(grpc_port),
+            "--http-port=0",
+            "--grpc-port=0",
+            "--flight-port=0",
             "--wal-sync",
             "never",
             "--max-request-bytes",
             str(MAX_REQUEST_BYTES),
             "--compress-min-bytes",
             str(COMPRESS_MIN_BYTES),
-            "--flight-port",
-            "0",
             *extra,
         ],
         log=log,
         cwd=REPO,
     )
-    try:
-        server.wait_for_port(http_port)
-        server.wait_for_port(grpc_port)
-    except BaseException:
-        server.stop()
-        raise
-    return Running(http_port, grpc_port, data_dir, server)
+    return Running(ports["http"], ports["grpc"], ports["flight"], data_dir, server)
 
 
 @pytest.fixture(scope="module")

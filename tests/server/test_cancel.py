@@ -8,7 +8,6 @@ import http.client
 import json
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -34,6 +33,7 @@ from node.sql import cancel
 from node.sql.executor import SqlExecutor
 from node.sql.result import QueryResult
 from tests.server.conftest import REPO, Running
+from tests.support.procs import Server
 
 #: Reads two tables, so DataFusion streams them from the engine (a query of one small table
 #: is read up front instead), through the scans that check for cancellation.
@@ -317,8 +317,8 @@ standalone.SqlExecutor = Stuck
 standalone.CANCEL_WAIT_S = 0.2
 logfmt.configure("INFO")
 standalone.Standalone(
-    sys.argv[1], http_port=int(sys.argv[2]), grpc_port=0, flight_port=0, wal_sync="never",
-    grace_s=0.2,
+    sys.argv[1], http_port=0, grpc_port=0, flight_port=0, wal_sync="never", grace_s=0.2,
+    ports_file=sys.argv[2].removeprefix("--ports-file="),
 ).run_forever()
 """
 
@@ -327,32 +327,21 @@ def test_stop_with_work_it_cannot_cancel_ends_the_process_cleanly(tmp_path: Path
     """Left to the interpreter's shutdown, Arrow's threads still reading the query's Python
     iterator abort the process (Fatal Python error: PyGILState_Release); run_forever ends
     it once the engine is closed instead."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
     log = tmp_path / "server.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", _STUCK_SERVER, str(tmp_path / "data"), str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=REPO,
-        )
+    server, ports = Server.start_gnomon(
+        [sys.executable, "-c", _STUCK_SERVER, str(tmp_path / "data")], log=log, cwd=REPO
+    )
     try:
         deadline = time.monotonic() + WAIT_S
-        while "gnomon standalone serving" not in log.read_text() and time.monotonic() < deadline:
-            assert proc.poll() is None, log.read_text()
-            time.sleep(0.05)
-        threading.Thread(target=_post, args=(port, "SELECT sum(x) FROM t"), daemon=True).start()
+        query = (ports["http"], "SELECT sum(x) FROM t")
+        threading.Thread(target=_post, args=query, daemon=True).start()
         while "query reading" not in log.read_text() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert "query reading" in log.read_text(), log.read_text()
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=WAIT_S)
+        server.proc.send_signal(signal.SIGTERM)
+        code = server.proc.wait(timeout=WAIT_S)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=WAIT_S)
+        server.stop(WAIT_S)
     text = log.read_text()
     assert code == 0, text
     assert "Fatal Python error" not in text and "Traceback" not in text, text

@@ -15,17 +15,15 @@ import pytest
 from gnomon.flight.client import FlightClient
 from gnomon.spark.session import local_session
 from tests.server.conftest import Running, start_standalone
-from tests.support.procs import free_port, wait_for_port
 
 
 @dataclass
 class Node:
     running: Running
-    flight_port: int
 
     @property
     def flight(self) -> str:
-        return f"127.0.0.1:{self.flight_port}"
+        return f"127.0.0.1:{self.running.flight_port}"
 
     @property
     def http(self) -> str:
@@ -50,11 +48,9 @@ class Node:
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     root = tmp_path_factory.mktemp("gnomon")
-    port = free_port()
-    running = start_standalone(root / "data", root / "server.log", "--flight-port", str(port))
+    running = start_standalone(root / "data", root / "server.log")
     try:
-        wait_for_port(port, proc=running.server.proc, log=running.server.log)
-        yield Node(running, port)
+        yield Node(running)
     finally:
         running.server.stop()
 

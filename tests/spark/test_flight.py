@@ -18,7 +18,6 @@ from gnomon.errors import InvalidArgument, NotFound, SchemaMismatch
 from gnomon.flight.client import FlightClient
 from gnomon.flight.ticket import ScanSpec
 from tests.server.conftest import start_standalone
-from tests.support.procs import free_port, wait_for_port
 
 from .conftest import Node
 
@@ -146,27 +145,23 @@ def test_a_put_in_time_order_is_staged_window_by_window_while_it_streams(node: N
 
 
 def test_a_staged_revision_survives_sigkill(tmp_path: Path) -> None:
-    port = free_port()
-    args = ("--flight-port", str(port))
-    running = start_standalone(tmp_path / "data", tmp_path / "1.log", *args)
+    running = start_standalone(tmp_path / "data", tmp_path / "1.log")
     try:
-        wait_for_port(port, proc=running.server.proc)
         status, body = running.sql(
             "CREATE TABLE k (v double, ts timestamp NOT NULL, TIMESTAMP KEY(ts))"
         )
         assert status == 200, body
         rows = pa.table({"v": [1.0, 2.0], "ts": pa.array([1, 2], pa.timestamp("ms"))})
-        with FlightClient(f"127.0.0.1:{port}") as c:
+        with FlightClient(f"127.0.0.1:{running.flight_port}") as c:
             rev = c.reserve("k")
             c.put("k", rows.to_batches(), rows.schema, revision=rev)
         running.server.kill(signal.SIGKILL)
         running.server.proc.wait(timeout=30)
     finally:
         running.server.stop()
-    running = start_standalone(tmp_path / "data", tmp_path / "2.log", *args)
+    running = start_standalone(tmp_path / "data", tmp_path / "2.log")
     try:
-        wait_for_port(port, proc=running.server.proc)
-        with FlightClient(f"127.0.0.1:{port}") as c:
+        with FlightClient(f"127.0.0.1:{running.flight_port}") as c:
             assert c.read_all(ScanSpec("k")).num_rows == 0
             assert c.commit("k", rev) == "latest"
             assert c.read_all(ScanSpec("k")).column("v").to_pylist() == [1.0, 2.0]

@@ -31,7 +31,7 @@ from gnomon.store.filters import Range
 from gnomon.store.postgres import PostgresStore
 from gnomon.store.spec import spec
 from tests.support.debian import PackageUnavailable, apt_install
-from tests.support.procs import Server, free_port
+from tests.support.procs import Server, free_port, on_free_ports
 
 from .conformance import (
     ITEMS,
@@ -80,7 +80,8 @@ def _debian_postgres() -> Path | None:
 
 
 class PostgresServer:
-    """A throwaway PostgreSQL cluster on a free loopback port.
+    """A throwaway PostgreSQL cluster on a free loopback port (another one if that is taken
+    before it listens).
 
     PostgreSQL refuses to run as root; as root, initdb and postgres run as the unprivileged
     ``nobody`` user through ``setpriv``, in a temporary directory that user owns.
@@ -89,7 +90,6 @@ class PostgresServer:
     def __init__(self) -> None:
         bin_dir = postgres_bin()
         self.dir = Path(tempfile.mkdtemp(prefix="gnomon-pg-"))
-        self.port = free_port()
         self._as: list[str] = []
         if os.geteuid() == 0:
             nobody = pwd.getpwnam("nobody")
@@ -130,11 +130,16 @@ class PostgresServer:
             "synchronous_commit": "off",
             "full_page_writes": "off",
         }
-        argv = [*self._as, str(bin_dir / "postgres"), "-D", str(data), "-p", str(self.port)]
-        for name, value in settings_.items():
-            argv += ["-c", f"{name}={value}"]
-        self.server = Server(argv, log=self.dir / "postgres.log")
-        self.server.wait_for_port(self.port)
+
+        def start(ports: tuple[int, ...]) -> Server:
+            argv = [*self._as, str(bin_dir / "postgres"), "-D", str(data), "-p", str(ports[0])]
+            for name, value in settings_.items():
+                argv += ["-c", f"{name}={value}"]
+            server = Server(argv, log=self.dir / "postgres.log")
+            server.wait_for_port(ports[0])
+            return server
+
+        self.server, (self.port,) = on_free_ports(start)
         self._wait_until_serving()
 
     @property

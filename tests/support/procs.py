@@ -1,5 +1,5 @@
 """Real servers for integration tests (the same process handling `gnomon dev-cluster` uses)."""
 
-from gnomon.devcluster.procs import Server, free_port, wait_for_port
+from gnomon.devcluster.procs import PortTaken, Server, free_port, on_free_ports
 
-__all__ = ["Server", "free_port", "wait_for_port"]
+__all__ = ["PortTaken", "Server", "free_port", "on_free_ports"]
