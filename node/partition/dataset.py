@@ -14,12 +14,11 @@ import pyarrow.dataset as ds
 
 from gnomon.errors import GnomonError, NotOwner
 from node.cluster.remote import RemoteScan
-from node.engine.scan import Scan
+from node.engine.scan import Scan, ScanRequest
 from node.partition.parts import Part
 from node.partition.tables import PartitionTable, PartMoved
 from node.sql import cancel
 from node.sql.provider import ScanRecord, conformed
-from node.engine.scan import ScanRequest
 
 
 class PartFragment:
