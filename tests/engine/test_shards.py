@@ -14,11 +14,12 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from gnomon.devcluster.brokers import running_tansu
+from gnomon.devcluster.brokers import Broker, running_tansu
 from gnomon.errors import Closed, Conflict, Fenced, NotFound, NotOwner, Unavailable
 from gnomon.store.sqlite import SqliteStore
 from gnomon.wal.api import Ticket, Wal
@@ -96,17 +97,8 @@ def test_a_deposed_owner_cannot_commit_and_replays_nothing_twice(tmp_path: Path)
     """A loses shard 1 without knowing (a pause): B opens it at a later epoch and replays the
     WAL region from a real Kafka-protocol broker; A's flush must fail at the manifest, and B
     keeps exactly one copy."""
-    with running_tansu(tmp_path) as broker, contextlib.ExitStack() as stack:
-        namespace = f"ns{uuid.uuid4().hex[:6]}"
-        a, b = (
-            stack.enter_context(
-                contextlib.closing(
-                    _node(tmp_path, n, KafkaWal(broker.bootstrap, namespace=namespace))
-                )
-            )
-            for n in ("a", "b")
-        )
-        _deposed(a, b)
+    with _kafka_nodes(tmp_path) as nodes:
+        _deposed(nodes.a, nodes.b)
 
 
 def _deposed(a: Engine, b: Engine) -> None:
@@ -326,13 +318,8 @@ def test_a_closed_tables_late_flush_cannot_commit_after_its_shard_reopens_here(
 def test_a_follower_reading_behind_a_flush_applies_no_row_twice(tmp_path: Path) -> None:
     """A follower copy that took the leader's manifest after a flush, then reads records the
     flush holds (it reads the log behind the leader), keeps each row once: in the SSTs."""
-    with running_tansu(tmp_path) as broker, contextlib.ExitStack() as stack:
-        namespace = f"ns{uuid.uuid4().hex[:6]}"
-        wals = [KafkaWal(broker.bootstrap, namespace=namespace) for _ in range(2)]
-        a, b = (
-            stack.enter_context(contextlib.closing(_node(tmp_path, n, w)))
-            for n, w in zip(("a", "b"), wals, strict=True)
-        )
+    with _kafka_nodes(tmp_path) as nodes:
+        a, b = nodes.a, nodes.b
         a.open_shard(1, epoch=1)
         append = TableOptions(update_mode=UpdateMode.APPEND)
         a.create_table("cpu", CPU, append, shard_id=1, table_id=7)
@@ -340,7 +327,7 @@ def test_a_follower_reading_behind_a_flush_applies_no_row_twice(tmp_path: Path) 
         b.follow_shard(1, table_ids=[7], leader="a")
         _caught_up(b, 1)
         copy = b.follower_table("cpu")
-        records = list(wals[0].read(1, 7, 1))
+        records = list(nodes.a_wal.read(1, 7, 1))
         assert records
         a.flush("cpu")
         copy.catch_up()
@@ -353,16 +340,8 @@ def test_a_follower_reading_behind_a_flush_applies_no_row_twice(tmp_path: Path) 
 def test_a_follower_copy_serves_reads_only_once_caught_up(tmp_path: Path) -> None:
     """A copy that has not read its leader's log to the end would answer as if acknowledged
     rows did not exist: reads go to the leader until it has, and its lag counts the time."""
-    with running_tansu(tmp_path) as broker, contextlib.ExitStack() as stack:
-        namespace = f"ns{uuid.uuid4().hex[:6]}"
-        a, b = (
-            stack.enter_context(
-                contextlib.closing(
-                    _node(tmp_path, n, KafkaWal(broker.bootstrap, namespace=namespace))
-                )
-            )
-            for n in ("a", "b")
-        )
+    with _kafka_nodes(tmp_path) as nodes:
+        a, b, broker = nodes.a, nodes.b, nodes.broker
         a.open_shard(1, epoch=1)
         a.create_table("cpu", CPU, shard_id=1, table_id=7)
         a.write("cpu", cpu_batch(["h"], [1], [1.0]))
@@ -391,3 +370,25 @@ def _caught_up(engine: Engine, shard_id: int, timeout_s: float = 30.0) -> None:
     while not engine.followed()[shard_id].ready:
         assert time.monotonic() < deadline, f"shard {shard_id} not caught up in {timeout_s}s"
         time.sleep(0.05)
+
+
+@dataclass(frozen=True)
+class _KafkaNodes:
+    broker: Broker
+    a: Engine
+    b: Engine
+    #: The WAL of ``a``: what it logged, read back.
+    a_wal: KafkaWal
+
+
+@contextlib.contextmanager
+def _kafka_nodes(tmp_path: Path) -> Iterator[_KafkaNodes]:
+    """Two engines sharing a real Kafka-protocol broker's WAL regions (and the rest)."""
+    with running_tansu(tmp_path) as broker, contextlib.ExitStack() as stack:
+        namespace = f"ns{uuid.uuid4().hex[:6]}"
+        wals = [KafkaWal(broker.bootstrap, namespace=namespace) for _ in range(2)]
+        a, b = (
+            stack.enter_context(contextlib.closing(_node(tmp_path, n, wal)))
+            for n, wal in zip(("a", "b"), wals, strict=True)
+        )
+        yield _KafkaNodes(broker, a, b, wals[0])
