@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-stamp
 DEV_STAMP := $(VENV)/.installed-dev-stamp
 
-.PHONY: run test lint bench clean hooks
+.PHONY: run test lint bench clean hooks chromium
 
 $(RUN_STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -24,8 +24,12 @@ hooks:
 run: $(RUN_STAMP) hooks
 	$(VENV)/bin/gnomon standalone --demo
 
+# The web console's tests drive Debian's chromium (installed here when missing).
+chromium:
+	@command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
+
 # pytest exits 5 when it collects nothing; that is not a failure of the suite.
-test: $(DEV_STAMP) hooks
+test: $(DEV_STAMP) hooks chromium
 	$(PY) -m pytest -q -p no:cacheprovider; rc=$$?; if [ $$rc -eq 5 ]; then exit 0; fi; exit $$rc
 
 lint: $(DEV_STAMP)

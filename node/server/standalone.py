@@ -24,7 +24,7 @@ from gnomon.stopping import stop_signals
 from gnomon.tls import ServerTls
 from node.cluster.figures import QUERY_ENDPOINTS, Figures
 from node.cluster.ingest_forward import ForwardingIngestor, Owners
-from node.cluster.placement import LocalPlacement, Placement
+from node.cluster.placement import LocalPlacement, MetaPlacement, Placement
 from node.cluster.router import Router
 from node.engine.config import EngineConfig
 from node.engine.engine import Engine
@@ -38,6 +38,7 @@ from node.security.settings import Security
 from node.server.arrow_wire import DEFAULT_COMPRESS_MIN_BYTES
 from node.server.auth import FlightAuth, GrpcAuth
 from node.server.connection_rate import GrpcConnectionRate
+from node.server.console import ClusterView
 from node.server.flight import FlightService
 from node.server.forwarding import forwarding
 from node.server.grpc_service import GrpcServer, StorageService
@@ -257,6 +258,12 @@ class Standalone:
                 route=functools.partial(self._route, router, tables),
                 authenticator=authenticator,
                 execute_follower=forwarding(follower.execute, router),
+                cluster=ClusterView(
+                    engine,
+                    self._endpoints()["grpc"],
+                    self._figures(engine),
+                    self.placement.client if isinstance(self.placement, MetaPlacement) else None,
+                ),
             )
             self._http = HttpServer(
                 app,
@@ -285,13 +292,7 @@ class Standalone:
             self.placement.join(
                 engine,
                 {"http": mine["http"], "flight": mine["flight"]},
-                Figures(
-                    engine,
-                    rows_written=self.metrics.rows_written.total,
-                    queries=lambda: self.metrics.requests.total(
-                        lambda labels: labels[1] in QUERY_ENDPOINTS
-                    ),
-                ),
+                self._figures(engine),
             )
             write_ports_file(
                 self.ports_file,
@@ -362,6 +363,16 @@ class Standalone:
                 os.close(self._dir_lock)
                 self._dir_lock = None
             gc.unfreeze()
+
+    def _figures(self, engine: Engine) -> Figures:
+        """What this node reports of itself (rows written, queries, ... per second)."""
+        return Figures(
+            engine,
+            rows_written=self.metrics.rows_written.total,
+            queries=lambda: self.metrics.requests.total(
+                lambda labels: labels[1] in QUERY_ENDPOINTS
+            ),
+        )
 
     def _endpoints(self) -> dict[str, str]:
         """Where this node serves, by protocol (its advertised host, else the bind address)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 from urllib.parse import parse_qs
 
 from gnomon.errors import Closed, GnomonError, InvalidArgument, NotOwner
@@ -53,9 +54,12 @@ class HttpApp:
         route: Callable[[str], Mapping[str, str]] | None = None,
         authenticator: Authenticates | None = None,
         execute_follower: Callable[[str], QueryResult] | None = None,
+        cluster: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
         """``execute_follower``: runs queries asking for follower reads (default
-        ``execute``)."""
+        ``execute``); ``cluster``: what ``GET /api/cluster`` answers (the console's cluster
+        page)."""
+        self._cluster = cluster
         self.ingestor = ingestor
         self.authenticator = authenticator
         self.execute_follower = execute_follower or execute
@@ -211,6 +215,14 @@ class HttpApp:
             return error(404, "this server answers no routes")
         try:
             return json_answer(200, {"table": table, **self._route(table)})
+        except GnomonError as e:
+            return error(http_status(e), message_of(e))
+
+    def cluster(self) -> Response:
+        if self._cluster is None:
+            return error(404, "this server answers no cluster view")
+        try:
+            return json_answer(200, self._cluster())
         except GnomonError as e:
             return error(http_status(e), message_of(e))
 

@@ -19,6 +19,7 @@ import httptools
 from gnomon.errors import Cancelled, TooLarge, Unavailable
 from node.security.connections import ConnectionRate
 from node.security.context import acting_as
+from node.server import console
 from node.server.auth import CHALLENGE, OPEN_PATHS
 from node.server.http.answers import (
     NO_CONTENT,
@@ -394,7 +395,8 @@ class Connection(asyncio.Protocol):
         authenticator = self.app.authenticator
         headers = request.fields or RequestHeaders(request.headers)
         body = b"".join(request.body)
-        if authenticator is None or request.path in OPEN_PATHS:
+        # The console's files hold no data: its page asks for credentials itself.
+        if authenticator is None or request.path in OPEN_PATHS or console.is_console(request.path):
             small_write = functools.partial(self._small_write, request)
             return self._route(request, headers, body, small_write)
         authorization = headers.get("Authorization")

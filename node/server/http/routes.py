@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from node.server import console
 from node.server.http.answers import Response, error
 from node.server.http.app import HttpApp
 from node.server.http.bodies import decoded, wants_arrow
@@ -20,6 +21,7 @@ ROUTES: dict[str, tuple[str, ...]] = {
     "/health": ("GET", "HEAD"),
     "/metrics": ("GET",),
     "/openapi.json": ("GET",),
+    console.API_CLUSTER: ("GET",),
 }
 #: ``GET /route/{table}``: where a table is served (its owner's endpoints).
 ROUTE_PREFIX = "/route/"
@@ -36,6 +38,8 @@ def endpoint(path: str) -> str:
     """The metrics label of a request's path (one per endpoint, whatever table it names)."""
     if path in ROUTES:
         return path
+    if console.is_console(path):
+        return console.PREFIX
     return "/route" if path.startswith(ROUTE_PREFIX) else "other"
 
 
@@ -80,6 +84,8 @@ def route(
             return _not_allowed(f"{ROUTE_PREFIX}{{table}}", ("GET", "HEAD"), method)
         table = unquote(path[len(ROUTE_PREFIX) :])
         return lambda: app.route(table)
+    if console.is_console(path):
+        return console.serve(method, path)
     allowed = ROUTES.get(path)
     if allowed is None:
         return error(404, f"no endpoint {path!r}; see GET /openapi.json")
@@ -91,6 +97,8 @@ def route(
         return app.prometheus()
     if path == "/openapi.json":
         return app.openapi()
+    if path == console.API_CLUSTER:
+        return app.cluster
     params = parameters(query)
     encoding = headers.get("Content-Encoding", "identity").lower()
     limit = app.max_body_bytes
