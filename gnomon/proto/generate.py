@@ -14,7 +14,14 @@ from grpc_tools import protoc  # type: ignore[import-untyped]
 
 PROTO_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PROTO_DIR.parent.parent
-PROTOS = ("common.proto", "storage.proto", "meta.proto", "compaction.proto", "node.proto")
+PROTOS = (
+    "common.proto",
+    "storage.proto",
+    "meta.proto",
+    "compaction.proto",
+    "node.proto",
+    "prometheus.proto",
+)
 #: Put on top of every generated module: generated code follows protoc's style, not ours.
 HEADER = "# ruff: noqa\n# mypy: ignore-errors\n# fmt: off\n"
 

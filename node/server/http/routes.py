@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from node.prom import http as prom
 from node.server import console
 from node.server.http.answers import Response, error
 from node.server.http.app import HttpApp
@@ -26,7 +27,7 @@ ROUTES: dict[str, tuple[str, ...]] = {
 #: ``GET /route/{table}``: where a table is served (its owner's endpoints).
 ROUTE_PREFIX = "/route/"
 #: The endpoints that read a request body (other requests' bodies are dropped as they come).
-WITH_BODY = frozenset({"/sql", "/influxdb/v1/write", "/influxdb/v1/query"})
+WITH_BODY = frozenset({"/sql", "/influxdb/v1/write", "/influxdb/v1/query"}) | prom.WITH_BODY
 
 #: The blocking work that answers a request (run on the thread pool).
 Work = Callable[[], Response]
@@ -36,7 +37,7 @@ SmallWrite = Callable[[bytes, Mapping[str, list[str]]], None]
 
 def endpoint(path: str) -> str:
     """The metrics label of a request's path (one per endpoint, whatever table it names)."""
-    if path in ROUTES:
+    if path in ROUTES or prom.is_prometheus(path):
         return path
     if console.is_console(path):
         return console.PREFIX
@@ -86,6 +87,8 @@ def route(
         return lambda: app.route(table)
     if console.is_console(path):
         return console.serve(method, path)
+    if prom.is_prometheus(path):
+        return prom.serve(app, method, path, body)
     allowed = ROUTES.get(path)
     if allowed is None:
         return error(404, f"no endpoint {path!r}; see GET /openapi.json")

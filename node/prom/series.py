@@ -1,0 +1,149 @@
+"""Reading a metric's series out of its table: label matchers, a time range, and the samples
+grouped by series, all as Arrow/numpy arrays."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gnomon.errors import InvalidArgument, NotFound
+from node.engine.schema import TSID
+from node.ingest.writer import TIMESTAMP_COLUMN
+from node.prom.labels import METRIC_NAME, NOT_LABELS, VALUE_COLUMN
+from node.sql.result import QueryResult
+
+#: Runs one SQL statement (an HttpApp's ``execute``).
+RunSql = Callable[[str], QueryResult]
+
+
+class MatchOp(Enum):
+    EQ = "="
+    NEQ = "!="
+    RE = "=~"
+    NRE = "!~"
+
+
+@dataclass(frozen=True)
+class Matcher:
+    name: str
+    op: MatchOp
+    value: str
+
+    def mask(self, values: Any) -> Any:
+        """Which of ``values`` (a label's strings, "" where unset) this matcher keeps, as a
+        boolean array."""
+        hit: Any
+        if self.op in (MatchOp.EQ, MatchOp.NEQ):
+            hit = pc.equal(values, pa.scalar(self.value))
+        else:
+            try:
+                hit = pc.match_substring_regex(values, f"^(?:{self.value})$")
+            except pa.ArrowInvalid as e:
+                raise InvalidArgument(f"invalid regular expression {self.value!r}: {e}") from None
+        return pc.invert(hit) if self.op in (MatchOp.NEQ, MatchOp.NRE) else hit
+
+
+@dataclass
+class Series:
+    """Samples grouped by series: series ``i`` holds samples ``offsets[i]:offsets[i + 1]``
+    of ``timestamps`` (milliseconds, ascending) and ``values``."""
+
+    labels: list[dict[str, str]]
+    offsets: np.ndarray[Any, np.dtype[np.int64]]
+    timestamps: np.ndarray[Any, np.dtype[np.int64]]
+    values: np.ndarray[Any, np.dtype[np.float64]]
+
+    @classmethod
+    def empty(cls) -> Series:
+        return cls([], np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def metric_of(matchers: Sequence[Matcher]) -> tuple[str, list[Matcher]]:
+    """The metric a selector reads (its ``__name__`` equality) and its other matchers."""
+    names = [m for m in matchers if m.name == METRIC_NAME]
+    if len(names) != 1 or names[0].op is not MatchOp.EQ:
+        raise InvalidArgument(
+            'a selector must name its metric exactly (name{...} or {__name__="name"}): '
+            "metric names matched by regular expression are not supported"
+        )
+    return names[0].value, [m for m in matchers if m.name != METRIC_NAME]
+
+
+def label_columns(table: pa.Table) -> list[str]:
+    return [n for n in table.column_names if n not in NOT_LABELS]
+
+
+def select(run: RunSql, matchers: Sequence[Matcher], start_ms: int, end_ms: int) -> Series:
+    """The samples of the series ``matchers`` select with timestamps in [start_ms, end_ms]."""
+    metric, others = metric_of(matchers)
+    try:
+        columns = set(run(f"SELECT * FROM {_quote(metric)} LIMIT 0").table().column_names)
+    except NotFound:
+        return Series.empty()
+    pushed = [m for m in others if m.op is MatchOp.EQ and m.value]
+    if any(m.name not in columns for m in pushed):
+        return Series.empty()  # a label the metric never had is "" on all its series
+    where = [
+        f"{_quote(TIMESTAMP_COLUMN)} >= to_timestamp_millis({start_ms})",
+        f"{_quote(TIMESTAMP_COLUMN)} <= to_timestamp_millis({end_ms})",
+        *(f"{_quote(m.name)} = {_sql_string(m.value)}" for m in pushed),
+    ]
+    sql = (
+        f"SELECT * FROM {_quote(metric)} WHERE {' AND '.join(where)} "
+        f"ORDER BY {_quote(TSID)}, {_quote(TIMESTAMP_COLUMN)}"
+    )
+    rest = [m for m in others if m not in pushed]
+    return grouped(metric, _filtered(run(sql).table(), rest))
+
+
+def _filtered(table: pa.Table, matchers: Sequence[Matcher]) -> pa.Table:
+    if not matchers or not table.num_rows:
+        return table
+    keep: Any = None
+    for m in matchers:
+        values: Any
+        if m.name in table.column_names:
+            values = pc.fill_null(table.column(m.name).cast(pa.string()), pa.scalar(""))
+        else:
+            values = pa.array([""] * table.num_rows, pa.string())
+        hit = m.mask(values)
+        keep = hit if keep is None else pc.and_(keep, hit)
+    return table.filter(keep)
+
+
+def grouped(metric: str, table: pa.Table) -> Series:
+    """``table``'s rows (ordered by series id, then time) as series."""
+    if not table.num_rows:
+        return Series.empty()
+    tsid = table.column(TSID).to_numpy()
+    starts = np.flatnonzero(np.r_[True, tsid[1:] != tsid[:-1]])
+    offsets = np.append(starts, len(tsid)).astype(np.int64)
+    names = label_columns(table)
+    firsts: Any = pa.array(starts)
+    columns: dict[str, list[Any]] = {n: table.column(n).take(firsts).to_pylist() for n in names}
+    labels: list[dict[str, str]] = [
+        {METRIC_NAME: metric, **{k: v[i] for k, v in columns.items() if v[i] not in (None, "")}}
+        for i in range(len(starts))
+    ]
+    ts: Any = table.column(TIMESTAMP_COLUMN).cast(pa.timestamp("ms")).cast(pa.int64())
+    values: Any = pc.fill_null(table.column(VALUE_COLUMN).cast(pa.float64()), pa.scalar(np.nan))
+    return Series(
+        labels,
+        offsets,
+        ts.to_numpy().astype(np.int64),
+        values.to_numpy().astype(np.float64),
+    )
