@@ -291,6 +291,7 @@ def node(config_file: str | None, **flags: object) -> None:
                 s3_endpoint=cfg.s3_endpoint,
                 s3_region=cfg.s3_region,
                 wal_sync="never" if cfg.wal_sync == "never" else "always",
+                etcd=cfg.etcd_access(),
             ),
             ttl_s=cfg.lease_ttl_s,
             compaction_mode=CompactionMode(cfg.compaction_mode),

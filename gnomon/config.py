@@ -23,6 +23,9 @@ import click
 
 from gnomon.errors import InvalidArgument
 
+if typing.TYPE_CHECKING:
+    from gnomon.etcd import EtcdAccess
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -63,20 +66,15 @@ _TLS_KEY_HELP = "PEM private key of tls_cert."
 
 
 @dataclass(frozen=True)
-class RoleConfig:
-    #: The TOML table holding this role's settings.
+class Settings:
+    """Settings loaded from a TOML file, the environment and flags (:meth:`load`): every
+    role's config, and the groups of settings several commands share."""
+
+    #: The TOML table holding these settings.
     SECTION: ClassVar[str] = ""
 
-    log_level: str = setting("INFO", "Level of the JSON log lines on stderr.", flag=False)
-    ports_file: str | None = setting(
-        None,
-        "Once serving, write the ports listened on to this file as one JSON object by "
-        'protocol (e.g. {"grpc": 8831}): how whoever started the process learns the ports '
-        "of those set to 0 (any free one).",
-    )
-
     def __post_init__(self) -> None:
-        check_log_level(self.log_level, source=self.SECTION)
+        """Checks of the settings together (each subclass adds its own and calls up)."""
 
     @classmethod
     def load(
@@ -122,6 +120,74 @@ class RoleConfig:
             if key == "log_level":
                 kwargs[key] = check_log_level(kwargs[key], source=source)
         return cls(**kwargs)
+
+
+@dataclass(frozen=True)
+class RoleConfig(Settings):
+    log_level: str = setting("INFO", "Level of the JSON log lines on stderr.", flag=False)
+    ports_file: str | None = setting(
+        None,
+        "Once serving, write the ports listened on to this file as one JSON object by "
+        'protocol (e.g. {"grpc": 8831}): how whoever started the process learns the ports '
+        "of those set to 0 (any free one).",
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_log_level(self.log_level, source=self.SECTION)
+
+
+@dataclass(frozen=True)
+class EtcdSettings(Settings):
+    """How a process reaches etcd when etcd has its own authentication or TLS on: the meta
+    service, data nodes with an etcd catalog, and ``gnomon admin users|grants|tokens`` on
+    one."""
+
+    etcd_user: str | None = setting(
+        None,
+        "etcd user to authenticate as (etcd's authentication on; with etcd_password or "
+        "etcd_password_file). It needs read and write on the cluster's keys.",
+    )
+    etcd_password: str | None = setting(
+        None, "Password of etcd_user; best given as GNOMON_ETCD_PASSWORD or etcd_password_file."
+    )
+    etcd_password_file: str | None = setting(
+        None, "File holding the password of etcd_user (its first line)."
+    )
+    etcd_ca: str | None = setting(
+        None,
+        "PEM CA that signed etcd's certificate: etcd is reached over TLS (endpoints host:port "
+        "or https://host:port).",
+    )
+    etcd_cert: str | None = setting(
+        None,
+        "PEM client certificate presented to etcd (its --client-cert-auth; with no etcd_user, "
+        "etcd takes the certificate's common name as the user); reaches etcd over TLS.",
+    )
+    etcd_key: str | None = setting(None, "PEM private key of etcd_cert.")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.etcd_password is not None and self.etcd_password_file is not None:
+            raise InvalidArgument("give etcd_password or etcd_password_file, not both")
+        self.etcd_access()
+
+    def etcd_access(self) -> EtcdAccess:
+        """The settings as an :class:`~gnomon.etcd.EtcdAccess` (the password file read now)."""
+        # Imported here: every command loads its settings, few of them reach etcd (gRPC).
+        from gnomon.etcd import EtcdAccess
+
+        password = self.etcd_password
+        if self.etcd_password_file is not None:
+            try:
+                with open(self.etcd_password_file, encoding="utf-8") as f:
+                    password = f.readline().rstrip("\r\n")
+            except OSError as e:
+                raise InvalidArgument(
+                    f"etcd_password_file {self.etcd_password_file!r} cannot be read: "
+                    f"{e.strerror}"
+                ) from None
+        return EtcdAccess(self.etcd_user, password, self.etcd_ca, self.etcd_cert, self.etcd_key)
 
 
 def write_ports_file(path: str | None, ports: Mapping[str, int]) -> None:
@@ -173,7 +239,7 @@ def _convert(key: str, value: Any, annotation: Any, source: str) -> Any:
         raise InvalidArgument(f"{source}: {key} must be {_KINDS[kind]}, not {value!r}") from None
 
 
-def options(cls: type[RoleConfig]) -> Callable[[F], F]:
+def options(cls: type[Settings]) -> Callable[[F], F]:
     """Click options for every flag-bearing setting of ``cls`` (``--data-dir`` for
     ``data_dir``), each defaulting to None so that an absent flag leaves the setting to the
     file, the environment or the default; the help shows the default."""
@@ -324,7 +390,7 @@ class StandaloneConfig(ServerConfig):
 
 
 @dataclass(frozen=True)
-class NodeConfig(ServerConfig):
+class NodeConfig(EtcdSettings, ServerConfig):
     """A data node of a cluster: the meta service it joins and where it keeps what must
     outlive it (shared by every node: the WAL regions, the SSTs, the catalog)."""
 
@@ -469,7 +535,7 @@ class CompactionNodeConfig(RoleConfig):
 
 
 @dataclass(frozen=True)
-class MetaConfig(RoleConfig):
+class MetaConfig(EtcdSettings, RoleConfig):
     """An instance of the meta service (several may run on one etcd; one leads)."""
 
     SECTION: ClassVar[str] = "meta"

@@ -1,19 +1,26 @@
-"""The one way gnomon talks to etcd: endpoint parsing, the gRPC channels, failover between
-endpoints and the mapping of etcd's errors onto :mod:`gnomon.errors`.
+"""The one way gnomon talks to etcd: endpoint parsing, the gRPC channels, etcd's own
+authentication and TLS, failover between endpoints and the mapping of etcd's errors onto
+:mod:`gnomon.errors`.
 
 Both etcd users build on :class:`EtcdConnection`: the StructuredTable backend
 (:class:`gnomon.store.etcd.EtcdStore`) and the meta service's leases and keys
 (:class:`meta.etcd.EtcdClient`).
 
-Endpoints are written ``host:port[,host:port...]``: each may carry an ``http://`` prefix, the
-whole list an ``etcd://`` one. TLS (``https://``) is not supported and is refused naming the
-endpoint rather than silently spoken to in plain text.
+Endpoints are written ``host:port[,host:port...]``: each may carry an ``http://`` prefix (or
+``https://`` when TLS is on), the whole list an ``etcd://`` one. How a connection proves
+itself to etcd is an :class:`EtcdAccess`: a user and password (etcd's authentication: a token
+asked for once, sent with every request and asked for again when etcd drops it), the CA of
+etcd's certificate (TLS), a client certificate (etcd's ``--client-cert-auth``). An
+``https://`` endpoint without TLS settings is refused naming the endpoint rather than spoken
+to in plain text, and so is an ``http://`` one with them.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
@@ -47,12 +54,61 @@ CHANNEL_OPTIONS = [
 _UNREACHABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 
 
+# -- access -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EtcdAccess:
+    """How a connection proves itself to etcd and knows it speaks to etcd (the settings
+    ``etcd_user``, ``etcd_password``, ``etcd_ca``, ``etcd_cert``, ``etcd_key`` of the roles
+    that reach etcd). ``user`` and ``password``: etcd's authentication; ``ca``: PEM file of the
+    CA that signed etcd's certificate, and ``cert``/``key``: PEM files of a client certificate
+    (etcd's ``--client-cert-auth``; without a user, etcd takes its common name as the user).
+    Either file makes the connection speak TLS. The default is none: plain gRPC, no user."""
+
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.user is None) != (self.password is None):
+            raise InvalidArgument(
+                "etcd authentication needs both etcd_user and etcd_password (or etcd_password_file)"
+            )
+        if (self.cert is None) != (self.key is None):
+            raise InvalidArgument("an etcd client certificate needs both etcd_cert and etcd_key")
+
+    @property
+    def tls(self) -> bool:
+        return self.ca is not None or self.cert is not None
+
+    def channel_credentials(self) -> grpc.ChannelCredentials:
+        """The TLS credentials of a channel to etcd (read from the PEM files now)."""
+        return grpc.ssl_channel_credentials(
+            root_certificates=_pem(self.ca, "etcd_ca"),
+            private_key=_pem(self.key, "etcd_key"),
+            certificate_chain=_pem(self.cert, "etcd_cert"),
+        )
+
+
+def _pem(path: str | None, setting: str) -> bytes | None:
+    if path is None:
+        return None
+    try:
+        return Path(path).read_bytes()
+    except OSError as e:
+        raise InvalidArgument(f"{setting} {path!r} cannot be read: {e.strerror}") from None
+
+
 # -- endpoints ----------------------------------------------------------------------------------
 
 
-def parse_endpoints(endpoints: str | Sequence[str]) -> list[str]:
+def parse_endpoints(endpoints: str | Sequence[str], *, tls: bool = False) -> list[str]:
     """The gRPC targets (``host:port``) of ``host:port[,host:port...]`` or of a sequence of
-    single endpoints; :class:`~gnomon.errors.InvalidArgument` naming the first bad one."""
+    single endpoints, each optionally ``https://`` with ``tls``, else ``http://``;
+    :class:`~gnomon.errors.InvalidArgument` naming the first bad one."""
     if isinstance(endpoints, str):
         text = endpoints.strip()
         if text[: len(LIST_SCHEME)].lower() == LIST_SCHEME:
@@ -62,22 +118,28 @@ def parse_endpoints(endpoints: str | Sequence[str]) -> list[str]:
         items = list(endpoints)
     if not items:
         raise InvalidArgument("no etcd endpoint given: expected host:port[,host:port...]")
-    return [_parse_endpoint(item) for item in items]
+    return [_parse_endpoint(item, tls) for item in items]
 
 
-def _parse_endpoint(item: str) -> str:
+def _parse_endpoint(item: str, tls: bool) -> str:
     text = item.strip()
     scheme, sep, rest = text.partition("://")
     if sep:
-        if scheme.lower() == "https":
+        if scheme.lower() == "https" and not tls:
             raise InvalidArgument(
-                f"etcd endpoint {text!r}: TLS (https) is not supported, give host:port or "
-                "http://host:port"
+                f"etcd endpoint {text!r}: TLS (https) needs etcd_ca, the CA of etcd's "
+                "certificate (or a client certificate: etcd_cert, etcd_key); give it, or "
+                "host:port or http://host:port"
             )
-        if scheme.lower() != "http":
+        if scheme.lower() == "http" and tls:
             raise InvalidArgument(
-                f"etcd endpoint {text!r}: unknown scheme {scheme!r}; only http:// may prefix "
-                f"an endpoint and {LIST_SCHEME} the whole list"
+                f"etcd endpoint {text!r}: etcd is reached over TLS (etcd_ca or etcd_cert is "
+                "set), give host:port or https://host:port"
+            )
+        if scheme.lower() not in ("http", "https"):
+            raise InvalidArgument(
+                f"etcd endpoint {text!r}: unknown scheme {scheme!r}; only http:// or https:// "
+                f"may prefix an endpoint and {LIST_SCHEME} the whole list"
             )
         text = rest
     target = text.rstrip("/")
@@ -106,11 +168,41 @@ def _details(e: grpc.RpcError | None) -> str:
     return (e.details() if isinstance(e, grpc.Call) else None) or str(e)
 
 
+# etcd's answers to a request without a (valid) token. A stale token, or one from before the
+# users or roles changed, is refused before the request is applied, so asking for a new token
+# and sending the request again is safe even where the outcome must not be unknown.
+_NO_USER = "user name is empty"
+_TOKEN_REFUSED = ("invalid auth token", "revision of auth store is old", _NO_USER)
+# etcd's answer to a login while its authentication is off: requests need no token then.
+_AUTH_OFF = "authentication is not enabled"
+
+
+def _token_refused(e: grpc.RpcError) -> bool:
+    details = _details(e)
+    return any(s in details for s in _TOKEN_REFUSED)
+
+
 def _error_of(e: grpc.RpcError, target: str) -> GnomonError:
     """A gnomon error for an answer of etcd at ``target`` other than "unreachable"."""
     code = _status_of(e)
     details = _details(e)
     where = f"etcd at {target}"
+    # etcd refusing gnomon's own credentials is the deployment's fault, not a caller's: it
+    # stays an internal error, whatever request it was met on.
+    if _NO_USER in details:
+        return GnomonError(
+            f"{where} requires authentication: set etcd_user and etcd_password (or a client "
+            f"certificate, etcd_cert and etcd_key): {details}"
+        )
+    if "authentication failed" in details:
+        return GnomonError(
+            f"{where} refused the etcd user name or password (etcd_user, etcd_password): {details}"
+        )
+    if code is grpc.StatusCode.PERMISSION_DENIED:
+        return GnomonError(
+            f"{where} refused: the etcd user lacks read and write permission on the keys of "
+            f"the namespace: {details}"
+        )
     if code is grpc.StatusCode.OUT_OF_RANGE and "compacted" in details:
         return Conflict(f"{where}: the snapshot read from was compacted: {details}")
     if any(s in details for s in ("too many operations", "too large", "larger than max")):
@@ -125,18 +217,101 @@ def _error_of(e: grpc.RpcError, target: str) -> GnomonError:
 # -- the connection -----------------------------------------------------------------------------
 
 
-class Endpoint:
-    """One etcd member: its channel and the stubs on it."""
+class _Login:
+    """The token of etcd's authentication for one user: asked for on first use and again when
+    etcd drops it (unused for its ``--auth-token-ttl``, or issued before the users or roles
+    changed). ``token`` is None before the first login and "" while etcd's authentication is
+    off (requests go without one then). Thread-safe."""
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, user: str, password: str) -> None:
+        self._request = etcdrpc.AuthenticateRequest(name=user, password=password)
+        self._lock = threading.Lock()
+        self.token: str | None = None
+
+    def renew(self, endpoint: Endpoint, stale: str | None, timeout_s: float) -> None:
+        """Log in at ``endpoint`` unless another thread replaced the token ``stale`` since."""
+        with self._lock:
+            if self.token != stale:
+                return
+            try:
+                response = endpoint.auth.Authenticate(self._request, timeout=timeout_s)
+            except grpc.RpcError as e:
+                if _AUTH_OFF not in _details(e):
+                    raise
+                self.token = ""
+                return
+            self.token = str(response.token)
+
+
+@dataclass(frozen=True)
+class _CallDetails(grpc.ClientCallDetails):  # type: ignore[misc]
+    method: str
+    timeout: float | None
+    metadata: tuple[tuple[str, str | bytes], ...] | None
+    credentials: grpc.CallCredentials | None
+    wait_for_ready: bool | None
+    compression: grpc.Compression | None
+
+
+class _SendToken(grpc.UnaryUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):  # type: ignore[misc]
+    """Adds the login's token to every call (etcd reads it from the ``token`` metadata)."""
+
+    def __init__(self, login: _Login) -> None:
+        self._login = login
+
+    def _with_token(self, details: grpc.ClientCallDetails) -> grpc.ClientCallDetails:
+        token = self._login.token
+        if not token:
+            return details
+        return _CallDetails(
+            details.method,
+            details.timeout,
+            (*(details.metadata or ()), ("token", token)),
+            details.credentials,
+            details.wait_for_ready,
+            details.compression,
+        )
+
+    def intercept_unary_unary(
+        self, continuation: Callable[..., Any], details: grpc.ClientCallDetails, request: Any
+    ) -> Any:
+        return continuation(self._with_token(details), request)
+
+    def intercept_stream_stream(
+        self,
+        continuation: Callable[..., Any],
+        details: grpc.ClientCallDetails,
+        request_iterator: Iterator[Any],
+    ) -> Any:
+        return continuation(self._with_token(details), request_iterator)
+
+
+class Endpoint:
+    """One etcd member: its channel and the stubs on it (each call carrying the token of
+    ``login``, if any, but the login itself)."""
+
+    def __init__(
+        self, target: str, credentials: grpc.ChannelCredentials | None, login: _Login | None
+    ) -> None:
         self.target = target
-        self.channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
-        self.kv = etcdrpc.KVStub(self.channel)
-        self.lease = etcdrpc.LeaseStub(self.channel)
+        self.channel = (
+            grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+            if credentials is None
+            else grpc.secure_channel(target, credentials, options=CHANNEL_OPTIONS)
+        )
+        self.auth = etcdrpc.AuthStub(self.channel)
+        calls = (
+            self.channel
+            if login is None
+            else grpc.intercept_channel(self.channel, _SendToken(login))
+        )
+        self.kv = etcdrpc.KVStub(calls)
+        self.lease = etcdrpc.LeaseStub(calls)
 
 
 class EtcdConnection:
-    """Channels to every endpoint of one etcd cluster (see :func:`parse_endpoints`).
+    """Channels to every endpoint of one etcd cluster (see :func:`parse_endpoints`), reached
+    as ``access`` says (default: plain gRPC, no user).
 
     Requests go to the current endpoint; one that is unreachable makes the next endpoint the
     current one. ``owner`` names the user in :class:`~gnomon.errors.Closed` errors; ``timeout_s``
@@ -144,12 +319,24 @@ class EtcdConnection:
     """
 
     def __init__(
-        self, endpoints: str | Sequence[str], *, timeout_s: float, owner: str = "etcd client"
+        self,
+        endpoints: str | Sequence[str],
+        *,
+        timeout_s: float,
+        owner: str = "etcd client",
+        access: EtcdAccess | None = None,
     ) -> None:
-        self.targets = parse_endpoints(endpoints)
+        access = access or EtcdAccess()
+        self.targets = parse_endpoints(endpoints, tls=access.tls)
         self.timeout_s = timeout_s
         self._owner = owner
-        self._endpoints = [Endpoint(t) for t in self.targets]
+        credentials = access.channel_credentials() if access.tls else None
+        self._login = (
+            None
+            if access.user is None or access.password is None
+            else _Login(access.user, access.password)
+        )
+        self._endpoints = [Endpoint(t, credentials, self._login) for t in self.targets]
         self._current = 0
         self._lock = threading.Lock()
         self.closed = False
@@ -190,7 +377,7 @@ class EtcdConnection:
         for index in [(first + i) % len(self._endpoints) for i in range(tries)]:
             endpoint = self._endpoints[index]
             try:
-                return fn(endpoint)
+                return self._logged_in(endpoint, fn)
             except grpc.RpcError as e:
                 if self.closed:
                     raise self._closed_error() from e
@@ -205,6 +392,23 @@ class EtcdConnection:
                     raise self._closed_error() from e
                 raise
         raise Unavailable(f"etcd at {', '.join(tried)} is unavailable: {_details(last)}") from last
+
+    def _logged_in(self, endpoint: Endpoint, fn: Callable[[Endpoint], T]) -> T:
+        """``fn`` on ``endpoint`` with a token (with a login): asked for first if there is
+        none yet, and asked for again once if etcd refuses the one sent."""
+        login = self._login
+        if login is None:
+            return fn(endpoint)
+        if login.token is None:
+            login.renew(endpoint, None, self.timeout_s)
+        sent = login.token
+        try:
+            return fn(endpoint)
+        except grpc.RpcError as e:
+            if not _token_refused(e):
+                raise
+        login.renew(endpoint, sent, self.timeout_s)
+        return fn(endpoint)
 
     def kv(self, method: str, request: Any, *, failover: bool = True) -> Any:
         """One unary KV request (``Range``, ``Put``, ``Txn``, ...) through :meth:`call`."""

@@ -39,6 +39,7 @@ def meta_command(config_file: str | None, **flags: object) -> None:
     flags."""
     try:
         cfg = MetaConfig.load(config_file, flags=flags)
+        etcd_access = cfg.etcd_access()
         credentials = (
             None
             if cfg.tls_cert is None or cfg.tls_key is None
@@ -55,6 +56,7 @@ def meta_command(config_file: str | None, **flags: object) -> None:
     )
     config = ServerConfig(
         etcd=cfg.etcd,
+        etcd_access=etcd_access,
         namespace=cfg.namespace,
         bind=cfg.bind,
         grpc_port=cfg.grpc_port,

@@ -11,16 +11,25 @@ from collections.abc import Sequence
 from pyetcd import etcdrpc  # type: ignore[import-untyped]
 
 from gnomon.errors import NotFound
-from gnomon.etcd import Endpoint, EtcdConnection, prefix_end
+from gnomon.etcd import Endpoint, EtcdAccess, EtcdConnection, prefix_end
 
 
 class EtcdClient:
     """Leases and keys on an etcd cluster given as ``host:port[,host:port...]`` (see
-    :func:`gnomon.etcd.parse_endpoints`). Every request may go on to the next endpoint, as
-    each is safe to repeat (a repeated create reads as lost, which the election checks)."""
+    :func:`gnomon.etcd.parse_endpoints`), reached as ``access`` says (user, TLS). Every request
+    may go on to the next endpoint, as each is safe to repeat (a repeated create reads as lost,
+    which the election checks)."""
 
-    def __init__(self, endpoints: str | Sequence[str], *, timeout_s: float = 5.0) -> None:
-        self._etcd = EtcdConnection(endpoints, timeout_s=timeout_s, owner="meta etcd client")
+    def __init__(
+        self,
+        endpoints: str | Sequence[str],
+        *,
+        timeout_s: float = 5.0,
+        access: EtcdAccess | None = None,
+    ) -> None:
+        self._etcd = EtcdConnection(
+            endpoints, timeout_s=timeout_s, owner="meta etcd client", access=access
+        )
 
     def close(self) -> None:
         self._etcd.close()

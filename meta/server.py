@@ -23,6 +23,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from gnomon.errors import GnomonError, NotLeader
+from gnomon.etcd import EtcdAccess
 from gnomon.peer import Peer, SecretCheck
 from gnomon.shard_control import GrpcNodeCalls
 from gnomon.store.etcd import EtcdStore
@@ -43,6 +44,8 @@ _STOP_STEP_S = 1.0
 @dataclass(frozen=True)
 class ServerConfig:
     etcd: str
+    #: How etcd is reached: its user and password, its CA, a client certificate.
+    etcd_access: EtcdAccess = field(default_factory=EtcdAccess)
     #: etcd key prefix of this cluster; the meta state lives under ``<namespace>/meta``.
     namespace: str = "/gnomon"
     bind: str = "127.0.0.1"
@@ -64,8 +67,8 @@ class MetaServer:
         self.config = config
         root = f"{config.namespace.rstrip('/')}/meta"
         self._root = root
-        self._etcd = EtcdClient(config.etcd)
-        self._store = EtcdStore(config.etcd, namespace=f"{root}/store")
+        self._etcd = EtcdClient(config.etcd, access=config.etcd_access)
+        self._store = EtcdStore(config.etcd, namespace=f"{root}/store", access=config.etcd_access)
         self._liveness = Liveness(self._etcd, root)
         self._calls = GrpcNodeCalls(peer=config.peer)
         secret = config.peer.secret

@@ -9,17 +9,19 @@ Settings are URLs::
     store    file | file:///DIR | s3://BUCKET[/PREFIX]
     catalog  sqlite | sqlite:///PATH | etcd://HOST:PORT[,HOST:PORT][/NAMESPACE] | postgresql://...
 
-``disk``, ``file`` and ``sqlite`` alone live in the data directory (standalone).
+``disk``, ``file`` and ``sqlite`` alone live in the data directory (standalone). An etcd
+catalog is reached with the etcd user and TLS files of ``Storage.etcd``.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from gnomon.errors import InvalidArgument
+from gnomon.etcd import EtcdAccess
 from gnomon.store.api import StructuredStore
 from gnomon.wal.api import Wal
 from node.engine.compaction.offload import Offload
@@ -43,6 +45,8 @@ class Storage:
     s3_endpoint: str | None = None
     s3_region: str | None = None
     wal_sync: Literal["always", "never"] = "always"
+    #: How an etcd catalog is reached: etcd's user and password, its CA, a client certificate.
+    etcd: EtcdAccess = field(default_factory=EtcdAccess)
 
     def __post_init__(self) -> None:
         if self.wal_sync not in ("always", "never"):
@@ -110,7 +114,11 @@ def open_catalog(data_dir: str, storage: Storage) -> StructuredStore:
         endpoints, _, namespace = _rest(storage.catalog).partition("/")
         if not endpoints:
             raise InvalidArgument(f"catalog {storage.catalog!r}: name etcd, etcd://HOST:PORT")
-        return EtcdStore(endpoints, namespace="/" + (namespace.strip("/") or "gnomon"))
+        return EtcdStore(
+            endpoints,
+            namespace="/" + (namespace.strip("/") or "gnomon"),
+            access=storage.etcd,
+        )
     if scheme in ("postgresql", "postgres"):
         from gnomon.store.postgres import PostgresStore
 

@@ -35,7 +35,7 @@ from gnomon.errors import (
     NotFound,
     SchemaMismatch,
 )
-from gnomon.etcd import EtcdConnection, prefix_end
+from gnomon.etcd import EtcdAccess, EtcdConnection, prefix_end
 from gnomon.store.api import TableContext
 from gnomon.store.etcd_codec import Entry, Layout, dump_entry, encode_key
 from gnomon.store.etcd_table import Context
@@ -59,9 +59,10 @@ class EtcdStore:
     """A :class:`~gnomon.store.api.StructuredStore` in an etcd v3 cluster.
 
     ``endpoints`` is ``host:port[,host:port...]`` or a sequence of endpoints, as
-    :func:`gnomon.etcd.parse_endpoints` reads them; requests go to one endpoint and move to the
-    next when it is unreachable, which raises :class:`~gnomon.errors.Unavailable` naming it
-    (reads try every endpoint first).
+    :func:`gnomon.etcd.parse_endpoints` reads them, reached as ``access`` says (etcd's
+    authentication, TLS); requests go to one endpoint and move to the next when it is
+    unreachable, which raises :class:`~gnomon.errors.Unavailable` naming it (reads try every
+    endpoint first).
     ``namespace`` is the key prefix of this store; stores with different namespaces are
     independent (namespaces must not be nested in each other). ``timeout_s`` bounds every
     request. ``max_txn_ops`` must not exceed the server's ``--max-txn-ops``: a transaction that
@@ -79,6 +80,7 @@ class EtcdStore:
         namespace: str = "/gnomon",
         timeout_s: float = 10.0,
         max_txn_ops: int = DEFAULT_MAX_TXN_OPS,
+        access: EtcdAccess | None = None,
     ) -> None:
         if not namespace.strip("/") or "\x00" in namespace:
             raise InvalidArgument(f"EtcdStore needs a non-empty namespace, got {namespace!r}")
@@ -88,7 +90,10 @@ class EtcdStore:
         self.max_txn_ops = max_txn_ops
         self.layout = Layout(namespace)
         self._etcd = EtcdConnection(
-            endpoints, timeout_s=timeout_s, owner=f"EtcdStore(namespace={namespace!r})"
+            endpoints,
+            timeout_s=timeout_s,
+            owner=f"EtcdStore(namespace={namespace!r})",
+            access=access,
         )
         self._local = threading.local()
 

@@ -9,44 +9,73 @@ The first admin of a new deployment is made here (there is nobody yet to ask a s
 from __future__ import annotations
 
 import datetime
+import functools
 import getpass
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from dataclasses import dataclass, fields
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table as RichTable
 
+from gnomon.config import EtcdSettings, options
 from gnomon.errors import GnomonError, InvalidArgument
 from node.backends import Storage, open_catalog
 from node.security.accounts import Accounts
 from node.security.principal import EVERY_TABLE, Privilege
 
 console = Console()
-F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _store_options(fn: F) -> F:
-    fn = click.option(
+@dataclass(frozen=True)
+class _Catalog:
+    """Where the accounts are: a standalone's data directory, or a cluster's catalog (on
+    etcd: reached with the etcd settings)."""
+
+    data_dir: str
+    catalog: str | None
+    etcd: EtcdSettings
+
+
+def _store_options(fn: Callable[..., None]) -> Callable[..., None]:
+    """The options that name the catalog (``--data-dir``, ``--catalog``, the etcd settings),
+    handed to the command as one ``where``."""
+
+    @functools.wraps(fn)
+    def command(*args: Any, data_dir: str, catalog: str | None, **kwargs: Any) -> None:
+        etcd_flags = {name: kwargs.pop(name) for name in _ETCD_FLAGS}
+        try:
+            etcd = EtcdSettings.load(flags=etcd_flags)
+        except GnomonError as e:
+            raise click.UsageError(e.message) from None
+        fn(*args, where=_Catalog(data_dir, catalog, etcd), **kwargs)
+
+    command = options(EtcdSettings)(command)
+    command = click.option(
         "--catalog",
         default=None,
         help="A cluster's catalog: etcd://HOST:PORT/NAMESPACE or postgresql://... "
         "(the nodes' --catalog).",
-    )(fn)
+    )(command)
     return click.option(
         "--data-dir",
         default="data/standalone",
         show_default=True,
         help="A standalone's data directory (its catalog is meta.db there).",
-    )(fn)
+    )(command)
+
+
+_ETCD_FLAGS = tuple(f.name for f in fields(EtcdSettings))
 
 
 @contextmanager
-def _accounts(data_dir: str, catalog: str | None) -> Iterator[Accounts]:
+def _accounts(where: _Catalog) -> Iterator[Accounts]:
     try:
-        store = open_catalog(data_dir, Storage(catalog=catalog or "sqlite"))
+        storage = Storage(catalog=where.catalog or "sqlite", etcd=where.etcd.etcd_access())
+        store = open_catalog(where.data_dir, storage)
     except GnomonError as e:
         raise click.UsageError(e.message) from None
     try:
@@ -95,10 +124,8 @@ def users() -> None:
 @click.option("--password", default=None, help="The password (asked for when not given).")
 @click.option("--superuser", is_flag=True, help="May do everything, on every table.")
 @_store_options
-def create_user(
-    name: str, password: str | None, superuser: bool, data_dir: str, catalog: str | None
-) -> None:
-    with _accounts(data_dir, catalog) as accounts:
+def create_user(name: str, password: str | None, superuser: bool, where: _Catalog) -> None:
+    with _accounts(where) as accounts:
         accounts.create_user(name, _password(password), superuser=superuser)
     console.print(f"user {name} created{' (superuser)' if superuser else ''}")
 
@@ -107,8 +134,8 @@ def create_user(
 @click.argument("name")
 @click.option("--password", default=None, help="The new password (asked for when not given).")
 @_store_options
-def set_password(name: str, password: str | None, data_dir: str, catalog: str | None) -> None:
-    with _accounts(data_dir, catalog) as accounts:
+def set_password(name: str, password: str | None, where: _Catalog) -> None:
+    with _accounts(where) as accounts:
         accounts.set_password(name, _password(password))
     console.print(f"password of {name} changed")
 
@@ -116,16 +143,16 @@ def set_password(name: str, password: str | None, data_dir: str, catalog: str | 
 @users.command("drop")
 @click.argument("name")
 @_store_options
-def drop_user(name: str, data_dir: str, catalog: str | None) -> None:
-    with _accounts(data_dir, catalog) as accounts:
+def drop_user(name: str, where: _Catalog) -> None:
+    with _accounts(where) as accounts:
         accounts.drop_user(name)
     console.print(f"user {name} dropped, with its grants and tokens")
 
 
 @users.command("list")
 @_store_options
-def list_users(data_dir: str, catalog: str | None) -> None:
-    with _accounts(data_dir, catalog) as accounts:
+def list_users(where: _Catalog) -> None:
+    with _accounts(where) as accounts:
         rows = [
             [u.name, "yes" if u.superuser else "", _when(u.created_ms)] for u in accounts.users()
         ]
@@ -145,8 +172,8 @@ def grants() -> None:
 @click.argument("privilege", type=click.Choice([p.label for p in Privilege]))
 @click.option("--table", default=EVERY_TABLE, show_default=True, help="A table, or * for all.")
 @_store_options
-def add_grant(user: str, privilege: str, table: str, data_dir: str, catalog: str | None) -> None:
-    with _accounts(data_dir, catalog) as accounts:
+def add_grant(user: str, privilege: str, table: str, where: _Catalog) -> None:
+    with _accounts(where) as accounts:
         accounts.grant(user, Privilege.parse(privilege), table)
     console.print(f"{user} may {privilege} {table}")
 
@@ -155,8 +182,8 @@ def add_grant(user: str, privilege: str, table: str, data_dir: str, catalog: str
 @click.argument("user")
 @click.option("--table", default=EVERY_TABLE, show_default=True)
 @_store_options
-def remove_grant(user: str, table: str, data_dir: str, catalog: str | None) -> None:
-    with _accounts(data_dir, catalog) as accounts:
+def remove_grant(user: str, table: str, where: _Catalog) -> None:
+    with _accounts(where) as accounts:
         accounts.revoke(user, table)
     console.print(f"grant of {user} on {table} removed")
 
@@ -164,8 +191,8 @@ def remove_grant(user: str, table: str, data_dir: str, catalog: str | None) -> N
 @grants.command("list")
 @click.option("--user", default=None)
 @_store_options
-def list_grants(user: str | None, data_dir: str, catalog: str | None) -> None:
-    with _accounts(data_dir, catalog) as accounts:
+def list_grants(user: str | None, where: _Catalog) -> None:
+    with _accounts(where) as accounts:
         rows = [[g.user, g.database, g.table, g.privilege.label] for g in accounts.grants(user)]
     _show("grants", ["user", "database", "table", "privilege"], rows)
 
@@ -183,12 +210,10 @@ def tokens() -> None:
 @click.option("--ttl-s", type=float, default=None, help="Seconds until it expires (default never).")
 @click.option("--note", default="", help="What the token is for.")
 @_store_options
-def create_token(
-    user: str, ttl_s: float | None, note: str, data_dir: str, catalog: str | None
-) -> None:
+def create_token(user: str, ttl_s: float | None, note: str, where: _Catalog) -> None:
     if ttl_s is not None and ttl_s <= 0:
         raise click.UsageError(InvalidArgument("--ttl-s must be positive").message)
-    with _accounts(data_dir, catalog) as accounts:
+    with _accounts(where) as accounts:
         issued = accounts.issue_token(user, ttl_s=ttl_s, note=note)
     # The token alone on stdout, for scripts; it is shown this once.
     click.echo(issued.secret)
@@ -197,8 +222,8 @@ def create_token(
 @tokens.command("revoke")
 @click.argument("token_id")
 @_store_options
-def revoke_token(token_id: str, data_dir: str, catalog: str | None) -> None:
-    with _accounts(data_dir, catalog) as accounts:
+def revoke_token(token_id: str, where: _Catalog) -> None:
+    with _accounts(where) as accounts:
         accounts.revoke_token(token_id)
     console.print(f"token {token_id} revoked")
 
@@ -206,9 +231,9 @@ def revoke_token(token_id: str, data_dir: str, catalog: str | None) -> None:
 @tokens.command("list")
 @click.option("--user", default=None)
 @_store_options
-def list_tokens(user: str | None, data_dir: str, catalog: str | None) -> None:
+def list_tokens(user: str | None, where: _Catalog) -> None:
     now = int(time.time() * 1000)
-    with _accounts(data_dir, catalog) as accounts:
+    with _accounts(where) as accounts:
         rows = [
             [t.token_id, t.user, t.state(now), _when(t.created_ms), _when(t.expires_ms), t.note]
             for t in accounts.tokens(user)
