@@ -8,14 +8,10 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, TypeVar
 
 import click
-import numpy as np
-import pyarrow as pa
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table as RichTable
 
 from gnomon import __version__
 from gnomon.config import (
@@ -29,13 +25,12 @@ from gnomon.config import (
     options,
 )
 from gnomon.errors import GnomonError
+from gnomon.lazycli import LazyGroup, console
 from gnomon.shell import DEFAULT_MAX_ROWS
 from gnomon.stopping import stop_signals
-from node.backends import open_standalone
 
-console = Console()
-#: Where a command says why it could not run (scripts read stdout, people both).
-errors = Console(stderr=True)
+# What a command needs beyond the CLI itself (Arrow, DataFusion, gRPC, the engine) is
+# imported when it runs: every command, `gnomon --help` among them, would wait for it.
 
 
 @click.group()
@@ -67,6 +62,9 @@ def _log_level_flag() -> str | None:
 
 
 if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+
     from gnomon.devcluster.cluster import DevCluster
     from node.cluster.placement import Placement
     from node.engine.engine import Engine
@@ -76,6 +74,9 @@ C = TypeVar("C", bound=RoleConfig)
 
 
 def _demo_batch(hosts: int, start_ms: int, steps: int, rng: np.random.Generator) -> pa.Table:
+    import numpy as np
+    import pyarrow as pa
+
     n = hosts * steps
     host_idx = pa.array(np.tile(np.arange(hosts), steps), pa.int64())
     ts = start_ms + np.repeat(np.arange(steps), hosts) * 10_000
@@ -111,11 +112,20 @@ def _load_demo(engine: Engine, hosts: int, hours: int) -> None:
     bar, unless it already holds rows: the demo never replaces data. The rows are staged under
     one revision, so a load cut short (Ctrl-C) leaves the table empty, to be loaded next time,
     rather than half full."""
+    import numpy as np
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
     from node.engine.revisions import RevisionState
     from node.engine.schema import Column, ColumnType, Schema
 
     if DEMO_TABLE in engine.list_tables() and _has_rows(engine, DEMO_TABLE):
-        console.print(f"demo table {DEMO_TABLE} already loaded; using it as it is")
+        console().print(f"demo table {DEMO_TABLE} already loaded; using it as it is")
         return
 
     schema = Schema.build(
@@ -141,7 +151,7 @@ def _load_demo(engine: Engine, hosts: int, hours: int) -> None:
         BarColumn(),
         MofNCompleteColumn(),
         TimeRemainingColumn(),
-        console=console,
+        console=console(),
     ) as progress:
         task = progress.add_task("load", total=steps_total * hosts)
         for s in range(0, steps_total, chunk):
@@ -150,10 +160,10 @@ def _load_demo(engine: Engine, hosts: int, hours: int) -> None:
             progress.advance(task, batch.num_rows)
     state = engine.revisions.commit(DEMO_TABLE, revision, wait_s=60.0).state
     if state is not RevisionState.LATEST:
-        console.print(f"the demo rows wait for an earlier revision of {DEMO_TABLE} ({state})")
+        console().print(f"the demo rows wait for an earlier revision of {DEMO_TABLE} ({state})")
     elapsed = time.perf_counter() - t0
     n = steps_total * hosts
-    console.print(f"loaded {n:,} rows in {elapsed:.2f}s ({n / elapsed:,.0f} rows/s)")
+    console().print(f"loaded {n:,} rows in {elapsed:.2f}s ({n / elapsed:,.0f} rows/s)")
 
 
 #: The demo's own table, so loading it never touches a table a user or Telegraf (whose
@@ -174,6 +184,9 @@ _DEMO_QUERY = (
 def demo(data_dir: str, hosts: int, hours: int) -> None:
     """Load a small cpu dataset into an embedded engine (once: the table demo_cpu is reused
     when it holds rows) and query it (no server)."""
+    from rich.table import Table as RichTable
+
+    from node.backends import open_standalone
     from node.sql.executor import SqlExecutor
 
     with open_standalone(data_dir) as engine:
@@ -188,8 +201,8 @@ def demo(data_dir: str, hosts: int, hours: int) -> None:
             top.column("hostname").to_pylist(), top.column("peak").to_pylist(), strict=True
         ):
             out.add_row(h, f"{v:.2f}")
-        console.print(out)
-        console.print(f"query took {elapsed * 1000:.1f} ms; data in {os.path.abspath(data_dir)}")
+        console().print(out)
+        console().print(f"query took {elapsed * 1000:.1f} ms; data in {os.path.abspath(data_dir)}")
 
 
 def _start(role: str, cfg: ServerConfig, placement: Placement | None = None) -> Standalone:
@@ -212,10 +225,10 @@ def refusing(role: str) -> Iterator[None]:
     try:
         yield
     except GnomonError as e:
-        errors.print(f"[red]gnomon {role}:[/red] {e.message}", soft_wrap=True)
+        console(stderr=True).print(f"[red]gnomon {role}:[/red] {e.message}", soft_wrap=True)
         raise SystemExit(2) from None
     except OSError as e:
-        errors.print(f"[red]gnomon {role}:[/red] {e}", soft_wrap=True)
+        console(stderr=True).print(f"[red]gnomon {role}:[/red] {e}", soft_wrap=True)
         raise SystemExit(1) from None
 
 
@@ -247,7 +260,7 @@ def standalone(config_file: str | None, with_demo: bool, **flags: object) -> Non
         if with_demo and server.engine is not None:
             _load_demo(server.engine, hosts=100, hours=24)
         http = f"{cfg.bind}:{server.http_port}"
-        console.print(
+        console().print(
             f"gnomon standalone: HTTP on {http}, gRPC (HoraeDB protocol) on "
             f"{cfg.bind}:{server.grpc_port}, Arrow Flight on {cfg.bind}:{server.flight_port}, "
             f"data in {os.path.abspath(cfg.data_dir)}\n"
@@ -302,7 +315,7 @@ def node(config_file: str | None, **flags: object) -> None:
         raise click.UsageError(e.message) from None
     with stop_signals(logging.getLogger("gnomon.standalone")) as stop:
         server = _start("node", cfg, placement)
-        console.print(
+        console().print(
             f"gnomon node {cfg.advertise}: HTTP on {cfg.bind}:{server.http_port}, gRPC on "
             f"{cfg.bind}:{server.grpc_port}, Arrow Flight on {cfg.bind}:{server.flight_port}; "
             f"meta {cfg.meta}, WAL {cfg.wal}, SSTs {cfg.store}, catalog {cfg.catalog}",
@@ -332,7 +345,7 @@ def compaction_node(config_file: str | None, **flags: object) -> None:
         server = CompactionNode(cfg)
         with refusing("compaction-node"):
             server.start()
-        console.print(
+        console().print(
             f"gnomon compaction-node {server.name}: gRPC on {cfg.bind}:{server.grpc_port}, "
             f"HTTP on {cfg.bind}:{server.http_port}; executor {cfg.executor}, {cfg.slots} slots, "
             f"meta {cfg.meta}, SSTs {cfg.store}",
@@ -375,14 +388,16 @@ def compaction_node(config_file: str | None, **flags: object) -> None:
 @click.option(
     "--auth",
     is_flag=True,
-    help="Authentication on: a cluster secret between the processes and a first superuser "
+    help="Authentication on: a cluster secret between the processes, etcd's own "
+    "authentication (the processes reach it as a user of their own) and a first superuser "
     "(its password printed).",
 )
 @click.option(
     "--tls",
     is_flag=True,
     help="Every process's servers over TLS (the data nodes' HTTP, gRPC and Flight, the meta "
-    "service, the compaction nodes), from a throwaway CA.",
+    "service, the compaction nodes, etcd, which asks for client certificates too), from a "
+    "throwaway CA.",
 )
 def dev_cluster(
     nodes: int,
@@ -419,18 +434,18 @@ def dev_cluster(
     )
     with (
         refusing("dev-cluster"),
-        console.status("starting etcd, the broker, the S3 server, meta and the nodes"),
+        console().status("starting etcd, the broker, the S3 server, meta and the nodes"),
     ):
         cluster.start()
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        console.print(_cluster_summary(cluster), soft_wrap=True)
+        console().print(_cluster_summary(cluster), soft_wrap=True)
         while not stop.wait(0.5):
             pass
     finally:
-        with console.status("stopping"):
+        with console().status("stopping"):
             cluster.stop()
 
 
@@ -458,10 +473,15 @@ def _cluster_summary(cluster: DevCluster) -> str:
     if cluster.admin is not None:
         user, password = cluster.admin
         curl += f" -u {user}:{password}"
+        etcd_env = "".join(f"{name}={value} " for name, value in cluster.etcd_env().items())
         lines += [
             f"  auth     superuser {user!r}, password {password!r}; the processes share the "
             f"cluster secret {cluster.peer.secret!r} (GNOMON_CLUSTER_SECRET)",
-            f"  accounts gnomon admin users|grants|tokens ... --catalog {cluster.catalog}",
+            f"  etcd     authentication on: the processes reach it as etcd user "
+            f"{cluster.etcd.access.user!r}",
+            # The accounts are changed in the catalog on etcd itself: its credentials too.
+            f"  accounts {etcd_env}gnomon admin users|grants|tokens ... "
+            f"--catalog {cluster.catalog}",
         ]
     lines += [
         "examples (any node answers; requests go on to the table's owner):",
@@ -498,33 +518,23 @@ def sql(endpoint: str, statement: str | None, max_rows: int) -> None:
     try:
         url = base_url(endpoint)
         if statement is None:
-            interactive(url, console, max_rows=max_rows)
+            interactive(url, console(), max_rows=max_rows)
         else:
-            render(console, run_sql(url, statement), max_rows=max_rows)
+            render(console(), run_sql(url, statement), max_rows=max_rows)
     except GnomonError as e:
-        console.print(f"[red]error:[/red] {e.message}", highlight=False, soft_wrap=True)
+        console().print(f"[red]error:[/red] {e.message}", highlight=False, soft_wrap=True)
         raise SystemExit(1) from None
 
 
-class _BenchGroup(click.Group):
+class _BenchGroup(LazyGroup):
     """The benchmarks live in the source tree's ``bench/`` package, imported only when one is
     run (they pull in DuckDB, matplotlib ...)."""
 
-    _COMMANDS = {"tsbs": ("bench.tsbs.cli", "tsbs")}
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(self._COMMANDS)
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        import importlib
+    def import_module(self, name: str) -> ModuleType:
         import sys
 
-        where = self._COMMANDS.get(cmd_name)
-        if where is None:
-            return None
-        module_name, attr = where
         try:
-            module = importlib.import_module(module_name)
+            return super().import_module(name)
         except ModuleNotFoundError as e:
             if e.name not in ("bench", "bench.tsbs"):
                 raise
@@ -535,26 +545,25 @@ class _BenchGroup(click.Group):
                 ) from None
             # Not installed: a source checkout, run from its root.
             sys.path.insert(0, os.getcwd())
-            module = importlib.import_module(module_name)
-        command: click.Command = getattr(module, attr)
-        return command
+            return super().import_module(name)
 
 
-@main.group(cls=_BenchGroup)
+@click.group(cls=_BenchGroup)
 def bench() -> None:
     """Benchmarks of gnomon beside its peers (run from the root of a source checkout)."""
 
 
 def _add_meta_commands() -> None:
     from meta.cli import admin, meta_command
-    from node.security.cli import grants, tokens, users
 
     main.add_command(meta_command)
     main.add_command(admin)
-    for accounts in (users, grants, tokens):
-        admin.add_command(accounts)
+    for accounts in ("users", "grants", "tokens"):
+        admin.add_lazy_command(accounts, "node.security.cli", accounts)
 
 
+bench.add_lazy_command("tsbs", "bench.tsbs.cli", "tsbs")
+main.add_command(bench)
 _add_meta_commands()
 
 if __name__ == "__main__":

@@ -10,13 +10,13 @@ import os
 import signal
 import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
-from typing import Any
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
 
 from gnomon.errors import GnomonError, InvalidArgument, Unavailable
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 HISTORY = os.path.expanduser("~/.gnomon_history")
 #: The port ``gnomon standalone`` serves HTTP on, assumed when an endpoint names none.
@@ -55,6 +55,8 @@ def _unreachable(url: str, e: BaseException) -> Unavailable:
 
 def check_server(url: str, *, timeout_s: float = 5.0) -> None:
     """Unavailable, naming ``url``, unless a gnomon server answers its health check there."""
+    import urllib.request  # with http.client, email and ssl: only once a command talks
+
     try:
         with urllib.request.urlopen(f"{url}/health", timeout=timeout_s) as resp:
             resp.read()
@@ -67,6 +69,8 @@ def check_server(url: str, *, timeout_s: float = 5.0) -> None:
 def run_sql(url: str, sql: str, *, timeout_s: float = 300.0) -> dict[str, Any]:
     """POST one statement to the server at ``url`` (see :func:`base_url`); the server's JSON
     answer, or a GnomonError with its message."""
+    import urllib.request
+
     req = urllib.request.Request(
         f"{url}/sql",
         data=json.dumps({"query": sql}).encode(),

@@ -7,26 +7,23 @@ import os
 import signal
 from collections.abc import Iterable, Mapping, Sequence
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
-from rich.table import Table as RichTable
 
 from gnomon.config import MetaConfig, options, write_ports_file
 from gnomon.errors import GnomonError
-from gnomon.peer import Peer
-from gnomon.proto import meta_pb2 as pb
-from gnomon.tls import ServerTls
-from meta.client import MetaClient
-from meta.core import MetaSettings
-from meta.model import FOLLOWER_LAG
-from meta.server import MetaServer, ServerConfig
+from gnomon.lazycli import LazyGroup, console
+
+# gRPC, the protos and the meta service are imported by the commands that use them: the
+# `gnomon` command lists these commands for every other one (`gnomon --help` too).
+if TYPE_CHECKING:
+    from gnomon.proto import meta_pb2 as pb
+    from meta.client import MetaClient
 
 #: Test seam read by ``gnomon meta``: ``"<kind>:<step>"`` exits the process right after that
 #: procedure step commits (see ``meta/runner.py``).
 CRASH_ENV = "GNOMON_META_CRASH_AFTER"
-
-console = Console()
 
 
 @click.command("meta")
@@ -37,6 +34,11 @@ def meta_command(config_file: str | None, **flags: object) -> None:
 
     Settings come from defaults, then --config, then GNOMON_* environment variables, then
     flags."""
+    from gnomon.peer import Peer
+    from gnomon.tls import ServerTls
+    from meta.core import MetaSettings
+    from meta.server import MetaServer, ServerConfig
+
     try:
         cfg = MetaConfig.load(config_file, flags=flags)
         etcd_access = cfg.etcd_access()
@@ -77,7 +79,7 @@ def meta_command(config_file: str | None, **flags: object) -> None:
     except BaseException:
         server.stop()
         raise
-    console.print(f"meta listening on {cfg.bind}:{port} (etcd {cfg.etcd})")
+    console().print(f"meta listening on {cfg.bind}:{port} (etcd {cfg.etcd})")
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         server.stop()
@@ -92,14 +94,14 @@ _META = click.option(
 )
 
 
-class _AdminGroup(click.Group):
+class _AdminGroup(LazyGroup):
     """Gnomon errors of a subcommand become a one-line message and exit status 1."""
 
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
         except GnomonError as e:
-            console.print(f"[red]error:[/red] {e.message}")
+            console().print(f"[red]error:[/red] {e.message}")
             ctx.exit(1)
 
 
@@ -109,12 +111,16 @@ def admin() -> None:
 
 
 def _client(meta: str) -> MetaClient:
+    from meta.client import MetaClient
+
     return MetaClient(meta, retry_for_s=10.0)
 
 
 def _show(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
     """A table whose cells are never cut or wrapped (an endpoint split over two lines cannot
     be copied, nor found by a script): wider than the terminal, it is as wide as it needs."""
+    from rich.table import Table as RichTable
+
     out = RichTable(title=title)
     for col in columns:
         out.add_column(col, no_wrap=True)
@@ -124,7 +130,9 @@ def _show(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> 
     widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
     # Each cell is padded by one space a side and bounded by one rule.
     needed = sum(widths) + 3 * len(columns) + 1
-    wide = console if needed <= console.width else Console(width=needed)
+    from rich.console import Console
+
+    wide = console() if needed <= console().width else Console(width=needed)
     wide.print(out)
 
 
@@ -132,6 +140,8 @@ def _show(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> 
 @_META
 def nodes(meta: str) -> None:
     """Registered nodes, their liveness and load."""
+    from gnomon.proto import meta_pb2 as pb
+
     with _client(meta) as client:
         found = client.nodes()
     _show(
@@ -185,6 +195,7 @@ def _figures(figures: Mapping[str, float]) -> tuple[str, ...]:
 def compaction_nodes(meta: str) -> None:
     """Compaction nodes: liveness, heartbeat age, load and the tasks each runs now."""
     from compaction_node.client import CompactionClient
+    from gnomon.proto import meta_pb2 as pb
 
     with _client(meta) as client:
         found = [n for n in client.nodes() if n.kind == pb.COMPACTION]
@@ -245,6 +256,8 @@ def _count(figures: Mapping[str, float], name: str) -> str:
 def shards(meta: str) -> None:
     """Shards: leader, followers (with how far each is behind), epoch, status (pinned: an
     operator chose its leader, rebalancing leaves it there), tables and load."""
+    from meta.model import FOLLOWER_LAG
+
     with _client(meta) as client:
         found = client.shards()
         figures: dict[str, Mapping[str, float]] = {n.name: n.figures for n in client.nodes()}
@@ -295,9 +308,9 @@ def tables(meta: str) -> None:
 
 def _finish(client: MetaClient, started: pb.ProcedureInfo) -> None:
     """Wait for a procedure and print how it ended."""
-    with console.status(f"procedure {started.id} ({started.kind}) running"):
+    with console().status(f"procedure {started.id} ({started.kind}) running"):
         info = client.wait_procedure(started.id, timeout_s=120)
-    console.print(f"procedure {info.id} ({info.kind}): {info.status} {info.error}".rstrip())
+    console().print(f"procedure {info.id} ({info.kind}): {info.status} {info.error}".rstrip())
     if info.status != "done":
         raise SystemExit(1)
 

@@ -1,0 +1,48 @@
+"""The `gnomon` command starts without the heavy libraries: Arrow, pandas, DataFusion and gRPC
+are imported by the commands that use them, not by `import gnomon.cli` nor by listing the
+commands (`gnomon --help`). How long a start takes is measured by `bench/cli_startup.py`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from gnomon.cli import main
+
+HEAVY = ("pandas", "pyarrow", "numpy", "datafusion", "grpc", "google.protobuf")
+
+
+def _imported_after(code: str) -> list[str]:
+    """The heavy modules a fresh interpreter holds after running ``code``."""
+    shown = f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+    probe = f"{code}\nimport json, sys\n{shown}"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    found: list[str] = json.loads(done.stdout.splitlines()[-1])
+    return found
+
+
+def test_importing_the_cli_imports_no_heavy_library() -> None:
+    assert _imported_after("import gnomon.cli") == []
+
+
+@pytest.mark.parametrize("args", [["--help"], ["admin", "shards", "--help"], ["sql", "--help"]])
+def test_help_imports_no_heavy_library(args: list[str]) -> None:
+    code = f"from gnomon.cli import main\nmain({args!r}, standalone_mode=False)"
+    assert _imported_after(code) == []
+
+
+def test_commands_imported_late_are_listed_and_run() -> None:
+    listed = CliRunner().invoke(main, ["admin", "--help"])
+    assert listed.exit_code == 0, listed.output
+    for name in ("users", "grants", "tokens", "shards", "nodes"):
+        assert f"  {name} " in listed.output, listed.output
+    users = CliRunner().invoke(main, ["admin", "users", "--help"])
+    assert users.exit_code == 0 and "create" in users.output, users.output
+    bench = CliRunner().invoke(main, ["bench", "--help"])
+    assert bench.exit_code == 0 and "tsbs" in bench.output, bench.output
