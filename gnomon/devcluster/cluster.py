@@ -8,29 +8,37 @@ memory, so the cluster's data lives as long as they run).
 
 ``auth`` turns authentication on as a secured deployment would: a fresh cluster secret that
 every process presents to the others, ``--auth`` on the data nodes, and a first superuser
-made in the catalog before they start (:attr:`DevCluster.admin`). ``tls`` makes a throwaway CA
-(``node/security/ca.py``) whose certificate every process serves with (the data nodes' HTTP,
-gRPC and Flight, the meta service's gRPC, the compaction nodes' gRPC and HTTP), and which the
-processes trust when they call each other.
+made in the catalog before they start (:attr:`DevCluster.admin`); it also turns etcd's own
+authentication on, and the meta service and the data nodes reach etcd as its user ``gnomon``
+(:meth:`EtcdServer.enable_auth`). ``tls`` makes a throwaway CA (``node/security/ca.py``) whose
+certificate every process serves with (the data nodes' HTTP, gRPC and Flight, the meta
+service's gRPC, the compaction nodes' gRPC and HTTP, and etcd, which asks its clients for a
+certificate of that CA too), and which the processes trust when they call each other.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import shutil
 import signal
 import sys
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gnomon.devcluster.brokers import running_moto, running_tansu
 from gnomon.devcluster.etcd import EtcdServer
 from gnomon.devcluster.procs import Server, on_free_ports
 from gnomon.errors import GnomonError, Unavailable
 from gnomon.peer import CA_ENV, SECRET_ENV, Peer
+
+if TYPE_CHECKING:
+    from node.security.accounts import Accounts
+    from node.security.ca import Issued
 
 #: Credentials of the development S3 server (it accepts any).
 S3_ENV = {
@@ -99,6 +107,7 @@ class DevCluster:
     compaction_endpoints: list[NodeEndpoints] = field(default_factory=list)
     processes: dict[str, Server] = field(default_factory=dict)
     _tls_flags: tuple[str, ...] = ()
+    _issued: Issued | None = None
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     @property
@@ -114,31 +123,56 @@ class DevCluster:
             env[CA_ENV] = self.peer.ca
         return env
 
+    def etcd_env(self) -> dict[str, str]:
+        """The environment that tells the meta service and the data nodes how to reach
+        etcd (its user, whose password is in a file, and the TLS files)."""
+        assert self.etcd is not None
+        access = self.etcd.access
+        given = {
+            "GNOMON_ETCD_USER": access.user,
+            "GNOMON_ETCD_PASSWORD_FILE": None if access.user is None else str(self._password_file),
+            "GNOMON_ETCD_CA": access.ca,
+            "GNOMON_ETCD_CERT": access.cert,
+            "GNOMON_ETCD_KEY": access.key,
+        }
+        return {name: value for name, value in given.items() if value is not None}
+
+    @property
+    def _password_file(self) -> Path:
+        return self.root / "etcd" / "gnomon-password"
+
     def _secure(self) -> None:
         """The secret and the CA (a fresh cluster gets fresh ones)."""
         ca = None
         if self.tls:
             from node.security.ca import make_ca
 
-            issued = make_ca(self.root / "tls")
-            self.ca = issued.ca
-            self._tls_flags = (f"--tls-cert={issued.cert}", f"--tls-key={issued.key}")
-            ca = str(issued.ca)
+            self._issued = make_ca(self.root / "tls")
+            self.ca = self._issued.ca
+            self._tls_flags = (f"--tls-cert={self._issued.cert}", f"--tls-key={self._issued.key}")
+            ca = str(self._issued.ca)
         self.peer = Peer(secrets.token_urlsafe(24) if self.auth else None, ca)
 
-    def _first_admin(self) -> None:
-        """The superuser of an ``auth`` cluster, made in its catalog (on etcd) before any
-        data node serves."""
+    @contextlib.contextmanager
+    def accounts(self) -> Iterator[Accounts]:
+        """The users, grants and tokens in the cluster's catalog, as ``gnomon admin users``
+        would change them."""
         from node.backends import Storage, open_catalog
         from node.security.accounts import Accounts
 
         assert self.etcd is not None
-        password = secrets.token_urlsafe(12)
-        store = open_catalog(str(self.root), Storage(catalog=self.catalog))
+        store = open_catalog(str(self.root), Storage(catalog=self.catalog, etcd=self.etcd.access))
         try:
-            Accounts(store).create_user(ADMIN_USER, password, superuser=True)
+            yield Accounts(store)
         finally:
             store.close()
+
+    def _first_admin(self) -> None:
+        """The superuser of an ``auth`` cluster, made in its catalog (on etcd) before any
+        data node serves."""
+        password = secrets.token_urlsafe(12)
+        with self.accounts() as accounts:
+            accounts.create_user(ADMIN_USER, password, superuser=True)
         self.admin = (ADMIN_USER, password)
 
     @property
@@ -182,9 +216,16 @@ class DevCluster:
 
     def _start_services(self) -> None:
         (self.root / "etcd").mkdir(exist_ok=True)
-        self.etcd = EtcdServer(self.root / "etcd")
+        self.etcd = EtcdServer(self.root / "etcd", tls=self._issued)
         self.etcd.start()
         self._stack.callback(self.etcd.stop)
+        if self.auth:
+            password = self.etcd.enable_auth(NAMESPACE).password
+            assert password is not None
+            # Readable by this user only from the moment it exists.
+            fd = os.open(self._password_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(password + "\n")
         broker = self._stack.enter_context(running_tansu(self.root / "logs"))
         self.bootstrap = broker.bootstrap
         self.s3_endpoint = self._stack.enter_context(running_moto(self.root / "logs"))
@@ -231,7 +272,7 @@ class DevCluster:
                 f"--followers={self.followers}",
                 *self._tls_flags,
             ],
-            {**self._peer_env(), **self.meta_env},
+            {**self._peer_env(), **self.etcd_env(), **self.meta_env},
         )
         if not known:
             self.meta_endpoints.append(f"127.0.0.1:{ports['grpc']}")
@@ -278,7 +319,7 @@ class DevCluster:
                 *self._tls_flags,
                 *self.node_flags,
             ],
-            {**S3_ENV, **self._peer_env()},
+            {**S3_ENV, **self._peer_env(), **self.etcd_env()},
         )
 
     def add_node(self) -> int:

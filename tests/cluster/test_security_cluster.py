@@ -4,7 +4,8 @@ queries sent to a node that does not own the table are forwarded with the caller
 so they work for a user whose grants allow them and are refused for one whose grants do not,
 with the answer the owner gives; the meta service, the compaction node and a node's shard
 control serve TLS only and refuse calls without the secret, and a user cannot borrow
-another's identity by naming it."""
+another's identity by naming it. etcd runs with its own authentication and TLS: a client
+without its credentials reads nothing, and the accounts are changed through them."""
 
 from __future__ import annotations
 
@@ -18,16 +19,18 @@ from typing import Any
 
 import grpc
 import pytest
+from click.testing import CliRunner
 
 from compaction_node.client import CompactionClient
-from gnomon.devcluster.cluster import DevCluster, NodeEndpoints
+from gnomon.devcluster.cluster import NAMESPACE, DevCluster, NodeEndpoints
 from gnomon.errors import GnomonError, Unauthenticated, Unavailable
+from gnomon.etcd import EtcdAccess
 from gnomon.peer import ON_BEHALF_OF, Peer
 from gnomon.proto import node_pb2, storage_pb2
 from gnomon.shard_control import SERVICE as SHARD_CONTROL
+from gnomon.store.etcd import EtcdStore
 from meta.client import MetaClient
-from node.backends import Storage, open_catalog
-from node.security.accounts import Accounts
+from node.security.cli import grants, users
 from node.security.principal import Privilege
 from tests.server.test_grpc import decode
 
@@ -54,15 +57,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
         node_flags=("--auth-cache-s=0",),
     ) as running:
         assert running.admin is not None and running.ca is not None
-        store = open_catalog(str(running.root), Storage(catalog=running.catalog))
-        try:
-            accounts = Accounts(store)
+        with running.accounts() as accounts:
             for user, password in (WRITER, OUTSIDER):
                 accounts.create_user(user, password)
             for table in TABLES:
                 accounts.grant(WRITER[0], Privilege.WRITE, table)
-        finally:
-            store.close()
         admin = _basic(*running.admin)
         for table in TABLES:
             status, body = _http_sql(
@@ -333,3 +332,45 @@ def test_the_compaction_node_serves_tls_and_takes_the_cluster_secret_only(
     context = ssl.create_default_context(cafile=str(cluster.ca))
     with urllib.request.urlopen(f"https://{node.http}/health", timeout=30, context=context) as r:
         assert json.loads(r.read()) == {"status": "ok"}
+
+
+def test_etcd_refuses_a_client_without_the_credentials(cluster: DevCluster) -> None:
+    assert cluster.etcd is not None
+    access = cluster.etcd.access
+    assert access.user == "gnomon" and access.ca is not None
+    # A certificate etcd trusts, but no etcd user: the accounts are not read.
+    certificate_only = EtcdAccess(ca=access.ca, cert=access.cert, key=access.key)
+    for access, refused in (
+        (certificate_only, GnomonError),
+        # No client certificate (and no TLS): etcd is not even reached.
+        (EtcdAccess(), Unavailable),
+    ):
+        store = EtcdStore(
+            cluster.etcd.endpoint, namespace=f"{NAMESPACE}/catalog", timeout_s=3, access=access
+        )
+        try:
+            with pytest.raises(refused):
+                store.exists("auth_users")
+        finally:
+            store.close()
+
+
+def test_the_admin_cli_changes_accounts_with_the_etcd_credentials(
+    cluster: DevCluster, entries: dict[str, NodeEndpoints]
+) -> None:
+    table, entry = next(iter(entries.items()))
+    reader = ("cli-reader", "cli-reader-password")
+    where = ["--catalog", cluster.catalog]
+    create = ["create", reader[0], "--password", reader[1], *where]
+    refused = CliRunner().invoke(users, create)
+    assert refused.exit_code == 1 and "etcd" in refused.output, refused.output
+    for group, args in (
+        (users, create),
+        (grants, ["add", reader[0], "read", "--table", table, *where]),
+    ):
+        done = CliRunner().invoke(group, args, env=cluster.etcd_env())
+        assert done.exit_code == 0, done.output
+    listed = CliRunner().invoke(users, ["list", *where], env=cluster.etcd_env())
+    assert listed.exit_code == 0 and reader[0] in listed.output, listed.output
+    status, body = _http_sql(cluster, entry, f"SELECT count(*) AS n FROM {table}", _basic(*reader))
+    assert status == 200, body

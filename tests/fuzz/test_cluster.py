@@ -22,9 +22,7 @@ from gnomon.names import check_table_name
 from gnomon.peer import AUTHORIZATION, CLUSTER_SCHEME, ON_BEHALF_OF
 from gnomon.proto import storage_pb2
 from meta.client import MetaClient
-from node.backends import Storage, open_catalog
 from node.cluster.forward import FORWARDED_FROM
-from node.security.accounts import Accounts
 from node.security.principal import Privilege
 from tests.fuzz import strategies as fz
 from tests.fuzz.conftest import CREATE, FUZZ, FUZZER, SEED_ROWS, basic
@@ -64,14 +62,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
         tmp_path_factory.mktemp("fuzz-cluster"), nodes=3, shards=6, auth=True
     ) as running:
         assert running.admin is not None
-        store = open_catalog(str(running.root), Storage(catalog=running.catalog))
-        try:
-            accounts = Accounts(store)
+        with running.accounts() as accounts:
             accounts.create_user(*FUZZER)
             accounts.grant(FUZZER[0], Privilege.READ, fz.SEED)
             accounts.grant(FUZZER[0], Privilege.ADMIN, fz.PLAYGROUND)
-        finally:
-            store.close()
         root = basic(*running.admin)
         for table in SETUP_TABLES:
             assert _sql(running.node_endpoints[0], root, CREATE.format(table))[0] == 200
