@@ -1,8 +1,10 @@
-"""The console's cluster page on a small dev cluster (two data nodes and a compaction node):
-every node and every shard the meta service knows, as any node shows them."""
+"""The console's cluster page on a small dev cluster (two data nodes, each shard followed on
+the other, and a compaction node): every node and every shard the meta service knows, as any
+node shows them."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -11,6 +13,7 @@ from playwright.sync_api import expect
 
 from gnomon.devcluster.cluster import DevCluster
 from meta.client import MetaClient
+from tests.cluster.support import http_sql
 from tests.console.conftest import Watched
 
 SHARDS = 4
@@ -19,7 +22,16 @@ SHARDS = 4
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
     root = tmp_path_factory.mktemp("console-cluster")
-    with DevCluster(root, nodes=2, shards=SHARDS, compaction_nodes=1) as running:
+    with DevCluster(root, nodes=2, shards=SHARDS, followers=1, compaction_nodes=1) as running:
+        http = running.node_endpoints[0].http
+        for table in ("cpu", "mem"):
+            for query in (
+                f"CREATE TABLE {table} (host string TAG, v double, ts timestamp NOT NULL, "
+                "TIMESTAMP KEY(ts))",
+                f"INSERT INTO {table} (host, v, ts) VALUES ('a', 1.5, 1700000000000)",
+            ):
+                status, body = http_sql(http, query)
+                assert status == 200, body
         yield running
 
 
@@ -27,8 +39,14 @@ def test_cluster_page_shows_every_node_and_shard(
     cluster: DevCluster, open_page: Callable[[str], Watched], screenshots: Path
 ) -> None:
     with MetaClient(cluster.meta, peer=cluster.peer) as meta:
-        shards = meta.shards()
+        deadline = time.monotonic() + 60
+        while True:
+            shards = meta.shards()
+            if all(len(s.followers) == 1 for s in shards) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
     assert len(shards) == SHARDS
+    assert all(len(s.followers) == 1 for s in shards)
     origin = f"http://{cluster.node_endpoints[1].http}"
     watched = open_page(origin)
     page = watched.page
@@ -46,6 +64,7 @@ def test_cluster_page_shows_every_node_and_shard(
         row = rows.filter(has=page.locator("td:first-child", has_text=str(shard.id)))
         expect(row).to_contain_text(shard.leader)
         expect(row).to_contain_text(str(shard.epoch))
+        expect(row.locator("td").nth(2)).to_contain_text(shard.followers[0])
     compaction = page.locator("#cluster-compaction tbody tr")
     expect(compaction).to_have_count(len(cluster.compaction_endpoints))
     expect(compaction.first).to_contain_text(cluster.compaction_endpoints[0].grpc)

@@ -6,6 +6,7 @@ nothing of any other address."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,13 @@ def test_time_series_is_drawn(server: Running, open_page: OpenPage, screenshots:
     assert _painted_pixels(page) > 1000
     expect(page.locator("#result tbody tr")).to_have_count(POINTS * len(HOSTS))
     page.screenshot(path=str(screenshots / "console-query.png"))
+    # Buckets, as the README's example draws them: one line per host.
+    _run(
+        page,
+        "SELECT time_bucket(ts, 'PT10M') AS t, host, avg(usage) AS cpu FROM cpu "
+        "WHERE host IN ('web-1', 'web-2') GROUP BY t, host ORDER BY t",
+    )
+    expect(legend).to_have_text(["t", "host=web-1", "host=web-2"])
     watched.check_clean()
 
 
@@ -142,20 +150,28 @@ def test_cluster_page_of_a_standalone_server(
     watched.check_clean()
 
 
+@dataclass
+class Secured:
+    running: Running
+    #: An API token of ROOT.
+    token: str
+
+
 @pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     root = tmp_path_factory.mktemp("console-auth")
     data = root / "data"
     admin(data, "users", "create", ROOT[0], "--password", ROOT[1], "--superuser")
+    token = admin(data, "tokens", "create", ROOT[0]).strip()
     running = start_standalone(data, root / "server.log", "--auth", "true")
-    yield running
+    yield Secured(running, token)
     running.server.stop()
 
 
 def test_nothing_is_shown_before_sign_in(
-    secured: Running, open_page: OpenPage, screenshots: Path
+    secured: Secured, open_page: OpenPage, screenshots: Path
 ) -> None:
-    origin = _origin(secured)
+    origin = _origin(secured.running)
     watched = open_page(origin)
     page = watched.page
     page.goto(f"{origin}/dashboard")
@@ -189,3 +205,17 @@ def test_nothing_is_shown_before_sign_in(
     page.get_by_role("button", name="Sign out").click()
     expect(page.get_by_role("button", name="Sign in")).to_be_visible()
     expect(page.locator("#page-cluster")).to_be_hidden()
+
+
+def test_sign_in_with_a_token(secured: Secured, open_page: OpenPage) -> None:
+    origin = _origin(secured.running)
+    watched = open_page(origin)
+    page = watched.page
+    page.goto(f"{origin}/dashboard")
+    page.get_by_label("API token").fill(secured.token)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.locator("#who")).to_have_text("signed in with a token")
+    _run(page, "SELECT 2 AS two")
+    expect(page.locator("#result tbody td")).to_have_text(["2"])
+    assert watched.elsewhere() == []
+    assert [e for e in watched.errors() if "status of 401" not in e] == []

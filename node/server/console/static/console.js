@@ -200,11 +200,15 @@
     if (typeof uPlot === "undefined") return;
     const target = $("chart");
     const width = Math.max(320, target.clientWidth || $("page-query").clientWidth || 800);
-    const labels = [...ts.series.keys()];
+    const labels = [...ts.series.keys()].sort(
+      (a, b) => a.localeCompare(b, "en", { numeric: true }),
+    );
     const opts = {
       width: width - 18,
       height: 300,
       scales: { x: { time: true } },
+      // Times in UTC, as the table shows them.
+      tzDate: (seconds) => uPlot.tzDate(new Date(seconds * 1000), "Etc/UTC"),
       series: [
         { label: ts.time },
         ...labels.map((label, i) => ({
@@ -298,7 +302,11 @@
   }
 
   function mib(v) {
-    return v === null || v === undefined ? "-" : `${(v / 2 ** 20).toFixed(1)} MiB`;
+    if (v === null || v === undefined) return "-";
+    if (v < 2 ** 10) return `${Math.round(v)} B`;
+    if (v < 2 ** 20) return `${(v / 2 ** 10).toFixed(1)} KiB`;
+    if (v < 2 ** 30) return `${(v / 2 ** 20).toFixed(1)} MiB`;
+    return `${(v / 2 ** 30).toFixed(2)} GiB`;
   }
 
   function percent(v) {
@@ -311,7 +319,8 @@
 
   function grid(columns, rows, empty) {
     if (rows.length === 0) return el("p", { class: "muted" }, empty);
-    const head = el("tr", {}, ...columns.map((c) => el("th", { scope: "col" }, c.title)));
+    const head = el("tr", {}, ...columns.map((c) =>
+      el("th", c.num ? { scope: "col", class: "num" } : { scope: "col" }, c.title)));
     const body = rows.map((row) =>
       el("tr", {}, ...columns.map((c) => {
         const v = c.cell(row);
