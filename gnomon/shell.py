@@ -48,13 +48,34 @@ def base_url(endpoint: str) -> str:
     return f"{parts.scheme}://{netloc}{parts.path.rstrip('/')}"
 
 
-def _unreachable(url: str, e: BaseException) -> Unavailable:
+def _unreachable(url: str, e: Exception) -> Unavailable:
+    """Why ``url`` gave no answer of gnomon's HTTP API: nothing there, or what is there."""
+    import http.client
+
+    if isinstance(e, http.client.BadStatusLine) and _http2_frame(str(e.args[0])):
+        return Unavailable(
+            f"{url} answers HTTP/2 (a gRPC or Arrow Flight port), not HTTP/1.1: gnomon sql "
+            f"needs a gnomon server's HTTP port ({DEFAULT_HTTP_PORT} unless --http-port moved it)"
+        )
+    if isinstance(e, http.client.HTTPException) and not isinstance(e, OSError):
+        return Unavailable(
+            f"{url} does not answer as gnomon's HTTP API ({type(e).__name__}): gnomon sql needs "
+            f"a gnomon server's HTTP port ({DEFAULT_HTTP_PORT} unless --http-port moved it)"
+        )
     reason = e.reason if isinstance(e, urllib.error.URLError) else e
     return Unavailable(f"cannot connect to gnomon at {url}: {reason}")
 
 
+def _http2_frame(line: str) -> bool:
+    """Whether a status line read is an HTTP/2 server's first frame: a SETTINGS frame
+    (type 4 in the fourth byte of its header), which gRPC servers send first, whatever
+    they were asked."""
+    return len(line) >= 9 and line.startswith("\x00") and line[3] == "\x04"
+
+
 def check_server(url: str, *, timeout_s: float = 5.0) -> None:
     """Unavailable, naming ``url``, unless a gnomon server answers its health check there."""
+    import http.client
     import urllib.request  # with http.client, email and ssl: only once a command talks
 
     try:
@@ -62,13 +83,14 @@ def check_server(url: str, *, timeout_s: float = 5.0) -> None:
             resp.read()
     except urllib.error.HTTPError as e:
         raise Unavailable(f"cannot connect to gnomon at {url}: health check {e.code}") from None
-    except (urllib.error.URLError, OSError) as e:
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
         raise _unreachable(url, e) from None
 
 
 def run_sql(url: str, sql: str, *, timeout_s: float = 300.0) -> dict[str, Any]:
     """POST one statement to the server at ``url`` (see :func:`base_url`); the server's JSON
     answer, or a GnomonError with its message."""
+    import http.client
     import urllib.request
 
     req = urllib.request.Request(
@@ -87,7 +109,7 @@ def run_sql(url: str, sql: str, *, timeout_s: float = 300.0) -> dict[str, Any]:
         except ValueError:
             message = body.decode(errors="replace")
         raise InvalidArgument(f"{e.code}: {message}") from None
-    except (urllib.error.URLError, OSError) as e:
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
         raise _unreachable(url, e) from None
 
 

@@ -101,7 +101,7 @@ class _AdminGroup(LazyGroup):
         try:
             return super().invoke(ctx)
         except GnomonError as e:
-            console().print(f"[red]error:[/red] {e.message}")
+            console().print(f"[red]error:[/red] {e.message}", highlight=False, soft_wrap=True)
             ctx.exit(1)
 
 

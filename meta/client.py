@@ -23,13 +23,11 @@ from gnomon.errors import GnomonError, NotFound, NotLeader, Unavailable
 from gnomon.peer import Channels, Peer
 from gnomon.proto import meta_pb2 as pb
 from meta.model import NodeKind
-from meta.wire import NODE_KINDS, SERVICE, error_of
+from meta.wire import DEFAULT_PORT, NODE_KINDS, SERVICE, error_of
 
 log = logging.getLogger("gnomon.meta.client")
 
 M = TypeVar("M", bound=Message)
-
-DEFAULT_PORT = 2390
 
 
 def _endpoints(endpoints: str | Sequence[str]) -> list[str]:

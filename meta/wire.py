@@ -23,6 +23,8 @@ from meta.events import EventKind, ShardEvent
 from meta.model import NodeKind, Procedure, Table
 
 SERVICE = "gnomon.meta.MetaService"
+#: The port of a meta endpoint named without one.
+DEFAULT_PORT = 2390
 #: Trailing metadata of a NOT-leader answer: the leader's endpoint.
 LEADER_KEY = "gnomon-meta-leader"
 
@@ -54,12 +56,30 @@ def grpc_code(e: GnomonError) -> grpc.StatusCode:
     return _CODES.get(e.status, grpc.StatusCode.INTERNAL)
 
 
+#: What a meta endpoint must be, said when something else answers there.
+_EXPECTED = (
+    f"--meta takes a meta service's gRPC address (port {DEFAULT_PORT} unless --grpc-port "
+    "moved it)"
+)
+
+
 def error_of(e: grpc.RpcError, target: str) -> GnomonError:
     """The gnomon error a failed call stands for."""
     if not isinstance(e, grpc.Call):
         return Unavailable(f"meta at {target}: {e}")
     details = e.details() or ""
     code = e.code()
+    # Another server's port given for meta's: said at once, not retried as if meta were away.
+    if code is grpc.StatusCode.UNIMPLEMENTED:
+        return InvalidArgument(
+            f"{target} is no meta service: it answers gRPC but not meta's calls (as a data "
+            f"node's gRPC or Arrow Flight port does); {_EXPECTED}"
+        )
+    if code is grpc.StatusCode.UNAVAILABLE and "http1.x server" in details:
+        return InvalidArgument(
+            f"{target} is no meta service: it answers HTTP/1.1, not gRPC (as a data node's HTTP "
+            f"port does); {_EXPECTED}"
+        )
     if code is grpc.StatusCode.FAILED_PRECONDITION:
         metadata = dict(e.trailing_metadata() or ())
         leader = str(metadata.get(LEADER_KEY, ""))
