@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-stamp
 DEV_STAMP := $(VENV)/.installed-dev-stamp
 
-.PHONY: run test lint bench clean hooks chromium
+.PHONY: run test lint bench clean hooks chromium prometheus
 
 $(RUN_STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -28,8 +28,12 @@ run: $(RUN_STAMP) hooks
 chromium:
 	@command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
 
+# The Prometheus tests compare answers with Debian's prometheus (installed here when missing).
+prometheus:
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y prometheus)
+
 # pytest exits 5 when it collects nothing; that is not a failure of the suite.
-test: $(DEV_STAMP) hooks chromium
+test: $(DEV_STAMP) hooks chromium prometheus
 	$(PY) -m pytest -q -p no:cacheprovider; rc=$$?; if [ $$rc -eq 5 ]; then exit 0; fi; exit $$rc
 
 lint: $(DEV_STAMP)

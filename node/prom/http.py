@@ -3,24 +3,48 @@ answers each (the server authenticates them as any other endpoint)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from node.prom import remote_read, remote_write
+from node.prom.api import QueryApi, form
 from node.prom.host import PromHost
 from node.server.http.answers import NO_CONTENT, Response, error
 
 #: Remote write and read, at Prometheus's paths and at HoraeDB's.
 WRITE_PATHS = frozenset({"/api/v1/write", "/prom/v1/write"})
 READ_PATHS = frozenset({"/api/v1/read", "/prom/v1/read"})
+#: The query API's endpoints (GET, or POST with a form body).
+QUERY_PATHS = frozenset(
+    {
+        "/api/v1/query",
+        "/api/v1/query_range",
+        "/api/v1/labels",
+        "/api/v1/series",
+        "/api/v1/metadata",
+        "/api/v1/status/buildinfo",
+    }
+)
+#: ``/api/v1/label/<name>/values``.
+LABEL_VALUES = ("/api/v1/label/", "/values")
 #: The endpoints whose request bodies are read.
-WITH_BODY = WRITE_PATHS | READ_PATHS
+WITH_BODY = WRITE_PATHS | READ_PATHS | QUERY_PATHS
 PROTOBUF = "application/x-protobuf"
 
 Work = Callable[[], Response]
 
 
+def _label_values(path: str) -> bool:
+    start, end = LABEL_VALUES
+    return path.startswith(start) and path.endswith(end) and len(path) > len(start) + len(end)
+
+
 def is_prometheus(path: str) -> bool:
-    return path in WITH_BODY
+    return path in WITH_BODY or _label_values(path)
+
+
+def endpoint(path: str) -> str:
+    """The metrics label of a Prometheus path (one for all label names)."""
+    return "/api/v1/label/{name}/values" if _label_values(path) else path
 
 
 def _write(host: PromHost, body: bytes) -> Response:
@@ -36,13 +60,29 @@ def _read(host: PromHost, body: bytes) -> Response:
     return Response(200, answer, PROTOBUF, {"Content-Encoding": "snappy"})
 
 
-def serve(host: PromHost, method: str, path: str, body: bytes) -> Response | Work:
+def _not_allowed(path: str, method: str, allowed: tuple[str, ...]) -> Response:
+    resp = error(405, f"{path} accepts {', '.join(allowed)}, not {method}")
+    resp.headers["Allow"] = ", ".join(allowed)
+    return resp
+
+
+def serve(
+    host: PromHost,
+    method: str,
+    path: str,
+    params: Mapping[str, list[str]],
+    content_type: str,
+    body: bytes,
+) -> Response | Work:
     """The answer to a request to a Prometheus path, or the blocking work that makes it."""
-    if method != "POST":
-        resp = error(405, f"{path} accepts POST, not {method}")
-        resp.headers["Allow"] = "POST"
-        return resp
-    host.metrics.request_bytes.inc("prometheus", amount=len(body))
-    if path in WRITE_PATHS:
-        return lambda: _write(host, body)
-    return lambda: _read(host, body)
+    if path in WRITE_PATHS or path in READ_PATHS:
+        if method != "POST":
+            return _not_allowed(path, method, ("POST",))
+        host.metrics.request_bytes.inc("prometheus", amount=len(body))
+        if path in WRITE_PATHS:
+            return lambda: _write(host, body)
+        return lambda: _read(host, body)
+    if method not in ("GET", "POST"):
+        return _not_allowed(path, method, ("GET", "POST"))
+    merged = form(params, body, content_type)
+    return lambda: QueryApi(host).answer(path, merged)

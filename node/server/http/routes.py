@@ -37,8 +37,10 @@ SmallWrite = Callable[[bytes, Mapping[str, list[str]]], None]
 
 def endpoint(path: str) -> str:
     """The metrics label of a request's path (one per endpoint, whatever table it names)."""
-    if path in ROUTES or prom.is_prometheus(path):
+    if path in ROUTES:
         return path
+    if prom.is_prometheus(path):
+        return prom.endpoint(path)
     if console.is_console(path):
         return console.PREFIX
     return "/route" if path.startswith(ROUTE_PREFIX) else "other"
@@ -88,7 +90,8 @@ def route(
     if console.is_console(path):
         return console.serve(method, path)
     if prom.is_prometheus(path):
-        return prom.serve(app, method, path, body)
+        kind = headers.get("Content-Type", "")
+        return prom.serve(app, method, path, parameters(query), kind, body)
     allowed = ROUTES.get(path)
     if allowed is None:
         return error(404, f"no endpoint {path!r}; see GET /openapi.json")
