@@ -46,6 +46,8 @@ def _check_command(cmd: str, out: str, cwd: Path) -> None:
         assert pa.ipc.open_stream(path.read_bytes()).read_all().num_rows >= 1
     elif "/influxdb/" in cmd:
         assert out == "", out  # 204: written
+    elif "/api/v1/" in cmd:  # the Prometheus query API's envelope
+        assert json.loads(out)["status"] == "success", out
     elif cmd.startswith("curl"):
         answer = json.loads(out)
         assert "rows" in answer or "affected_rows" in answer, answer
@@ -67,6 +69,9 @@ def test_every_block_is_run_somewhere() -> None:
             or (b.lang == "shell" and "docker compose" in b.text)
             # The Security section's: tests/security/test_readme_security.py runs it.
             or (b.lang == "shell" and "gnomon admin users" in b.text)
+            # The Prometheus section's: tests/prom/test_prometheus_remote.py runs Prometheus
+            # with it.
+            or (b.lang == "yaml" and "remote_write" in b.text)
             or (
                 b.lang == "python"
                 and any(k in b.text for k in ("horaedb_client", "node.backends", "gnomon.spark"))
