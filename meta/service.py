@@ -139,6 +139,7 @@ class MetaService:
                     tables=tables,
                     load=load,
                     pinned=s.pinned,
+                    procedure=s.procedure or 0,
                 )
                 for s, tables, load in core.shards()
             ]

@@ -113,7 +113,7 @@ class NodeInfo(_message.Message):
     def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[NodeKind, str]] = ..., online: _Optional[bool] = ..., live: _Optional[bool] = ..., load: _Optional[float] = ..., leader_shards: _Optional[int] = ..., follower_shards: _Optional[int] = ..., endpoints: _Optional[_Mapping[str, str]] = ..., figures: _Optional[_Mapping[str, float]] = ..., heartbeat_age_s: _Optional[float] = ...) -> None: ...
 
 class ShardInfo(_message.Message):
-    __slots__ = ("id", "leader", "followers", "epoch", "status", "tables", "load", "pinned")
+    __slots__ = ("id", "leader", "followers", "epoch", "status", "tables", "load", "pinned", "procedure")
     ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
     FOLLOWERS_FIELD_NUMBER: _ClassVar[int]
@@ -122,6 +122,7 @@ class ShardInfo(_message.Message):
     TABLES_FIELD_NUMBER: _ClassVar[int]
     LOAD_FIELD_NUMBER: _ClassVar[int]
     PINNED_FIELD_NUMBER: _ClassVar[int]
+    PROCEDURE_FIELD_NUMBER: _ClassVar[int]
     id: int
     leader: str
     followers: _containers.RepeatedScalarFieldContainer[str]
@@ -130,7 +131,8 @@ class ShardInfo(_message.Message):
     tables: int
     load: float
     pinned: bool
-    def __init__(self, id: _Optional[int] = ..., leader: _Optional[str] = ..., followers: _Optional[_Iterable[str]] = ..., epoch: _Optional[int] = ..., status: _Optional[str] = ..., tables: _Optional[int] = ..., load: _Optional[float] = ..., pinned: _Optional[bool] = ...) -> None: ...
+    procedure: int
+    def __init__(self, id: _Optional[int] = ..., leader: _Optional[str] = ..., followers: _Optional[_Iterable[str]] = ..., epoch: _Optional[int] = ..., status: _Optional[str] = ..., tables: _Optional[int] = ..., load: _Optional[float] = ..., pinned: _Optional[bool] = ..., procedure: _Optional[int] = ...) -> None: ...
 
 class TableInfo(_message.Message):
     __slots__ = ("id", "name", "schema", "shard_id", "partitions", "parent_id", "partition_index")

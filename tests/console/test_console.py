@@ -219,3 +219,53 @@ def test_sign_in_with_a_token(secured: Secured, open_page: OpenPage) -> None:
     expect(page.locator("#result tbody td")).to_have_text(["2"])
     assert watched.elsewhere() == []
     assert [e for e in watched.errors() if "status of 401" not in e] == []
+
+
+def test_cluster_page_renders_procedures_and_compaction_nodes(
+    server: Running, open_page: OpenPage
+) -> None:
+    """A cluster's document (answered in place of the server's) as the page shows it."""
+    doc = {
+        "mode": "cluster",
+        "me": "127.0.0.1:7001",
+        "nodes": [
+            {"name": "127.0.0.1:7001", "role": "leader", "live": True, "load": 1.0},
+            {"name": "127.0.0.1:7002", "role": "follower", "live": False, "load": 0.0},
+        ],
+        "shards": [
+            {
+                "id": 4,
+                "leader": "127.0.0.1:7001",
+                "followers": [{"name": "127.0.0.1:7002", "lag_s": 2.5}],
+                "epoch": 9,
+                "status": "busy",
+                "pinned": True,
+                "tables": 3,
+            }
+        ],
+        "tables": [],
+        "procedures": [
+            {"id": 12, "kind": "migrate", "status": "running", "step": 1, "shards": [4]}
+        ],
+        "compaction_nodes": [
+            {"name": "127.0.0.1:7041", "live": True, "load": 0.5, "running": 1, "slots": 2}
+        ],
+    }
+    watched = open_page(_origin(server))
+    page = watched.page
+    page.route(
+        "**/api/cluster",
+        lambda route: route.fulfill(status=200, json=doc),
+    )
+    page.goto(f"{_origin(server)}/dashboard#cluster")
+    expect(page.locator("#cluster-mode")).to_have_text("as seen by 127.0.0.1:7001")
+    expect(page.locator("#cluster-nodes tbody tr").nth(1)).to_contain_text("down")
+    shard = page.locator("#cluster-shards tbody tr")
+    expect(shard.locator("td")).to_have_text(
+        ["4", "127.0.0.1:7001", "127.0.0.1:7002 (2.5 s behind)", "9", "busy, pinned", "3"]
+    )
+    procedure = page.locator("#cluster-procedures tbody tr")
+    expect(procedure.locator("td")).to_have_text(["12", "migrate", "1", "4", "running", "-"])
+    compaction = page.locator("#cluster-compaction tbody tr")
+    expect(compaction).to_contain_text("127.0.0.1:7041")
+    watched.check_clean()

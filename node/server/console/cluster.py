@@ -3,17 +3,18 @@
 In a cluster it is the meta service's view (the client the node already holds): data nodes
 with their liveness, load and the figures of their last heartbeat (rows/s, memtable bytes,
 queries/s, CPU), shards with their leader, followers (and how far each is behind), epoch and
-status, the procedures running (a shard a procedure holds is ``busy``) and the compaction
-nodes. A standalone server answers the same shape for itself: one node, its shards, and its
-tables."""
+status, the procedures running (each holds the shards it works on, ``busy`` then) and the
+compaction nodes. A standalone server answers the same shape for itself: one node, its shards,
+and its tables."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from gnomon.errors import GnomonError
 from gnomon.proto import meta_pb2 as pb
 from meta.client import MetaClient
 from meta.model import FOLLOWER_LAG
@@ -152,12 +153,7 @@ class ClusterView:
                 for s in shards
             ],
             "tables": [],
-            # The meta service lists no procedures; each one holds the shards it works on.
-            "procedures": [
-                {"shard": s.id, "status": "running", "leader": s.leader or None}
-                for s in shards
-                if s.status == "busy"
-            ],
+            "procedures": self._procedures(meta, shards),
             "compaction_nodes": [
                 {
                     "name": n.name,
@@ -174,6 +170,33 @@ class ClusterView:
                 if n.kind == pb.COMPACTION
             ],
         }
+
+    @staticmethod
+    def _procedures(meta: MetaClient, shards: Sequence[pb.ShardInfo]) -> list[dict[str, Any]]:
+        """The procedures running: each holds the shards it works on (busy ones)."""
+        held: dict[int, list[int]] = {}
+        for s in shards:
+            if s.procedure:
+                held.setdefault(s.procedure, []).append(s.id)
+        found = []
+        for proc_id, shard_ids in sorted(held.items()):
+            try:
+                info = meta.procedure(proc_id)
+            except GnomonError:
+                continue  # finished and forgotten since the shards were listed
+            if info.status != "running":
+                continue
+            found.append(
+                {
+                    "id": info.id,
+                    "kind": info.kind,
+                    "status": info.status,
+                    "step": info.step,
+                    "shards": shard_ids,
+                    "params": info.params,
+                }
+            )
+        return found
 
 
 def _role(node: pb.NodeInfo) -> str:

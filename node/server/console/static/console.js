@@ -360,9 +360,12 @@
       { title: "tables", cell: (s) => s.tables, num: true },
     ], doc.shards, "No shard."));
     $("cluster-procedures").replaceChildren(grid([
-      { title: "shard", cell: (p) => p.shard, num: true },
+      { title: "procedure", cell: (p) => p.id, num: true },
+      { title: "kind", cell: (p) => p.kind },
+      { title: "step", cell: (p) => p.step, num: true },
+      { title: "shards", cell: (p) => p.shards.join(", ") },
       { title: "status", cell: (p) => p.status },
-      { title: "leader", cell: (p) => p.leader || "-" },
+      { title: "parameters", cell: (p) => p.params || "-" },
     ], doc.procedures, "No procedure is running."));
     $("cluster-compaction").replaceChildren(grid([
       { title: "node", cell: (n) => n.name },
