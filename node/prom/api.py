@@ -17,7 +17,15 @@ from urllib.parse import parse_qs
 import numpy as np
 import promql_parser as pp
 
-from gnomon.errors import Cancelled, DeadlineExceeded, GnomonError, InvalidArgument, NotFound
+from gnomon.errors import (
+    Cancelled,
+    DeadlineExceeded,
+    GnomonError,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    Unauthenticated,
+)
 from node.prom.host import PromHost
 from node.prom.labels import METRIC_NAME, NOT_LABELS, VALUE_COLUMN
 from node.prom.promql import engine
@@ -26,7 +34,7 @@ from node.prom.promql.selectors import matchers as selector_matchers
 from node.prom.promql.values import Labels, RangeSamples, Scalar, String, Value, Vector
 from node.prom.series import RunSql, select
 from node.server.http.answers import Response, json_answer
-from node.server.status import message_of
+from node.server.status import http_status, message_of
 
 #: Most points one series of a range query may have (Prometheus's bound).
 MAX_POINTS = 11_000
@@ -62,6 +70,8 @@ def failure(e: BaseException) -> Response:
         status, kind = 400, "bad_data"
     elif isinstance(e, GnomonError) and e.retryable:
         status, kind = 503, "unavailable"
+    elif isinstance(e, PermissionDenied | Unauthenticated):
+        status, kind = http_status(e), "forbidden"
     elif isinstance(e, GnomonError):
         status, kind = 422, "execution"
     else:
