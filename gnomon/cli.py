@@ -479,8 +479,8 @@ def _cluster_summary(cluster: DevCluster) -> str:
             f"cluster secret {cluster.peer.secret!r} (GNOMON_CLUSTER_SECRET)",
             f"  etcd     authentication on: the processes reach it as etcd user "
             f"{cluster.etcd.access.user!r}",
-            # The accounts are changed in the catalog on etcd itself: its credentials too.
-            f"  accounts {etcd_env}gnomon admin users|grants|tokens ... "
+            # The accounts are changed in the catalog on etcd itself, signed with the secret.
+            f"  accounts {secret}{etcd_env}gnomon admin users|grants|tokens ... "
             f"--catalog {cluster.catalog}",
         ]
     lines += [

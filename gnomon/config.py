@@ -304,8 +304,9 @@ class ServerConfig(RoleConfig):
     )
     cluster_secret: str | None = setting(
         None,
-        "Secret the nodes and the meta service of a cluster present to each other (with auth); "
-        "best given as GNOMON_CLUSTER_SECRET.",
+        "Secret the nodes and the meta service of a cluster present to each other (with auth), "
+        "and the key account records are signed with (a standalone without one leaves them "
+        "unsigned); best given as GNOMON_CLUSTER_SECRET.",
     )
     cluster_ca: str | None = setting(
         None,
@@ -455,6 +456,13 @@ class NodeConfig(EtcdSettings, ServerConfig):
             )
         if self.lease_ttl_s < 3:
             raise InvalidArgument("lease_ttl_s must be at least 3")
+        if self.auth and not self.cluster_secret:
+            # The accounts on the shared catalog are signed with it: without it, whoever can
+            # write there could make themselves a superuser.
+            raise InvalidArgument(
+                "gnomon node with auth needs cluster_secret (GNOMON_CLUSTER_SECRET): the "
+                "nodes present it to each other and the account records are signed with it"
+            )
 
 
 COMPACTION_MODES = ("local", "offload")

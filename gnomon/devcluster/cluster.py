@@ -156,14 +156,14 @@ class DevCluster:
     @contextlib.contextmanager
     def accounts(self) -> Iterator[Accounts]:
         """The users, grants and tokens in the cluster's catalog, as ``gnomon admin users``
-        would change them."""
+        would change them (signed with the cluster secret)."""
         from node.backends import Storage, open_catalog
         from node.security.accounts import Accounts
 
         assert self.etcd is not None
         store = open_catalog(str(self.root), Storage(catalog=self.catalog, etcd=self.etcd.access))
         try:
-            yield Accounts(store)
+            yield Accounts(store, cluster_secret=self.peer.secret)
         finally:
             store.close()
 

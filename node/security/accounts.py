@@ -8,22 +8,37 @@ stolen table slow to attack; the authenticator caches successful checks briefly 
 client does not pay it per request). A token reads ``gnm_<id>.<secret>``: the id finds its
 row, the secret is checked against the row's hash. Tokens expire (optionally) and are revoked
 by marking their row, which stays for the audit trail.
+
+With a cluster secret, every record is signed as it is written and checked as it is read
+(:mod:`node.security.signatures`): one edited outside gnomon, or made before records were
+signed, is refused and logged once, until ``gnomon admin users sign`` signs it again. Without
+one (a standalone that has none) records are neither signed nor checked: its catalog, and any
+key it could keep, lie in the same data directory, so a signature would stop nobody who can
+edit them.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
+import json
+import logging
 import re
 import secrets
+import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gnomon.errors import AlreadyExists, InvalidArgument, NotFound, Unauthenticated
+from gnomon.errors import AlreadyExists, Corrupted, InvalidArgument, NotFound, Unauthenticated
 from gnomon.store.api import KeyRange, StructuredStore, TableContext, run_with_retries
 from gnomon.store.spec import FieldSpec, FieldType, TableSpec
 from node.security.principal import DATABASE, EVERY_TABLE, Grant, Principal, Privilege
+from node.security.signatures import SIGNATURES, RecordSigner
+
+log = logging.getLogger("gnomon.security")
 
 _USERS = TableSpec(
     "auth_users",
@@ -62,6 +77,8 @@ _GRANTS = TableSpec(
     primary_key=("user", "database", "table"),
 )
 
+#: How an operator signs records again (after an upgrade, or a new cluster secret).
+RESIGN = "gnomon admin users sign"
 TOKEN_PREFIX = "gnm_"
 _USER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@\-]{0,127}$")
 _TOKEN = re.compile(r"^gnm_([0-9a-f]{16})\.([A-Za-z0-9_\-]{20,128})$")
@@ -132,11 +149,16 @@ class IssuedToken:
 
 
 class Accounts:
-    """The users, tokens and grants of one catalog store (its tables made on first use)."""
+    """The users, tokens and grants of one catalog store (its tables made on first use),
+    signed and checked under ``cluster_secret`` (None: neither)."""
 
-    def __init__(self, store: StructuredStore) -> None:
+    def __init__(self, store: StructuredStore, *, cluster_secret: str | None = None) -> None:
         self.store = store
-        for spec in (_USERS, _TOKENS, _GRANTS):
+        self._signer = RecordSigner(cluster_secret) if cluster_secret else None
+        #: Refused records already logged (their signature keys): each is logged once.
+        self._warned: set[tuple[str, str, str]] = set()
+        self._warned_lock = threading.Lock()
+        for spec in (_USERS, _TOKENS, _GRANTS, SIGNATURES):
             store.create(spec, if_not_exists=True)
 
     # -- users -----------------------------------------------------------------------------------
@@ -149,10 +171,9 @@ class Accounts:
         row.update(_salted(password))
 
         def txn(ctx: TableContext) -> None:
-            users = ctx.table(_USERS.name)
-            if users.read({"name": name}) is not None:
+            if ctx.table(_USERS.name).read({"name": name}) is not None:
                 raise AlreadyExists(f"user {name!r} already exists")
-            users.write(row)
+            self._write(ctx, _USERS, row)
 
         run_with_retries(self.store, txn)
         return user
@@ -162,9 +183,14 @@ class Accounts:
         salted = _salted(password)
 
         def txn(ctx: TableContext) -> None:
-            users = ctx.table(_USERS.name)
-            row = _user_row(users.read({"name": name}), name)
-            users.write({**row, **salted})
+            row = _user_row(ctx.table(_USERS.name).read({"name": name}), name)
+            # The rest of the record is written again, signed: it must be what was signed.
+            if not self._trusted(_USERS, row, self._macs(ctx, name)):
+                raise Corrupted(
+                    f"{_describe(_USERS, row)} fails its signature check: review it and sign "
+                    f"it again ({RESIGN} --dry-run, then {RESIGN}), or drop and create the user"
+                )
+            self._write(ctx, _USERS, {**row, **salted})
 
         run_with_retries(self.store, txn)
 
@@ -178,6 +204,7 @@ class Accounts:
             tokens = ctx.table(_TOKENS.name)
             for row in list(tokens.scan_index("user", name, columns=["token_id"])):
                 tokens.delete({"token_id": row["token_id"]})
+            ctx.table(SIGNATURES.name).delete_all({"user": name})
 
         run_with_retries(self.store, txn)
 
@@ -205,8 +232,10 @@ class Accounts:
 
         def txn(ctx: TableContext) -> None:
             _user_row(ctx.table(_USERS.name).read({"name": user}), user)
-            ctx.table(_GRANTS.name).write(
-                {"user": user, "database": database, "table": table, "privilege": privilege.label}
+            self._write(
+                ctx,
+                _GRANTS,
+                {"user": user, "database": database, "table": table, "privilege": privilege.label},
             )
 
         run_with_retries(self.store, txn)
@@ -214,7 +243,12 @@ class Accounts:
 
     def revoke(self, user: str, table: str = EVERY_TABLE, database: str = DATABASE) -> None:
         key = {"user": user, "database": database, "table": table}
-        if not self.store.transact(lambda ctx: ctx.table(_GRANTS.name).delete(key)):
+
+        def txn(ctx: TableContext) -> bool:
+            ctx.table(SIGNATURES.name).delete(_signature_key(_GRANTS, key))
+            return ctx.table(_GRANTS.name).delete(key)
+
+        if not self.store.transact(txn):
             raise NotFound(f"user {user!r} has no grant on {database}.{table}")
 
     def grants(self, user: str | None = None) -> list[Grant]:
@@ -245,19 +279,19 @@ class Accounts:
 
         def txn(ctx: TableContext) -> None:
             _user_row(ctx.table(_USERS.name).read({"name": user}), user)
-            ctx.table(_TOKENS.name).write(row)
+            self._write(ctx, _TOKENS, row)
 
         run_with_retries(self.store, txn)
         return IssuedToken(token, f"{TOKEN_PREFIX}{token_id}.{secret}")
 
     def revoke_token(self, token_id: str) -> None:
         def txn(ctx: TableContext) -> None:
-            tokens = ctx.table(_TOKENS.name)
-            row = tokens.read({"token_id": token_id})
+            row = ctx.table(_TOKENS.name).read({"token_id": token_id})
             if row is None:
                 raise NotFound(f"token {token_id!r} does not exist")
+            # Signed even if it failed its check: a revoked token is refused whatever it says.
             if row["revoked_ms"] is None:
-                tokens.write({**row, "revoked_ms": _now_ms()})
+                self._write(ctx, _TOKENS, {**row, "revoked_ms": _now_ms()})
 
         run_with_retries(self.store, txn)
 
@@ -286,16 +320,23 @@ class Accounts:
         if m is None:
             raise Unauthenticated("malformed token: expected gnm_<id>.<secret>")
         token_id, secret = m.groups()
-        row = self.store.transact(lambda ctx: ctx.table(_TOKENS.name).read({"token_id": token_id}))
-        if row is None or not _matches(secret, row):
+
+        def txn(ctx: TableContext) -> tuple[dict[str, Any], _Records] | None:
+            row = ctx.table(_TOKENS.name).read({"token_id": token_id})
+            return None if row is None else (row, self._records(ctx, row["user"]))
+
+        found = self.store.transact(txn)
+        if found is None:
+            raise Unauthenticated("unknown token")
+        row, records = found
+        if not self._trusted(_TOKENS, row, records.macs) or not _matches(secret, row):
             raise Unauthenticated("unknown token")
         state = _token(row).state(_now_ms())
         if state != "active":
             raise Unauthenticated(f"token {token_id} is {state}")
-        user, grants = self._user_and_grants(row["user"])
-        if user is None:
+        if records.user is None:
             raise Unauthenticated(f"token {token_id}'s user no longer exists")
-        return Principal(row["user"], bool(user["superuser"]), grants, via="token")
+        return Principal(row["user"], bool(records.user["superuser"]), records.grants, via="token")
 
     def vouched(self, name: str, via: str = "cluster forward") -> Principal:
         """The user ``name`` with its grants, its credentials checked before (``via``: by
@@ -307,16 +348,136 @@ class Accounts:
         return Principal(name, bool(row["superuser"]), grants, via=via)
 
     def _user_and_grants(self, name: str) -> tuple[dict[str, Any] | None, tuple[Grant, ...]]:
-        def txn(ctx: TableContext) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-            row = ctx.table(_USERS.name).read({"name": name})
-            grants = list(ctx.table(_GRANTS.name).scan(KeyRange.prefix({"user": name})))
-            return row, grants
+        records = self.store.transact(lambda ctx: self._records(ctx, name))
+        return records.user, records.grants
 
-        row, grants = self.store.transact(txn)
-        return row, tuple(
-            Grant(g["user"], g["database"], g["table"], Privilege.parse(g["privilege"]))
-            for g in grants
+    # -- signatures ------------------------------------------------------------------------------
+
+    def sign(self, *, dry_run: bool = False) -> list[str]:
+        """Sign every record whose signature does not verify (``dry_run``: only name them):
+        records made before records were signed, under another cluster secret, or edited
+        outside gnomon, which is why whoever runs this reviews them first. What it signed
+        (or would sign), described."""
+        signer = self._signer
+        if signer is None:
+            raise InvalidArgument(
+                "signing account records needs the cluster secret (GNOMON_CLUSTER_SECRET)"
+            )
+
+        def unsigned(ctx: TableContext) -> list[tuple[TableSpec, dict[str, Any]]]:
+            macs = self._macs(ctx)
+            return [
+                (spec, row)
+                for spec in (_USERS, _TOKENS, _GRANTS)
+                for row in ctx.table(spec.name).scan()
+                if not signer.verifies(spec, row, macs.get(_signature_id(spec, row)))
+            ]
+
+        found = self.store.transact(unsigned)
+        if not dry_run:
+            # One record a transaction: however many there are, none is too large for etcd.
+            for spec, row in found:
+                key = {k: row[k] for k in spec.primary_key}
+                run_with_retries(
+                    self.store, functools.partial(self._sign_again, spec=spec, key=key)
+                )
+        return [_describe(spec, row) for spec, row in found]
+
+    def _sign_again(self, ctx: TableContext, spec: TableSpec, key: Mapping[str, Any]) -> None:
+        row = ctx.table(spec.name).read(key)
+        if row is not None:
+            self._write(ctx, spec, row)
+
+    def _write(self, ctx: TableContext, spec: TableSpec, row: Mapping[str, Any]) -> None:
+        """Write a record, and its signature with a secret."""
+        ctx.table(spec.name).write(row)
+        if self._signer is not None:
+            signature = {**_signature_key(spec, row), "mac": self._signer.mac(spec, row)}
+            ctx.table(SIGNATURES.name).write(signature)
+
+    def _macs(
+        self, ctx: TableContext, user: str | None = None
+    ) -> dict[tuple[str, str, str], bytes]:
+        """The signatures of ``user``'s records, or of all (none read without a secret)."""
+        if self._signer is None:
+            return {}
+        prefix = None if user is None else KeyRange.prefix({"user": user})
+        rows = ctx.table(SIGNATURES.name).scan(prefix)
+        return {(r["user"], r["kind"], r["item"]): r["mac"] for r in rows}
+
+    def _records(self, ctx: TableContext, name: str) -> _Records:
+        """User ``name``'s record and grants, those that fail their check left out."""
+        macs = self._macs(ctx, name)
+        row = ctx.table(_USERS.name).read({"name": name})
+        grants = ctx.table(_GRANTS.name).scan(KeyRange.prefix({"user": name}))
+        return _Records(
+            row if row is not None and self._trusted(_USERS, row, macs) else None,
+            tuple(
+                Grant(g["user"], g["database"], g["table"], Privilege.parse(g["privilege"]))
+                for g in grants
+                if self._trusted(_GRANTS, g, macs)
+            ),
+            macs,
         )
+
+    def _trusted(
+        self, spec: TableSpec, row: Mapping[str, Any], macs: Mapping[tuple[str, str, str], bytes]
+    ) -> bool:
+        """Whether a record read may be believed: no secret, or its signature verifies. A
+        record refused is logged, once."""
+        signer = self._signer
+        if signer is None:
+            return True
+        ident = _signature_id(spec, row)
+        if signer.verifies(spec, row, macs.get(ident)):
+            return True
+        with self._warned_lock:
+            first = ident not in self._warned
+            self._warned.add(ident)
+        if first:
+            log.warning(
+                "an account record fails its signature check and is refused: it was changed "
+                "outside gnomon, or made before records were signed or under another cluster "
+                f"secret; review it and sign it again ({RESIGN})",
+                extra={"record": _describe(spec, row)},
+            )
+        return False
+
+
+@dataclass(frozen=True)
+class _Records:
+    """A user's record (None: none, or refused) and grants as a check reads them, and the
+    signatures read with them."""
+
+    user: dict[str, Any] | None
+    grants: tuple[Grant, ...]
+    macs: dict[tuple[str, str, str], bytes]
+
+
+def _signature_key(spec: TableSpec, row: Mapping[str, Any]) -> dict[str, str]:
+    """The key of a record's signature row: its user, its table, the rest of its key."""
+    if spec is _USERS:
+        return {"user": row["name"], "kind": spec.name, "item": ""}
+    if spec is _TOKENS:
+        return {"user": row["user"], "kind": spec.name, "item": row["token_id"]}
+    return {
+        "user": row["user"],
+        "kind": spec.name,
+        "item": json.dumps([row["database"], row["table"]]),
+    }
+
+
+def _signature_id(spec: TableSpec, row: Mapping[str, Any]) -> tuple[str, str, str]:
+    key = _signature_key(spec, row)
+    return key["user"], key["kind"], key["item"]
+
+
+def _describe(spec: TableSpec, row: Mapping[str, Any]) -> str:
+    if spec is _USERS:
+        return f"user {row['name']!r}"
+    if spec is _TOKENS:
+        return f"token {row['token_id']} of user {row['user']!r}"
+    return f"grant of {row['privilege']} on {row['database']}.{row['table']} to {row['user']!r}"
 
 
 def _user_row(row: dict[str, Any] | None, name: str) -> dict[str, Any]:

@@ -4,6 +4,10 @@ PostgreSQL catalog). Registered on the admin group by ``gnomon/cli.py``.
 
 The first admin of a new deployment is made here (there is nobody yet to ask a server):
 ``gnomon admin users create root --superuser --data-dir DIR``.
+
+A cluster's records are signed with its cluster secret (``node/security/signatures.py``), so
+these commands take it from ``GNOMON_CLUSTER_SECRET`` as the nodes do; a standalone's are
+signed only if it has one too. ``users sign`` signs records that do not verify again.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import datetime
 import functools
 import getpass
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,6 +28,7 @@ from rich.table import Table as RichTable
 
 from gnomon.config import EtcdSettings, options
 from gnomon.errors import GnomonError, InvalidArgument
+from gnomon.peer import SECRET_ENV
 from node.backends import Storage, open_catalog
 from node.security.accounts import Accounts
 from node.security.principal import EVERY_TABLE, Privilege
@@ -73,13 +79,19 @@ _ETCD_FLAGS = tuple(f.name for f in fields(EtcdSettings))
 
 @contextmanager
 def _accounts(where: _Catalog) -> Iterator[Accounts]:
+    secret = os.environ.get(SECRET_ENV) or None
+    if where.catalog is not None and secret is None:
+        raise click.UsageError(
+            f"a cluster's account records are signed with its cluster secret: set {SECRET_ENV} "
+            "as the nodes have it"
+        )
     try:
         storage = Storage(catalog=where.catalog or "sqlite", etcd=where.etcd.etcd_access())
         store = open_catalog(where.data_dir, storage)
     except GnomonError as e:
         raise click.UsageError(e.message) from None
     try:
-        yield Accounts(store)
+        yield Accounts(store, cluster_secret=secret)
     except GnomonError as e:
         console.print(f"[red]error:[/red] {e.message}")
         raise SystemExit(1) from None
@@ -157,6 +169,21 @@ def list_users(where: _Catalog) -> None:
             [u.name, "yes" if u.superuser else "", _when(u.created_ms)] for u in accounts.users()
         ]
     _show("users", ["user", "superuser", "created"], rows)
+
+
+@users.command("sign")
+@click.option("--dry-run", is_flag=True, help="Only list the records that would be signed.")
+@_store_options
+def sign(dry_run: bool, where: _Catalog) -> None:
+    """Sign the user, token and grant records whose signature does not verify: those made
+    before records were signed or under another cluster secret, and those edited outside
+    gnomon. Whatever they say is vouched for from then on: list them with --dry-run and
+    review them first."""
+    with _accounts(where) as accounts:
+        found = accounts.sign(dry_run=dry_run)
+    for record in found:
+        console.print(f"{'unsigned' if dry_run else 'signed'}: {record}")
+    console.print(f"{len(found)} record(s) {'to sign' if dry_run else 'signed'}")
 
 
 # -- grants -------------------------------------------------------------------------------------

@@ -26,7 +26,8 @@ def is_loopback(bind: str) -> bool:
 @dataclass(frozen=True)
 class Security:
     """``auth``: every request authenticated (users and tokens in the catalog);
-    ``cluster_secret``: what nodes and the meta service present to each other; ``tls``:
+    ``cluster_secret``: what nodes and the meta service present to each other, and the key
+    the account records are signed with; ``tls``:
     the servers' certificate; ``auth_cache_s``: how long a successful check is reused."""
 
     auth: bool = False
@@ -49,5 +50,7 @@ class Security:
         if not self.auth:
             return None
         return Authenticator(
-            Accounts(store), cluster_secret=self.cluster_secret, cache_s=self.auth_cache_s
+            Accounts(store, cluster_secret=self.cluster_secret),
+            cluster_secret=self.cluster_secret,
+            cache_s=self.auth_cache_s,
         )

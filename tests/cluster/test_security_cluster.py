@@ -5,7 +5,8 @@ so they work for a user whose grants allow them and are refused for one whose gr
 with the answer the owner gives; the meta service, the compaction node and a node's shard
 control serve TLS only and refuse calls without the secret, and a user cannot borrow
 another's identity by naming it. etcd runs with its own authentication and TLS: a client
-without its credentials reads nothing, and the accounts are changed through them."""
+without its credentials reads nothing, the accounts are changed through them, and an account
+edited straight in etcd, signed by no holder of the cluster secret, gives nothing."""
 
 from __future__ import annotations
 
@@ -25,9 +26,10 @@ from compaction_node.client import CompactionClient
 from gnomon.devcluster.cluster import NAMESPACE, DevCluster, NodeEndpoints
 from gnomon.errors import GnomonError, Unauthenticated, Unavailable
 from gnomon.etcd import EtcdAccess
-from gnomon.peer import ON_BEHALF_OF, Peer
+from gnomon.peer import ON_BEHALF_OF, SECRET_ENV, Peer
 from gnomon.proto import node_pb2, storage_pb2
 from gnomon.shard_control import SERVICE as SHARD_CONTROL
+from gnomon.store.api import TableContext
 from gnomon.store.etcd import EtcdStore
 from meta.client import MetaClient
 from node.security.cli import grants, users
@@ -362,15 +364,66 @@ def test_the_admin_cli_changes_accounts_with_the_etcd_credentials(
     reader = ("cli-reader", "cli-reader-password")
     where = ["--catalog", cluster.catalog]
     create = ["create", reader[0], "--password", reader[1], *where]
-    refused = CliRunner().invoke(users, create)
+    assert cluster.peer.secret is not None
+    env = {**cluster.etcd_env(), SECRET_ENV: cluster.peer.secret}
+    refused = CliRunner().invoke(users, create, env={SECRET_ENV: cluster.peer.secret})
     assert refused.exit_code == 1 and "etcd" in refused.output, refused.output
     for group, args in (
         (users, create),
         (grants, ["add", reader[0], "read", "--table", table, *where]),
     ):
-        done = CliRunner().invoke(group, args, env=cluster.etcd_env())
+        done = CliRunner().invoke(group, args, env=env)
         assert done.exit_code == 0, done.output
-    listed = CliRunner().invoke(users, ["list", *where], env=cluster.etcd_env())
+    listed = CliRunner().invoke(users, ["list", *where], env=env)
     assert listed.exit_code == 0 and reader[0] in listed.output, listed.output
     status, body = _http_sql(cluster, entry, f"SELECT count(*) AS n FROM {table}", _basic(*reader))
     assert status == 200, body
+
+
+def test_accounts_edited_straight_in_etcd_give_nothing(
+    cluster: DevCluster, entries: dict[str, NodeEndpoints]
+) -> None:
+    """Whoever writes to etcd past gnomon (the etcd user's password is enough) but does not
+    hold the cluster secret: a user flipped to superuser, a grant widened, a grant added."""
+    assert cluster.etcd is not None
+    promoted, widened = ("mallory", "mallory-password"), ("trudy", "trudy-password")
+    (table, entry), (other_table, _) = list(entries.items())[:2]
+    query = f"SELECT count(*) AS n FROM {table}"
+    with cluster.accounts() as accounts:
+        for user, password in (promoted, widened):
+            accounts.create_user(user, password)
+            accounts.grant(user, Privilege.READ, table)
+    for user in (promoted, widened):
+        assert _http_sql(cluster, entry, query, _basic(*user))[0] == 200
+
+    def tamper(ctx: TableContext) -> None:
+        users_table = ctx.table("auth_users")
+        row = users_table.read({"name": promoted[0]})
+        assert row is not None
+        users_table.write({**row, "superuser": 1})
+        granted = {"user": widened[0], "database": "public", "privilege": "admin"}
+        ctx.table("auth_grants").write({**granted, "table": table})
+        ctx.table("auth_grants").write({**granted, "table": "*"})
+
+    store = EtcdStore(
+        cluster.etcd.endpoint, namespace=f"{NAMESPACE}/catalog", access=cluster.etcd.access
+    )
+    try:
+        store.transact(tamper)
+    finally:
+        store.close()
+    for sql in (query, f"DROP TABLE {other_table}"):
+        # The promoted user is no user at all any more; the widened grants are no grants.
+        assert _http_sql(cluster, entry, sql, _basic(*promoted))[0] == 401, sql
+        status, body = _http_sql(cluster, entry, sql, _basic(*widened))
+        assert status == 403, (sql, body)
+    logs = "".join(p.read_text() for p in (cluster.root / "logs").glob("node-*.log"))
+    assert "fails its signature check" in logs and "user 'mallory'" in logs
+    with cluster.accounts() as accounts:
+        assert accounts.sign(dry_run=True) == [
+            "user 'mallory'",
+            "grant of admin on public.* to 'trudy'",
+            f"grant of admin on public.{table} to 'trudy'",
+        ]
+        for user, _ in (promoted, widened):
+            accounts.drop_user(user)
