@@ -22,17 +22,16 @@ from gnomon.errors import (
     DeadlineExceeded,
     GnomonError,
     InvalidArgument,
-    NotFound,
     PermissionDenied,
     Unauthenticated,
 )
 from node.prom.host import PromHost
-from node.prom.labels import METRIC_NAME, NOT_LABELS, VALUE_COLUMN
+from node.prom.labels import METRIC_NAME, NOT_LABELS
 from node.prom.promql import engine
 from node.prom.promql.binary import ExecutionError
 from node.prom.promql.selectors import matchers as selector_matchers
 from node.prom.promql.values import Labels, RangeSamples, Scalar, String, Value, Vector
-from node.prom.series import RunSql, select
+from node.prom.series import RunSql, columns_of, metric_tables, select
 from node.server.http.answers import Response, json_answer
 from node.server.status import http_status, message_of
 
@@ -261,19 +260,6 @@ class QueryApi:
             parse_time(end, "end") if end else ALL_TIME_MS[1],
         )
 
-    def _metrics(self) -> list[str]:
-        """The tables holding Prometheus metrics (those with a ``value`` column)."""
-        names = [str(r) for r in self.run("SHOW TABLES").table().column(0).to_pylist()]
-        return sorted(n for n in names if VALUE_COLUMN in self._columns(n))
-
-    def _columns(self, table: str) -> list[str]:
-        try:
-            return (
-                self.run(f"SELECT * FROM `{table.replace('`', '``')}` LIMIT 0").table().column_names
-            )
-        except NotFound:
-            return []
-
     def _selected(self, params: Params) -> list[Labels]:
         start, end = self._range(params)
         out: dict[tuple[tuple[str, str], ...], Labels] = {}
@@ -296,19 +282,19 @@ class QueryApi:
         if params.get("match[]"):
             return sorted({k for lb in self._selected(params) for k in lb})
         names = {METRIC_NAME}
-        for metric in self._metrics():
-            names.update(c for c in self._columns(metric) if c not in NOT_LABELS)
+        for metric in metric_tables(self.run):
+            names.update(c for c in columns_of(self.run, metric) if c not in NOT_LABELS)
         return sorted(names)
 
     def label_values(self, name: str, params: Params) -> list[str]:
         if params.get("match[]"):
             return sorted({lb[name] for lb in self._selected(params) if lb.get(name)})
         if name == METRIC_NAME:
-            return self._metrics()
+            return metric_tables(self.run)
         values: set[str] = set()
         quoted = f"`{name.replace('`', '``')}`"
-        for metric in self._metrics():
-            if name in self._columns(metric):
+        for metric in metric_tables(self.run):
+            if name in columns_of(self.run, metric):
                 table = self.run(
                     f"SELECT DISTINCT {quoted} FROM `{metric.replace('`', '``')}`"
                 ).table()

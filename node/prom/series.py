@@ -63,6 +63,22 @@ class Series:
     def empty(cls) -> Series:
         return cls([], np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
 
+    @classmethod
+    def joined(cls, parts: Sequence[Series]) -> Series:
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            return cls.empty()
+        sizes = np.cumsum([0] + [len(p.timestamps) for p in parts[:-1]])
+        return cls(
+            [lb for p in parts for lb in p.labels],
+            np.concatenate(
+                [[0]] + [p.offsets[1:] + s for p, s in zip(parts, sizes, strict=True)]
+            ).astype(np.int64),
+            np.concatenate([p.timestamps for p in parts]),
+            np.concatenate([p.values for p in parts]),
+        )
+
 
 def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
@@ -72,15 +88,38 @@ def _sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def metric_of(matchers: Sequence[Matcher]) -> tuple[str, list[Matcher]]:
-    """The metric a selector reads (its ``__name__`` equality) and its other matchers."""
+def columns_of(run: RunSql, table: str) -> list[str]:
+    """A table's column names; none if there is no such table."""
+    try:
+        return run(f"SELECT * FROM {_quote(table)} LIMIT 0").table().column_names
+    except NotFound:
+        return []
+
+
+def metric_tables(run: RunSql) -> list[str]:
+    """The tables holding Prometheus metrics: those with a ``value`` column."""
+    names = [str(n) for n in run("SHOW TABLES").table().column(0).to_pylist()]
+    return sorted(n for n in names if VALUE_COLUMN in columns_of(run, n))
+
+
+def metrics_of(run: RunSql, matchers: Sequence[Matcher]) -> tuple[list[str], list[Matcher]]:
+    """The metrics a selector reads and its matchers of other labels. A metric named exactly
+    is read without listing the tables; other ``__name__`` matchers are tried on every
+    metric's name."""
     names = [m for m in matchers if m.name == METRIC_NAME]
-    if len(names) != 1 or names[0].op is not MatchOp.EQ:
-        raise InvalidArgument(
-            'a selector must name its metric exactly (name{...} or {__name__="name"}): '
-            "metric names matched by regular expression are not supported"
-        )
-    return names[0].value, [m for m in matchers if m.name != METRIC_NAME]
+    others = [m for m in matchers if m.name != METRIC_NAME]
+    if len(names) == 1 and names[0].op is MatchOp.EQ:
+        return [names[0].value], others
+    if not any(m.mask(pa.array([""])).to_pylist() == [False] for m in matchers):
+        raise InvalidArgument("vector selector must contain at least one non-empty matcher")
+    tables = metric_tables(run)
+    keep = [True] * len(tables)
+    for m in names:
+        keep = [
+            k and hit
+            for k, hit in zip(keep, m.mask(pa.array(tables, pa.string())).to_pylist(), strict=True)
+        ]
+    return [t for t, k in zip(tables, keep, strict=True) if k], others
 
 
 def label_columns(table: pa.Table) -> list[str]:
@@ -89,10 +128,15 @@ def label_columns(table: pa.Table) -> list[str]:
 
 def select(run: RunSql, matchers: Sequence[Matcher], start_ms: int, end_ms: int) -> Series:
     """The samples of the series ``matchers`` select with timestamps in [start_ms, end_ms]."""
-    metric, others = metric_of(matchers)
-    try:
-        columns = set(run(f"SELECT * FROM {_quote(metric)} LIMIT 0").table().column_names)
-    except NotFound:
+    metrics, others = metrics_of(run, matchers)
+    return Series.joined([_select(run, m, others, start_ms, end_ms) for m in metrics])
+
+
+def _select(
+    run: RunSql, metric: str, others: Sequence[Matcher], start_ms: int, end_ms: int
+) -> Series:
+    columns = set(columns_of(run, metric))
+    if not columns:
         return Series.empty()
     pushed = [m for m in others if m.op is MatchOp.EQ and m.value]
     if any(m.name not in columns for m in pushed):
