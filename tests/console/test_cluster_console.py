@@ -4,7 +4,9 @@ node shows them."""
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -13,10 +15,19 @@ from playwright.sync_api import expect
 
 from gnomon.devcluster.cluster import DevCluster
 from meta.client import MetaClient
-from tests.cluster.support import http_sql
 from tests.console.conftest import Watched
 
 SHARDS = 4
+
+
+def _sql(endpoint: str, query: str) -> None:
+    request = urllib.request.Request(
+        f"http://{endpoint}/sql",
+        json.dumps({"query": query}).encode(),
+        {"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        assert answer.status == 200
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +41,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
                 "TIMESTAMP KEY(ts))",
                 f"INSERT INTO {table} (host, v, ts) VALUES ('a', 1.5, 1700000000000)",
             ):
-                status, body = http_sql(http, query)
-                assert status == 200, body
+                _sql(http, query)
         yield running
 
 

@@ -112,6 +112,17 @@ def test_time_series_is_drawn(server: Running, open_page: OpenPage, screenshots:
     watched.check_clean()
 
 
+def test_a_large_answer_shows_its_first_rows(server: Running, open_page: OpenPage) -> None:
+    watched = open_page(_origin(server))
+    page = watched.page
+    page.goto(f"{_origin(server)}/dashboard")
+    _run(page, "SELECT a.host, b.usage FROM cpu a CROSS JOIN cpu b LIMIT 1500")
+    expect(page.get_by_role("status").first).to_contain_text("1500 rows in", timeout=20_000)
+    expect(page.get_by_role("status").first).to_contain_text("the table shows the first 1000")
+    expect(page.locator("#result tbody tr")).to_have_count(1000)
+    watched.check_clean()
+
+
 def test_query_error_shows_the_servers_message(server: Running, open_page: OpenPage) -> None:
     watched = open_page(_origin(server))
     page = watched.page

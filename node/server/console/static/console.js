@@ -6,6 +6,8 @@
 
 (function () {
   const REFRESH_MS = 3000;
+  // Rows the table shows at most (the chart draws them all): more would stall the page.
+  const MAX_TABLE_ROWS = 1000;
   const PALETTE = [
     "#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed",
     "#0891b2", "#db2777", "#65a30d", "#475569", "#ea580c",
@@ -195,16 +197,19 @@
     return { time, xs: xs.map((x) => x / 1000), series };
   }
 
+  function chartWidth() {
+    return Math.max(320, $("page-query").clientWidth || 800) - 18;
+  }
+
   function drawChart(ts) {
     clearChart();
     if (typeof uPlot === "undefined") return;
     const target = $("chart");
-    const width = Math.max(320, target.clientWidth || $("page-query").clientWidth || 800);
     const labels = [...ts.series.keys()].sort(
       (a, b) => a.localeCompare(b, "en", { numeric: true }),
     );
     const opts = {
-      width: width - 18,
+      width: chartWidth(),
       height: 300,
       scales: { x: { time: true } },
       // Times in UTC, as the table shows them.
@@ -232,7 +237,7 @@
 
   function renderTable(rows, names, time) {
     const head = el("tr", {}, ...names.map((n) => el("th", { scope: "col" }, n)));
-    const body = rows.map((row) =>
+    const body = rows.slice(0, MAX_TABLE_ROWS).map((row) =>
       el("tr", {}, ...names.map((n) => {
         const v = row[n];
         if (v === null || v === undefined) return el("td", { class: "null" }, "null");
@@ -265,8 +270,10 @@
       if (answer && Array.isArray(answer.rows)) {
         const rows = answer.rows;
         const names = columnsOf(rows);
+        const shown = rows.length > MAX_TABLE_ROWS
+          ? ` (the table shows the first ${MAX_TABLE_ROWS})` : "";
         $("summary").textContent =
-          `${rows.length} ${rows.length === 1 ? "row" : "rows"} in ${took}`;
+          `${rows.length} ${rows.length === 1 ? "row" : "rows"} in ${took}${shown}`;
         const ts = timeSeries(rows, names);
         $("result").replaceChildren(rows.length ? renderTable(rows, names, ts && ts.time) : "");
         if (ts) drawChart(ts);
@@ -430,6 +437,9 @@
     $("login").addEventListener("submit", signIn);
     $("signout").addEventListener("click", () => showLogin(""));
     window.addEventListener("hashchange", showPage);
+    window.addEventListener("resize", () => {
+      if (chart && !$("page-query").hidden) chart.setSize({ width: chartWidth(), height: 300 });
+    });
     // Does this server ask for credentials? Nothing is shown until it says.
     try {
       await call("/api/cluster");
