@@ -509,18 +509,30 @@ def _cluster_summary(cluster: DevCluster) -> str:
     type=click.IntRange(min=0),
     default=DEFAULT_MAX_ROWS,
     show_default=True,
-    help="Rows shown of an answer; a line says how many more it had.",
+    help="Rows shown of an answer (the server sends no more); a line says how many more it had.",
 )
-def sql(endpoint: str, statement: str | None, max_rows: int) -> None:
+@click.option(
+    "--time-zone",
+    default="local",
+    show_default=True,
+    envvar="GNOMON_TIME_ZONE",
+    help="Zone timestamps are shown in, as ISO 8601: local (this machine's), UTC or a name "
+    "such as Europe/Paris [env GNOMON_TIME_ZONE].",
+)
+def sql(endpoint: str, statement: str | None, max_rows: int, time_zone: str) -> None:
     """SQL shell against a running gnomon server (Ctrl-C cancels, Ctrl-D quits)."""
-    from gnomon.shell import base_url, interactive, render, run_sql
+    from gnomon import shell
 
     try:
-        url = base_url(endpoint)
+        view = shell.View(max_rows, shell.time_zone(time_zone))
+    except GnomonError as e:
+        raise click.BadParameter(e.message, param_hint="--time-zone") from None
+    try:
+        url = shell.base_url(endpoint)
         if statement is None:
-            interactive(url, console(), max_rows=max_rows)
+            shell.interactive(url, console(), view)
         else:
-            render(console(), run_sql(url, statement), max_rows=max_rows)
+            shell.render(console(), shell.run_sql(url, statement, max_rows=max_rows), view)
     except GnomonError as e:
         console().print(f"[red]error:[/red] {e.message}", highlight=False, soft_wrap=True)
         raise SystemExit(1) from None

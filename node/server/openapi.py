@@ -34,8 +34,10 @@ SPEC: dict[str, Any] = {
                     "row keyed by column name; timestamps are integer milliseconds since the "
                     "epoch and binary values arrays of byte values. With `format=arrow` (or "
                     "`Accept: application/vnd.apache.arrow.stream`) a query answers one Arrow "
-                    "IPC stream instead, typed as the gRPC API types it. Other statements "
-                    "answer `affected_rows`."
+                    "IPC stream instead, typed as the gRPC API types it. With `max_rows` in "
+                    "the body a query answers at most that many rows and says how many it "
+                    "had: `total_rows` in JSON, the `Gnomon-Total-Rows` header with Arrow. "
+                    "Other statements answer `affected_rows`."
                 ),
                 "operationId": "sql",
                 "parameters": [
@@ -255,7 +257,14 @@ SPEC: dict[str, Any] = {
             "SqlRequest": {
                 "type": "object",
                 "required": ["query"],
-                "properties": {"query": {"type": "string", "description": "One statement."}},
+                "properties": {
+                    "query": {"type": "string", "description": "One statement."},
+                    "max_rows": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "description": "The most rows of a query's answer to send.",
+                    },
+                },
             },
             "SqlRows": {
                 "type": "object",
@@ -264,7 +273,12 @@ SPEC: dict[str, Any] = {
                     "rows": {
                         "type": "array",
                         "items": {"type": "object", "additionalProperties": True},
-                    }
+                    },
+                    "total_rows": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "description": "With `max_rows`: the rows of the whole answer.",
+                    },
                 },
             },
             "SqlAffectedRows": {

@@ -12,6 +12,9 @@ from typing import Any
 
 #: The media type of an Arrow IPC stream (what ``/sql?format=arrow`` answers).
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
+#: The header of an Arrow answer cut to the ``max_rows`` its request asked for: how many rows
+#: the whole answer had (a JSON answer says it as ``total_rows``).
+TOTAL_ROWS_HEADER = "Gnomon-Total-Rows"
 #: Answers up to this size go out in one write, headers and body copied together; larger ones
 #: as headers then body, without the copy.
 ONE_WRITE_BYTES = 256 * 1024

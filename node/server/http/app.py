@@ -8,6 +8,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qs
 
+import pyarrow as pa
+
 from gnomon.errors import Closed, GnomonError, InvalidArgument, NotOwner
 from node.engine.table import Logged
 from node.ingest import line_protocol
@@ -18,11 +20,12 @@ from node.server.arrow_wire import ipc_stream, json_rows, to_wire
 from node.server.http.answers import (
     ARROW_STREAM,
     NO_CONTENT,
+    TOTAL_ROWS_HEADER,
     Response,
     error,
     json_answer,
 )
-from node.server.http.bodies import check_database, json_body, line_protocol_text
+from node.server.http.bodies import check_database, json_body, line_protocol_text, max_rows
 from node.server.metrics import Registry
 from node.server.openapi import SPEC
 from node.server.reads import wants_follower
@@ -99,21 +102,20 @@ class HttpApp:
         self, body: bytes, *, arrow: bool = False, gone: Callable[[], bool] | None = None
     ) -> Response:
         """Run the statement in ``body``; a query answers JSON rows, or with ``arrow`` one
-        Arrow IPC stream (types as the gRPC API sends them). ``gone`` tells whether the
-        client went away, which stops the query."""
+        Arrow IPC stream (types as the gRPC API sends them), at most the body's ``max_rows``
+        of them. ``gone`` tells whether the client went away, which stops the query."""
         doc = json_body(body)
         if not isinstance(doc, dict) or not isinstance(doc.get("query"), str):
             raise InvalidArgument('request body must be a JSON object {"query": "<sql>"}')
         query: str = doc["query"]
         if not query.strip():
             raise InvalidArgument("query is empty")
+        most = max_rows(doc)
         execute = self.execute_follower if wants_follower(doc.get("read")) else self.execute
         with self.queries.running(probe=gone):
             result = execute(query)
-        if result.is_query and arrow:
-            return Response(200, ipc_stream(to_wire(result.table())), ARROW_STREAM)
         if result.is_query:
-            return json_answer(200, {"rows": json_rows(result.table())})
+            return _rows(result.table(), arrow=arrow, most=most)
         return json_answer(200, {"affected_rows": result.affected_rows or 0})
 
     def influx_query(
@@ -238,3 +240,16 @@ class HttpApp:
 
     def openapi(self) -> Response:
         return json_answer(200, SPEC)
+
+
+def _rows(table: pa.Table, *, arrow: bool, most: int | None) -> Response:
+    """A query's answer: its rows, only the first ``most`` (when not None) with how many it
+    had, so a client showing a few of a large answer is not sent the rest."""
+    total = table.num_rows
+    if most is not None:
+        table = table.slice(0, most)
+    if arrow:
+        headers = {} if most is None else {TOTAL_ROWS_HEADER: str(total)}
+        return Response(200, ipc_stream(to_wire(table)), ARROW_STREAM, headers)
+    counted = {} if most is None else {"total_rows": total}
+    return json_answer(200, {"rows": json_rows(table), **counted})

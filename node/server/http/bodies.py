@@ -24,6 +24,17 @@ def json_body(body: bytes) -> Any:
         raise InvalidArgument("request body is not valid JSON: nested too deeply") from None
 
 
+def max_rows(doc: Mapping[str, Any]) -> int | None:
+    """The ``max_rows`` of a /sql body: the most rows of a query's answer to send (a shell
+    shows that many); None when it asks for them all."""
+    value = doc.get("max_rows")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgument(f'"max_rows" must be a whole number from 0, got {value!r}')
+    return value
+
+
 def wants_arrow(params: Mapping[str, list[str]], accept: str) -> bool:
     """Whether a /sql client asks for Arrow: ``?format=arrow`` (or ``json``), else an Accept
     header naming the Arrow stream type."""
