@@ -39,6 +39,12 @@ QUERIES = [
     'sum by (job) (rate(http_requests_total{code="500"}[5m]))'
     " / sum by (job) (rate(http_requests_total[5m]))",
     "rate(http_requests_total[5m]) * on (instance) group_left (version) info_metric",
+    "info_metric * on (instance) group_right (version) rate(http_requests_total[5m])",
+    "rate(http_requests_total[5m]) / ignoring (code) group_left"
+    " sum without (code) (rate(http_requests_total[5m]))",
+    'http_requests_total{code="200"} > ignoring (code) http_requests_total{code="500"}',
+    'http_requests_total{code="200"} >= bool ignoring (code) http_requests_total{code="500"}',
+    'temperature{room="r1"} - ignoring (room) temperature{room="r2"}',
     'http_requests_total and on (instance) info_metric{version="2"}',
     'http_requests_total unless on (instance) info_metric{version="2"}',
     'temperature{room="r1"} or temperature{room="r2"}',
@@ -93,10 +99,17 @@ QUERIES = [
     "vector(1)",
     "time()",
     "temperature offset 5m",
-    f"temperature @ {T0 + 1000}",
     "gone",
     "1 + 2 * 3",
+    "max_over_time(rate(http_requests_total[5m])[30m:1m])",
+    "avg_over_time(temperature[10m:])",
+    "min_over_time(sum by (job) (rate(http_requests_total[2m]))[15m:30s] offset 5m)",
+    "rate(http_requests_total[10m:15s])",
 ]
+
+
+#: Queries a range query refuses (a range vector, a fixed time).
+INSTANT_ONLY = ["temperature[5m:1m]", "temperature[2m]", f"temperature @ {T0 + 1000}"]
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +175,7 @@ def test_both_hold_the_samples(prometheus: prom_server.Prometheus, prom: Prom) -
     assert got["data"]["result"][0]["value"][1] == "6"  # type: ignore[index]
 
 
-@pytest.mark.parametrize("query", QUERIES)
+@pytest.mark.parametrize("query", QUERIES + INSTANT_ONLY)
 def test_instant_queries_match_prometheus(
     prometheus: prom_server.Prometheus, prom: Prom, query: str
 ) -> None:
@@ -174,7 +187,7 @@ def test_instant_queries_match_prometheus(
         _same(want["data"], got["data"])  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("query", [q for q in QUERIES if "@" not in q])
+@pytest.mark.parametrize("query", QUERIES)
 def test_range_queries_match_prometheus(
     prometheus: prom_server.Prometheus, prom: Prom, query: str
 ) -> None:

@@ -42,7 +42,7 @@ class Evaluator:
             return self._negate(self.eval(expr.expr))
         if isinstance(expr, pp.VectorSelector):
             return selectors.instant(self.ctx, expr)
-        if isinstance(expr, pp.MatrixSelector):
+        if isinstance(expr, pp.MatrixSelector | pp.SubqueryExpr):
             return self._raw_range(expr)
         if isinstance(expr, pp.Call):
             return self._call(expr)
@@ -71,13 +71,13 @@ class Evaluator:
             return Vector(value.nameless().labels, -value.values, value.present)
         raise InvalidArgument("PromQL: unary minus applies to scalars and instant vectors")
 
-    def _raw_range(self, expr: pp.MatrixSelector) -> RangeSamples:
+    def _raw_range(self, expr: Any) -> RangeSamples:
         if self.steps != 1:
             raise InvalidArgument(
                 "PromQL: a range vector cannot be graphed: use it in an instant query or "
                 "inside a function such as rate()"
             )
-        w = selectors.windows(self.ctx, expr)
+        w = self._windows(expr, "a range query")
         samples = [
             (w.timestamps[w.lo[i, 0] : w.hi[i, 0]], w.values[w.lo[i, 0] : w.hi[i, 0]])
             for i in range(len(w.labels))
@@ -147,11 +147,21 @@ class Evaluator:
         return value.value
 
     def _windows(self, expr: Any, name: str) -> selectors.Windows:
+        if isinstance(expr, pp.SubqueryExpr):
+            return self._subquery(expr)
         if not isinstance(expr, pp.MatrixSelector):
-            raise InvalidArgument(
-                f"PromQL: {name}() takes a range vector selector (subqueries are not supported)"
-            )
+            raise InvalidArgument(f"PromQL: {name}() takes a range vector")
         return selectors.windows(self.ctx, expr)
+
+    def _subquery(self, sq: pp.SubqueryExpr) -> selectors.Windows:
+        times, steps, range_ms = selectors.subquery_steps(self.ctx, sq)
+        inner = Evaluator(Context(self.ctx.run, steps, self.ctx.start_ms, self.ctx.end_ms))
+        value = inner.eval(sq.expr)
+        if isinstance(value, Scalar):
+            value = functions.vector_of(value)
+        if not isinstance(value, Vector):
+            raise InvalidArgument("PromQL: a subquery takes a scalar or an instant vector")
+        return selectors.vector_windows(value, steps, times, range_ms)
 
     def _aggregate(self, expr: pp.AggregateExpr) -> Vector:
         op = str(expr.op)

@@ -119,6 +119,27 @@ class Windows:
     def counts(self) -> Ints:
         return self.hi - self.lo
 
+    @classmethod
+    def of(
+        cls,
+        labels: list[dict[str, str]],
+        timestamps: Ints,
+        values: Floats,
+        starts: Ints,
+        times: Ints,
+        range_ms: int,
+    ) -> Windows:
+        """The windows [t - range_ms, t] at each of ``times`` over samples grouped by series
+        (series ``i`` holds ``starts[i]:starts[i + 1]``)."""
+        n, k = len(labels), len(times)
+        lo = np.zeros((n, k), dtype=np.int64)
+        hi = np.zeros((n, k), dtype=np.int64)
+        for i in range(n):
+            ts = timestamps[starts[i] : starts[i + 1]]
+            lo[i] = starts[i] + np.searchsorted(ts, times - range_ms, side="left")
+            hi[i] = starts[i] + np.searchsorted(ts, times, side="right")
+        return cls(labels, timestamps, values, starts, lo, hi, times, range_ms)
+
 
 def windows(ctx: Context, ms: pp.MatrixSelector) -> Windows:
     """Each series' samples in [t - range, t] at each evaluation time t."""
@@ -130,11 +151,36 @@ def windows(ctx: Context, ms: pp.MatrixSelector) -> Windows:
     owner = np.repeat(np.arange(len(series.labels)), np.diff(series.offsets))[keep]
     timestamps, values = series.timestamps[keep], series.values[keep]
     starts = np.searchsorted(owner, np.arange(len(series.labels) + 1)).astype(np.int64)
-    n, k = len(series.labels), len(times)
-    lo = np.zeros((n, k), dtype=np.int64)
-    hi = np.zeros((n, k), dtype=np.int64)
-    for i in range(n):
-        ts = timestamps[starts[i] : starts[i + 1]]
-        lo[i] = starts[i] + np.searchsorted(ts, times - range_ms, side="left")
-        hi[i] = starts[i] + np.searchsorted(ts, times, side="right")
-    return Windows(series.labels, timestamps, values, starts, lo, hi, times, range_ms)
+    return Windows.of(series.labels, timestamps, values, starts, times, range_ms)
+
+
+#: A subquery's resolution when it names none (Prometheus's default evaluation interval).
+SUBQUERY_STEP_MS = 60_000
+
+
+def subquery_steps(ctx: Context, sq: pp.SubqueryExpr) -> tuple[Ints, Ints, int]:
+    """A subquery's outer evaluation times, its inner steps and its range: the inner steps
+    are the multiples of its step from the earliest window's start, as Prometheus aligns
+    them."""
+    if sq.at is not None:
+        raise InvalidArgument("PromQL: @ on a subquery is not supported")
+    offset = round(sq.offset.total_seconds() * 1000) if sq.offset is not None else 0
+    span = sq.range
+    if span is None:
+        raise InvalidArgument("PromQL: a subquery needs a range")
+    range_ms = round(span.total_seconds() * 1000)
+    given = sq.step
+    step = round(given.total_seconds() * 1000) if given else SUBQUERY_STEP_MS
+    times = ctx.steps - offset
+    first = int(times.min()) - range_ms
+    start = step * (first // step)
+    if start < first:
+        start += step
+    return times, np.arange(start, int(times.max()) + 1, step, dtype=np.int64), range_ms
+
+
+def vector_windows(v: Vector, steps: Ints, times: Ints, range_ms: int) -> Windows:
+    """The windows of a vector evaluated at ``steps`` (a subquery's result)."""
+    rows, cols = np.nonzero(v.present)
+    starts = np.searchsorted(rows, np.arange(len(v.labels) + 1)).astype(np.int64)
+    return Windows.of(v.labels, steps[cols], v.values[rows, cols], starts, times, range_ms)
