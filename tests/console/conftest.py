@@ -33,13 +33,15 @@ CHROMIUM_ARGS = [
 VIEWPORT = {"width": 1280, "height": 800}
 
 
-@pytest.fixture(scope="session")
+# Module-scoped: Playwright's sync API keeps an asyncio loop running on the main thread while
+# it is open, which the later tests of a run, running loops of their own there, cannot bear.
+@pytest.fixture(scope="module")
 def playwright() -> Iterator[Playwright]:
     with sync_playwright() as running:
         yield running
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(playwright: Playwright) -> Iterator[Browser]:
     launched = playwright.chromium.launch(
         executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
