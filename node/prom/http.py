@@ -5,14 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from node.prom import remote_read, remote_write
+from node.prom import otlp, remote_read, remote_write
 from node.prom.api import QueryApi, form
 from node.prom.host import PromHost
 from node.server.http.answers import NO_CONTENT, Response, error
+from node.server.http.bodies import decoded
+from node.server.http.headers import RequestHeaders
 
 #: Remote write and read, at Prometheus's paths and at HoraeDB's.
 WRITE_PATHS = frozenset({"/api/v1/write", "/prom/v1/write"})
 READ_PATHS = frozenset({"/api/v1/read", "/prom/v1/read"})
+#: OTLP/HTTP metrics export: the OpenTelemetry default path and Prometheus's.
+OTLP_PATHS = frozenset({"/v1/metrics", "/api/v1/otlp/v1/metrics"})
 #: The query API's endpoints (GET, or POST with a form body).
 QUERY_PATHS = frozenset(
     {
@@ -27,7 +31,9 @@ QUERY_PATHS = frozenset(
 #: ``/api/v1/label/<name>/values``.
 LABEL_VALUES = ("/api/v1/label/", "/values")
 #: The endpoints whose request bodies are read.
-WITH_BODY = WRITE_PATHS | READ_PATHS | QUERY_PATHS
+WITH_BODY = WRITE_PATHS | READ_PATHS | OTLP_PATHS | QUERY_PATHS
+#: The endpoints that take POST alone.
+_POST_ONLY = WRITE_PATHS | READ_PATHS | OTLP_PATHS
 PROTOBUF = "application/x-protobuf"
 
 Work = Callable[[], Response]
@@ -60,6 +66,16 @@ def _read(host: PromHost, body: bytes) -> Response:
     return Response(200, answer, PROTOBUF, {"Content-Encoding": "snappy"})
 
 
+def _otlp(host: PromHost, body: bytes, headers: RequestHeaders) -> Response:
+    encoding = headers.get("Content-Encoding", "identity").lower()
+    data = decoded(body, encoding, host.max_body_bytes)
+    kind = headers.get("Content-Type", "application/x-protobuf")
+    rows, rejected = otlp.decode(data, kind)
+    written = host.ingestor.write_all(rows) if rows else 0
+    host.metrics.rows_written.inc("otlp", amount=written)
+    return Response(200, otlp.answer(rejected), PROTOBUF)
+
+
 def _not_allowed(path: str, method: str, allowed: tuple[str, ...]) -> Response:
     resp = error(405, f"{path} accepts {', '.join(allowed)}, not {method}")
     resp.headers["Allow"] = ", ".join(allowed)
@@ -71,18 +87,21 @@ def serve(
     method: str,
     path: str,
     params: Mapping[str, list[str]],
-    content_type: str,
+    headers: RequestHeaders,
     body: bytes,
 ) -> Response | Work:
     """The answer to a request to a Prometheus path, or the blocking work that makes it."""
-    if path in WRITE_PATHS or path in READ_PATHS:
+    if path in _POST_ONLY:
         if method != "POST":
             return _not_allowed(path, method, ("POST",))
+        if path in OTLP_PATHS:
+            host.metrics.request_bytes.inc("otlp", amount=len(body))
+            return lambda: _otlp(host, body, headers)
         host.metrics.request_bytes.inc("prometheus", amount=len(body))
         if path in WRITE_PATHS:
             return lambda: _write(host, body)
         return lambda: _read(host, body)
     if method not in ("GET", "POST"):
         return _not_allowed(path, method, ("GET", "POST"))
-    merged = form(params, body, content_type)
+    merged = form(params, body, headers.get("Content-Type", ""))
     return lambda: QueryApi(host).answer(path, merged)

@@ -90,8 +90,7 @@ def route(
     if console.is_console(path):
         return console.serve(method, path)
     if prom.is_prometheus(path):
-        kind = headers.get("Content-Type", "")
-        return prom.serve(app, method, path, parameters(query), kind, body)
+        return prom.serve(app, method, path, parameters(query), headers, body)
     allowed = ROUTES.get(path)
     if allowed is None:
         return error(404, f"no endpoint {path!r}; see GET /openapi.json")
