@@ -443,7 +443,10 @@ def dev_cluster(
     try:
         console().print(_cluster_summary(cluster), soft_wrap=True)
         while not stop.wait(0.5):
-            pass
+            for ended in cluster.exited():
+                console(stderr=True).print(
+                    f"gnomon dev-cluster: {ended}", soft_wrap=True, highlight=False
+                )
     finally:
         with console().status("stopping"):
             cluster.stop()

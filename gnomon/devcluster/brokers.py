@@ -63,9 +63,8 @@ def running_tansu(log_dir: Path) -> Iterator[Broker]:
         server.stop()
 
 
-@contextmanager
-def running_moto(log_dir: Path, env: dict[str, str] | None = None) -> Iterator[str]:
-    """A moto S3 server on a free loopback port; yields its endpoint URL."""
+def start_moto(log_dir: Path, env: dict[str, str] | None = None) -> tuple[Server, str]:
+    """A moto S3 server on a free loopback port, serving: it and its endpoint URL."""
 
     def start(ports: tuple[int, ...]) -> Server:
         server = Server(
@@ -77,7 +76,14 @@ def running_moto(log_dir: Path, env: dict[str, str] | None = None) -> Iterator[s
         return server
 
     server, (port,) = on_free_ports(start)
+    return server, f"http://127.0.0.1:{port}"
+
+
+@contextmanager
+def running_moto(log_dir: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+    """A moto S3 server on a free loopback port; yields its endpoint URL."""
+    server, url = start_moto(log_dir, env)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield url
     finally:
         server.stop()

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gnomon.devcluster.brokers import running_moto, running_tansu
+from gnomon.devcluster.brokers import running_tansu, start_moto
 from gnomon.devcluster.etcd import EtcdServer
-from gnomon.devcluster.procs import Server, on_free_ports
+from gnomon.devcluster.procs import Server, how_it_ended, on_free_ports
 from gnomon.errors import GnomonError, Unavailable
 from gnomon.peer import CA_ENV, SECRET_ENV, Peer
 
@@ -109,6 +109,10 @@ class DevCluster:
     _tls_flags: tuple[str, ...] = ()
     _issued: Issued | None = None
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+    #: The broker and the S3 server, by the names the summary gives them.
+    _services: dict[str, Server] = field(default_factory=dict)
+    #: Pids of the processes whose end :meth:`exited` told already.
+    _told: set[int] = field(default_factory=set)
 
     @property
     def meta(self) -> str:
@@ -228,7 +232,9 @@ class DevCluster:
                 f.write(password + "\n")
         broker = self._stack.enter_context(running_tansu(self.root / "logs"))
         self.bootstrap = broker.bootstrap
-        self.s3_endpoint = self._stack.enter_context(running_moto(self.root / "logs"))
+        s3, self.s3_endpoint = start_moto(self.root / "logs")
+        self._stack.callback(s3.stop)
+        self._services.update(kafka=broker.server, s3=s3)
         import boto3  # type: ignore[import-untyped]
 
         boto3.client("s3", endpoint_url=self.s3_endpoint, **_boto_credentials()).create_bucket(
@@ -375,6 +381,23 @@ class DevCluster:
             self._kill(name, sig)
         else:
             self.processes[name].kill(sig)
+
+    def exited(self) -> list[str]:
+        """The processes of the cluster that ended since this was last asked, each reaped (so
+        none lingers as a zombie) and told in one line: its name and pid, how it ended (its
+        exit code, or the signal that killed it) and where its log is."""
+        watched = dict(self._services)
+        if self.etcd is not None and self.etcd.server is not None:
+            watched["etcd"] = self.etcd.server
+        watched.update(self.processes)
+        told = []
+        for name, server in watched.items():
+            if server.pid in self._told or server.proc.poll() is None:
+                continue
+            self._told.add(server.pid)
+            how = how_it_ended(server.proc.returncode)
+            told.append(f"{name} (pid {server.pid}) {how}; its log: {server.log}")
+        return told
 
     def wait_ready(self, timeout_s: float = 60.0) -> None:
         """Until every shard has a live leader among the nodes and the meta service has

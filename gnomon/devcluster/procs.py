@@ -157,6 +157,18 @@ class Server:
         self._log_file.close()
 
 
+def how_it_ended(returncode: int) -> str:
+    """How a process ended, from its return code (a negative one: the signal that killed
+    it)."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"was killed by {name}"
+    return f"exited with code {returncode}"
+
+
 def _listens(group: int, port: int) -> bool:
     """Whether a process of process group ``group`` has a TCP socket listening on ``port``
     (Linux: the kernel's socket tables and each process's descriptors)."""
