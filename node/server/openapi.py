@@ -239,6 +239,44 @@ SPEC: dict[str, Any] = {
                 },
             }
         },
+        "/api/cluster": {
+            "get": {
+                "summary": "The cluster as the web console shows it",
+                "description": "Data nodes (role, liveness, load, rows/s, memtable bytes, "
+                "queries/s, CPU), shards (leader, followers and their lag, epoch, status), the "
+                "procedures running and the compaction nodes: the meta service's view on a "
+                "cluster node; the server itself and its tables on standalone. The console "
+                "(`GET /dashboard`) refreshes its cluster page from it.",
+                "operationId": "cluster",
+                "responses": {
+                    "200": {
+                        "description": "The cluster's document.",
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "properties": {
+                                        "mode": {"enum": ["standalone", "cluster"]},
+                                        "me": {"type": "string"},
+                                        **{
+                                            name: {"type": "array", "items": {"type": "object"}}
+                                            for name in (
+                                                "nodes",
+                                                "shards",
+                                                "tables",
+                                                "procedures",
+                                                "compaction_nodes",
+                                            )
+                                        },
+                                    },
+                                }
+                            }
+                        },
+                    },
+                    "503": _error_response("The meta service cannot be reached."),
+                },
+            }
+        },
         "/openapi.json": {
             "get": {
                 "summary": "This document",

@@ -189,6 +189,7 @@ def test_health_metrics_openapi_and_unknown_paths(gnomon: Running) -> None:
         "/metrics",
         "/openapi.json",
         "/route/{table}",
+        "/api/cluster",
     }
     status, _, body = gnomon.request("GET", "/nope")
     assert status == 404 and json.loads(body)["code"] == 404
