@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gnomon.errors import InvalidArgument, NotFound
+from gnomon.errors import GnomonError, InvalidArgument, Status
 from node.engine.schema import TSID
 from node.ingest.writer import TIMESTAMP_COLUMN
 from node.prom.labels import METRIC_NAME, NOT_LABELS, VALUE_COLUMN
@@ -89,11 +89,16 @@ def _sql_string(text: str) -> str:
 
 
 def columns_of(run: RunSql, table: str) -> list[str]:
-    """A table's column names; none if there is no such table."""
+    """A table's column names; none if there is no such table. DESCRIBE has rows to answer
+    where an empty SELECT has none: a cluster node forwarding an empty result to a table's
+    owner gets no columns back."""
     try:
-        return run(f"SELECT * FROM {_quote(table)} LIMIT 0").table().column_names
-    except NotFound:
-        return []
+        described = run(f"DESCRIBE {_quote(table)}").table()
+    except GnomonError as e:
+        if e.status is Status.NOT_FOUND:
+            return []
+        raise
+    return [str(name) for name in described.column("name").to_pylist()]
 
 
 def metric_tables(run: RunSql) -> list[str]:

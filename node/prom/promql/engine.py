@@ -113,6 +113,20 @@ class Evaluator:
             return self._timestamp(args[0])
         if name == "absent":
             return functions.absent(self.vector(args[0]), _absent_labels(args[0]), self.steps)
+        if name in functions.CALENDAR:
+            now = functions.vector_of(functions.time_of(self.ctx.steps))
+            return functions.calendar(name, self.vector(args[0]) if args else now)
+        if name in ("sort", "sort_desc"):
+            return functions.sorted_by_value(self.vector(args[0]), descending=name == "sort_desc")
+        if name == "label_join":
+            dst, separator, *sources = (self._string(a) for a in args[1:])
+            return functions.label_join(self.vector(args[0]), dst, separator, sources)
+        if name == "absent_over_time":
+            w = self._windows(args[0], name)
+            missing = ~np.logical_or.reduce(w.counts > 0, axis=0)
+            selector = args[0].vector_selector if isinstance(args[0], pp.MatrixSelector) else None
+            labels = _absent_labels(selector)
+            return Vector([labels], np.ones((1, self.steps)), missing[None, :]).kept()
         if name == "label_replace":
             dst, replacement, src, regex = (self._string(a) for a in args[1:])
             return functions.label_replace(self.vector(args[0]), dst, replacement, src, regex)
@@ -134,11 +148,11 @@ class Evaluator:
         return functions.clamped(v, low[None, :], high[None, :])
 
     def _timestamp(self, arg: Any) -> Vector:
-        if not isinstance(arg, pp.VectorSelector):
-            v = self.vector(arg)
-            steps = np.broadcast_to(self.ctx.steps / 1000, v.values.shape)
-            return Vector(v.nameless().labels, steps.copy(), v.present)
-        raise InvalidArgument("PromQL: timestamp() of a selector is not supported")
+        if isinstance(arg, pp.VectorSelector):
+            return selectors.instant(self.ctx, arg, sample_times=True).nameless()
+        v = self.vector(arg)
+        steps = np.broadcast_to(self.ctx.steps / 1000, v.values.shape)
+        return Vector(v.nameless().labels, steps.copy(), v.present)
 
     def _string(self, expr: Any) -> str:
         value = self.eval(expr)

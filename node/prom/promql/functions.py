@@ -46,6 +46,72 @@ def math(name: str, v: Vector) -> Vector:
         return Vector([drop_name(lb) for lb in v.labels], MATH[name](v.values), v.present)
 
 
+#: Functions of a vector of Unix times (default: the evaluation time), in UTC.
+CALENDAR = frozenset(
+    {
+        "day_of_month",
+        "day_of_week",
+        "day_of_year",
+        "days_in_month",
+        "hour",
+        "minute",
+        "month",
+        "year",
+    }
+)
+
+
+def calendar(name: str, v: Vector) -> Vector:
+    seconds = np.where(v.present & np.isfinite(v.values), v.values, 0.0)
+    moment = seconds.astype("int64").astype("datetime64[s]")
+    days = moment.astype("datetime64[D]")
+    months = moment.astype("datetime64[M]")
+    years = moment.astype("datetime64[Y]")
+    if name == "minute":
+        out = (moment.astype("datetime64[m]") - moment.astype("datetime64[h]")).astype(np.int64)
+    elif name == "hour":
+        out = (moment.astype("datetime64[h]") - days).astype(np.int64)
+    elif name == "day_of_month":
+        out = (days - months).astype(np.int64) + 1
+    elif name == "day_of_week":
+        out = (days.astype(np.int64) + 4) % 7  # 1970-01-01 was a Thursday
+    elif name == "day_of_year":
+        out = (days - years).astype(np.int64) + 1
+    elif name == "days_in_month":
+        out = ((months + 1).astype("datetime64[D]") - months.astype("datetime64[D]")).astype(
+            np.int64
+        )
+    elif name == "month":
+        out = (months - years).astype(np.int64) + 1
+    else:
+        out = years.astype(np.int64) + 1970
+    return Vector([drop_name(lb) for lb in v.labels], out.astype(np.float64), v.present)
+
+
+def sorted_by_value(v: Vector, *, descending: bool) -> Vector:
+    """The series ordered by their value at the first step (an instant query's order)."""
+    if not len(v.labels):
+        return v
+    key = np.where(v.present[:, 0], v.values[:, 0], np.nan)
+    order = np.argsort(-key if descending else key, kind="stable")
+    return Vector([v.labels[i] for i in order], v.values[order], v.present[order])
+
+
+def label_join(v: Vector, dst: str, separator: str, sources: list[str]) -> Vector:
+    if not LABEL_NAME.fullmatch(dst):
+        raise InvalidArgument(f"invalid destination label name in label_join(): {dst!r}")
+    labels: list[Labels] = []
+    for lb in v.labels:
+        value = separator.join(lb.get(src, "") for src in sources)
+        out = dict(lb)
+        if value:
+            out[dst] = value
+        else:
+            out.pop(dst, None)
+        labels.append(out)
+    return Vector(labels, v.values, v.present)
+
+
 def rounded(v: Vector, to_nearest: Floats) -> Vector:
     # Prometheus rounds halves up (math.Floor(v*inv + 0.5) / inv).
     with np.errstate(all="ignore"):

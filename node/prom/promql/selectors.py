@@ -77,9 +77,10 @@ def stale(values: Floats) -> Mask:
     return found
 
 
-def instant(ctx: Context, vs: pp.VectorSelector) -> Vector:
+def instant(ctx: Context, vs: pp.VectorSelector, *, sample_times: bool = False) -> Vector:
     """Each series' latest sample at most LOOKBACK_MS before each step, unless that sample
-    is a staleness marker."""
+    is a staleness marker; with ``sample_times``, that sample's time (seconds) instead of its
+    value (what timestamp() gives)."""
     times = eval_times(ctx, vs)
     series = load(ctx, vs, times, LOOKBACK_MS)
     n, k = len(series.labels), len(times)
@@ -94,7 +95,7 @@ def instant(ctx: Context, vs: pp.VectorSelector) -> Vector:
         at = lo + np.maximum(at, 0)
         found &= series.timestamps[at] >= times - LOOKBACK_MS
         found &= ~is_stale[at]
-        values[i] = series.values[at]
+        values[i] = series.timestamps[at] / 1000 if sample_times else series.values[at]
         present[i] = found
     return Vector(series.labels, values, present).kept()
 
