@@ -301,6 +301,7 @@ def node(config_file: str | None, **flags: object) -> None:
                 catalog=cfg.catalog,
                 kafka_namespace=cfg.kafka_namespace,
                 wal_append_timeout_s=cfg.wal_append_timeout_s,
+                wal_delete_records=cfg.wal_delete_records,
                 s3_endpoint=cfg.s3_endpoint,
                 s3_region=cfg.s3_region,
                 wal_sync="never" if cfg.wal_sync == "never" else "always",
@@ -459,7 +460,8 @@ def _cluster_summary(cluster: DevCluster) -> str:
         f"gnomon dev cluster: {len(cluster.node_endpoints)} data nodes, "
         f"{len(cluster.meta_endpoints)} meta, data and logs in {cluster.root}",
         f"  etcd     {cluster.etcd.endpoint}",
-        f"  kafka    {cluster.bootstrap} (tansu)",
+        f"  kafka    {cluster.bootstrap} (tansu; it has no DeleteRecords, so the nodes only mark "
+        "WAL records deleted, and its topics grow while it runs)",
         f"  s3       {cluster.s3_endpoint} (moto)",
         f"  meta     {cluster.meta}",
     ]

@@ -451,6 +451,12 @@ class NodeConfig(EtcdSettings, ServerConfig):
         if self.grpc_port == 0:
             # The advertised endpoint, named before the node starts, is its name in the
             # cluster: a port picked at start could not be in it.
+    wal_delete_records: bool = setting(
+        True,
+        "Delete WAL records below the lowest live one from Kafka (its DeleteRecords call); "
+        "false for a broker without it (the dev cluster's): records are then only marked "
+        "deleted and the WAL's topics keep growing (a Kafka WAL only).",
+    )
             raise InvalidArgument(
                 "gnomon node needs a fixed grpc_port (not 0): its advertise names it"
             )

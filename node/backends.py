@@ -41,6 +41,8 @@ class Storage:
     kafka_namespace: str = "gnomon"
     #: Longest a write waits for Kafka to acknowledge its WAL record, in seconds.
     wal_append_timeout_s: float = 5.0
+    #: Whether dead WAL records are deleted from Kafka (False: a broker without DeleteRecords).
+    wal_delete_records: bool = True
     #: S3 endpoint URL (an S3-compatible server); None for AWS.
     s3_endpoint: str | None = None
     s3_region: str | None = None
@@ -81,6 +83,7 @@ def open_wal(data_dir: str, storage: Storage) -> Wal:
             bootstrap,
             namespace=storage.kafka_namespace,
             append_timeout_s=storage.wal_append_timeout_s,
+            delete_records=storage.wal_delete_records,
         )
     from node.wal.disk import DiskWal
 

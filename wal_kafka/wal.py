@@ -76,9 +76,10 @@ class KafkaWal(RegionWal[Region]):
     stay under the broker's ``message.max.bytes``). ``index_interval`` is the most Kafka
     records a read may skip before its first record (the seq -> offset index keeps one entry
     per that many records at most). Every ``clean_interval_s`` the cleaner snapshots each
-    changed region and deletes records below its lowest live offset. ``idempotent=False`` is
-    for brokers without idempotent producers. ``config`` is passed to every Kafka client
-    (security settings and the like).
+    changed region and deletes records below its lowest live offset, unless
+    ``delete_records=False`` (a broker known to lack DeleteRecords: records are then only
+    marked deleted). ``idempotent=False`` is for brokers without idempotent producers.
+    ``config`` is passed to every Kafka client (security settings and the like).
     """
 
     def __init__(
@@ -92,6 +93,7 @@ class KafkaWal(RegionWal[Region]):
         max_record_bytes: int = 1_000_000,
         index_interval: int = 16,
         clean_interval_s: float = 30.0,
+        delete_records: bool = True,
         idempotent: bool = True,
         config: Mapping[str, Any] | None = None,
     ) -> None:
@@ -151,7 +153,13 @@ class KafkaWal(RegionWal[Region]):
             append_timeout_s=float(append_timeout_s),
         )
         #: None until DeleteRecords first succeeds (True) or is found unsupported (False).
-        self._delete_supported: bool | None = None
+        self._delete_supported: bool | None = None if delete_records else False
+        if not delete_records:
+            logger.info(
+                "Kafka WAL at %s: DeleteRecords is not used (wal_delete_records is off); WAL "
+                "records are only marked deleted, and the data topics keep growing",
+                bootstrap,
+            )
         self._delete_drops = 0
         self._delete_failures = 0
         self._stop_cleaning = threading.Event()

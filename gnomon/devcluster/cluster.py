@@ -316,6 +316,8 @@ class DevCluster:
                 f"--advertise=127.0.0.1:{grpc}",
                 f"--meta={self.meta}",
                 f"--wal=kafka://{self.bootstrap}",
+                # tansu has no DeleteRecords: each node would find it out and warn.
+                "--wal-delete-records=false",
                 f"--store=s3://{BUCKET}/sst",
                 f"--s3-endpoint={self.s3_endpoint}",
                 f"--catalog={self.catalog}",

@@ -1,6 +1,7 @@
-"""`gnomon dev-cluster` on a terminal, as a person runs it: a process of the cluster killed
-from another terminal is told at once (which one, how it ended, its log) and reaped, not left
-a zombie; Ctrl-C then stops the rest."""
+"""`gnomon dev-cluster` on a terminal, as a person runs it: that its broker lacks DeleteRecords
+is said once, as it starts, not warned by every node; a process of the cluster killed from
+another terminal is told at once (which one, how it ended, its log) and reaped, not left a
+zombie; Ctrl-C then stops the rest."""
 
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ def test_a_killed_node_is_told_and_reaped(tmp_path: Path) -> None:
     )
     try:
         term.expect_exact("stop: Ctrl-C")
+        assert str(term.before).count("DeleteRecords") == 1, term.before
         assert term.pid is not None
         node = _child(term.pid, f"--data-dir={root / 'node-1'}")
         os.kill(node, signal.SIGKILL)  # kill -9 from another terminal
@@ -53,3 +55,11 @@ def test_a_killed_node_is_told_and_reaped(tmp_path: Path) -> None:
     finally:
         term.close(force=True)
     assert term.exitstatus == 0, (term.exitstatus, term.signalstatus, term.before)
+    # Each node knows it from the start, and says so in its log only, as information.
+    for node_log in ("node-0.log", "node-1.log"):
+        said = [
+            line
+            for line in (root / "logs" / node_log).read_text().splitlines()
+            if "DeleteRecords" in line
+        ]
+        assert len(said) == 1 and '"level": "INFO"' in said[0], said

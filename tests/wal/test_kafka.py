@@ -475,6 +475,40 @@ def test_cleaner_degrades_when_the_broker_cannot_delete_records(
         assert seqs(wal, 1) == [16, 17, 18, 19, 20]
 
 
+def test_cleaner_deletes_nothing_when_told_the_broker_cannot(
+    make_wal: Callable[..., KafkaWal],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``delete_records=False`` (the dev cluster's broker): said once, as information, when
+    the WAL opens; the cleaner then only marks records deleted, never calling DeleteRecords
+    nor warning."""
+    calls: list[str] = []
+
+    def delete(admin: object, topic: str, offset: int, timeout_s: float) -> tuple[Any, str]:
+        calls.append(topic)
+        return DeleteOutcome.UNSUPPORTED, "not implemented"
+
+    monkeypatch.setattr(wal_module, "delete_records_before", delete)
+    with (
+        caplog.at_level(logging.INFO, logger="gnomon.wal.kafka"),
+        opened(lambda: make_wal(clean_interval_s=0.05, delete_records=False)) as wal,
+    ):
+        assert wal.delete_records_supported is False
+        for n in range(1, 11):
+            wal.write(REGION, 1, payload(1, n))
+        wal.mark_deleted(REGION, 1, 6)
+        time.sleep(0.5)  # cleaner rounds
+        assert seqs(wal, 1) == [7, 8, 9, 10]
+    said = [
+        (r.levelno, r.getMessage())
+        for r in caplog.records
+        if r.name == "gnomon.wal.kafka" and "DeleteRecords" in r.getMessage()
+    ]
+    assert calls == []
+    assert len(said) == 1 and said[0][0] == logging.INFO, said
+
+
 def test_cleaner_deletes_below_the_lowest_live_offset(
     make_wal: Callable[..., KafkaWal], monkeypatch: pytest.MonkeyPatch
 ) -> None:
