@@ -3,6 +3,7 @@ series are numbered by group, then every group and step is reduced at once."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -95,7 +96,9 @@ def _quantile(v: Vector, g: Groups, n: int, q: float) -> Floats:
     masked = np.where(v.present, v.values, np.nan)
     for group in range(n):
         rows = masked[g == group]
-        with np.errstate(invalid="ignore"):
+        # Steps where the group has no sample are all NaN and stay so.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
             out[group] = np.nanquantile(rows, min(max(q, 0.0), 1.0), axis=0)
     if q < 0 or q > 1:
         out[:] = -np.inf if q < 0 else np.inf

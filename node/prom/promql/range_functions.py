@@ -3,6 +3,7 @@ at once: each window is a slice of the selector's flat sample arrays."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -12,6 +13,19 @@ from node.prom.promql.selectors import Windows
 from node.prom.promql.values import Floats, Mask, Vector, drop_name
 
 Ints = np.ndarray[Any, np.dtype[np.int64]]
+
+
+#: Most cells (series x steps x samples of the widest window) one gathered block holds
+#: (64 MB of floats): wider queries are gathered a block of series at a time.
+GATHER_CELLS = 8_000_000
+
+
+def _blockwise(fn: Callable[[Windows], tuple[Floats, ...]], w: Windows) -> tuple[Floats, ...]:
+    """``fn`` over blocks of ``w``'s series small enough to gather, its results joined."""
+    width = max(int(w.counts.max(initial=0)), 1)
+    per = max(1, GATHER_CELLS // max(1, w.lo.shape[1] * width))
+    parts = [fn(w.rows(first, first + per)) for first in range(0, max(len(w.labels), 1), per)]
+    return tuple(np.concatenate(column, axis=0) for column in zip(*parts, strict=True))
 
 
 def _gathered(w: Windows, fill: float) -> tuple[Floats, Mask]:
@@ -98,10 +112,14 @@ _RangeFunction = Callable[[Windows], tuple[Floats, Mask]]
 
 
 def _over_time(reduce: Callable[[Floats, Mask, Ints], Floats], fill: float = 0.0) -> _RangeFunction:
-    def apply(w: Windows) -> tuple[Floats, Mask]:
+    def block(w: Windows) -> tuple[Floats, ...]:
         values, inside = _gathered(w, fill)
         with np.errstate(divide="ignore", invalid="ignore"):
             return reduce(values, inside, w.counts), w.counts > 0
+
+    def apply(w: Windows) -> tuple[Floats, Mask]:
+        values, present = _blockwise(block, w)
+        return values, present
 
     return apply
 
@@ -138,6 +156,11 @@ def _counted(changed: Callable[[Floats], Mask]) -> _RangeFunction:
 def _regression(w: Windows) -> tuple[Floats, Floats, Mask]:
     """Least-squares slope and intercept of each window against time (seconds from the
     window's end), as deriv and predict_linear fit them."""
+    slope, intercept, ok = _blockwise(_regression_block, w)
+    return slope, intercept, ok
+
+
+def _regression_block(w: Windows) -> tuple[Floats, ...]:
     values, inside = _gathered(w, 0.0)
     x = np.where(
         inside, _times_gathered(w) - (w.times.astype(np.float64) / 1000)[None, :, None], 0.0
@@ -185,13 +208,16 @@ def apply(name: str, w: Windows) -> Vector:
 
 
 def quantile_over_time(q: float, w: Windows) -> Vector:
-    values, _ = _gathered(w, np.nan)
-    with np.errstate(invalid="ignore"):
-        result = (
-            np.nanquantile(values, min(max(q, 0.0), 1.0), axis=-1)
-            if values.size
-            else values[..., 0]
-        )
+    def block(w: Windows) -> tuple[Floats, ...]:
+        values, _ = _gathered(w, np.nan)
+        if not values.size:
+            return (values[..., 0],)
+        # Empty windows are all NaN: their steps have no sample, so the warning says nothing.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return (np.nanquantile(values, min(max(q, 0.0), 1.0), axis=-1),)
+
+    (result,) = _blockwise(block, w)
     if q < 0 or q > 1:
         result = np.full(w.counts.shape, -np.inf if q < 0 else np.inf)
     return Vector([drop_name(lb) for lb in w.labels], result, w.counts > 0).kept()

@@ -120,6 +120,19 @@ class Windows:
     def counts(self) -> Ints:
         return self.hi - self.lo
 
+    def rows(self, first: int, end: int) -> Windows:
+        """The windows of series ``first`` up to ``end`` alone (over the same samples)."""
+        return Windows(
+            self.labels[first:end],
+            self.timestamps,
+            self.values,
+            self.starts,
+            self.lo[first:end],
+            self.hi[first:end],
+            self.times,
+            self.range_ms,
+        )
+
     @classmethod
     def of(
         cls,
