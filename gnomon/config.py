@@ -407,6 +407,12 @@ class NodeConfig(EtcdSettings, ServerConfig):
         "(required; shared by every node).",
     )
     kafka_namespace: str = setting("gnomon", "Prefix of the WAL regions' topic names.")
+    wal_delete_records: bool = setting(
+        True,
+        "Delete WAL records below the lowest live one from Kafka (its DeleteRecords call); "
+        "false for a broker without it (the dev cluster's): records are then only marked "
+        "deleted and the WAL's topics keep growing (a Kafka WAL only).",
+    )
     wal_append_timeout_s: float = setting(
         5.0,
         "Longest a write waits for Kafka to acknowledge its WAL record, in seconds; past it "
@@ -451,12 +457,6 @@ class NodeConfig(EtcdSettings, ServerConfig):
         if self.grpc_port == 0:
             # The advertised endpoint, named before the node starts, is its name in the
             # cluster: a port picked at start could not be in it.
-    wal_delete_records: bool = setting(
-        True,
-        "Delete WAL records below the lowest live one from Kafka (its DeleteRecords call); "
-        "false for a broker without it (the dev cluster's): records are then only marked "
-        "deleted and the WAL's topics keep growing (a Kafka WAL only).",
-    )
             raise InvalidArgument(
                 "gnomon node needs a fixed grpc_port (not 0): its advertise names it"
             )
