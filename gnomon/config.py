@@ -275,6 +275,9 @@ class ServerConfig(RoleConfig):
     http_port: int = setting(5440, "HTTP port (SQL, line protocol, health, metrics).")
     grpc_port: int = setting(8831, "gRPC port (the HoraeDB protocol).")
     flight_port: int = setting(8832, "Arrow Flight port (bulk Arrow reads and writes, Spark).")
+    pg_port: int = setting(
+        5433, "PostgreSQL protocol port (psql, Grafana, DBeaver, Python drivers; 0: off)."
+    )
     wal_sync: str = setting(
         "always",
         "'always': fsync the WAL before acknowledging a write; 'never': leave it to the OS.",
@@ -371,7 +374,7 @@ class ServerConfig(RoleConfig):
             raise InvalidArgument("max_connections_per_s must be at least 0 (0: no limit)")
         if self.query_queue_timeout_s < 0 or self.auth_cache_s < 0:
             raise InvalidArgument("query_queue_timeout_s and auth_cache_s must be at least 0")
-        for name in ("http_port", "grpc_port", "flight_port"):
+        for name in ("http_port", "grpc_port", "flight_port", "pg_port"):
             _check_port(name, getattr(self, name))
         if self.wal_sync not in ("always", "never"):
             raise InvalidArgument(f"invalid wal_sync {self.wal_sync!r}: 'always' or 'never'")

@@ -45,6 +45,7 @@ from node.server.grpc_service import GrpcServer, StorageService
 from node.server.http import HttpApp, HttpServer
 from node.server.listen import check_free
 from node.server.metrics import Labels, Registry
+from node.server.pgwire import PgServer
 from node.sql.cancel import DEFAULT_QUERY_TIMEOUT_S, Queries, QueryLimits
 from node.sql.executor import SqlExecutor
 from node.tables import LocalTables
@@ -100,6 +101,7 @@ class Standalone:
         http_port: int = 5440,
         grpc_port: int = 8831,
         flight_port: int = 8832,
+        pg_port: int = 0,
         bind: str = "127.0.0.1",
         wal_sync: str = "always",
         max_request_bytes: int = 256 * 1024**2,
@@ -125,6 +127,8 @@ class Standalone:
         self.http_port = http_port
         self.grpc_port = grpc_port
         self.flight_port = flight_port
+        #: The PostgreSQL protocol server's port (0: none; a config's default is 5433).
+        self.pg_port = pg_port
         self.wal_sync = wal_sync
         self.max_request_bytes = max_request_bytes
         self.advertise = _parse_endpoint(advertise) if advertise else None
@@ -147,6 +151,7 @@ class Standalone:
         self._grpc: GrpcServer | None = None
         self._http: HttpServer | None = None
         self._flight: FlightService | None = None
+        self._pg: PgServer | None = None
         self._owners: Owners | None = None
         self._stop_lock = threading.Lock()
 
@@ -157,6 +162,7 @@ class Standalone:
             http_port=cfg.http_port,
             grpc_port=cfg.grpc_port,
             flight_port=cfg.flight_port,
+            pg_port=cfg.pg_port,
             bind=cfg.bind,
             wal_sync=cfg.wal_sync,
             max_request_bytes=cfg.max_request_bytes,
@@ -197,6 +203,7 @@ class Standalone:
             ("gRPC", self.grpc_port, "grpc_port"),
             ("HTTP", self.http_port, "http_port"),
             ("Arrow Flight", self.flight_port, "flight_port"),
+            ("PostgreSQL", self.pg_port, "pg_port"),
         ):
             check_free(what, self.bind, port, setting)
         try:
@@ -288,6 +295,16 @@ class Standalone:
                 connections=self._peer_connections("flight"),
             )
             self.flight_port = self._flight.port
+            if self.pg_port:
+                self._pg = PgServer(
+                    app.execute,
+                    self.queries,
+                    bind=self.bind,
+                    port=self.pg_port,
+                    authenticator=authenticator,
+                    tls=None if tls is None else tls.ssl_context(),
+                )
+                self.pg_port = self._pg.start()
             mine = self._endpoints()
             self.placement.join(
                 engine,
@@ -296,7 +313,12 @@ class Standalone:
             )
             write_ports_file(
                 self.ports_file,
-                {"http": self.http_port, "grpc": self.grpc_port, "flight": self.flight_port},
+                {
+                    "http": self.http_port,
+                    "grpc": self.grpc_port,
+                    "flight": self.flight_port,
+                    **({"pg": self.pg_port} if self._pg is not None else {}),
+                },
             )
         except BaseException:
             self.stop()
@@ -327,6 +349,7 @@ class Standalone:
             grpc_server, self._grpc = self._grpc, None
             http_server, self._http = self._http, None
             flight_server, self._flight = self._flight, None
+            pg_server, self._pg = self._pg, None
             engine, self.engine = self.engine, None
             stopper = None
             if grpc_server is not None:
@@ -345,6 +368,8 @@ class Standalone:
                 flight_stopper.start()
             if http_server is not None:
                 http_server.stop(self.grace_s)
+            if pg_server is not None:
+                pg_server.stop(self.grace_s)
             if stopper is not None:
                 stopper.join()
             if flight_stopper is not None:

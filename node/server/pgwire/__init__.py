@@ -1,0 +1,5 @@
+"""gnomon's PostgreSQL wire protocol server (see README.md)."""
+
+from node.server.pgwire.server import PgServer
+
+__all__ = ["PgServer"]

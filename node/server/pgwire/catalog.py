@@ -1,0 +1,212 @@
+"""What PostgreSQL clients ask before or around their own queries, answered here rather
+than by the SQL engine: session statements (SET, BEGIN, ...) accepted as no-ops, SHOW of a
+server parameter, the session functions (version(), current_setting(), ...) and the
+pg_catalog queries of psql's ``\\dt``, ``\\d table`` and ``\\l``. Other queries of
+pg_catalog or information_schema answer no rows, so a client's optional look-ups succeed."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from node.security.principal import DATABASE
+from node.sql.result import QueryResult
+
+SERVER_VERSION = "15.0 (gnomon)"
+#: The one database clients see (whatever name they ask for); its tables are in DATABASE.
+DATABASE_NAME = "gnomon"
+OWNER = "gnomon"
+#: OIDs of tables as clients see them: the first user OID plus the table's rank by name.
+FIRST_OID = 16384
+
+#: The parameters reported at startup, and what SHOW and current_setting answer.
+PARAMETERS: Mapping[str, str] = {
+    "server_version": SERVER_VERSION,
+    "server_encoding": "UTF8",
+    "client_encoding": "UTF8",
+    "DateStyle": "ISO, MDY",
+    "integer_datetimes": "on",
+    "TimeZone": "UTC",
+    "standard_conforming_strings": "on",
+    "IntervalStyle": "postgres",
+    "is_superuser": "off",
+    "application_name": "",
+}
+_SETTINGS = {
+    k.lower(): v
+    for k, v in {
+        **PARAMETERS,
+        "transaction_isolation": "read committed",
+        "search_path": DATABASE,
+        "max_identifier_length": "63",
+        "server_version_num": "150000",
+    }.items()
+}
+
+_TAGS = (
+    (re.compile(r"^(begin|start\s+transaction)\b", re.I), "BEGIN"),
+    (re.compile(r"^(commit|end)\b", re.I), "COMMIT"),
+    (re.compile(r"^rollback\b", re.I), "ROLLBACK"),
+    (re.compile(r"^set\b", re.I), "SET"),
+    (re.compile(r"^reset\b", re.I), "RESET"),
+    (re.compile(r"^discard\b", re.I), "DISCARD ALL"),
+    (re.compile(r"^deallocate\b", re.I), "DEALLOCATE"),
+    (re.compile(r"^listen\b", re.I), "LISTEN"),
+    (re.compile(r"^unlisten\b", re.I), "UNLISTEN"),
+)
+_SHOW = re.compile(r"^show\s+([a-z_.]+)$", re.I)
+_FUNCTION = re.compile(
+    r"^(?:pg_catalog\.)?(version|current_database|current_schema|current_user|session_user"
+    r"|current_setting)\s*\(\s*(?:'([^']*)'\s*)?\)(?:\s*::\s*\w+)?(?:\s+as\s+(\"?[\w ]+\"?))?$",
+    re.I,
+)
+_CATALOG = re.compile(r"\b(pg_catalog|information_schema|pg_\w+)\b", re.I)
+_NAME_PATTERN = re.compile(r"relname OPERATOR\(pg_catalog\.~\) '([^']*)'")
+_OID = re.compile(r"(?:c\.oid|attrelid) = '(\d+)'")
+
+Execute = Callable[[str], QueryResult]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """Rows (``rows`` set) or a command's completion alone."""
+
+    tag: str
+    rows: pa.Table | None = None
+
+
+def _text_rows(names: list[str], rows: list[list[str | None]]) -> pa.Table:
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in names]
+    return pa.table(
+        {n: pa.array(list(c), pa.string()) for n, c in zip(names, columns, strict=True)}
+    )
+
+
+def answer(sql: str, user: str, execute: Execute) -> Answer | None:
+    """This module's answer to ``sql`` (one statement, trimmed), or None for the engine."""
+    text = sql.strip().rstrip(";").strip()
+    for pattern, tag in _TAGS:
+        if pattern.match(text):
+            return Answer(tag)
+    show = _SHOW.match(text)
+    if show and show.group(1).lower() in _SETTINGS:
+        name = show.group(1)
+        return Answer("SHOW", _text_rows([name], [[_SETTINGS[name.lower()]]]))
+    select = re.match(r"^select\s+(.*)$", text, re.I | re.S)
+    if select:
+        functions = _functions(select.group(1), user)
+        if functions is not None:
+            return Answer("SELECT 1", functions)
+    if _CATALOG.search(text):
+        return _catalog(text, execute)
+    return None
+
+
+def _functions(items: str, user: str) -> pa.Table | None:
+    names, values = [], []
+    for item in items.split(","):
+        found = _FUNCTION.match(item.strip())
+        if found is None:
+            return None
+        fn, arg, alias = found.group(1).lower(), found.group(2), found.group(3)
+        value = {
+            "version": f"PostgreSQL {SERVER_VERSION} on gnomon",
+            "current_database": DATABASE_NAME,
+            "current_schema": DATABASE,
+            "current_user": user,
+            "session_user": user,
+            "current_setting": _SETTINGS.get((arg or "").lower()),
+        }[fn]
+        names.append(alias.strip('"') if alias else fn)
+        values.append(value)
+    return _text_rows(names, [values])
+
+
+def _tables(execute: Execute) -> list[str]:
+    return sorted(str(r["Tables"]) for r in execute("SHOW TABLES").table().to_pylist())
+
+
+def _catalog(text: str, execute: Execute) -> Answer:
+    if "pg_catalog.pg_database" in text:
+        return _rows(
+            [
+                "Name",
+                "Owner",
+                "Encoding",
+                "Collate",
+                "Ctype",
+                "ICU Locale",
+                "Locale Provider",
+                "Access privileges",
+            ],
+            [[DATABASE_NAME, OWNER, "UTF8", "C", "C", None, "libc", None]],
+        )
+    oid = _OID.search(text)
+    if "FROM pg_catalog.pg_attribute a" in text and oid:
+        return _columns(execute, int(oid.group(1)))
+    if "c.relchecks" in text and oid:
+        return _rows(
+            [
+                "relchecks",
+                "relkind",
+                "relhasindex",
+                "relhasrules",
+                "relhastriggers",
+                "relrowsecurity",
+                "relforcerowsecurity",
+                "relhasoids",
+                "relispartition",
+                "reloptions",
+                "reltablespace",
+                "reloftype",
+                "relpersistence",
+                "relreplident",
+                "amname",
+            ],
+            [["0", "r", "f", "f", "f", "f", "f", "f", "f", "", "0", "", "p", "d", "heap"]],
+        )
+    if "FROM pg_catalog.pg_class c" in text and "relname" in text:
+        pattern = _NAME_PATTERN.search(text)
+        wanted = re.compile(pattern.group(1)) if pattern else None
+        tables = [
+            (FIRST_OID + i, t)
+            for i, t in enumerate(_tables(execute))
+            if wanted is None or wanted.search(t)
+        ]
+        if '"Name"' in text:
+            return _rows(
+                ["Schema", "Name", "Type", "Owner"],
+                [[DATABASE, t, "table", OWNER] for _, t in tables],
+            )
+        return _rows(["oid", "nspname", "relname"], [[str(o), DATABASE, t] for o, t in tables])
+    return _rows(["?column?"], [])
+
+
+def _columns(execute: Execute, oid: int) -> Answer:
+    tables = _tables(execute)
+    index = oid - FIRST_OID
+    if not 0 <= index < len(tables):
+        return _rows(["attname"], [])
+    described = execute(f'DESCRIBE "{tables[index]}"').table().to_pylist()
+    return _rows(
+        [
+            "attname",
+            "format_type",
+            "attrdef",
+            "attnotnull",
+            "attcollation",
+            "attidentity",
+            "attgenerated",
+        ],
+        [
+            [c["name"], c["type"], None, "f" if c["is_nullable"] else "t", None, "", ""]
+            for c in described
+        ],
+    )
+
+
+def _rows(names: list[str], rows: list[list[str | None]]) -> Answer:
+    return Answer(f"SELECT {len(rows)}", _text_rows(names, rows))

@@ -1,0 +1,353 @@
+"""One client connection: startup (TLS, authentication), then the simple and extended
+query protocols until the client leaves. Statements run on a worker thread, as the
+connection's principal and under the server's query limits, through the same executor as
+HTTP ``/sql``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import ssl
+import struct
+from collections.abc import Callable
+from typing import Protocol
+
+import pyarrow as pa
+
+from gnomon.errors import GnomonError, InvalidArgument, Unauthenticated
+from node.security.authn import Authenticates, basic
+from node.security.context import acting_as
+from node.security.principal import Principal
+from node.server.pgwire import catalog, messages, sqlstate, statements, types
+from node.server.pgwire.portals import Portal, Prepared
+from node.sql.cancel import CancelToken, Queries
+from node.sql.result import QueryResult
+
+log = logging.getLogger("gnomon.pgwire")
+
+#: The cleartext password authentication request (the password answered in a 'p').
+AUTH_CLEARTEXT = 3
+
+
+class Cancels(Protocol):
+    """Where connections register so a CancelRequest naming their key finds them."""
+
+    def register(self, conn: Connection) -> None: ...
+
+    def unregister(self, conn: Connection) -> None: ...
+
+    def cancel(self, pid: int, secret: int) -> None: ...
+
+
+class ProtocolViolation(InvalidArgument):
+    """The client broke the protocol; the connection is closed after saying so."""
+
+
+class Connection:
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        execute: Callable[[str], QueryResult],
+        queries: Queries,
+        authenticator: Authenticates | None,
+        tls: ssl.SSLContext | None,
+        cancels: Cancels,
+    ) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.execute = execute
+        self.queries = queries
+        self.authenticator = authenticator
+        self.tls = tls
+        self.cancels = cancels
+        self.pid = secrets.randbits(31)
+        self.secret = secrets.randbits(31)
+        self.user = ""
+        self.principal: Principal | None = None
+        self.token: CancelToken | None = None
+        self.statements: dict[str, Prepared] = {}
+        self.portals: dict[str, Portal] = {}
+        self.in_transaction = False
+        self._out: list[bytes] = []
+
+    # -- framing ---------------------------------------------------------------------------------
+
+    def send(self, *frames: bytes) -> None:
+        self._out.extend(frames)
+
+    async def flush(self) -> None:
+        if self._out:
+            self.writer.write(b"".join(self._out))
+            self._out.clear()
+        await self.writer.drain()
+
+    async def _read_body(self, length: int, most: int) -> bytes:
+        if not 4 <= length <= most:
+            raise ProtocolViolation(f"invalid message length {length}")
+        return await self.reader.readexactly(length - 4)
+
+    # -- startup ---------------------------------------------------------------------------------
+
+    async def serve(self) -> None:
+        try:
+            if await self._startup():
+                self.cancels.register(self)
+                try:
+                    await self._messages()
+                finally:
+                    self.cancels.unregister(self)
+        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
+            pass
+        except ProtocolViolation as e:
+            self.send(messages.error(sqlstate.PROTOCOL_VIOLATION, e.message, severity="FATAL"))
+            await self._flush_quietly()
+        finally:
+            self.writer.close()
+
+    async def _flush_quietly(self) -> None:
+        with contextlib.suppress(ConnectionError, ssl.SSLError):
+            await self.flush()
+
+    async def _startup(self) -> bool:
+        """Negotiate TLS and authenticate; False when the connection ends here (a cancel
+        request, refused credentials)."""
+        while True:
+            length = struct.unpack(">i", await self.reader.readexactly(4))[0]
+            body = messages.Reader(await self._read_body(length, messages.MAX_STARTUP_BYTES))
+            code = body.int32()
+            if code == messages.SSL_REQUEST:
+                if self.tls is None or self.writer.get_extra_info("ssl_object") is not None:
+                    self.writer.write(b"N")
+                    await self.writer.drain()
+                    continue
+                self.writer.write(b"S")
+                await self.writer.drain()
+                await self.writer.start_tls(self.tls)
+                continue
+            if code == messages.GSSENC_REQUEST:
+                self.writer.write(b"N")
+                await self.writer.drain()
+                continue
+            if code == messages.CANCEL_REQUEST:
+                self.cancels.cancel(body.int32(), body.int32())
+                return False
+            if code != messages.PROTOCOL_3:
+                raise ProtocolViolation(
+                    f"unsupported frontend protocol {code >> 16}.{code & 0xFFFF}: gnomon speaks 3.0"
+                )
+            params = {}
+            while True:
+                key = body.cstr()
+                if not key:
+                    break
+                params[key] = body.cstr()
+            self.user = params.get("user", "")
+            return await self._authenticate()
+
+    async def _authenticate(self) -> bool:
+        if self.authenticator is not None:
+            self.send(messages.authentication(AUTH_CLEARTEXT))
+            await self.flush()
+            kind = await self.reader.readexactly(1)
+            length = struct.unpack(">i", await self.reader.readexactly(4))[0]
+            body = messages.Reader(await self._read_body(length, messages.MAX_STARTUP_BYTES))
+            if kind != b"p":
+                raise ProtocolViolation(f"expected a password message, got {kind!r}")
+            password = body.cstr()
+            authenticator = self.authenticator
+            try:
+                self.principal = await asyncio.to_thread(
+                    authenticator.authenticate, basic(self.user, password)
+                )
+            except Unauthenticated:
+                self.send(
+                    messages.error(
+                        sqlstate.INVALID_PASSWORD,
+                        f'password authentication failed for user "{self.user}"',
+                        severity="FATAL",
+                    )
+                )
+                await self.flush()
+                return False
+        self.send(messages.authentication(0))
+        for name, value in catalog.PARAMETERS.items():
+            self.send(messages.parameter_status(name, value))
+        self.send(messages.backend_key(self.pid, self.secret), self._ready())
+        await self.flush()
+        return True
+
+    def _ready(self) -> bytes:
+        return messages.ready(b"T" if self.in_transaction else b"I")
+
+    # -- messages --------------------------------------------------------------------------------
+
+    async def _messages(self) -> None:
+        skipping = False  # after an error in the extended protocol, until Sync
+        while True:
+            head = await self.reader.readexactly(5)
+            kind, length = head[:1], struct.unpack(">i", head[1:])[0]
+            body = messages.Reader(await self._read_body(length, messages.MAX_MESSAGE_BYTES))
+            if kind == b"X":
+                return
+            if kind == b"S":
+                skipping = False
+                self.send(self._ready())
+                await self.flush()
+                continue
+            if kind == b"Q":
+                await self._simple(body.cstr())
+                self.send(self._ready())
+                await self.flush()
+                continue
+            if skipping:
+                continue
+            try:
+                await self._extended(kind, body)
+            except GnomonError as e:
+                self.send(messages.error(sqlstate.sqlstate(e), e.message))
+                skipping = True
+            if kind == b"H":
+                await self.flush()
+
+    async def _simple(self, text: str) -> None:
+        parts = statements.split(text)
+        if not parts:
+            self.send(messages.EMPTY_QUERY)
+            return
+        for sql in parts:
+            try:
+                portal = Portal(sql)
+                await self._run(portal)
+            except GnomonError as e:
+                self.send(self._error(e, text))
+                return
+            if portal.rows is not None:
+                self.send(portal.description(), *portal.take(0))
+            assert portal.tag is not None
+            self.send(messages.command_complete(portal.tag))
+
+    def _error(self, e: GnomonError, sql: str) -> bytes:
+        return messages.error(sqlstate.sqlstate(e), e.message, sqlstate.position(e.message, sql))
+
+    async def _extended(self, kind: bytes, body: messages.Reader) -> None:
+        if kind == b"P":
+            name, sql = body.cstr(), body.cstr()
+            param_types = [body.int32() for _ in range(body.int16())]
+            param_types += [types.UNKNOWN] * (statements.count_params(sql) - len(param_types))
+            self.statements[name] = Prepared(sql, param_types)
+            self.send(messages.PARSE_COMPLETE)
+        elif kind == b"B":
+            self._bind(body)
+        elif kind == b"D":
+            what, name = body.byte(), body.cstr()
+            if what == b"S":
+                await self._describe_statement(self._statement(name))
+            else:
+                portal = self._portal(name)
+                await self._run(portal)
+                self.send(portal.description())
+        elif kind == b"E":
+            portal = self._portal(body.cstr())
+            most = body.int32()
+            await self._run(portal)
+            self.send(*portal.take(most))
+            if most > 0 and not portal.exhausted:
+                self.send(messages.PORTAL_SUSPENDED)
+            else:
+                assert portal.tag is not None
+                self.send(messages.command_complete(portal.tag))
+        elif kind == b"C":
+            what, name = body.byte(), body.cstr()
+            (self.statements if what == b"S" else self.portals).pop(name, None)  # type: ignore[attr-defined]
+            self.send(messages.CLOSE_COMPLETE)
+        elif kind != b"H":
+            raise ProtocolViolation(f"unexpected message type {kind!r}")
+
+    def _statement(self, name: str) -> Prepared:
+        found = self.statements.get(name)
+        if found is None:
+            raise _Missing(
+                sqlstate.INVALID_STATEMENT, f'prepared statement "{name}" does not exist'
+            )
+        return found
+
+    def _portal(self, name: str) -> Portal:
+        found = self.portals.get(name)
+        if found is None:
+            raise _Missing(sqlstate.INVALID_CURSOR, f'portal "{name}" does not exist')
+        return found
+
+    def _bind(self, body: messages.Reader) -> None:
+        portal, name = body.cstr(), body.cstr()
+        statement = self._statement(name)
+        formats = [body.int16() for _ in range(body.int16())]
+        values = [body.value() for _ in range(body.int16())]
+        results = [body.int16() for _ in range(body.int16())]
+        if len(values) != len(statement.param_types):
+            raise InvalidArgument(
+                f"bind message supplies {len(values)} parameters, but prepared statement "
+                f'"{name}" requires {len(statement.param_types)}'
+            )
+
+        def literal(i: int) -> str:
+            binary = bool(formats) and (formats[0] if len(formats) == 1 else formats[i]) == 1
+            return types.literal(values[i], statement.param_types[i], binary)
+
+        self.portals[portal] = Portal(statements.substitute(statement.sql, literal), results)
+        self.send(messages.BIND_COMPLETE)
+
+    async def _describe_statement(self, statement: Prepared) -> None:
+        self.send(messages.parameter_description([t or types.TEXT for t in statement.param_types]))
+        if not statements.answers_rows(statement.sql):
+            self.send(messages.NO_DATA)
+            return
+        # The columns are known once it runs: it runs with every parameter NULL.
+        portal = Portal(statements.substitute(statement.sql, lambda _: "NULL"))
+        await self._run(portal)
+        self.send(portal.description())
+
+    # -- running ---------------------------------------------------------------------------------
+
+    async def _run(self, portal: Portal) -> None:
+        if portal.ran:
+            return
+        await self.flush()
+        tag, rows = await asyncio.to_thread(self._answer, portal.sql)
+        portal.tag, portal.rows = tag, rows
+        if tag == "BEGIN":
+            self.in_transaction = True
+        elif tag in ("COMMIT", "ROLLBACK"):
+            self.in_transaction = False
+
+    def _answer(self, sql: str) -> tuple[str, pa.Table | None]:
+        with acting_as(self.principal):
+            local = catalog.answer(sql, self.user, self.execute)
+            if local is not None:
+                return local.tag, local.rows
+            with self.queries.running() as token:
+                self.token = token
+                try:
+                    result = self.execute(sql)
+                finally:
+                    self.token = None
+        rows = result.answer
+        return statements.tag(
+            sql, result.affected_rows, None if rows is None else rows.num_rows
+        ), rows
+
+    def cancel(self) -> None:
+        token = self.token
+        if token is not None:
+            token.cancel("canceling statement due to user request")
+
+
+class _Missing(GnomonError):
+    """A statement or portal the client never made (or closed)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.pg_code = code

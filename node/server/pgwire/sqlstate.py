@@ -1,0 +1,73 @@
+"""gnomon's errors as PostgreSQL SQLSTATE codes, and the position in the statement an
+error points at."""
+
+from __future__ import annotations
+
+import re
+
+from gnomon.errors import (
+    AlreadyExists,
+    Cancelled,
+    DeadlineExceeded,
+    GnomonError,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    TooLarge,
+    Unauthenticated,
+    Unavailable,
+    UnknownTable,
+)
+
+INVALID_PASSWORD = "28P01"
+INVALID_AUTHORIZATION = "28000"
+PROTOCOL_VIOLATION = "08P01"
+FEATURE_NOT_SUPPORTED = "0A000"
+INVALID_CURSOR = "34000"
+INVALID_STATEMENT = "26000"
+QUERY_CANCELED = "57014"
+INTERNAL = "XX000"
+
+#: Most specific class first: the first match wins.
+_CODES: tuple[tuple[type[GnomonError], str], ...] = (
+    (Unauthenticated, INVALID_PASSWORD),
+    (PermissionDenied, "42501"),
+    (UnknownTable, "42P01"),
+    (NotFound, "42704"),
+    (AlreadyExists, "42P07"),
+    (TooLarge, "54000"),
+    (InvalidArgument, "42601"),
+    (DeadlineExceeded, QUERY_CANCELED),
+    (Cancelled, QUERY_CANCELED),
+    (Unavailable, "53000"),
+)
+
+_LINE_COLUMN = re.compile(r"Line: (\d+), Column:? (\d+)")
+_OFFSET = re.compile(r"at position (\d+)")
+
+
+def sqlstate(error: BaseException) -> str:
+    """The SQLSTATE of ``error``: its own (``pg_code``) where it has one."""
+    own = getattr(error, "pg_code", None)
+    if isinstance(own, str):
+        return own
+    for cls, code in _CODES:
+        if isinstance(error, cls):
+            return code
+    return INTERNAL
+
+
+def position(message: str, statement: str) -> int | None:
+    """The 1-based character position in ``statement`` an error names: gnomon's parser
+    says "at position N" (0-based), DataFusion's "Line: L, Column: C"."""
+    offset = _OFFSET.search(message)
+    if offset is not None:
+        return int(offset.group(1)) + 1
+    found = _LINE_COLUMN.search(message)
+    if found is None:
+        return None
+    line, column = int(found.group(1)), int(found.group(2))
+    lines = statement.split("\n")
+    if not 1 <= line <= len(lines):
+        return None
+    return sum(len(text) + 1 for text in lines[: line - 1]) + column

@@ -1,0 +1,199 @@
+"""Arrow types as PostgreSQL types: the OID a column is described with, and its values in the
+text and binary formats; and parameters sent in either format turned into SQL literals."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from gnomon.errors import InvalidArgument
+
+#: PostgreSQL's epoch for binary timestamps and dates.
+PG_EPOCH = dt.datetime(2000, 1, 1)
+PG_EPOCH_DATE = dt.date(2000, 1, 1)
+
+BOOL, BYTEA, INT8, INT2, INT4, TEXT = 16, 17, 20, 21, 23, 25
+FLOAT4, FLOAT8, VARCHAR, DATE, TIMESTAMP, TIMESTAMPTZ, NUMERIC = (
+    700,
+    701,
+    1043,
+    1082,
+    1114,
+    1184,
+    1700,
+)
+UNKNOWN = 0
+
+Encode = Callable[[Any], bytes]
+
+
+@dataclass(frozen=True)
+class PgType:
+    oid: int
+    name: str
+    #: pg_type.typlen: bytes of a fixed-size value, -1 for variable size.
+    size: int
+    text: Encode
+    binary: Encode
+
+
+def _text_bool(v: Any) -> bytes:
+    return b"t" if v else b"f"
+
+
+def _text_float(v: Any) -> bytes:
+    if math.isnan(v):
+        return b"NaN"
+    if math.isinf(v):
+        return b"Infinity" if v > 0 else b"-Infinity"
+    return repr(float(v)).encode()
+
+
+def _text_timestamp(v: dt.datetime) -> bytes:
+    return v.replace(tzinfo=None).isoformat(sep=" ").encode()
+
+
+def _text_timestamptz(v: dt.datetime) -> bytes:
+    return _text_timestamp(v.astimezone(dt.UTC)) + b"+00"
+
+
+def _micros(v: dt.datetime) -> int:
+    naive = v.astimezone(dt.UTC).replace(tzinfo=None) if v.tzinfo else v
+    delta = naive - PG_EPOCH
+    return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _binary_numeric(v: Any) -> bytes:
+    """An integer in NUMERIC's binary form: base-10000 digits, most significant first."""
+    n = int(v)
+    sign = 0x4000 if n < 0 else 0
+    n = abs(n)
+    digits: list[int] = []
+    while n:
+        n, d = divmod(n, 10000)
+        digits.insert(0, d)
+    weight = len(digits) - 1 if digits else 0
+    return struct.pack(f">hhhh{len(digits)}h", len(digits), weight, sign, 0, *digits)
+
+
+def _str(v: Any) -> bytes:
+    return str(v).encode()
+
+
+_BOOL = PgType(BOOL, "boolean", 1, _text_bool, lambda v: b"\x01" if v else b"\x00")
+_INT2 = PgType(INT2, "smallint", 2, _str, lambda v: struct.pack(">h", v))
+_INT4 = PgType(INT4, "integer", 4, _str, lambda v: struct.pack(">i", v))
+_INT8 = PgType(INT8, "bigint", 8, _str, lambda v: struct.pack(">q", v))
+_NUMERIC = PgType(NUMERIC, "numeric", -1, _str, _binary_numeric)
+_FLOAT4 = PgType(FLOAT4, "real", 4, _text_float, lambda v: struct.pack(">f", v))
+_FLOAT8 = PgType(FLOAT8, "double precision", 8, _text_float, lambda v: struct.pack(">d", v))
+_TEXT = PgType(TEXT, "text", -1, lambda v: str(v).encode(), lambda v: str(v).encode())
+_BYTEA = PgType(BYTEA, "bytea", -1, lambda v: b"\\x" + bytes(v).hex().encode(), bytes)
+_TIMESTAMP = PgType(
+    TIMESTAMP,
+    "timestamp without time zone",
+    8,
+    _text_timestamp,
+    lambda v: struct.pack(">q", _micros(v)),
+)
+_TIMESTAMPTZ = PgType(
+    TIMESTAMPTZ,
+    "timestamp with time zone",
+    8,
+    _text_timestamptz,
+    lambda v: struct.pack(">q", _micros(v)),
+)
+_DATE = PgType(
+    DATE,
+    "date",
+    4,
+    lambda v: v.isoformat().encode(),
+    lambda v: struct.pack(">i", (v - PG_EPOCH_DATE).days),
+)
+
+
+def pg_type(arrow: pa.DataType) -> PgType:
+    """The PostgreSQL type an Arrow column is described and sent as (text for the rest)."""
+    if pa.types.is_dictionary(arrow):
+        return pg_type(arrow.value_type)
+    if pa.types.is_boolean(arrow):
+        return _BOOL
+    if pa.types.is_int8(arrow) or pa.types.is_int16(arrow) or pa.types.is_uint8(arrow):
+        return _INT2
+    if pa.types.is_int32(arrow) or pa.types.is_uint16(arrow):
+        return _INT4
+    if pa.types.is_int64(arrow) or pa.types.is_uint32(arrow):
+        return _INT8
+    if pa.types.is_uint64(arrow):
+        return _NUMERIC
+    if pa.types.is_float16(arrow) or pa.types.is_float32(arrow):
+        return _FLOAT4
+    if pa.types.is_float64(arrow):
+        return _FLOAT8
+    if pa.types.is_timestamp(arrow):
+        return _TIMESTAMP if arrow.tz is None else _TIMESTAMPTZ
+    if pa.types.is_date32(arrow) or pa.types.is_date64(arrow):
+        return _DATE
+    if pa.types.is_binary(arrow) or pa.types.is_large_binary(arrow):
+        return _BYTEA
+    return _TEXT
+
+
+# -- parameters ----------------------------------------------------------------------------------
+
+
+def quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _timestamp_literal(micros: int, tz: bool) -> str:
+    value = PG_EPOCH + dt.timedelta(microseconds=micros)
+    return f"TIMESTAMP {quote(value.isoformat(sep=' '))}"
+
+
+_BINARY_PARAM: dict[int, Callable[[bytes], str]] = {
+    BOOL: lambda b: "TRUE" if b != b"\x00" else "FALSE",
+    INT2: lambda b: str(struct.unpack(">h", b)[0]),
+    INT4: lambda b: str(struct.unpack(">i", b)[0]),
+    INT8: lambda b: str(struct.unpack(">q", b)[0]),
+    FLOAT4: lambda b: repr(struct.unpack(">f", b)[0]),
+    FLOAT8: lambda b: repr(struct.unpack(">d", b)[0]),
+    BYTEA: lambda b: f"X'{b.hex()}'",
+    TIMESTAMP: lambda b: _timestamp_literal(struct.unpack(">q", b)[0], False),
+    TIMESTAMPTZ: lambda b: _timestamp_literal(struct.unpack(">q", b)[0], True),
+    DATE: lambda b: (
+        f"DATE {quote((PG_EPOCH_DATE + dt.timedelta(days=struct.unpack('>i', b)[0])).isoformat())}"
+    ),
+}
+
+_NUMBERS = frozenset({INT2, INT4, INT8, FLOAT4, FLOAT8, NUMERIC})
+
+
+def literal(value: bytes | None, oid: int, binary: bool) -> str:
+    """The SQL literal standing for a parameter's ``value`` sent as type ``oid`` (0: the
+    client left it to the server: taken as a string, which DataFusion casts where compared)."""
+    if value is None:
+        return "NULL"
+    try:
+        if binary:
+            decode = _BINARY_PARAM.get(oid)
+            return decode(value) if decode is not None else quote(value.decode())
+        text = value.decode()
+        if oid in _NUMBERS:
+            float(text)  # refuses anything but a number before it reaches the statement
+            return text
+        if oid == BOOL:
+            return "TRUE" if text.lower() in ("t", "true", "1", "on", "yes", "y") else "FALSE"
+        if oid == BYTEA and text.startswith("\\x"):
+            return f"X'{bytes.fromhex(text[2:]).hex()}'"
+        if oid in (TIMESTAMP, TIMESTAMPTZ):
+            return f"TIMESTAMP {quote(text)}"
+        return quote(text)
+    except (struct.error, ValueError) as e:
+        raise InvalidArgument(f"invalid parameter of type {oid}: {e}") from None
