@@ -27,7 +27,7 @@ from concurrent import futures
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gnomon.errors import GnomonError, NotFound
+from gnomon.errors import GnomonError, NotFound, Unavailable
 from gnomon.flight.client import FlightClient
 from gnomon.flight.ticket import ScanSpec
 
@@ -194,11 +194,15 @@ class _Answer:
 
 
 def release(held: Sequence[Held]) -> None:
-    """Let go of held snapshots (already gone ones are fine)."""
+    """Let go of held snapshots. One already gone is fine, and so is one whose owner cannot be
+    reached (stopped, say, before the driver that read it): it runs out with its lease, so
+    that is no warning (a driver ending after its servers met it for every snapshot)."""
     for h in held:
         try:
             with FlightClient(h.owner) as client:
                 client.action("release", pin=h.pin)
+        except (NotFound, Unavailable) as e:
+            log.debug("snapshot not released", extra={"pin": h.pin, "error": e.message})
         except GnomonError as e:  # it runs out on its own
             log.warning("snapshot release failed", extra={"pin": h.pin, "error": e.message})
 
