@@ -84,7 +84,8 @@ class Prom:
 @pytest.fixture(scope="module")
 def gnomon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     root: Path = tmp_path_factory.mktemp("gnomon")
-    running = start_standalone(root / "data", root / "server.log")
+    # No PostgreSQL listener: its fixed default port would collide with other servers'.
+    running = start_standalone(root / "data", root / "server.log", "--pg-port", "0")
     yield running
     running.server.stop()
 
