@@ -196,8 +196,12 @@ class QueryApi:
         return self.host.execute
 
     def answer(self, path: str, params: Params) -> Response:
+        """The endpoint's answer; ``timeout`` (a duration) shortens the server's query time
+        limit, never extends it."""
         try:
-            with self.host.queries.running():
+            text = _one(params, "timeout")
+            timeout_s = parse_duration(text, "timeout") / 1000 if text else None
+            with self.host.queries.running(timeout_s=timeout_s):
                 return success(self._data(path, params))
         except Exception as e:
             return failure(e)

@@ -103,6 +103,7 @@ def test_labels_values_series_metadata_buildinfo(prom: Prom) -> None:
             "execution",
         ),
         ("/api/v1/series", {}, 400, "bad_data"),
+        ("/api/v1/query", {"query": "api_up", "timeout": "soon"}, 400, "bad_data"),
         ("/api/v1/query", {"query": '{__name__=~".*"}'}, 400, "bad_data"),
     ],
 )
