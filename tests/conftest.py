@@ -12,6 +12,10 @@ from tests.support.etcd import EtcdServer
 
 _exit_status: list[int] = []
 
+# The servers tests start leave the PostgreSQL protocol off unless a test turns it on
+# (--pg-port): several of them at once would contend for its one default port.
+os.environ.setdefault("GNOMON_PG_PORT", "0")
+
 
 @pytest.fixture(scope="module")
 def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer]:

@@ -313,6 +313,8 @@ class DevCluster:
                 f"--http-port={http}",
                 f"--grpc-port={grpc}",
                 f"--flight-port={flight}",
+                # Nodes sharing one machine would contend for the one default port.
+                "--pg-port=0",
                 f"--advertise=127.0.0.1:{grpc}",
                 f"--meta={self.meta}",
                 f"--wal=kafka://{self.bootstrap}",

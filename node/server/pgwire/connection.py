@@ -20,7 +20,7 @@ from gnomon.errors import GnomonError, InvalidArgument, Unauthenticated
 from node.security.authn import Authenticates, basic
 from node.security.context import acting_as
 from node.security.principal import Principal
-from node.server.pgwire import catalog, messages, sqlstate, statements, types
+from node.server.pgwire import catalog, cursors, messages, sqlstate, statements, types
 from node.server.pgwire.portals import Portal, Prepared
 from node.sql.cancel import CancelToken, Queries
 from node.sql.result import QueryResult
@@ -316,12 +316,35 @@ class Connection:
         if portal.ran:
             return
         await self.flush()
-        tag, rows = await asyncio.to_thread(self._answer, portal.sql)
+        cursor = cursors.parse(portal.sql)
+        if cursor is None:
+            tag, rows = await asyncio.to_thread(self._answer, portal.sql)
+        else:
+            tag, rows = await self._cursor(cursor)
         portal.tag, portal.rows = tag, rows
         if tag == "BEGIN":
             self.in_transaction = True
         elif tag in ("COMMIT", "ROLLBACK"):
             self.in_transaction = False
+
+    async def _cursor(
+        self, cursor: cursors.Declare | cursors.Fetch | cursors.CloseCursor
+    ) -> tuple[str, pa.Table | None]:
+        if isinstance(cursor, cursors.Declare):
+            declared = Portal(cursor.query)
+            await self._run(declared)
+            self.portals[cursor.name] = declared
+            return "DECLARE CURSOR", None
+        if isinstance(cursor, cursors.CloseCursor):
+            if cursor.name is None:
+                self.portals.clear()
+            else:
+                self.portals.pop(cursor.name, None)
+            return "CLOSE CURSOR", None
+        rows = self._portal(cursor.name).fetch(cursor.count)
+        if cursor.move:
+            return f"MOVE {rows.num_rows}", None
+        return f"FETCH {rows.num_rows}", rows
 
     def _answer(self, sql: str) -> tuple[str, pa.Table | None]:
         with acting_as(self.principal):

@@ -58,6 +58,14 @@ class Portal:
         self.sent = end
         return out
 
+    def fetch(self, most: int | None) -> pa.Table:
+        """The next ``most`` rows (None: all the rest) as a table, for FETCH."""
+        rows = self.rows if self.rows is not None else pa.table({})
+        end = rows.num_rows if most is None else min(self.sent + most, rows.num_rows)
+        taken = rows.slice(self.sent, end - self.sent)
+        self.sent = end
+        return taken
+
     @property
     def exhausted(self) -> bool:
         return self.rows is None or self.sent >= self.rows.num_rows

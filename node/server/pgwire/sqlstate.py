@@ -27,12 +27,13 @@ INVALID_CURSOR = "34000"
 INVALID_STATEMENT = "26000"
 QUERY_CANCELED = "57014"
 INTERNAL = "XX000"
+UNDEFINED_TABLE = "42P01"
 
 #: Most specific class first: the first match wins.
 _CODES: tuple[tuple[type[GnomonError], str], ...] = (
     (Unauthenticated, INVALID_PASSWORD),
     (PermissionDenied, "42501"),
-    (UnknownTable, "42P01"),
+    (UnknownTable, UNDEFINED_TABLE),
     (NotFound, "42704"),
     (AlreadyExists, "42P07"),
     (TooLarge, "54000"),
@@ -51,6 +52,9 @@ def sqlstate(error: BaseException) -> str:
     own = getattr(error, "pg_code", None)
     if isinstance(own, str):
         return own
+    # Not every lookup raises UnknownTable: a missing table's NotFound names it first.
+    if isinstance(error, NotFound) and error.message.startswith("table "):
+        return UNDEFINED_TABLE
     for cls, code in _CODES:
         if isinstance(error, cls):
             return code

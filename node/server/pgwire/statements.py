@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from gnomon.errors import InvalidArgument
 
 #: Starts of statements that answer rows (described before they run).
-_ROWS = re.compile(r"^\s*\(*\s*(select|with|show|describe|desc|explain|values|table)\b", re.I)
+_ROWS = re.compile(r"^\s*\(*\s*(select|with|show|describe|desc|explain|values|table|fetch)\b", re.I)
 _VERB = re.compile(r"^\s*(\w+)(?:\s+(\w+))?", re.I)
 
 
