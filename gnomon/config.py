@@ -47,6 +47,25 @@ def setting(default: Any, help: str, *, flag: bool = True) -> Any:
     return field(default=default, metadata={"help": help, "flag": flag})
 
 
+def machine_memory_bytes() -> int:
+    """The memory of the machine this process runs on: its physical memory, or the limit of
+    its container (cgroup v2 or v1) when that is lower."""
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for limit in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(limit, encoding="ascii") as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit():  # "max": no limit
+            return min(physical, int(text))
+    return physical
+
+
+#: The memory a query's DataFusion operators may hold unless query_memory_bytes says.
+QUERY_MEMORY_MAX_BYTES = 4 * 1024**3
+
+
 def _check_port(name: str, port: int) -> None:
     if not 0 <= port <= 65535:
         raise InvalidArgument(f"invalid port {port}: must be 0..65535 ({name})")
@@ -333,18 +352,28 @@ class ServerConfig(RoleConfig):
     )
     max_statement_bytes: int = setting(1024**2, "Longest accepted SQL statement, in bytes.")
     query_memory_bytes: int = setting(
-        4 * 1024**3,
+        0,
         "Memory one query's DataFusion operators may hold (sorts, joins, aggregations); past "
-        "it the query fails with 'resources exhausted'.",
+        "it the query fails with 413 (0: server_memory_bytes / (2 x max_concurrent_queries), "
+        "at most 4 GiB, so the queries running at once hold half the server's budget; 4 GiB "
+        "without a server budget).",
     )
     max_result_bytes: int = setting(
         1024**3, "Largest query answer, in bytes of Arrow data; larger ones are refused (413)."
     )
     server_memory_bytes: int = setting(
-        0,
+        machine_memory_bytes() // 2,
         "Memory the running queries may hold together: each one's DataFusion pool "
-        "(query_memory_bytes) and the batches the scans hand on; a query that cannot get its "
-        "share fails 'over the server's memory budget' (503), the others run on (0: no limit).",
+        "(query_memory_bytes), the batches the scans hand on and the answers; a query that "
+        "cannot get its share fails 'over the server's memory budget' (503), the others run "
+        "on (default: half the machine's memory, or of its container's limit; 0: no limit).",
+    )
+    max_generated_values: int = setting(
+        10_000_000,
+        "Values one query's range, generate_series, array_repeat, repeat, lpad, rpad and "
+        "array_resize calls may make together (list elements, characters), counted from their "
+        "arguments before it runs, which must be constants; a call in a query with a FROM "
+        "clause counts once per row of a batch (65,536). Past it the query fails with 413.",
     )
     max_connections_per_s: float = setting(
         0.0,
@@ -358,17 +387,18 @@ class ServerConfig(RoleConfig):
         _check_tls(self.tls_cert, self.tls_key)
         if self.tls_client_ca is not None and self.tls_cert is None:
             raise InvalidArgument("tls_client_ca needs tls_cert and tls_key")
-        for name in ("max_concurrent_queries", "max_statement_bytes", "query_memory_bytes"):
+        for name in ("max_concurrent_queries", "max_statement_bytes", "max_generated_values"):
             if getattr(self, name) < 1:
                 raise InvalidArgument(f"{name} must be at least 1")
         if self.max_result_bytes < 1024:
             raise InvalidArgument("max_result_bytes must be at least 1024")
-        if self.server_memory_bytes < 0:
-            raise InvalidArgument("server_memory_bytes must be at least 0 (0: no limit)")
-        if 0 < self.server_memory_bytes < self.query_memory_bytes:
+        for name in ("server_memory_bytes", "query_memory_bytes"):
+            if getattr(self, name) < 0:
+                raise InvalidArgument(f"{name} must be at least 0")
+        if 0 < self.server_memory_bytes < self.query_pool_bytes:
             raise InvalidArgument(
                 f"server_memory_bytes ({self.server_memory_bytes}) is less than one query's "
-                f"query_memory_bytes ({self.query_memory_bytes}): no query could run"
+                f"query_memory_bytes ({self.query_pool_bytes}): no query could run"
             )
         if self.max_connections_per_s < 0:
             raise InvalidArgument("max_connections_per_s must be at least 0 (0: no limit)")
@@ -386,6 +416,17 @@ class ServerConfig(RoleConfig):
             raise InvalidArgument("compress_min_bytes must be at least 1")
         if self.decoded_cache_bytes < 0:
             raise InvalidArgument("decoded_cache_bytes must be at least 0")
+
+    @property
+    def query_pool_bytes(self) -> int:
+        """The memory one query's DataFusion operators may hold: query_memory_bytes, or its
+        share of server_memory_bytes when that is 0."""
+        if self.query_memory_bytes:
+            return self.query_memory_bytes
+        if not self.server_memory_bytes:
+            return QUERY_MEMORY_MAX_BYTES
+        share = self.server_memory_bytes // (2 * self.max_concurrent_queries)
+        return min(share, QUERY_MEMORY_MAX_BYTES)
 
 
 @dataclass(frozen=True)

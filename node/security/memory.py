@@ -6,7 +6,9 @@ queries running on a server hold, shared by two kinds of holding:
   the queries running at once can only be bounded together by reserving each one;
 - the record batches the engine's scans have materialised and handed on (to DataFusion),
   each reserved before it is handed on and released when the scan is asked for the next one
-  or ends (what DataFusion keeps of them, it holds in its pool).
+  or ends (what DataFusion keeps of them, it holds in its pool);
+- the query's answer, each batch reserved as DataFusion hands it over and held until the
+  query ends (:mod:`node.sql.drain`).
 
 A reservation the budget cannot hold fails at once, for that query only: ``Unavailable``
 (retryable) when running queries hold the rest, ``TooLarge`` when it exceeds the whole
@@ -115,6 +117,10 @@ class QueryMemory:
             self._reserve(more, "the query's DataFusion memory pool (query_memory_bytes)")
             with self._lock:
                 self._pool += more
+
+    def hold(self, nbytes: int, what: str) -> None:
+        """Reserve ``nbytes`` (for ``what``, named in the error) until the query ends."""
+        self._reserve(nbytes, what)
 
     def held_batches(
         self, batches: Iterator[pa.RecordBatch]

@@ -17,6 +17,8 @@ import threading
 from collections.abc import Iterable
 from typing import Any, cast
 
+import pyarrow as pa
+
 from gnomon.allocators import hold_freed_memory
 from gnomon.config import ServerConfig, write_ports_file
 from gnomon.errors import Closed, InvalidArgument, NotFound, Unavailable
@@ -184,9 +186,10 @@ class Standalone:
                 max_concurrent=cfg.max_concurrent_queries,
                 queue_timeout_s=cfg.query_queue_timeout_s,
                 max_statement_bytes=cfg.max_statement_bytes,
-                memory_bytes=cfg.query_memory_bytes,
+                memory_bytes=cfg.query_pool_bytes,
                 max_result_bytes=cfg.max_result_bytes,
                 server_memory_bytes=cfg.server_memory_bytes or None,
+                max_generated_values=cfg.max_generated_values,
             ),
             max_connections_per_s=cfg.max_connections_per_s,
             ports_file=cfg.ports_file,
@@ -287,7 +290,7 @@ class Standalone:
                 advertise_host=None if self.advertise is None else self.advertise[0],
                 metrics=self.metrics,
                 ingestor=writer,
-                query=lambda sql: executor.execute(sql).table(),
+                query=functools.partial(self._flight_query, executor),
                 route=functools.partial(self._flight_route, router, tables, partitions),
                 follower_tables=followed,
                 auth=None if authenticator is None else FlightAuth(authenticator),
@@ -424,6 +427,12 @@ class Standalone:
             found["followers"] = [{"grpc": f, **e} for f, e in route.followers.items()]
         return found
 
+    def _flight_query(self, executor: SqlExecutor, sql: str) -> pa.Table:
+        """The answer of a Flight query ticket, under the query limits every query runs
+        under (its memory pool, its answer's size, its turn among the running queries)."""
+        with self.queries.running():
+            return executor.execute(sql).table()
+
     def _flight_route(
         self, router: Router, tables: LocalTables, partitions: Partitions, table: str
     ) -> dict[str, Any]:
@@ -507,6 +516,7 @@ class Standalone:
             "query_memory_bytes": limits.memory_bytes,
             "max_result_bytes": limits.max_result_bytes,
             "server_memory_bytes": limits.server_memory_bytes,
+            "max_generated_values": limits.max_generated_values,
         }
         self.metrics.gauge(
             "gnomon_query_limit",
@@ -522,15 +532,16 @@ class Standalone:
         )
         self.metrics.gauge(
             "gnomon_query_memory_held_bytes",
-            "Bytes the running queries hold of server_memory_bytes: their DataFusion pools and "
-            "the scan batches handed on.",
+            "Bytes the running queries hold of server_memory_bytes: their DataFusion pools, "
+            "the scan batches handed on and their answers.",
             [],
             lambda: [((), float(queries.memory.held))],
         )
         self.metrics.counted(
             "gnomon_queries_refused_total",
             "Queries a limit turned away since start: concurrency (waited in the queue too "
-            "long), timeout, statement_bytes, memory_bytes, result_bytes, server_memory_bytes.",
+            "long), timeout, statement_bytes, memory_bytes, result_bytes, server_memory_bytes, "
+            "generated_values.",
             ["limit"],
             lambda: [((k,), float(n)) for k, n in queries.refusals.counts().items()],
         )

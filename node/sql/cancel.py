@@ -10,8 +10,9 @@ the token is cancelled (the gRPC call ended, the server is stopping), its deadli
 or its probe (has the HTTP client closed its connection?) says the caller is gone.
 
 The token also carries the server's :class:`QueryLimits` for the query (its memory budget,
-the largest answer) and the query's account of the server's memory budget
-(:mod:`node.security.memory`, released when the query ends), and :meth:`Queries.running`
+the largest answer, the values its generating functions may make) and the query's account
+of the server's memory budget (:mod:`node.security.memory`, released when the query ends),
+and :meth:`Queries.running`
 admits at most ``max_concurrent`` queries at once, the others waiting their turn up to
 ``queue_timeout_s``. Each limit that turns a query away is counted in :class:`Refusals` (the
 servers' ``/metrics`` show them).
@@ -37,7 +38,8 @@ DEFAULT_QUERY_TIMEOUT_S = 300.0
 class QueryLimits:
     """What one query may take (None: no limit): queries running at once (the others queue
     for at most ``queue_timeout_s``), the statement's length, the memory its DataFusion
-    operators hold, the size of its answer; and what all running queries may hold together
+    operators hold, the size of its answer, the values its generating functions make
+    (:mod:`node.sql.generators`); and what all running queries may hold together
     (``server_memory_bytes``, :mod:`node.security.memory`)."""
 
     max_concurrent: int | None = None
@@ -46,6 +48,7 @@ class QueryLimits:
     memory_bytes: int | None = None
     max_result_bytes: int | None = None
     server_memory_bytes: int | None = None
+    max_generated_values: int | None = None
 
 
 #: The limits a query can be refused by, as counted in :class:`Refusals`.
@@ -56,6 +59,7 @@ LIMITS = (
     "memory_bytes",
     "result_bytes",
     "server_memory_bytes",
+    "generated_values",
 )
 
 

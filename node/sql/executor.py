@@ -32,6 +32,7 @@ from node.security.statements import authorize_query, authorize_statement
 from node.sql import (
     cancel,
     ddl,
+    generators,
     modes,
     prescan,
     rewrite,
@@ -267,6 +268,7 @@ class SqlExecutor:
         other nodes are read from there (``remote``)."""
         remote = remote or {}
         check_size(sql)
+        generators.check(sql)
         if analysis is None:
             tokens = tokens or tokenize(sql)
             flat = rewrite.in_lists(sql, tokens)
@@ -285,6 +287,11 @@ class SqlExecutor:
         named = frozenset[str]()
         if analysis.unnamed and not prefix:
             named = analysis.item_names(sql, positioned or tokenize(sql))
+        # A single SELECT of one table works no longer between two batches than its scans
+        # take to hand them over (each checking the query's token): its answer is not
+        # awaited (:mod:`node.sql.drain`).
+        shape = analysis.prescan
+        awaited = bool(prefix or remote) or shape is None or not shape.single
 
         def answer(mode: modes.Mode) -> tuple[QueryContext, pa.Table]:
             qc = self._prepare(analysis, tokens, mode, remote)
@@ -297,7 +304,7 @@ class SqlExecutor:
                     return qc, plain(fast)
             if mode.pushdown and analysis.equates_twice and qc.literal_filter(rewritten(), depth):
                 return answer(replace(mode, pushdown=False))
-            return qc, qc.collect(rewritten(), depth, named)
+            return qc, qc.collect(rewritten(), depth, named, awaited=awaited)
 
         mode = modes.Mode(in_memory=not prefix, dictionary_tags=not analysis.plain_tags)
         try:
@@ -363,6 +370,7 @@ class SqlExecutor:
         table = self.partitions.find(mentioned[0])
         if table is None:
             return None
+        generators.check(sql)  # DataFusion merges the sub-tables' answers with its items
         return _pushed(table, sql, tokens, len(mentioned))
 
     def _explain(self, query: str, analyze: bool, remote: Remote) -> QueryResult:

@@ -21,7 +21,7 @@ from gnomon.errors import GnomonError, InvalidArgument, UnknownTable
 from node.engine.scan import ScanRequest
 from node.partition.dataset import PartitionDataset
 from node.partition.tables import Partitions
-from node.sql import cancel, functions, modes, naming, system
+from node.sql import cancel, drain, functions, modes, naming, system
 from node.sql.fastpath import FastPath
 from node.sql.lexer import MAX_EXPRESSION_DEPTH
 from node.sql.prescan import Prescan
@@ -235,15 +235,23 @@ class QueryContext:
         self.rows[name] = rows
         return True
 
-    def collect(self, sql: str, depth: int, named: frozenset[str] = frozenset()) -> pa.Table:
-        """The answer of ``sql``; DataFusion's names of the columns ``named`` by their
-        SELECT item's text are kept in ``self.expressions``."""
+    def collect(
+        self,
+        sql: str,
+        depth: int,
+        named: frozenset[str] = frozenset(),
+        *,
+        awaited: bool = True,
+    ) -> pa.Table:
+        """The answer of ``sql``, collected batch by batch (:func:`node.sql.drain.collect`;
+        ``awaited``: it may work long between two batches); DataFusion's names of the
+        columns ``named`` by their SELECT item's text are kept in ``self.expressions``."""
         ctx = self.ctx
 
         def answer() -> pa.Table:
             df = ctx.sql(sql)
             self.expressions = naming.expression_names(df.logical_plan(), named, sql)
-            return df.to_arrow_table()
+            return drain.collect(df, awaited=awaited)
 
         try:
             return plain(at_depth(depth, answer))

@@ -112,10 +112,11 @@ class HttpApp:
             raise InvalidArgument("query is empty")
         most = max_rows(doc)
         execute = self.execute_follower if wants_follower(doc.get("read")) else self.execute
+        # The answer takes its wire form while the query still holds its memory.
         with self.queries.running(probe=gone):
             result = execute(query)
-        if result.is_query:
-            return _rows(result.table(), arrow=arrow, most=most)
+            if result.is_query:
+                return _rows(result.table(), arrow=arrow, most=most)
         return json_answer(200, {"affected_rows": result.affected_rows or 0})
 
     def influx_query(
