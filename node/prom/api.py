@@ -4,12 +4,10 @@ envelope, errors as Prometheus types them."""
 
 from __future__ import annotations
 
-import math
 import re
 import time
 from collections.abc import Mapping
 from datetime import datetime
-from decimal import Decimal
 from importlib import metadata
 from typing import Any
 from urllib.parse import parse_qs
@@ -30,7 +28,15 @@ from node.prom.labels import METRIC_NAME, NOT_LABELS
 from node.prom.promql import engine
 from node.prom.promql.binary import ExecutionError
 from node.prom.promql.selectors import matchers as selector_matchers
-from node.prom.promql.values import Labels, RangeSamples, Scalar, String, Value, Vector
+from node.prom.promql.values import (
+    Labels,
+    RangeSamples,
+    Scalar,
+    String,
+    Value,
+    Vector,
+    format_value,
+)
 from node.prom.series import RunSql, columns_of, metric_tables, select
 from node.server.http.answers import Response, json_answer
 from node.server.status import http_status, message_of
@@ -116,18 +122,6 @@ def parse_duration(text: str, name: str) -> int:
             f'invalid parameter "{name}": cannot parse "{text}" to a valid duration'
         )
     return round(sum(float(n) * _UNIT_MS[u] for n, u in parts))
-
-
-def format_value(v: float) -> str:
-    """A sample value as Prometheus writes it (Go's FormatFloat(v, 'f', -1, 64))."""
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "+Inf" if v > 0 else "-Inf"
-    text = repr(float(v))
-    if "e" in text or "E" in text:
-        text = format(Decimal(text), "f")
-    return text[:-2] if text.endswith(".0") else text
 
 
 def _seconds(ms: int) -> float | int:

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from gnomon.errors import InvalidArgument
-from node.prom.labels import METRIC_NAME
-from node.prom.promql.values import Floats, Labels, Vector
+from node.prom.labels import LABEL_NAME, METRIC_NAME
+from node.prom.promql.values import Floats, Labels, Vector, format_value
 
 Groups = np.ndarray[Any, np.dtype[np.int64]]
 
@@ -62,7 +62,31 @@ def _variance(v: Vector, g: Groups, n: int) -> Floats:
         return square / count
 
 
+def _count_values(v: Vector, names: Sequence[str], *, without: bool, label: str) -> Vector:
+    """count_values: per group and step, how many series have each value, the value (as
+    Prometheus prints it) in ``label``."""
+    if not LABEL_NAME.fullmatch(label):
+        raise InvalidArgument(f"invalid label name {label!r} in count_values()")
+    by = [*names, label] if not without else [n for n in names if n != label]
+    parts: list[Vector] = []
+    for value in np.unique(v.values[v.present]):
+        text = format_value(float(value))
+        hit = v.present & (v.values == value if not np.isnan(value) else np.isnan(v.values))
+        labelled = [{**lb, label: text} for lb in v.labels]
+        ones = Vector(labelled, np.ones_like(v.values), hit).kept()
+        parts.append(aggregate("count", ones, by, without=without, param=None))
+    if not parts:
+        return Vector.empty(v.values.shape[1])
+    return Vector(
+        [lb for p in parts for lb in p.labels],
+        np.concatenate([p.values for p in parts]),
+        np.concatenate([p.present for p in parts]),
+    )
+
+
 def aggregate(op: str, v: Vector, names: Sequence[str], *, without: bool, param: Any) -> Vector:
+    if op == "count_values":
+        return _count_values(v, names, without=without, label=str(param))
     groups, g = grouping(v.labels, names, without=without)
     n = len(groups)
     if op in ("topk", "bottomk"):

@@ -182,9 +182,12 @@ class Evaluator:
         param = None
         if expr.param is not None:
             value = self.eval(expr.param)
-            if not isinstance(value, Scalar):
-                raise InvalidArgument(f"PromQL: {op}() takes a scalar parameter")
-            param = value.values[0]
+            if isinstance(value, String):
+                param = value.value
+            elif isinstance(value, Scalar):
+                param = value.values[0]
+            else:
+                raise InvalidArgument(f"PromQL: {op}() takes a scalar or string parameter")
         v = self.vector(expr.expr)
         modifier = expr.modifier
         without = modifier is not None and _name(modifier.type) == "Without"

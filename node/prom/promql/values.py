@@ -6,7 +6,9 @@ query of one step."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -77,3 +79,15 @@ def signature(labels: Labels, names: frozenset[str], *, on: bool) -> tuple[tuple
     if on:
         return tuple(sorted((k, v) for k, v in labels.items() if k in names))
     return tuple(sorted((k, v) for k, v in labels.items() if k not in names and k != METRIC_NAME))
+
+
+def format_value(v: float) -> str:
+    """A sample value as Prometheus writes it (Go's FormatFloat(v, 'f', -1, 64))."""
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    text = repr(float(v))
+    if "e" in text or "E" in text:
+        text = format(Decimal(text), "f")
+    return text[:-2] if text.endswith(".0") else text
