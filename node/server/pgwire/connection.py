@@ -41,10 +41,6 @@ class Cancels(Protocol):
     def cancel(self, pid: int, secret: int) -> None: ...
 
 
-class ProtocolViolation(InvalidArgument):
-    """The client broke the protocol; the connection is closed after saying so."""
-
-
 class Connection:
     def __init__(
         self,
@@ -87,7 +83,7 @@ class Connection:
 
     async def _read_body(self, length: int, most: int) -> bytes:
         if not 4 <= length <= most:
-            raise ProtocolViolation(f"invalid message length {length}")
+            raise messages.ProtocolViolation(f"invalid message length {length}")
         return await self.reader.readexactly(length - 4)
 
     # -- startup ---------------------------------------------------------------------------------
@@ -102,7 +98,7 @@ class Connection:
                     self.cancels.unregister(self)
         except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
             pass
-        except ProtocolViolation as e:
+        except messages.ProtocolViolation as e:
             self.send(messages.error(sqlstate.PROTOCOL_VIOLATION, e.message, severity="FATAL"))
             await self._flush_quietly()
         finally:
@@ -136,7 +132,7 @@ class Connection:
                 self.cancels.cancel(body.int32(), body.int32())
                 return False
             if code != messages.PROTOCOL_3:
-                raise ProtocolViolation(
+                raise messages.ProtocolViolation(
                     f"unsupported frontend protocol {code >> 16}.{code & 0xFFFF}: gnomon speaks 3.0"
                 )
             params = {}
@@ -156,7 +152,7 @@ class Connection:
             length = struct.unpack(">i", await self.reader.readexactly(4))[0]
             body = messages.Reader(await self._read_body(length, messages.MAX_STARTUP_BYTES))
             if kind != b"p":
-                raise ProtocolViolation(f"expected a password message, got {kind!r}")
+                raise messages.ProtocolViolation(f"expected a password message, got {kind!r}")
             password = body.cstr()
             authenticator = self.authenticator
             try:
@@ -207,8 +203,9 @@ class Connection:
                 continue
             try:
                 await self._extended(kind, body)
-            except GnomonError as e:
-                self.send(messages.error(sqlstate.sqlstate(e), e.message))
+            except Exception as e:  # every failure is answered: see _failure
+                failure = _failure(e)
+                self.send(messages.error(sqlstate.sqlstate(failure), failure.message))
                 skipping = True
             if kind == b"H":
                 await self.flush()
@@ -219,19 +216,23 @@ class Connection:
             self.send(messages.EMPTY_QUERY)
             return
         for sql in parts:
+            portal = Portal(sql)
             try:
-                portal = Portal(sql)
                 await self._run(portal)
-            except GnomonError as e:
-                self.send(self._error(e, text))
+                if portal.rows is not None:
+                    self.send(portal.description(), *portal.take(0))
+            except Exception as e:  # every failure is answered: see _failure
+                failure = _failure(e)
+                self.send(
+                    messages.error(
+                        sqlstate.sqlstate(failure),
+                        failure.message,
+                        sqlstate.position(failure.message, sql),
+                    )
+                )
                 return
-            if portal.rows is not None:
-                self.send(portal.description(), *portal.take(0))
             assert portal.tag is not None
             self.send(messages.command_complete(portal.tag))
-
-    def _error(self, e: GnomonError, sql: str) -> bytes:
-        return messages.error(sqlstate.sqlstate(e), e.message, sqlstate.position(e.message, sql))
 
     async def _extended(self, kind: bytes, body: messages.Reader) -> None:
         if kind == b"P":
@@ -265,7 +266,7 @@ class Connection:
             (self.statements if what == b"S" else self.portals).pop(name, None)  # type: ignore[attr-defined]
             self.send(messages.CLOSE_COMPLETE)
         elif kind != b"H":
-            raise ProtocolViolation(f"unexpected message type {kind!r}")
+            raise messages.ProtocolViolation(f"unexpected message type {kind!r}")
 
     def _statement(self, name: str) -> Prepared:
         found = self.statements.get(name)
@@ -366,6 +367,15 @@ class Connection:
         token = self.token
         if token is not None:
             token.cancel("canceling statement due to user request")
+
+
+def _failure(e: Exception) -> GnomonError:
+    """``e`` as the error a client is answered: gnomon's own as it is; anything else is a
+    fault of the server, logged, and answered as internal (the connection stays usable)."""
+    if isinstance(e, GnomonError):
+        return e
+    log.exception("PostgreSQL protocol message failed")
+    return GnomonError(f"internal error: {e}")
 
 
 class _Missing(GnomonError):

@@ -7,6 +7,7 @@ import struct
 from collections.abc import Sequence
 
 from gnomon.errors import InvalidArgument
+from node.server.pgwire.sqlstate import PROTOCOL_VIOLATION
 
 PROTOCOL_3 = 196608
 SSL_REQUEST = 80877103
@@ -16,6 +17,13 @@ CANCEL_REQUEST = 80877102
 #: later, this bounds what is buffered before anything is checked.
 MAX_MESSAGE_BYTES = 64 * 1024**2
 MAX_STARTUP_BYTES = 10_000
+
+
+class ProtocolViolation(InvalidArgument):
+    """The client broke the protocol (SQLSTATE 08P01): during startup the connection is
+    closed after saying so; after it, the message is refused and the rest skipped to Sync."""
+
+    pg_code = PROTOCOL_VIOLATION
 
 
 class Reader:
@@ -28,7 +36,7 @@ class Reader:
 
     def _take(self, n: int) -> bytes:
         if n < 0 or self.pos + n > len(self.body):
-            raise InvalidArgument("malformed message: shorter than its fields")
+            raise ProtocolViolation("malformed message: shorter than its fields")
         chunk = self.body[self.pos : self.pos + n]
         self.pos += n
         return chunk
@@ -45,7 +53,7 @@ class Reader:
     def cstr(self) -> str:
         end = self.body.find(b"\x00", self.pos)
         if end < 0:
-            raise InvalidArgument("malformed message: unterminated string")
+            raise ProtocolViolation("malformed message: unterminated string")
         text = self.body[self.pos : end].decode("utf-8", "replace")
         self.pos = end + 1
         return text

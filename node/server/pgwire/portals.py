@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from gnomon.errors import InvalidArgument
 from node.server.pgwire import messages, types
 
 
@@ -37,7 +38,14 @@ class Portal:
     def format_of(self, column: int) -> int:
         if not self.formats:
             return 0
-        return self.formats[0] if len(self.formats) == 1 else self.formats[column]
+        if len(self.formats) == 1:
+            return self.formats[0]
+        if column >= len(self.formats):
+            raise InvalidArgument(
+                f"bind message has {len(self.formats)} result formats but the query has more "
+                "columns"
+            )
+        return self.formats[column]
 
     def description(self) -> bytes:
         """RowDescription of the rows, or NoData for a statement without any."""

@@ -195,5 +195,5 @@ def literal(value: bytes | None, oid: int, binary: bool) -> str:
         if oid in (TIMESTAMP, TIMESTAMPTZ):
             return f"TIMESTAMP {quote(text)}"
         return quote(text)
-    except (struct.error, ValueError) as e:
+    except (struct.error, ValueError, OverflowError) as e:
         raise InvalidArgument(f"invalid parameter of type {oid}: {e}") from None
