@@ -8,7 +8,7 @@ import re
 import time
 from collections.abc import Mapping
 from datetime import datetime
-from importlib import metadata
+from importlib import metadata as distribution
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -23,6 +23,7 @@ from gnomon.errors import (
     PermissionDenied,
     Unauthenticated,
 )
+from node.prom import metadata
 from node.prom.host import PromHost
 from node.prom.labels import METRIC_NAME, NOT_LABELS
 from node.prom.promql import engine
@@ -210,7 +211,8 @@ class QueryApi:
         if path == "/api/v1/series":
             return self.series(params)
         if path == "/api/v1/metadata":
-            return {}
+            limit = _one(params, "limit")
+            return metadata.answer(self.run, _one(params, "metric"), _limit(limit))
         if path == "/api/v1/status/buildinfo":
             return build_info()
         name = path.removeprefix("/api/v1/label/").removesuffix("/values")
@@ -300,6 +302,17 @@ class QueryApi:
         return sorted(values)
 
 
+def _limit(text: str | None) -> int | None:
+    """The ``limit`` parameter: none if absent or not positive, as Prometheus takes it."""
+    if not text:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise InvalidArgument(f'invalid parameter "limit": cannot parse "{text}"') from None
+    return value if value > 0 else None
+
+
 def _required(params: Params, name: str) -> str:
     value = _one(params, name)
     if not value:
@@ -309,8 +322,8 @@ def _required(params: Params, name: str) -> str:
 
 def build_info() -> dict[str, str]:
     try:
-        version = metadata.version("gnomon")
-    except metadata.PackageNotFoundError:
+        version = distribution.version("gnomon")
+    except distribution.PackageNotFoundError:
         version = "unknown"
     return {
         "version": version,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from gnomon.proto import prometheus_pb2
+from node.prom.wire import snappy
 from tests.prom.conftest import STALE, Prom, is_stale
 
 T0 = 1_700_000_000_000
@@ -93,3 +94,35 @@ def test_remote_read_applies_matchers_and_range(prom: Prom) -> None:
     # A metric that does not exist has no series.
     query.matchers[0].value = "rr_missing"
     assert not prom.read(query).timeseries
+
+
+def test_metric_metadata_is_kept_and_answered(prom: Prom) -> None:
+    MM = prometheus_pb2.MetricMetadata
+
+    def send(help_text: str) -> None:
+        req = prometheus_pb2.WriteRequest(
+            metadata=[
+                MM(type=MM.COUNTER, metric_family_name="md_requests_total", help=help_text),
+                MM(
+                    type=MM.GAUGE, metric_family_name="md_temperature", help="Heat.", unit="celsius"
+                ),
+            ]
+        )
+        status, body = prom.write_raw(snappy(req.SerializeToString()))
+        assert status == 204, body
+
+    send("Requests.")
+    send("Requests served.")  # a newer description replaces the older
+    status, doc = prom.api("/api/v1/metadata")
+    assert status == 200
+    assert doc["data"] == {
+        "md_requests_total": [{"type": "counter", "help": "Requests served.", "unit": ""}],
+        "md_temperature": [{"type": "gauge", "help": "Heat.", "unit": "celsius"}],
+    }
+    _, doc = prom.api("/api/v1/metadata", metric="md_temperature")
+    assert list(doc["data"]) == ["md_temperature"]  # type: ignore[call-overload]
+    _, doc = prom.api("/api/v1/metadata", limit="1")
+    assert len(doc["data"]) == 1  # type: ignore[arg-type]
+    # The metadata table is no metric.
+    _, doc = prom.api("/api/v1/label/__name__/values")
+    assert "prometheus_metadata" not in doc["data"]  # type: ignore[operator]
