@@ -9,8 +9,9 @@ add-follower, switch-role, SIGKILL of a data node (restarted after its failover)
 its lease then SIGCONT, and a node joining. After each step every acknowledged row is read back
 exactly once through the leaders and, once the followers have caught up, through the followers.
 
-``GNOMON_CHAOS_STEPS`` sets the walk's length (a few steps in the suite; 300 for a long run)
-and ``GNOMON_CHAOS_SEED`` its seed; the figures are printed at the end.
+``GNOMON_CHAOS_STEPS`` sets the walk's length (a few steps in the suite; 300 for a long run,
+with pytest's ``--timeout 0``: it takes longer than the suite's per-test limit) and
+``GNOMON_CHAOS_SEED`` its seed; the figures are printed at the end.
 """
 
 from __future__ import annotations
@@ -50,14 +51,11 @@ class Figures:
     #: Procedures the meta service refused or failed (a shard busy with another, say).
     refused: list[str] = field(default_factory=list)
     acked: int = 0
-    #: Ids that a follower read showed twice (summed over the checks).
-    follower_doubled: int = 0
 
 
-def _check(cluster: DevCluster, acked: dict[str, list[int]], read: str, figures: Figures) -> None:
+def _check(cluster: DevCluster, acked: dict[str, list[int]], read: str) -> None:
     """Every id in ``acked`` stored exactly once, as read through the ``read`` copies (a
-    follower a moment behind is waited for, bounded). An id a follower read shows twice is
-    counted, not asserted: a known fault of follower reads after moves, tracked apart."""
+    follower a moment behind is waited for, bounded)."""
     for table, ids in acked.items():
         deadline = time.monotonic() + SETTLE_S
         while True:
@@ -68,9 +66,6 @@ def _check(cluster: DevCluster, acked: dict[str, list[int]], read: str, figures:
             time.sleep(0.2)
         doubled = [i for i in ids if stored[i] > 1]
         assert not lost, f"{table} ({read}): {len(lost)} acknowledged ids lost, e.g. {lost[:10]}"
-        if read == "follower":
-            figures.follower_doubled += len(doubled)
-            continue
         assert not doubled, f"{table} ({read}): ids stored twice, e.g. {doubled[:10]}"
 
 
@@ -186,19 +181,20 @@ def test_random_moves_and_faults_lose_and_double_no_acknowledged_row(tmp_path: P
                     for w in writers:
                         w.wait_progress(1)
                     acked = {t: ids for w in writers for t, ids in w.snapshot().items()}
-                    _check(cluster, acked, "leader", driver.figures)
-                    _check(cluster, acked, "follower", driver.figures)
+                    _check(cluster, acked, "leader")
+                    _check(cluster, acked, "follower")
         finally:
             for w in writers:
                 w.stop()
         acked = {t: ids for w in writers for t, ids in w.snapshot().items()}
         figures = driver.figures
-        _check(cluster, acked, "leader", figures)
+        _check(cluster, acked, "leader")
+        _check(cluster, acked, "follower")
         figures.acked = sum(len(ids) for ids in acked.values())
         print(
             f"\nseed {SEED}: {figures.steps} steps {dict(figures.actions)}, "
-            f"{figures.acked} rows acknowledged, 0 lost, 0 stored twice (leader reads), "
-            f"{figures.follower_doubled} ids shown twice by follower reads, "
+            f"{figures.acked} rows acknowledged, 0 lost, 0 stored twice (leader and "
+            "follower reads), "
             f"{sum(len(w.errors) for w in writers)} writes refused, "
             f"{len(figures.refused)} procedures refused {figures.refused[:3]}"
         )
