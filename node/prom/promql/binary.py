@@ -13,9 +13,9 @@ from gnomon.errors import InvalidArgument
 from node.prom.promql.values import Floats, Labels, Mask, Scalar, Vector, drop_name, signature
 
 
-#: Raised for queries that are valid but cannot be answered (Prometheus's execution errors).
 class ExecutionError(InvalidArgument):
-    pass
+    """A query that parses but cannot be answered over these series (Prometheus's execution
+    errors, such as many-to-many matching): the same query fails again on the same data."""
 
 
 def _pow(a: Floats, b: Floats) -> Floats:
