@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, settings
 from tests.fuzz.strategies import PLAYGROUND, SEED
 from tests.security.conftest import admin
 from tests.server.conftest import Running, start_standalone
+from tests.support.procs import free_port
 
 #: What the suite asks per interface: about a minute for the six campaigns on two cores.
 DEFAULT_EXAMPLES = 2000
@@ -69,7 +70,9 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, 
     admin(data, "grants", "add", FUZZER[0], "read", "--table", SEED)
     admin(data, "grants", "add", FUZZER[0], "admin", "--table", PLAYGROUND)
     running = start_standalone(
-        data, root / "server.log", "--auth", "true", "--query-timeout-s", "20"
+        data,
+        root / "server.log",
+        *("--auth", "true", "--query-timeout-s", "20", "--pg-port", str(free_port())),
     )
     try:
         for table in (SEED, PLAYGROUND):
@@ -97,6 +100,13 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, 
 @pytest.fixture(scope="session")
 def server(target: tuple[Running, int]) -> Running:
     return target[0]
+
+
+@pytest.fixture(scope="session")
+def pg_port(server: Running) -> int:
+    """The server's PostgreSQL protocol port, as its ports file says."""
+    log = server.server.log
+    return int(json.loads(log.with_name(f"{log.name}.ports.json").read_text())["pg"])
 
 
 def assert_serving(running: Running) -> None:

@@ -109,3 +109,24 @@ def test_asyncpg_binary_formats_and_parameters(pg: PgRunning) -> None:
     everything, some = asyncio.run(run())
     assert everything == _http(pg)
     assert some == [("a", 4), ("c", 16)]
+
+
+def test_a_table_named_like_a_catalog_is_queried(pg: PgRunning) -> None:
+    status, body = pg.running.sql(
+        "CREATE TABLE pg_mine (ts TIMESTAMP NOT NULL, v DOUBLE, TIMESTAMP KEY(ts)) ENGINE=Analytic"
+    )
+    assert status == 200, body
+    pg.running.sql("INSERT INTO pg_mine (ts, v) VALUES (1, 2.5)")
+    with psycopg.connect(_dsn(pg), autocommit=True) as conn:
+        assert conn.execute("SELECT v FROM pg_mine").fetchall() == [(2.5,)]
+        assert conn.execute("SELECT current_database(), current_schema()").fetchone() == (
+            "gnomon",
+            "public",
+        )
+
+
+def test_a_cancel_request_finds_its_connection(pg: PgRunning) -> None:
+    with psycopg.connect(_dsn(pg), autocommit=True) as conn:
+        # Nothing runs: the request is taken and dropped, the connection serves on.
+        conn.cancel_safe(timeout=10)
+        assert conn.execute("SELECT 7").fetchone() == (7,)

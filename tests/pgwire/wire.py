@@ -40,12 +40,18 @@ SYNC = frame(b"S")
 
 
 class WireClient:
-    """One connection, started up (authentication off) and ready for queries."""
+    """One connection, started up as ``user`` (with ``password`` when the server asks for
+    one) and ready for queries."""
 
-    def __init__(self, port: int, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, port: int, user: str = "gnomon", password: str = "", timeout_s: float = 30.0
+    ) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
         self.buffer = b""
-        self.sock.sendall(startup())
+        self.sock.sendall(startup(user))
+        kind, body = self.read()
+        if kind == b"R" and body[:4] == struct.pack(">i", 3):
+            self.sock.sendall(frame(b"p", cstr(password)))
         self.until_ready()
 
     def close(self) -> None:
@@ -61,6 +67,13 @@ class WireClient:
                 raise ConnectionError("the server closed the connection")
             self.buffer += chunk
         out, self.buffer = self.buffer[:n], self.buffer[n:]
+        return out
+
+    def rest(self) -> bytes:
+        """Everything the server sends until it closes the connection."""
+        out = self.buffer
+        while chunk := self.sock.recv(65536):
+            out += chunk
         return out
 
     def read(self) -> tuple[bytes, bytes]:

@@ -63,7 +63,13 @@ _FUNCTION = re.compile(
     r"|current_setting)\s*\(\s*(?:'([^']*)'\s*)?\)(?:\s*::\s*\w+)?(?:\s+as\s+(\"?[\w ]+\"?))?$",
     re.I,
 )
-_CATALOG = re.compile(r"\b(pg_catalog|information_schema|pg_\w+)\b", re.I)
+#: Queries of PostgreSQL's catalogs: qualified, or naming one of its relations after FROM or
+#: JOIN (a table of gnomon's own may start with pg_ too).
+_CATALOG = re.compile(
+    r"\b(pg_catalog|information_schema)\.|\b(from|join)\s+pg_(class|type|namespace|database"
+    r"|attribute|settings|proc|roles|user|tables|index|am|range|enum|description|extension)\b",
+    re.I,
+)
 _NAME_PATTERN = re.compile(r"relname OPERATOR\(pg_catalog\.~\) '([^']*)'")
 _OID = re.compile(r"(?:c\.oid|attrelid) = '(\d+)'")
 
