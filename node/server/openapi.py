@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gnomon import __version__
+from node.prom import openapi as prometheus
 
 
 def _error_response(description: str) -> dict[str, Any]:
@@ -289,6 +290,7 @@ SPEC: dict[str, Any] = {
                 },
             }
         },
+        **prometheus.PATHS,
     },
     "components": {
         "schemas": {

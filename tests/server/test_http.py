@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from node.backends import open_standalone
 from node.ingest.writer import Ingestor
+from node.prom import openapi as prometheus
 from node.server.http import ONE_WRITE_BYTES, HttpApp, HttpServer
 from node.server.metrics import Registry
 from node.sql.result import QueryResult
@@ -190,6 +191,7 @@ def test_health_metrics_openapi_and_unknown_paths(gnomon: Running) -> None:
         "/openapi.json",
         "/route/{table}",
         "/api/cluster",
+        *prometheus.PATHS,
     }
     status, _, body = gnomon.request("GET", "/nope")
     assert status == 404 and json.loads(body)["code"] == 404
