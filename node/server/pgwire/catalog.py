@@ -60,7 +60,8 @@ _TAGS = (
 _SHOW = re.compile(r"^show\s+([a-z_.]+)$", re.I)
 _FUNCTION = re.compile(
     r"^(?:pg_catalog\.)?(version|current_database|current_schema|current_user|session_user"
-    r"|current_setting)\s*\(\s*(?:'([^']*)'\s*)?\)(?:\s*::\s*\w+)?(?:\s+as\s+(\"?[\w ]+\"?))?$",
+    r"|current_setting)\s*(?:\(\s*(?:'([^']*)'\s*)?\))?(?:\s*::\s*\w+)?"
+    r"(?:\s+as\s+(\"?[\w ]+\"?))?$",
     re.I,
 )
 #: Queries of PostgreSQL's catalogs: qualified, or naming one of its relations after FROM or
