@@ -495,7 +495,10 @@ def _cluster_summary(cluster: DevCluster) -> str:
         """-d '{"query": "SHOW TABLES"}'""",
         f"  {secret}gnomon admin shards --meta {cluster.meta}",
         f"  {secret}gnomon admin compaction-nodes --meta {cluster.meta}",
-        f"  horaedb-client: Builder('{first.grpc}', Mode.Direct)",
+        f"  horaedb-client: Builder('{first.grpc}', Mode.Direct), built again on another node "
+        "after a failed call (the SDK keeps a dead node's routes; README, Cluster):",
+        "    python examples/sdk_failover.py --nodes "
+        + ",".join(n.grpc for n in cluster.node_endpoints),
         "  stop: Ctrl-C",
     ]
     return "\n".join(lines)

@@ -1,7 +1,9 @@
 """The README's Cluster section as a new user follows it: `gnomon dev-cluster` started as
 written (ports moved to a free range), the commands shown run against it from another
 "terminal", the documented `gnomon node` command joins it as a fourth node once its
-placeholders are filled in, and one Ctrl-C stops everything."""
+placeholders are filled in, the SDK example the README shows writes on through a `kill -9`
+of the node leading its table (found as the README says, with `gnomon admin tables` and
+`shards`), and one Ctrl-C stops everything."""
 
 from __future__ import annotations
 
@@ -71,6 +73,7 @@ def _bash_block(marker: str) -> list[str]:
 def test_the_cluster_section(tmp_path: Path) -> None:
     start, tries = _bash_block("gnomon dev-cluster"), _bash_block("curl")
     real, compaction = _bash_block("gnomon node"), _bash_block("gnomon compaction-node")
+    failover = _bash_block("examples/sdk_failover.py")
     (command,) = start
     base = _free_range()
     log = tmp_path / "dev-cluster.out"
@@ -90,6 +93,9 @@ def test_the_cluster_section(tmp_path: Path) -> None:
             time.sleep(0.2)
         summary = log.read_text()
         assert f"127.0.0.1:{base}" in summary and f"127.0.0.1:{base + 20}" in summary
+        # The SDK's line names the example that recovers from a dead node, for these nodes.
+        nodes = ",".join(f"127.0.0.1:{base + 20 + i}" for i in range(3))
+        assert f"examples/sdk_failover.py --nodes {nodes}" in summary, summary
 
         answers = [_run(_aim(cmd, base)) for cmd in tries]
         created, inserted, selected, followed = (json.loads(a) for a in answers[:4])
@@ -100,6 +106,8 @@ def test_the_cluster_section(tmp_path: Path) -> None:
         shards, nodes = answers[4:]
         assert "leader" in shards.lower() and nodes.count("127.0.0.1:") >= 3
 
+        # Before a node joins and leaves: the example's table would be placed on it.
+        _write_through_a_kill(failover, base, proc.pid, log, tmp_path)
         _join_a_fourth_node(real, base, summary, tmp_path)
         _start_a_compaction_node(compaction, base, summary, tmp_path)
     finally:
@@ -195,3 +203,94 @@ def _run_documented(
                 time.sleep(0.2)
     finally:
         node.stop()
+
+
+def _rows(table: str) -> list[list[str]]:
+    """The rows of a table `gnomon admin` printed, as their cells."""
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in table.splitlines()]
+    return [r for r in rows if r and r[0].isdigit()]
+
+
+def _admin(what: str, base: int) -> list[list[str]]:
+    return _rows(_run(f"{BIN}/gnomon admin {what} --meta 127.0.0.1:{base}"))
+
+
+def _leader_of(table: str, base: int) -> str:
+    """The node leading ``table``'s shard, found as the README says: `gnomon admin tables`
+    names the shard (id, name, shard, ...), `gnomon admin shards` its leader (id, leader,
+    ...)."""
+    (shard,) = [r[2] for r in _admin("tables", base) if r[1] == table]
+    (leader,) = [r[1] for r in _admin("shards", base) if r[0] == shard]
+    return leader
+
+
+def _pid_of(parent: int, flag: str) -> int:
+    """The pid of the child of ``parent`` (the dev cluster) started with ``flag``."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == parent and flag.encode() in argv:
+            return int(entry.name)
+    raise AssertionError(f"no process of the dev cluster has {flag}")
+
+
+def _write_through_a_kill(
+    failover: list[str], base: int, cluster: int, cluster_log: Path, tmp_path: Path
+) -> None:
+    """The README's SDK example, run as written, while the node leading its table is killed
+    with SIGKILL: the dev cluster tells it, the example builds its client again on another
+    node and writes on, every point it counted as written is stored, and the meta service
+    moves the dead node's shards to the others."""
+    (command,) = failover
+    out = tmp_path / "sdk_failover.out"
+    with open(out, "wb") as sink:
+        example = subprocess.Popen(
+            ["bash", "-c", "exec " + _aim(command, base)],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while not re.search(r"written [1-9]", out.read_text()):
+            assert example.poll() is None and time.monotonic() < deadline, out.read_text()
+            time.sleep(0.2)
+        leader = _leader_of("sdk_failover", base)
+        victim = _pid_of(cluster, f"--advertise={leader}")
+        os.kill(victim, signal.SIGKILL)
+        killed_at = len(out.read_text())
+        assert example.wait(timeout=120) == 0, out.read_text()
+    finally:
+        if example.poll() is None:
+            example.kill()
+            example.wait(timeout=30)
+    printed = out.read_text()
+    before, after = printed[:killed_at], printed[killed_at:]
+    assert f"write failed (cannot connect to {leader})" in after, printed
+    assert "building the client again on " in after, printed
+    at_kill = max(int(n.replace(",", "")) for n in re.findall(r"written ([\d,]+)", before))
+    summary = re.search(r"wrote ([\d,]+) points in ", after)
+    assert summary is not None, printed
+    written = int(summary[1].replace(",", ""))
+    assert written > at_kill, printed  # it wrote on after the kill
+    assert f"(pid {victim}) was killed by SIGKILL" in cluster_log.read_text()
+    # Every point it counted as written is stored (one retried after a failed call that was
+    # stored after all overwrites itself), read through a node that lives.
+    live = next(i for i in range(3) if f"127.0.0.1:{base + 20 + i}" != leader)
+    answer = json.loads(
+        _run(
+            f"curl -s -X POST http://127.0.0.1:{base + 10 + live}/sql -H 'Content-Type: "
+            """application/json' -d '{"query": "SELECT count(*) AS n FROM sdk_failover"}'"""
+        )
+    )
+    assert answer["rows"][0]["n"] >= written, (answer, printed)
+    # And the dead node's shards reopened on the others.
+    deadline = time.monotonic() + 60
+    while leader in (r[1] for r in _admin("shards", base)):
+        assert time.monotonic() < deadline, _admin("shards", base)
+        time.sleep(1)

@@ -16,7 +16,9 @@ import pyarrow as pa
 import pytest
 
 from tests.cli.conftest import Demo, start_demo
-from tests.docs.readme import Block, Ports, blocks
+from tests.docs.readme import ROOT, Block, Ports, blocks
+
+EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +78,8 @@ def test_every_block_is_run_somewhere() -> None:
                 b.lang == "python"
                 and any(k in b.text for k in ("horaedb_client", "node.backends", "gnomon.spark"))
             )
+            # An excerpt of an example, word for word: the example's own test runs it.
+            or (b.lang == "python" and any(b.text in e.read_text() for e in EXAMPLES))
         )
         assert runnable, f"README line {b.line}: no test runs this {b.lang or 'shell'} block"
     assert len(_shell_blocks()) >= 4
