@@ -90,7 +90,9 @@ def describe(schema: pa.Schema, formats: Sequence[int]) -> bytes:
 def encode_rows(table: pa.Table, formats: Sequence[int]) -> list[list[bytes | None]]:
     columns = []
     for column, fmt in zip(table.columns, formats, strict=True):
-        t = types.pg_type(column.type)
-        encode = t.binary if fmt == 1 else t.text
-        columns.append([None if v is None else encode(v) for v in column.to_pylist()])
+        if fmt == 1:
+            encode = types.pg_type(column.type).binary
+            columns.append([None if v is None else encode(v) for v in column.to_pylist()])
+        else:
+            columns.append(types.text_values(column))
     return [list(row) for row in zip(*columns, strict=True)] if columns else []

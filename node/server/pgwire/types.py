@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from gnomon.errors import InvalidArgument
 
@@ -143,6 +144,23 @@ def pg_type(arrow: pa.DataType) -> PgType:
     if pa.types.is_binary(arrow) or pa.types.is_large_binary(arrow):
         return _BYTEA
     return _TEXT
+
+
+#: Types whose text form Arrow's cast to string writes as PostgreSQL reads it.
+_CAST_AS_TEXT = frozenset({INT2, INT4, INT8, NUMERIC, FLOAT4, FLOAT8, TEXT, TIMESTAMP, DATE})
+
+
+def text_values(column: pa.ChunkedArray[Any]) -> list[bytes | None]:
+    """A column's values in the text format, cast by Arrow where its text is PostgreSQL's
+    (many times faster than a value at a time), else encoded one by one."""
+    t = pg_type(column.type)
+    if pa.types.is_dictionary(column.type):
+        column = column.cast(column.type.value_type)
+    if t.oid == BOOL:
+        column = pc.if_else(column, "t", "f")
+    elif t.oid not in _CAST_AS_TEXT:
+        return [None if v is None else t.text(v) for v in column.to_pylist()]
+    return column.cast(pa.string()).cast(pa.binary()).to_pylist()  # type: ignore[no-any-return]
 
 
 # -- parameters ----------------------------------------------------------------------------------
