@@ -46,6 +46,14 @@ def test_list_tables_and_describe_one(pg: PgRunning) -> None:
     assert "List of databases" in done.stdout
 
 
+def test_verbose_and_other_listings(pg: PgRunning) -> None:
+    done = psql(pg, "\\d+ cpu", "\\dn", "\\dv")
+    assert done.returncode == 0, done.stderr
+    assert "Storage" in done.stdout and " usage " in done.stdout
+    assert " public | gnomon" in done.stdout
+    assert "Did not find any relations." in done.stdout + done.stderr
+
+
 def test_conninfo(pg: PgRunning) -> None:
     done = psql(pg, "\\conninfo")
     assert done.returncode == 0, done.stderr

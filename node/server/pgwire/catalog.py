@@ -72,6 +72,7 @@ _CATALOG = re.compile(
     re.I,
 )
 _NAME_PATTERN = re.compile(r"relname OPERATOR\(pg_catalog\.~\) '([^']*)'")
+_RELKINDS = re.compile(r"c\.relkind IN \(([^)]*)\)")
 _OID = re.compile(r"(?:c\.oid|attrelid) = '(\d+)'")
 
 Execute = Callable[[str], QueryResult]
@@ -153,7 +154,7 @@ def _catalog(text: str, execute: Execute) -> Answer:
         )
     oid = _OID.search(text)
     if "FROM pg_catalog.pg_attribute a" in text and oid:
-        return _columns(execute, int(oid.group(1)))
+        return _columns(text, execute, int(oid.group(1)))
     if "c.relchecks" in text and oid:
         return _rows(
             [
@@ -175,6 +176,11 @@ def _catalog(text: str, execute: Execute) -> Answer:
             ],
             [["0", "r", "f", "f", "f", "f", "f", "f", "f", "", "0", "", "p", "d", "heap"]],
         )
+    if "FROM pg_catalog.pg_namespace n" in text and '"Name"' in text:
+        return _rows(["Name", "Owner"], [[DATABASE, OWNER]])
+    kinds = _RELKINDS.search(text)
+    if kinds is not None and "'r'" not in kinds.group(1):
+        return _rows(["Schema", "Name", "Type", "Owner"], [])  # views, indexes: none
     if "FROM pg_catalog.pg_class c" in text and "relname" in text:
         pattern = _NAME_PATTERN.search(text)
         wanted = re.compile(pattern.group(1)) if pattern else None
@@ -192,12 +198,23 @@ def _catalog(text: str, execute: Execute) -> Answer:
     return _rows(["?column?"], [])
 
 
-def _columns(execute: Execute, oid: int) -> Answer:
+#: The columns psql's ``\d+`` asks for besides ``\d``'s, in its order, with the value
+#: each column of a gnomon table has.
+_VERBOSE = (
+    ("a.attstorage", "attstorage", "p"),
+    ("attcompression", "attcompression", ""),
+    ("attstattarget", "attstattarget", "-1"),
+    ("col_description", "description", None),
+)
+
+
+def _columns(text: str, execute: Execute, oid: int) -> Answer:
     tables = _tables(execute)
     index = oid - FIRST_OID
     if not 0 <= index < len(tables):
         return _rows(["attname"], [])
     described = execute(f'DESCRIBE "{tables[index]}"').table().to_pylist()
+    verbose = [(name, value) for marker, name, value in _VERBOSE if marker in text]
     return _rows(
         [
             "attname",
@@ -207,9 +224,19 @@ def _columns(execute: Execute, oid: int) -> Answer:
             "attcollation",
             "attidentity",
             "attgenerated",
+            *(name for name, _ in verbose),
         ],
         [
-            [c["name"], c["type"], None, "f" if c["is_nullable"] else "t", None, "", ""]
+            [
+                c["name"],
+                c["type"],
+                None,
+                "f" if c["is_nullable"] else "t",
+                None,
+                "",
+                "",
+                *(value for _, value in verbose),
+            ]
             for c in described
         ],
     )
