@@ -97,9 +97,12 @@ def test_asyncpg_binary_formats_and_parameters(pg: PgRunning) -> None:
             some = [
                 tuple(r)
                 for r in await conn.fetch(
-                    "SELECT host, cores FROM cpu WHERE host = $1 OR host = $2 ORDER BY host",
+                    # Each parameter takes its column's type: a string, a bigint, a timestamp.
+                    "SELECT host, cores FROM cpu WHERE (host = $1 OR cores = $2) AND ts >= $3 "
+                    "ORDER BY host",
                     "a",
-                    "c",
+                    16,
+                    dt.datetime(2023, 11, 14),
                 )
             ]
             return everything, some

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from gnomon.errors import InvalidArgument
-from node.server.pgwire import statements, types
+from node.server.pgwire import params, statements, types
 
 
 def test_split_keeps_semicolons_in_strings_and_comments() -> None:
@@ -57,3 +57,13 @@ def test_binary_values() -> None:
     )
     assert types.pg_type(pa.binary()).text(b"\x01\xff") == b"\\x01ff"
     assert types.pg_type(pa.float64()).text(float("nan")) == b"NaN"
+
+
+def test_parameter_types_from_the_columns_compared() -> None:
+    columns = {"host": "string", "cores": "bigint", "ts": "timestamp"}
+    sql = 'SELECT * FROM cpu WHERE "host" = $1 AND $2 < cores AND ts >= $3 AND $4 IS NULL'
+    got = params.infer(sql, [0, 0, 0, 0], columns)
+    assert got == [types.TEXT, types.INT8, types.TIMESTAMP, types.TEXT]
+    # What the client specified stays.
+    assert params.infer(sql, [types.INT4, 0, 0, 0], columns)[0] == types.INT4
+    assert params.tables_in('SELECT 1 FROM a JOIN "b" ON x = y') == ["a", "b"]

@@ -12,7 +12,7 @@ import secrets
 import ssl
 import struct
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 
@@ -20,12 +20,14 @@ from gnomon.errors import GnomonError, InvalidArgument, Unauthenticated
 from node.security.authn import Authenticates, basic
 from node.security.context import acting_as
 from node.security.principal import Principal
-from node.server.pgwire import catalog, cursors, messages, sqlstate, statements, types
+from node.server.pgwire import catalog, cursors, messages, params, sqlstate, statements, types
 from node.server.pgwire.portals import Portal, Prepared
 from node.sql.cancel import CancelToken, Queries
 from node.sql.result import QueryResult
 
 log = logging.getLogger("gnomon.pgwire")
+
+T = TypeVar("T")
 
 #: The cleartext password authentication request (the password answered in a 'p').
 AUTH_CLEARTEXT = 3
@@ -302,7 +304,12 @@ class Connection:
         self.send(messages.BIND_COMPLETE)
 
     async def _describe_statement(self, statement: Prepared) -> None:
-        self.send(messages.parameter_description([t or types.TEXT for t in statement.param_types]))
+        if types.UNKNOWN in statement.param_types:
+            columns = await asyncio.to_thread(
+                self._as_principal, params.column_types, statement.sql, self._describe_table
+            )
+            statement.param_types = params.infer(statement.sql, statement.param_types, columns)
+        self.send(messages.parameter_description(statement.param_types))
         if not statements.answers_rows(statement.sql):
             self.send(messages.NO_DATA)
             return
@@ -346,6 +353,16 @@ class Connection:
         if cursor.move:
             return f"MOVE {rows.num_rows}", None
         return f"FETCH {rows.num_rows}", rows
+
+    def _as_principal(self, fn: Callable[..., T], *args: Any) -> T:
+        with acting_as(self.principal):
+            return fn(*args)
+
+    def _describe_table(self, table: str) -> list[dict[str, object]]:
+        try:
+            return self.execute(f'DESCRIBE "{table}"').table().to_pylist()  # type: ignore[no-any-return]
+        except GnomonError:
+            return []  # not a table (a CTE's name), or not one the user may see
 
     def _answer(self, sql: str) -> tuple[str, pa.Table | None]:
         with acting_as(self.principal):
