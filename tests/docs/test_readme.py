@@ -71,6 +71,8 @@ def test_every_block_is_run_somewhere() -> None:
             or (b.lang == "shell" and "docker compose" in b.text)
             # The Security section's: tests/security/test_readme_security.py runs it.
             or (b.lang == "shell" and "gnomon admin users" in b.text)
+            # The etcd setup's: tests/security/test_readme_etcd.py runs it on a real etcd.
+            or (b.lang == "shell" and "etcdctl auth enable" in b.text)
             # The Prometheus section's: tests/prom/test_prometheus_remote.py runs Prometheus
             # with it.
             or (b.lang == "yaml" and "remote_write" in b.text)
