@@ -148,6 +148,18 @@ class Connection:
 
     async def _authenticate(self) -> bool:
         if self.authenticator is not None:
+            if self.tls is not None and self.writer.get_extra_info("ssl_object") is None:
+                # A server with a certificate takes passwords over TLS only.
+                self.send(
+                    messages.error(
+                        sqlstate.INVALID_AUTHORIZATION,
+                        "this server takes passwords over TLS only: connect with "
+                        "sslmode=require (or verify-full)",
+                        severity="FATAL",
+                    )
+                )
+                await self.flush()
+                return False
             self.send(messages.authentication(AUTH_CLEARTEXT))
             await self.flush()
             kind = await self.reader.readexactly(1)
