@@ -30,8 +30,9 @@ RUN groupadd --system --gid 10001 gnomon \
 COPY --from=build /opt/gnomon /opt/gnomon
 WORKDIR /var/lib/gnomon
 USER 10001:10001
-# HTTP (SQL, line protocol, /health), gRPC (HoraeDB protocol), Arrow Flight, meta gRPC.
-EXPOSE 5440 8831 8832 2390
+# HTTP (SQL, line protocol, /health), gRPC (HoraeDB protocol), Arrow Flight, PostgreSQL
+# protocol, meta gRPC.
+EXPOSE 5440 8831 8832 5433 2390
 ENTRYPOINT ["gnomon"]
 # Open to the container network: pass --auth=true (after gnomon admin users create) to close it.
 CMD ["standalone", "--bind=0.0.0.0", "--insecure=true", "--data-dir=/var/lib/gnomon"]
