@@ -133,3 +133,10 @@ def test_a_cancel_request_finds_its_connection(pg: PgRunning) -> None:
         # Nothing runs: the request is taken and dropped, the connection serves on.
         conn.cancel_safe(timeout=10)
         assert conn.execute("SELECT 7").fetchone() == (7,)
+
+
+def test_information_schema_answers_as_over_http(pg: PgRunning) -> None:
+    query = "SELECT table_schema, table_name FROM information_schema.tables ORDER BY table_name"
+    with psycopg.connect(_dsn(pg), autocommit=True) as conn:
+        got = conn.execute(query).fetchall()
+    assert got == [(r["table_schema"], r["table_name"]) for r in pg.http_rows(query)]

@@ -1,8 +1,9 @@
 """What PostgreSQL clients ask before or around their own queries, answered here rather
 than by the SQL engine: session statements (SET, BEGIN, ...) accepted as no-ops, SHOW of a
 server parameter, the session functions (version(), current_setting(), ...) and the
-pg_catalog queries of psql's ``\\dt``, ``\\d table`` and ``\\l``. Other queries of
-pg_catalog or information_schema answer no rows, so a client's optional look-ups succeed."""
+pg_catalog queries of psql's ``\\dt``, ``\\d table`` and ``\\l``; information_schema
+queries go to DataFusion's own. Other pg_catalog queries answer no rows, so a client's
+optional look-ups succeed."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from gnomon.errors import GnomonError
 from node.security.principal import DATABASE
 from node.sql.result import QueryResult
 
@@ -138,6 +140,14 @@ def _tables(execute: Execute) -> list[str]:
 
 
 def _catalog(text: str, execute: Execute) -> Answer:
+    if "information_schema." in text.lower() and "pg_catalog." not in text.lower():
+        # DataFusion keeps an information_schema of its own: asked first.
+        try:
+            result = execute(text)
+        except GnomonError:
+            return _rows(["?column?"], [])
+        rows = result.answer
+        return Answer(f"SELECT {0 if rows is None else rows.num_rows}", rows)
     if "pg_catalog.pg_database" in text:
         return _rows(
             [

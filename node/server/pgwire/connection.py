@@ -377,16 +377,17 @@ class Connection:
             return []  # not a table (a CTE's name), or not one the user may see
 
     def _answer(self, sql: str) -> tuple[str, pa.Table | None]:
-        with acting_as(self.principal):
-            local = catalog.answer(sql, self.user, self.execute)
-            if local is not None:
-                return local.tag, local.rows
-            with self.queries.running() as token:
-                self.token = token
-                try:
-                    result = self.execute(sql)
-                finally:
-                    self.token = None
+        # The catalog's answers run statements too (SHOW TABLES, DESCRIBE): under the
+        # same limits.
+        with acting_as(self.principal), self.queries.running() as token:
+            self.token = token
+            try:
+                local = catalog.answer(sql, self.user, self.execute)
+                if local is not None:
+                    return local.tag, local.rows
+                result = self.execute(sql)
+            finally:
+                self.token = None
         rows = result.answer
         return statements.tag(
             sql, result.affected_rows, None if rows is None else rows.num_rows
