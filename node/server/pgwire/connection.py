@@ -205,6 +205,8 @@ class Connection:
                 return
             if kind == b"S":
                 skipping = False
+                # The unnamed portal's rows are not kept past the exchange that made them.
+                self.portals.pop("", None)
                 self.send(self._ready())
                 await self.flush()
                 continue
