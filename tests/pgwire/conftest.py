@@ -4,6 +4,8 @@ of every type the protocol maps, to query with unmodified clients."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +44,17 @@ def start(root: Path, *extra: str) -> PgRunning:
         root / "data", root / "server.log", "--pg-port", str(free_port()), *extra
     )
     return PgRunning(running, _ports(root))
+
+
+def psql(
+    pg: PgRunning, *commands: str, user: str = "gnomon", password: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """Run psql, unmodified, with ``commands`` (each a -c) against ``pg``."""
+    argv = ["psql", "-X", "-h", "127.0.0.1", "-p", str(pg.pg_port), "-U", user, "-d", "gnomon"]
+    for c in commands:
+        argv += ["-c", c]
+    env = {**os.environ, "PGPASSWORD": password, "PGCONNECT_TIMEOUT": "10"}
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
 
 
 def _ports(root: Path) -> int:

@@ -3,12 +3,13 @@ SQLSTATE 28P01, and statements run as the user, under its grants."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 
 import psycopg
 import pytest
 
-from tests.pgwire.conftest import PgRunning, start
+from tests.pgwire.conftest import PgRunning, psql, start
 from tests.security.conftest import READER, ROOT, admin
 
 
@@ -58,3 +59,13 @@ def test_grants_apply(secured: PgRunning) -> None:
         )
     with _connect(secured, *READER) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
         conn.execute("SELECT * FROM hidden")
+
+
+@pytest.mark.skipif(shutil.which("psql") is None, reason="psql is not installed")
+def test_psql_with_a_password(secured: PgRunning) -> None:
+    done = psql(secured, "SELECT 41 + 1", user=ROOT[0], password=ROOT[1])
+    assert done.returncode == 0, done.stderr
+    assert " 42" in done.stdout
+    refused = psql(secured, "SELECT 1", user=ROOT[0], password="wrong")
+    assert refused.returncode != 0
+    assert 'password authentication failed for user "root"' in refused.stderr

@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 
 import pytest
 
-from tests.pgwire.conftest import PgRunning
+from tests.pgwire.conftest import PgRunning, psql
 
 pytestmark = pytest.mark.skipif(shutil.which("psql") is None, reason="psql is not installed")
-
-
-def psql(
-    pg: PgRunning, *commands: str, user: str = "gnomon", password: str = ""
-) -> subprocess.CompletedProcess[str]:
-    argv = ["psql", "-X", "-h", "127.0.0.1", "-p", str(pg.pg_port), "-U", user, "-d", "gnomon"]
-    for c in commands:
-        argv += ["-c", c]
-    env = {**os.environ, "PGPASSWORD": password, "PGCONNECT_TIMEOUT": "10"}
-    return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
 
 
 def test_a_query_answers_as_over_http(pg: PgRunning) -> None:
