@@ -347,6 +347,19 @@ class ServerConfig(RoleConfig):
     max_concurrent_queries: int = setting(
         16, "SQL queries run at once; more wait in a queue (query_queue_timeout_s)."
     )
+    max_concurrent_queries_per_user: int = setting(
+        8,
+        "SQL queries one user runs at once (with auth); more wait in the queue, where a freed "
+        "turn goes to the user running the fewest.",
+    )
+    max_queued_queries: int = setting(
+        64, "SQL queries waiting for their turn at once; past it a query is refused (503)."
+    )
+    max_queued_queries_per_user: int = setting(
+        16,
+        "SQL queries of one user waiting for their turn at once (with auth); past it the user's "
+        "query is refused (503).",
+    )
     query_queue_timeout_s: float = setting(
         30.0, "Longest a query waits for its turn before it is refused (503)."
     )
@@ -387,9 +400,18 @@ class ServerConfig(RoleConfig):
         _check_tls(self.tls_cert, self.tls_key)
         if self.tls_client_ca is not None and self.tls_cert is None:
             raise InvalidArgument("tls_client_ca needs tls_cert and tls_key")
-        for name in ("max_concurrent_queries", "max_statement_bytes", "max_generated_values"):
+        for name in (
+            "max_concurrent_queries",
+            "max_concurrent_queries_per_user",
+            "max_statement_bytes",
+            "max_generated_values",
+        ):
             if getattr(self, name) < 1:
                 raise InvalidArgument(f"{name} must be at least 1")
+        if self.max_queued_queries < 0 or self.max_queued_queries_per_user < 0:
+            raise InvalidArgument(
+                "max_queued_queries and max_queued_queries_per_user must be at least 0"
+            )
         if self.max_result_bytes < 1024:
             raise InvalidArgument("max_result_bytes must be at least 1024")
         for name in ("server_memory_bytes", "query_memory_bytes"):

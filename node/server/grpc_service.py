@@ -205,7 +205,9 @@ class StorageService:
         if not req.sql.strip():
             raise InvalidArgument("sql is empty")
         left = None if context is None else context.time_remaining()
-        with self.queries.running(timeout_s=left) as token:
+        # A call that ended: its query leaves the queue (or stops at its next check).
+        probe = None if context is None else (lambda: not context.is_active())
+        with self.queries.running(timeout_s=left, probe=probe) as token:
             # Called when the RPC ends, however: a cancelled call or a passed deadline stops
             # the query at its next check instead of running it for nobody.
             if context is not None:

@@ -45,6 +45,7 @@ from node.server.flight import FlightService
 from node.server.forwarding import forwarding
 from node.server.grpc_service import GrpcServer, StorageService
 from node.server.http import HttpApp, HttpServer
+from node.server.http.server import DEFAULT_WORKERS
 from node.server.listen import check_free
 from node.server.metrics import Labels, Registry
 from node.server.pgwire import PgServer
@@ -184,6 +185,9 @@ class Standalone:
             ),
             limits=QueryLimits(
                 max_concurrent=cfg.max_concurrent_queries,
+                max_concurrent_per_user=cfg.max_concurrent_queries_per_user,
+                max_queued=cfg.max_queued_queries,
+                max_queued_per_user=cfg.max_queued_queries_per_user,
                 queue_timeout_s=cfg.query_queue_timeout_s,
                 max_statement_bytes=cfg.max_statement_bytes,
                 memory_bytes=cfg.query_pool_bytes,
@@ -239,11 +243,15 @@ class Standalone:
                 execute_follower=follower.execute,
             )
             grpc_connections = self._peer_connections("grpc")
+            # Queries running or waiting their turn hold request threads: the pools have
+            # room for all of them besides their usual threads, so a query past the queue's
+            # bounds is refused at once and other requests never wait for a thread.
+            held = self.queries.limits.threads_held() or 0
             self._grpc = GrpcServer(
                 service,
                 bind=self.bind,
                 port=self.grpc_port,
-                max_workers=self.grpc_workers,
+                max_workers=self.grpc_workers + held,
                 max_message_bytes=self.max_request_bytes,
                 extra_handlers=self.placement.handlers(),
                 interceptors=[
@@ -279,6 +287,7 @@ class Standalone:
                 app,
                 bind=self.bind,
                 port=self.http_port,
+                workers=DEFAULT_WORKERS + held,
                 tls=tls,
                 max_connections_per_s=self.max_connections_per_s,
             )
@@ -510,6 +519,9 @@ class Standalone:
         limits = queries.limits
         settings = {
             "max_concurrent_queries": limits.max_concurrent,
+            "max_concurrent_queries_per_user": limits.max_concurrent_per_user,
+            "max_queued_queries": limits.max_queued,
+            "max_queued_queries_per_user": limits.max_queued_per_user,
             "query_queue_timeout_s": limits.queue_timeout_s,
             "query_timeout_s": queries.timeout_s or None,
             "max_statement_bytes": limits.max_statement_bytes,
@@ -540,7 +552,8 @@ class Standalone:
         self.metrics.counted(
             "gnomon_queries_refused_total",
             "Queries a limit turned away since start: concurrency (waited in the queue too "
-            "long), timeout, statement_bytes, memory_bytes, result_bytes, server_memory_bytes, "
+            "long), queued and user_queued (the server's or the user's queue full), timeout, "
+            "statement_bytes, memory_bytes, result_bytes, server_memory_bytes, "
             "generated_values.",
             ["limit"],
             lambda: [((k,), float(n)) for k, n in queries.refusals.counts().items()],

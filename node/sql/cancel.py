@@ -12,10 +12,9 @@ or its probe (has the HTTP client closed its connection?) says the caller is gon
 The token also carries the server's :class:`QueryLimits` for the query (its memory budget,
 the largest answer, the values its generating functions may make) and the query's account
 of the server's memory budget (:mod:`node.security.memory`, released when the query ends),
-and :meth:`Queries.running`
-admits at most ``max_concurrent`` queries at once, the others waiting their turn up to
-``queue_timeout_s``. Each limit that turns a query away is counted in :class:`Refusals` (the
-servers' ``/metrics`` show them).
+and :meth:`Queries.running` gives it its turn among the server's and its user's queries
+(:mod:`node.sql.admission`). Each limit that turns a query away is counted in
+:class:`Refusals` (the servers' ``/metrics`` show them).
 """
 
 from __future__ import annotations
@@ -27,8 +26,10 @@ from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from gnomon.errors import Cancelled, DeadlineExceeded, TooLarge, Unavailable
+from gnomon.errors import Cancelled, DeadlineExceeded, TooLarge
+from node.security import context
 from node.security.memory import MemoryBudget, QueryMemory
+from node.sql.admission import Admission
 
 #: The server-side limit on one query's time, unless configured otherwise.
 DEFAULT_QUERY_TIMEOUT_S = 300.0
@@ -36,13 +37,17 @@ DEFAULT_QUERY_TIMEOUT_S = 300.0
 
 @dataclass(frozen=True)
 class QueryLimits:
-    """What one query may take (None: no limit): queries running at once (the others queue
-    for at most ``queue_timeout_s``), the statement's length, the memory its DataFusion
-    operators hold, the size of its answer, the values its generating functions make
+    """What one query may take (None: no limit): queries running at once, of the server and
+    of one user, and waiting their turn (:mod:`node.sql.admission`; each waits at most
+    ``queue_timeout_s``), the statement's length, the memory its DataFusion operators hold,
+    the size of its answer, the values its generating functions make
     (:mod:`node.sql.generators`); and what all running queries may hold together
     (``server_memory_bytes``, :mod:`node.security.memory`)."""
 
     max_concurrent: int | None = None
+    max_concurrent_per_user: int | None = None
+    max_queued: int | None = None
+    max_queued_per_user: int | None = None
     queue_timeout_s: float = 30.0
     max_statement_bytes: int | None = None
     memory_bytes: int | None = None
@@ -50,10 +55,19 @@ class QueryLimits:
     server_memory_bytes: int | None = None
     max_generated_values: int | None = None
 
+    def threads_held(self) -> int | None:
+        """The most request threads queries hold at once, running or waiting their turn
+        (None: no bound); a server's pools have room for them and more."""
+        if self.max_concurrent is None or self.max_queued is None:
+            return None
+        return self.max_concurrent + self.max_queued
+
 
 #: The limits a query can be refused by, as counted in :class:`Refusals`.
 LIMITS = (
     "concurrency",
+    "queued",
+    "user_queued",
     "timeout",
     "statement_bytes",
     "memory_bytes",
@@ -192,17 +206,16 @@ class Queries:
         self.limits = limits or QueryLimits()
         #: What the running queries hold together (server_memory_bytes).
         self.memory = MemoryBudget(self.limits.server_memory_bytes)
-        self._slots = (
-            None
-            if self.limits.max_concurrent is None
-            else threading.BoundedSemaphore(self.limits.max_concurrent)
-        )
-        #: Queries waiting for a slot now.
-        self.queued = 0
         self.refusals = Refusals()
+        self._admission = Admission(self.limits, self.refusals)
         self._tokens: set[CancelToken] = set()
         self._cond = threading.Condition()
         self._stopping: str | None = None
+
+    @property
+    def queued(self) -> int:
+        """Queries waiting for their turn now."""
+        return self._admission.queued
 
     @contextlib.contextmanager
     def running(
@@ -212,39 +225,15 @@ class Queries:
         probe: Callable[[], bool] | None = None,
     ) -> Iterator[CancelToken]:
         """A token current for the query run inside; ``timeout_s`` (a caller's own deadline)
-        shortens the server's limit, never extends it. The query waits for a free slot
-        first (Unavailable after queue_timeout_s)."""
+        shortens the server's limit, never extends it. The query waits for its turn first,
+        as its caller's (the current principal's) query (:mod:`node.sql.admission`)."""
         limit = self.timeout_s or None
         if timeout_s is not None:
             limit = timeout_s if limit is None else min(limit, timeout_s)
-        with self._slot(), self._token(limit, probe) as token:
+        principal = context.current()
+        user = None if principal is None else principal.name
+        with self._admission.turn(user, probe), self._token(limit, probe) as token:
             yield token
-
-    @contextlib.contextmanager
-    def _slot(self) -> Iterator[None]:
-        slots = self._slots
-        if slots is None:
-            yield
-            return
-        if not slots.acquire(blocking=False):
-            with self._cond:
-                self.queued += 1
-            try:
-                got = slots.acquire(timeout=self.limits.queue_timeout_s)
-            finally:
-                with self._cond:
-                    self.queued -= 1
-            if not got:
-                self.refusals.count("concurrency")
-                raise Unavailable(
-                    f"server busy: {self.limits.max_concurrent} queries running and this one "
-                    f"waited {self.limits.queue_timeout_s:g} s for its turn (settings "
-                    "max_concurrent_queries, query_queue_timeout_s); try again"
-                )
-        try:
-            yield
-        finally:
-            slots.release()
 
     @contextlib.contextmanager
     def _token(
