@@ -18,6 +18,7 @@ to in plain text, and so is an ``http://`` one with them.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,12 +47,22 @@ CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", -1),
     # Come back quickly after the server restarts instead of backing off for minutes.
     ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
 ]
+#: The gRPC option that is, despite its name, the shortest time gRPC gives one connection
+#: attempt (the TCP connect and etcd's first HTTP/2 SETTINGS frame; gRPC's MIN_CONNECT_TIMEOUT,
+#: 20 s unless set). An attempt gets the longer of it and the current reconnect backoff.
+CONNECT_TIMEOUT_OPTION = "grpc.min_reconnect_backoff_ms"
 
 # The codes that say "this endpoint cannot answer now": the next one may.
 _UNREACHABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+# How gRPC fails a call it never sent: the channel had no connection and its last attempt to
+# make one failed (or it waits out the backoff before the next). Nothing reached etcd, so the
+# call may be sent again whatever it asks.
+_NOT_CONNECTED = "failed to connect to all addresses"
+#: The pauses between rounds of connection attempts (see :meth:`EtcdConnection.call`), growing
+#: like gRPC's own reconnect backoff: the channel tries again by itself meanwhile.
+RECONNECT_PAUSE_S = (0.1, 1.0)
 
 
 # -- access -------------------------------------------------------------------------------------
@@ -182,6 +193,11 @@ def _token_refused(e: grpc.RpcError) -> bool:
     return any(s in details for s in _TOKEN_REFUSED)
 
 
+def _never_sent(e: grpc.RpcError) -> bool:
+    """Whether gRPC failed the call before sending it, for want of a connection."""
+    return _status_of(e) is grpc.StatusCode.UNAVAILABLE and _NOT_CONNECTED in _details(e)
+
+
 def _error_of(e: grpc.RpcError, target: str) -> GnomonError:
     """A gnomon error for an answer of etcd at ``target`` other than "unreachable"."""
     code = _status_of(e)
@@ -288,16 +304,23 @@ class _SendToken(grpc.UnaryUnaryClientInterceptor, grpc.StreamStreamClientInterc
 
 class Endpoint:
     """One etcd member: its channel and the stubs on it (each call carrying the token of
-    ``login``, if any, but the login itself)."""
+    ``login``, if any, but the login itself). Each attempt to connect to it gets ``connect_s``
+    seconds before gRPC gives it up."""
 
     def __init__(
-        self, target: str, credentials: grpc.ChannelCredentials | None, login: _Login | None
+        self,
+        target: str,
+        credentials: grpc.ChannelCredentials | None,
+        login: _Login | None,
+        *,
+        connect_s: float,
     ) -> None:
         self.target = target
+        options = [*CHANNEL_OPTIONS, (CONNECT_TIMEOUT_OPTION, max(1, round(connect_s * 1000)))]
         self.channel = (
-            grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+            grpc.insecure_channel(target, options=options)
             if credentials is None
-            else grpc.secure_channel(target, credentials, options=CHANNEL_OPTIONS)
+            else grpc.secure_channel(target, credentials, options=options)
         )
         self.auth = etcdrpc.AuthStub(self.channel)
         calls = (
@@ -316,6 +339,12 @@ class EtcdConnection:
     Requests go to the current endpoint; one that is unreachable makes the next endpoint the
     current one. ``owner`` names the user in :class:`~gnomon.errors.Closed` errors; ``timeout_s``
     is what callers pass as every request's deadline. Thread-safe.
+
+    A request may take ``timeout_s``, so connecting may too: each connection attempt gets as
+    long (a slower one would leave the request no time; cutting it shorter fails requests
+    that still had time, as when etcd or this process is slow to be scheduled on a busy
+    machine). A request that was not sent for want of a connection is sent again, within
+    ``timeout_s`` of its start (see :meth:`call`).
     """
 
     def __init__(
@@ -336,7 +365,9 @@ class EtcdConnection:
             if access.user is None or access.password is None
             else _Login(access.user, access.password)
         )
-        self._endpoints = [Endpoint(t, credentials, self._login) for t in self.targets]
+        self._endpoints = [
+            Endpoint(t, credentials, self._login, connect_s=timeout_s) for t in self.targets
+        ]
         self._current = 0
         self._lock = threading.Lock()
         self.closed = False
@@ -361,8 +392,11 @@ class EtcdConnection:
 
     def call(self, fn: Callable[[Endpoint], T], *, failover: bool = True) -> T:
         """``fn`` on the current endpoint; where that is unreachable, on the next (each endpoint
-        at most once, and with ``failover=False``, for requests whose outcome would be unknown,
-        only the current one).
+        at most once a round, and with ``failover=False``, for requests whose outcome would be
+        unknown, only the current one). When no endpoint of a round could be connected to
+        (gRPC did not send the request), another round follows after a pause
+        (:data:`RECONNECT_PAUSE_S`) while ``timeout_s`` since the first has not passed: the
+        channels keep connecting meanwhile, and a request never sent is safe to send again.
 
         Raises :class:`~gnomon.errors.Unavailable` naming the endpoints tried when none
         answered, :class:`~gnomon.errors.Closed` once closed, and the matching gnomon error for
@@ -370,28 +404,39 @@ class EtcdConnection:
         limits ``TooLarge``, a missing lease ``NotFound``).
         """
         self.check_open()
-        first = self._current
-        tries = len(self._endpoints) if failover else 1
-        tried: list[str] = []
-        last: grpc.RpcError | None = None
-        for index in [(first + i) % len(self._endpoints) for i in range(tries)]:
-            endpoint = self._endpoints[index]
-            try:
-                return self._logged_in(endpoint, fn)
-            except grpc.RpcError as e:
-                if self.closed:
-                    raise self._closed_error() from e
-                if _status_of(e) not in _UNREACHABLE:
-                    raise _error_of(e, endpoint.target) from e
-                tried.append(endpoint.target)
-                last = e
-                self._move_past(index)
-            except ValueError as e:
-                # grpc raises ValueError for a channel that close() closed meanwhile.
-                if self.closed:
-                    raise self._closed_error() from e
-                raise
-        raise Unavailable(f"etcd at {', '.join(tried)} is unavailable: {_details(last)}") from last
+        deadline = time.monotonic() + self.timeout_s
+        pause, longest = RECONNECT_PAUSE_S
+        while True:
+            first = self._current
+            tries = len(self._endpoints) if failover else 1
+            tried: list[str] = []
+            last: grpc.RpcError | None = None
+            connected = False
+            for index in [(first + i) % len(self._endpoints) for i in range(tries)]:
+                endpoint = self._endpoints[index]
+                try:
+                    return self._logged_in(endpoint, fn)
+                except grpc.RpcError as e:
+                    if self.closed:
+                        raise self._closed_error() from e
+                    if _status_of(e) not in _UNREACHABLE:
+                        raise _error_of(e, endpoint.target) from e
+                    tried.append(endpoint.target)
+                    last = e
+                    connected = connected or not _never_sent(e)
+                    self._move_past(index)
+                except ValueError as e:
+                    # grpc raises ValueError for a channel that close() closed meanwhile.
+                    if self.closed:
+                        raise self._closed_error() from e
+                    raise
+            if connected or time.monotonic() + pause > deadline:
+                raise Unavailable(
+                    f"etcd at {', '.join(tried)} is unavailable: {_details(last)}"
+                ) from last
+            time.sleep(pause)
+            self.check_open()
+            pause = min(longest, pause * 2)
 
     def _logged_in(self, endpoint: Endpoint, fn: Callable[[Endpoint], T]) -> T:
         """``fn`` on ``endpoint`` with a token (with a login): asked for first if there is

@@ -30,9 +30,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gnomon.config import MetaConfig
 from gnomon.devcluster.brokers import running_tansu, start_moto
 from gnomon.devcluster.etcd import EtcdServer
-from gnomon.devcluster.procs import Server, how_it_ended, on_free_ports
+from gnomon.devcluster.procs import (
+    SLOWDOWN,
+    START_S,
+    START_TIMEOUT_S,
+    Server,
+    how_it_ended,
+    on_free_ports,
+)
 from gnomon.errors import GnomonError, Unavailable
 from gnomon.peer import CA_ENV, SECRET_ENV, Peer
 
@@ -49,6 +57,31 @@ S3_ENV = {
 BUCKET = "gnomon"
 #: A started cluster is ready once no shard changed hands for this long.
 SETTLE_QUIET_S = 2.0
+#: The meta service's timers, as the cluster runs it (its defaults): the leading instance's
+#: lease, and the seconds between its scheduling rounds.
+ELECTION_TTL_S = float(MetaConfig.election_ttl_s)
+ROUND_S = float(MetaConfig.interval_s)
+#: Seconds of work moving shards takes on an idle machine once a round planned it: the
+#: procedure's commits, and the new leaders opening them (replaying their WAL tails). Measured
+#: under 0.6 s (``python -m bench.cluster``: a reopened shard serves that soon after its old
+#: leader's lease expired).
+MOVE_S = 1.0
+#: Seconds a local Ray takes to start on an idle machine (a compaction node's ``--executor
+#: ray`` starts one before it serves; measured 7.6 s).
+RAY_START_S = 8.0
+#: A call to a process of the cluster, on an idle machine (well under this).
+CALL_S = 0.1
+
+
+def settle_timeout_s(lease_ttl_s: float, *, rounds: int = 1) -> float:
+    """How long the cluster may take to settle after a node or the leading meta instance died
+    (or started): the timers first, which a machine's load does not stretch (the dead node's
+    lease, the dead leader's lease, ``rounds`` scheduling rounds and the quiet time a settled
+    cluster shows), then the work of moving the shards, which it does (:data:`SLOWDOWN`)."""
+    timers = lease_ttl_s + ELECTION_TTL_S + rounds * ROUND_S + SETTLE_QUIET_S
+    return timers + SLOWDOWN * MOVE_S
+
+
 #: With a port base B: meta instance j listens on B + j, data node i serves HTTP on B + 10 + i,
 #: gRPC on B + 20 + i and Arrow Flight on B + 30 + i; compaction node k serves gRPC on B + 40 + k
 #: and HTTP on B + 50 + k (so at most 10 of each).
@@ -242,7 +275,7 @@ class DevCluster:
         )
 
     def _gnomon(
-        self, name: str, argv: list[str], env: dict[str, str], timeout_s: float = 60.0
+        self, name: str, argv: list[str], env: dict[str, str], timeout_s: float = START_TIMEOUT_S
     ) -> dict[str, int]:
         """Start the gnomon process ``name`` (``argv``: its command's) and wait until it
         serves; the ports it listens on, by protocol."""
@@ -370,7 +403,8 @@ class DevCluster:
                 *self.compaction_flags,
             ],
             {**S3_ENV, **self._peer_env(), **self.compaction_env, **(env or {})},
-            timeout_s=90.0,
+            # It may start a local Ray first.
+            timeout_s=SLOWDOWN * (START_S + RAY_START_S),
         )
         if not known:
             self.compaction_endpoints.append(
@@ -403,10 +437,19 @@ class DevCluster:
             told.append(f"{name} (pid {server.pid}) {how}; its log: {server.log}")
         return told
 
-    def wait_ready(self, timeout_s: float = 60.0) -> None:
+    def wait_ready(self, timeout_s: float | None = None) -> None:
         """Until every shard has a live leader among the nodes and the meta service has
-        stopped moving shards onto the nodes that joined last."""
+        stopped moving shards onto the nodes that joined last (by default waiting as long as
+        that takes with a round for each shard: see :func:`settle_timeout_s`)."""
+        if timeout_s is None:
+            timeout_s = settle_timeout_s(self.lease_ttl_s, rounds=self.shards)
         self.wait_settled(timeout_s=timeout_s, quiet_s=SETTLE_QUIET_S)
+
+    @property
+    def settle_timeout_s(self) -> float:
+        """How long the cluster may take to settle after a node or meta instance died or
+        started, by its settings (see :func:`settle_timeout_s`)."""
+        return settle_timeout_s(self.lease_ttl_s)
 
     # -- faults (the failover tests) ---------------------------------------------------------------
 
@@ -445,7 +488,9 @@ class DevCluster:
             if proc is None or proc.proc.poll() is not None:
                 continue
             # No retry budget: a follower's redirect is an error here instead of followed.
-            with MetaClient(endpoint, retry_for_s=0, timeout_s=2, peer=self.peer) as client:
+            with MetaClient(
+                endpoint, retry_for_s=0, timeout_s=SLOWDOWN * CALL_S, peer=self.peer
+            ) as client:
                 try:
                     client.shards()
                 except GnomonError:
@@ -464,18 +509,26 @@ class DevCluster:
         return self.node_index(routes[0].endpoint)
 
     def wait_settled(
-        self, *, without: Collection[str] = (), timeout_s: float = 60.0, quiet_s: float = 0.0
+        self,
+        *,
+        without: Collection[str] = (),
+        timeout_s: float | None = None,
+        quiet_s: float = 0.0,
     ) -> None:
         """Until every shard is ready and led by a live node other than those in ``without``
         (the names of nodes just killed or paused: meta still names them until their lease
         expires), and no shard has changed hands for ``quiet_s`` (the meta service moves
-        shards onto nodes that joined later, one round at a time)."""
+        shards onto nodes that joined later, one round at a time). By default waits
+        :attr:`settle_timeout_s`; while no meta instance leads (one just died) the calls are
+        retried within that time."""
         from meta.client import MetaClient
 
+        if timeout_s is None:
+            timeout_s = self.settle_timeout_s
         deadline = time.monotonic() + timeout_s
         placement: dict[int, tuple[str, int]] = {}
         since = time.monotonic()
-        with MetaClient(self.meta, peer=self.peer) as client:
+        with MetaClient(self.meta, peer=self.peer, retry_for_s=timeout_s) as client:
             while True:
                 names = {n.name for n in client.nodes() if n.live} - set(without)
                 shards = client.shards()

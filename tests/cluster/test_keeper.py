@@ -31,8 +31,9 @@ from node.engine.engine import Engine
 from node.engine.options import TableOptions
 from objectstore.local import LocalObjectStore
 from tests.engine.conftest import CPU, cpu_batch
-from tests.meta.conftest import NODE_TTL_S, Cluster, wait_until
+from tests.meta.conftest import NODE_TTL_S, WAIT_S, Cluster
 from tests.support.etcd import EtcdServer
+from tests.support.wait import wait_until
 from wal_kafka import KafkaWal
 
 
@@ -102,17 +103,20 @@ def test_shards_follow_the_meta_service_and_fail_over(cluster: Cluster, broker: 
         b = _node(stack, cluster, broker, 2, wal_ns)
         for node in (a, b):
             wait_until(
+                f"{node.name} to open the shards it leads",
                 lambda n=node: (
                     bool(_led_by(client, n.name)) and n.engine.shards() == _led_by(client, n.name)
                 ),
-                what=f"{node.name} to open the shards it leads",
+                timeout_s=WAIT_S,
             )
 
         # A table placed by the meta service opens on its shard's leader.
         (info,) = client.create_table("cpu", tables.encode(CPU, TableOptions()))
         owner, other = (a, b) if info.shard_id in a.engine.shards() else (b, a)
         owner.keeper.poke()
-        wait_until(lambda: "cpu" in owner.engine.list_tables(), what="the owner to open cpu")
+        wait_until(
+            "the owner to open cpu", lambda: "cpu" in owner.engine.list_tables(), timeout_s=WAIT_S
+        )
         assert owner.engine.shard_of("cpu") == info.shard_id
         assert "cpu" not in other.engine.list_tables()
         owner.engine.write("cpu", cpu_batch(["h1", "h2"], [1, 2], [1.0, 2.0]))
@@ -125,11 +129,11 @@ def test_shards_follow_the_meta_service_and_fail_over(cluster: Cluster, broker: 
         epoch = _led_by(client, owner.name)[info.shard_id]
         owner.stop_heartbeats()
         wait_until(
+            "the meta service to fail the shard over",
             lambda: _led_by(client, other.name).get(info.shard_id, 0) > epoch,
-            timeout_s=30,
-            what="the meta service to fail the shard over",
+            timeout_s=WAIT_S,
         )
-        wait_until(lambda: "cpu" in other.engine.list_tables(), what="cpu to reopen")
+        wait_until("cpu to reopen", lambda: "cpu" in other.engine.list_tables(), timeout_s=WAIT_S)
         assert routes.lookup(["cpu"])["cpu"].endpoint == owner.name  # cached until told
         routes.invalidate(shard_id=info.shard_id)
         assert routes.lookup(["cpu"])["cpu"].endpoint == other.name
@@ -156,10 +160,11 @@ def test_tables_made_through_any_node_live_on_their_owner(cluster: Cluster, brok
         nodes = [_node(stack, cluster, broker, i, wal_ns) for i in (3, 4)]
         for node in nodes:
             wait_until(
+                f"{node.name} to open the shards it leads",
                 lambda n=node: (
                     bool(_led_by(client, n.name)) and n.engine.shards() == _led_by(client, n.name)
                 ),
-                what=f"{node.name} to open the shards it leads",
+                timeout_s=WAIT_S,
             )
         names = [f"t{i}" for i in range(6)]
         for i, name in enumerate(names):
@@ -180,6 +185,8 @@ def test_tables_made_through_any_node_live_on_their_owner(cluster: Cluster, brok
         # drops its data at its next pass.
         owner = by_name[routes["t5"]]
         assert client.drop_table("t5")
-        wait_until(lambda: "t5" not in owner.engine.list_tables(), what="t5 to be dropped")
+        wait_until(
+            "t5 to be dropped", lambda: "t5" not in owner.engine.list_tables(), timeout_s=WAIT_S
+        )
         with pytest.raises(NotFound):
             owner.engine.write("t5", cpu_batch(["h"], [3], [3.0]))

@@ -26,8 +26,8 @@ from tests.cluster.test_failover import (
     Writer,
     assert_acked_once,
     create_tables,
-    wait_until,
 )
+from tests.support.wait import wait_until
 
 TABLES = [f"mv_{i}" for i in range(4)]
 
@@ -149,7 +149,9 @@ def test_leaders_and_followers_spread_soon_after_a_start_a_join_and_a_death(
 
         def spread(what: str, nodes: list[str], since: float) -> None:
             limit = SPREAD_LIMIT_S - (time.monotonic() - since)
-            wait_until(f"an even spread {what}", lambda: copies(client, nodes).even, limit)
+            wait_until(
+                f"an even spread {what}", lambda: copies(client, nodes).even, timeout_s=limit
+            )
 
         nodes = [n.grpc for n in cluster.node_endpoints]
         spread("after the start", nodes, began)

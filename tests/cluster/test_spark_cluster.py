@@ -31,7 +31,7 @@ from gnomon.spark.session import local_session
 from meta.client import MetaClient
 from node.partition.rule import KeyRule
 from tests.cluster.support import http_sql
-from tests.cluster.test_failover import wait_until
+from tests.support.wait import wait_until
 
 PARTITIONS = 3
 HOSTS = 30

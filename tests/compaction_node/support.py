@@ -4,9 +4,7 @@ ask compaction nodes their status, and list the table's workspace on the S3 serv
 
 from __future__ import annotations
 
-import time
 import urllib.request
-from collections.abc import Callable
 
 import boto3  # type: ignore[import-untyped]
 
@@ -23,14 +21,6 @@ BATCHES = 4
 T0 = 1_700_000_000_000
 #: Bound of every wait; far above what the step takes.
 WAIT_S = 120.0
-
-
-def wait_until(what: str, check: Callable[[], bool], timeout_s: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(0.1)
 
 
 def create_table(cluster: DevCluster, name: str) -> int:

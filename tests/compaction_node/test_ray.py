@@ -10,14 +10,15 @@ import pytest
 
 from gnomon.devcluster.cluster import DevCluster
 from tests.compaction_node.support import (
+    WAIT_S,
     check_rows,
     compacted,
     create_table,
     outcome,
     status,
-    wait_until,
     write,
 )
+from tests.support.wait import wait_until
 
 pytest.importorskip("ray")
 
@@ -39,7 +40,7 @@ def test_the_ray_executor_merges_an_offloaded_task(cluster: DevCluster) -> None:
     assert status(node).executor == "ray"
     create_table(cluster, "r1")
     write(cluster, "r1")
-    wait_until("r1 compacted", lambda: compacted(cluster, "r1"))
+    wait_until("r1 compacted", lambda: compacted(cluster, "r1"), timeout_s=WAIT_S)
     assert outcome(cluster, "offloaded") == 1
     assert status(node).tasks_done == 1
     check_rows(cluster, "r1")

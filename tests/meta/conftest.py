@@ -5,7 +5,6 @@ through the real client library."""
 from __future__ import annotations
 
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent import futures
@@ -15,25 +14,22 @@ import grpc
 import pytest
 
 from gnomon import shard_control
+from gnomon.devcluster.cluster import MOVE_S
 from meta.cli import CRASH_ENV
 from meta.client import MetaClient, NodeAgent
 from meta.model import NodeKind
 from tests.support.etcd import EtcdServer
 from tests.support.procs import Server
+from tests.support.wait import START_S, bound
 
 #: Short leases so failures are seen quickly; one scheduling round every INTERVAL_S.
 NODE_TTL_S = 2
 ELECTION_TTL_S = 2
 INTERVAL_S = 0.3
-
-
-def wait_until(predicate: Callable[[], bool], *, timeout_s: float = 20.0, what: str = "") -> None:
-    """Poll ``predicate`` (bounded); fail naming ``what`` if it never holds."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s}s waiting for {what or predicate}")
-        time.sleep(0.05)
+#: How long what these tests wait for may take with the settings above: the timers (a meta
+#: instance's campaign, its lease and a pause of a third of it; a node's lease; a round),
+#: then the work, stretched on a busy machine (a restarted instance's start; shards moved).
+WAIT_S = ELECTION_TTL_S * 4 / 3 + NODE_TTL_S + INTERVAL_S + bound(START_S + MOVE_S)
 
 
 class MetaProcess:

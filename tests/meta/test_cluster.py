@@ -16,8 +16,9 @@ from gnomon.errors import InvalidArgument, NotLeader
 from gnomon.proto import meta_pb2 as pb
 from meta.client import MetaClient
 from meta.model import NodeKind
+from tests.support.wait import wait_until
 
-from .conftest import Cluster, wait_until
+from .conftest import WAIT_S, Cluster
 
 
 def leads(endpoint: str) -> bool:
@@ -44,7 +45,7 @@ def test_new_tables_are_placed_evenly_and_routed(cluster: Cluster) -> None:
     cluster.meta(shards=6)
     client = cluster.client()
     agents = [cluster.node(i) for i in range(3)]
-    wait_until(lambda: all_assigned(client, 3), what="6 shards assigned over 3 nodes")
+    wait_until("6 shards assigned over 3 nodes", lambda: all_assigned(client, 3), timeout_s=WAIT_S)
     assert Counter(leaders(client).values()) == {a.name: 2 for a in agents}
 
     for i in range(12):
@@ -74,7 +75,7 @@ def test_invalid_table_names_are_refused_before_anything_is_recorded(cluster: Cl
     cluster.meta(shards=2)
     client = cluster.client()
     cluster.node(0)
-    wait_until(lambda: all_assigned(client, 1), what="2 shards assigned")
+    wait_until("2 shards assigned", lambda: all_assigned(client, 1), timeout_s=WAIT_S)
     for name in BAD_NAMES:
         with pytest.raises(InvalidArgument, match="invalid table name"):
             client.create_table(name, b"schema")
@@ -90,7 +91,7 @@ def test_failover_moves_every_leader_shard_of_a_silent_node(cluster: Cluster) ->
     cluster.meta(shards=6)
     client = cluster.client()
     agents = [cluster.node(i) for i in range(3)]
-    wait_until(lambda: all_assigned(client, 3), what="shards assigned")
+    wait_until("shards assigned", lambda: all_assigned(client, 3), timeout_s=WAIT_S)
     victim = agents[0].name
     # One follower for one of the victim's shards: failover promotes it instead of reopening.
     followed = min(s for s, leader in leaders(client).items() if leader == victim)
@@ -104,8 +105,9 @@ def test_failover_moves_every_leader_shard_of_a_silent_node(cluster: Cluster) ->
 
     agents[0].stop()
     wait_until(
+        f"shards of {victim} failed over",
         lambda: victim not in leaders(client).values(),
-        what=f"shards of {victim} failed over",
+        timeout_s=WAIT_S,
     )
     after = {s.id: s for s in client.shards()}
     for shard_id in victim_shards:
@@ -121,11 +123,12 @@ def test_failover_moves_every_leader_shard_of_a_silent_node(cluster: Cluster) ->
     assert not node.online and not node.live
 
     wait_until(
+        "OPEN events for the new leaders",
         lambda: (
             {(e.shard_id, e.node) for e in events if e.kind == pb.ShardEvent.OPEN}
             >= {(s, after[s].leader) for s in victim_shards}
         ),
-        what="OPEN events for the new leaders",
+        timeout_s=WAIT_S,
     )
     watcher.close()
 
@@ -136,7 +139,7 @@ def test_admin_operations_change_epochs_and_tables(cluster: Cluster) -> None:
     # Leases long enough that a busy machine delaying a heartbeat does not take a node
     # offline mid-test (this test is about admin operations, not failover).
     a, b = cluster.node(0, ttl_s=15), cluster.node(1, ttl_s=15)
-    wait_until(lambda: all_assigned(client, 2), what="shards assigned")
+    wait_until("shards assigned", lambda: all_assigned(client, 2), timeout_s=WAIT_S)
     for i in range(8):
         client.create_table(f"t{i}")
     shard = next(s for s in client.shards() if s.leader == a.name)
@@ -189,14 +192,14 @@ def test_compaction_nodes_are_picked_by_load(cluster: Cluster) -> None:
     client.heartbeat(c2.name, load=0.2)
     assert {client.pick_compaction_node() for _ in range(4)} == {c2.name}
     c2.stop()
-    wait_until(lambda: client.pick_compaction_node() == c1.name, what="only c1 left")
+    wait_until("only c1 left", lambda: client.pick_compaction_node() == c1.name, timeout_s=WAIT_S)
 
 
 def test_a_standby_meta_takes_over_when_the_leader_is_killed(cluster: Cluster) -> None:
     first, second = cluster.meta(shards=4), cluster.meta(shards=4)
     client = cluster.client()
     agents = [cluster.node(i, ttl_s=15) for i in range(2)]
-    wait_until(lambda: all_assigned(client, 2), what="shards assigned")
+    wait_until("shards assigned", lambda: all_assigned(client, 2), timeout_s=WAIT_S)
     for i in range(5):
         client.create_table(f"t{i}")
     before = {(s.id, s.leader, s.epoch, s.tables) for s in client.shards()}

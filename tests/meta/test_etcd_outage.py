@@ -20,8 +20,9 @@ from gnomon.peer import SECRET_ENV
 from meta.client import MetaClient
 from tests.support.etcd import EtcdServer
 from tests.support.procs import Server, free_port
+from tests.support.wait import wait_until
 
-from .conftest import wait_until
+from .conftest import WAIT_S
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -83,7 +84,7 @@ def test_meta_is_not_ready_while_etcd_is_away_and_stops_quickly(tmp_path: Path) 
     )
     try:
         meta.wait_for_port(port)
-        wait_until(lambda: health(port) == SERVING, what="meta ready")
+        wait_until("meta ready", lambda: health(port) == SERVING, timeout_s=WAIT_S)
         with (
             MetaClient(f"127.0.0.1:{port}", retry_for_s=0) as client,
             pytest.raises(Unauthenticated, match="cluster secret"),
@@ -93,21 +94,19 @@ def test_meta_is_not_ready_while_etcd_is_away_and_stops_quickly(tmp_path: Path) 
         etcd.server.kill(signal.SIGSTOP)
         try:
             wait_until(
+                "meta not ready while etcd is stopped",
                 lambda: health(port) == NOT_SERVING,
                 timeout_s=OUTAGE_SEEN_S,
-                what="meta not ready while etcd is stopped",
             )
         finally:
             etcd.server.kill(signal.SIGCONT)
-        wait_until(
-            lambda: health(port) == SERVING, timeout_s=OUTAGE_SEEN_S, what="meta ready again"
-        )
+        wait_until("meta ready again", lambda: health(port) == SERVING, timeout_s=OUTAGE_SEEN_S)
         etcd.server.kill(signal.SIGSTOP)
         try:
             wait_until(
+                "meta not ready while etcd is stopped again",
                 lambda: health(port) == NOT_SERVING,
                 timeout_s=OUTAGE_SEEN_S,
-                what="meta not ready while etcd is stopped again",
             )
             started = time.monotonic()
             meta.kill(signal.SIGTERM)

@@ -11,8 +11,9 @@ import pytest
 
 from meta.client import MetaClient
 from meta.runner import CRASH_EXIT_CODE
+from tests.support.wait import wait_until
 
-from .conftest import Cluster, MetaProcess, wait_until
+from .conftest import WAIT_S, Cluster, MetaProcess
 
 #: Nodes that must outlive the meta restart get a lease longer than it takes.
 SURVIVOR_TTL_S = 8
@@ -35,17 +36,21 @@ def restart(meta: MetaProcess) -> None:
 def crash_in_assign(cluster: Cluster, meta: MetaProcess, client: MetaClient) -> None:
     node = cluster.node(0)
     restart(meta)
-    wait_until(lambda: settled(client), what="assignment finished")
+    wait_until("assignment finished", lambda: settled(client), timeout_s=WAIT_S)
     assert {s.leader for s in client.shards()} == {node.name}
 
 
 def crash_in_failover(cluster: Cluster, meta: MetaProcess, client: MetaClient) -> None:
     a, b = cluster.node(0), cluster.node(1, ttl_s=SURVIVOR_TTL_S)
-    wait_until(lambda: balanced(client, [a.name, b.name]), what="assigned 2/2")
+    wait_until("assigned 2/2", lambda: balanced(client, [a.name, b.name]), timeout_s=WAIT_S)
     epochs = {s.id: s.epoch for s in client.shards() if s.leader == a.name}
     a.stop()
     restart(meta)
-    wait_until(lambda: settled(client) and a.name not in {s.leader for s in client.shards()})
+    wait_until(
+        f"{a.name}'s shards failed over",
+        lambda: settled(client) and a.name not in {s.leader for s in client.shards()},
+        timeout_s=WAIT_S,
+    )
     after = {s.id: s for s in client.shards()}
     assert {i: (after[i].leader, after[i].epoch) for i in epochs} == {
         i: (b.name, e + 1) for i, e in epochs.items()
@@ -54,14 +59,17 @@ def crash_in_failover(cluster: Cluster, meta: MetaProcess, client: MetaClient) -
 
 def crash_in_rebalance(cluster: Cluster, meta: MetaProcess, client: MetaClient) -> None:
     a = cluster.node(0, ttl_s=SURVIVOR_TTL_S)
-    wait_until(lambda: {s.leader for s in client.shards()} == {a.name}, what="all on a")
+    wait_until(
+        "all on a", lambda: {s.leader for s in client.shards()} == {a.name}, timeout_s=WAIT_S
+    )
     b = cluster.node(1, ttl_s=SURVIVOR_TTL_S)
     restart(meta)
     wait_until(
+        "rebalanced 2/2",
         lambda: (
             settled(client) and Counter(s.leader for s in client.shards()) == {a.name: 2, b.name: 2}
         ),
-        what="rebalanced 2/2",
+        timeout_s=WAIT_S,
     )
 
 
@@ -70,7 +78,7 @@ def _admin(
 ) -> Callable[[Cluster, MetaProcess, MetaClient], None]:
     def run(cluster: Cluster, meta: MetaProcess, client: MetaClient) -> None:
         nodes = [cluster.node(i, ttl_s=SURVIVOR_TTL_S).name for i in range(2)]
-        wait_until(lambda: balanced(client, nodes), what="assigned 2/2")
+        wait_until("assigned 2/2", lambda: balanced(client, nodes), timeout_s=WAIT_S)
         for i in range(4):
             client.create_table(f"t{i}")
         proc_id = op(cluster, client)
