@@ -11,7 +11,6 @@ from collections.abc import Callable, Collection, Sequence
 import pyarrow as pa
 
 from gnomon.errors import AlreadyExists, NotOwner, Unavailable
-from gnomon.flight.client import FlightClient
 from meta.client import MetaClient
 from node.cluster.remote import FlightRemoteTables, FlightTableReader
 from node.cluster.routes import RouteCache
@@ -98,10 +97,11 @@ class MetaPartitionCatalog:
 class RemotePart:
     """A sub-table another node (``owner``) serves, reached at its Flight endpoint."""
 
-    def __init__(self, table: str, owner: str, client: FlightClient) -> None:
+    def __init__(self, table: str, reader: FlightTableReader) -> None:
         self._table = table
-        self._owner = owner
-        self._client = client
+        self._owner = reader.owner
+        self._client = reader.client
+        self._reader = reader
 
     @property
     def table(self) -> str:
@@ -112,7 +112,7 @@ class RemotePart:
         return self._owner
 
     def reader(self) -> TableReader:
-        return FlightTableReader(self._owner, self._client)
+        return self._reader
 
     def query(self, sql: str) -> pa.Table:
         return self._client.query(sql)
@@ -154,10 +154,10 @@ class ClusterParts:
             if route.endpoint == self._me or route.shard_id in here:
                 parts.append(self._local.local(name))
                 continue
-            flight_at = route.endpoints.get("flight", "")
-            if not route.endpoint or not flight_at:
+            reader = self._remote.reader(name, route)
+            if reader is None:
                 raise Unavailable(f"sub-table {name!r}: shard {route.shard_id} has no owner now")
-            parts.append(RemotePart(name, route.endpoint, self._remote.client(flight_at)))
+            parts.append(RemotePart(name, reader))
         return parts
 
     def moved(self, error: NotOwner) -> None:

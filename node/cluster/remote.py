@@ -31,12 +31,12 @@ import pyarrow.flight as flight
 from gnomon.errors import GnomonError
 from gnomon.flight.client import FlightClient
 from gnomon.peer import Peer
-from node.cluster.routes import RouteCache
+from node.cluster.routes import Route, RouteCache
 from node.engine.scan import ScanRequest, wire
 from node.engine.schema import Schema
 from node.security.context import on_behalf_of
 from node.sql import cancel
-from node.sql.provider import ScanRecord, conformed
+from node.sql.provider import PLANNING, ScanRecord, conformed
 
 log = logging.getLogger("gnomon.remote")
 
@@ -62,7 +62,8 @@ class FlightTableReader:
     whose ticket is the request in its wire form (:mod:`node.engine.scan.wire`): the
     projection, time range, bounds (by which the owner prunes, as for a local scan), snapshot
     and predicate (when it can travel, else applied here on the columns it needs as well);
-    string tags arrive plain. Schemas are asked once per reader: make one per query."""
+    string tags arrive plain. A table's schema is asked once, and again after
+    :meth:`forget`."""
 
     def __init__(self, owner: str, client: FlightClient) -> None:
         self.owner = owner
@@ -72,8 +73,12 @@ class FlightTableReader:
     def schema(self, table: str) -> Schema:
         known = self._schemas.get(table)
         if known is None:
+            PLANNING.count("remote_describes")
             known = self._schemas[table] = Schema.from_json(self.client.describe(table)["schema"])
         return known
+
+    def forget(self, table: str) -> None:
+        self._schemas.pop(table, None)
 
     def scan(self, request: ScanRequest) -> RemoteScan:
         scan_id = uuid.uuid4().hex
@@ -157,32 +162,52 @@ class FlightTable:
 
 class FlightRemoteTables:
     """A cluster node's remote tables: owners from the route cache, schemas and rows from
-    the owners' Flight endpoints (one client per owner, kept). Calls carry the cluster
-    secret (``peer``) and the user the request runs for, where its thread knows it: scans
-    the query's executor already authorised run in DataFusion's threads, as the cluster."""
+    the owners' Flight endpoints (one client and one reader per owner, kept). A table's
+    schema is kept with its route: asked again once the route cache fetched the route anew
+    (a shard event, a refused request or its age dropped the old one). Calls carry the
+    cluster secret (``peer``) and the user the request runs for, where its thread knows
+    it: scans the query's executor already authorised run in DataFusion's threads, as the
+    cluster."""
 
     def __init__(self, routes: RouteCache, me: str, peer: Peer | None = None) -> None:
         self._routes = routes
         self._me = me
         self._peer = peer or Peer()
         self._clients: dict[str, FlightClient] = {}
+        self._readers: dict[str, FlightTableReader] = {}
+        #: The route each table's kept schema came with.
+        self._described: dict[str, Route] = {}
         self._lock = threading.Lock()
 
     def find(self, names: Sequence[str]) -> Mapping[str, FlightTable]:
         found: dict[str, FlightTable] = {}
-        readers: dict[str, FlightTableReader] = {}
         for name, route in self._routes.lookup(names).items():
-            flight_at = route.endpoints.get("flight", "")
-            if not route.endpoint or route.endpoint == self._me or not flight_at:
+            if route.endpoint == self._me:
                 continue
-            reader = readers.get(route.endpoint)
+            reader = self.reader(name, route)
             if reader is None:
-                reader = readers[route.endpoint] = FlightTableReader(
-                    route.endpoint, self.client(flight_at)
-                )
+                continue
             reader.schema(name)  # a table the owner does not have fails here, not in a scan
             found[name] = FlightTable(name, reader)
         return found
+
+    def reader(self, table: str, route: Route) -> FlightTableReader | None:
+        """The kept reader of the node ``route`` names for ``table`` (None while it names
+        none), its schema of ``table`` forgotten when ``route`` is not the one it came
+        with."""
+        flight_at = route.endpoints.get("flight", "")
+        if not route.endpoint or not flight_at:
+            return None
+        client = self.client(flight_at)
+        with self._lock:
+            reader = self._readers.get(route.endpoint)
+            if reader is None or reader.client is not client:
+                reader = self._readers[route.endpoint] = FlightTableReader(route.endpoint, client)
+            if self._described.get(table) is not route:
+                self._described[table] = route
+                for kept in self._readers.values():
+                    kept.forget(table)
+        return reader
 
     def client(self, endpoint: str) -> FlightClient:
         """The kept client of the Flight ``endpoint``."""

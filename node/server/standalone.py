@@ -51,6 +51,7 @@ from node.server.metrics import Labels, Registry
 from node.server.pgwire import PgServer
 from node.sql.cancel import DEFAULT_QUERY_TIMEOUT_S, Queries, QueryLimits
 from node.sql.executor import SqlExecutor
+from node.sql.provider import PLANNING
 from node.tables import LocalTables
 
 log = logging.getLogger("gnomon.standalone")
@@ -557,6 +558,14 @@ class Standalone:
             "generated_values.",
             ["limit"],
             lambda: [((k,), float(n)) for k, n in queries.refusals.counts().items()],
+        )
+        self.metrics.counted(
+            "gnomon_query_planning_total",
+            "Work spent finding queries' tables since start: DataFusion plans made (plans), "
+            "and schemas asked of the nodes serving remote tables (remote_describes; once "
+            "per table and route).",
+            ["kind"],
+            lambda: [((k,), float(n)) for k, n in PLANNING.counts().items()],
         )
 
     def _register_engine_gauges(self, engine: Engine) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from gnomon.errors import InvalidArgument, UnknownTable
+from gnomon.errors import InvalidArgument
 from node.engine.lru import Lru
 from node.engine.schema import ColumnType, Schema
 from node.sql import fastpath, functions, modes, prescan, rewrite, select, system
@@ -221,8 +221,7 @@ def analyse(tokens: Sequence[Token], engine: TableCatalog, sql: str) -> Analysis
             and tokens[i + 2].is_word("AS")
             and tokens[i + 3].is_word("OF")
         ):
-            if name not in known:
-                raise UnknownTable(name)
+            # A table not open here is found where it is as the query registers it.
             version = tokens[i + 1].is_word("VERSION")
             lit = tokens[i + 4]
             if version and (lit.kind is not Kind.NUMBER or not lit.text.isdigit()):

@@ -77,20 +77,27 @@ LIMITS = (
 )
 
 
-class Refusals:
-    """How many queries each limit (:data:`LIMITS`) turned away since start."""
+class Tally:
+    """How many times each of ``kinds`` happened since start (for ``/metrics``)."""
 
-    def __init__(self) -> None:
-        self._counts = dict.fromkeys(LIMITS, 0)
+    def __init__(self, kinds: tuple[str, ...]) -> None:
+        self._counts = dict.fromkeys(kinds, 0)
         self._lock = threading.Lock()
 
-    def count(self, limit: str) -> None:
+    def count(self, kind: str) -> None:
         with self._lock:
-            self._counts[limit] += 1
+            self._counts[kind] += 1
 
     def counts(self) -> dict[str, int]:
         with self._lock:
             return dict(self._counts)
+
+
+class Refusals(Tally):
+    """How many queries each limit (:data:`LIMITS`) turned away since start."""
+
+    def __init__(self) -> None:
+        super().__init__(LIMITS)
 
 
 class CancelToken:

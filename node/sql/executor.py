@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from gnomon.errors import InvalidArgument, NotOwner, UnknownTable
+from gnomon.errors import InvalidArgument
 from node.engine.engine import Engine
 from node.engine.options import UpdateMode
 from node.engine.schema import TSID, ColumnType
@@ -66,16 +66,10 @@ from node.sql.result import QueryResult
 from node.sql.session import QueryContext, StreamInstead, dq, plain
 from node.tables import SqlTables, local
 
-#: Runs of a query that met a table not open here: each finds it opened here (made through
-#: another node since) or served elsewhere, with the query's other tables of other nodes.
-RESOLVE_ATTEMPTS = 3
-
-Remote = Mapping[str, RemoteTable]
-
 
 class SqlExecutor:
     """Runs statements on ``tables`` (an engine is taken as :class:`~node.tables.LocalTables`);
-    tables not served here are looked up in ``remote``; partition tables are those of
+    tables not served here are found in ``remote`` as a query plans; partition tables are those of
     ``partitions`` (by default kept beside a standalone engine's catalog, every sub-table
     local)."""
 
@@ -102,58 +96,24 @@ class SqlExecutor:
         token = cancel.current()
         if token is not None:
             token.check_statement(sql)
-        remote: Remote = {}
-        for _ in range(RESOLVE_ATTEMPTS):
-            try:
-                return self._execute(sql, remote)
-            except UnknownTable as e:
-                remote = self._resolve(sql, e.table, remote)
-        return self._execute(sql, remote)
-
-    def _resolve(self, sql: str, name: str, remote: Remote) -> Remote:
-        """After the query ``sql`` met ``name``, not open here: ``remote`` when the table was
-        opened now (its shard is served here, it was made through another node since), else
-        the tables of the query served elsewhere. Raises NotOwner naming the owner (servers
-        forward the query there) when that one node serves every table the query reads,
-        which is cheaper than reading them here, or when the table is served elsewhere but
-        cannot be read from here (such as with time travel); NotFound if it does not
-        exist."""
-        if name in remote:
-            raise NotOwner(
-                f"table {name!r} is served by {remote[name].owner}", owner=remote[name].owner
-            )
-        try:
-            self.catalog.describe(name)
-            return remote
-        except NotOwner as elsewhere:
-            local = set(self.tables.list_tables())
-            named = [n for t in tokenize(sql) if (n := t.identifier) is not None]
-            found = self.remote.find(list(dict.fromkeys(n for n in named if n not in local)))
-            reads_local = any(n in local for n in named)
-            if name not in found or (
-                not reads_local and len({t.owner for t in found.values()}) == 1
-            ):
-                raise elsewhere from None
-            return found
-
-    def _execute(self, sql: str, remote: Remote) -> QueryResult:
         # A query of a shape seen before runs on the analysis kept for it, untokenized.
         text = statement_text(sql)
         kept = self._analyses.bound(text, self.catalog)
         if kept is not None:
             analysis, tokens = kept
-            return self._query(text, tokens, analysis, remote)
-        return self.run(parse(sql), remote)
+            return self._query(text, tokens, analysis)
+        return self.run(parse(sql))
 
-    def run(self, stmt: Statement, remote: Remote | None = None) -> QueryResult:
-        """Run ``stmt``; a query reads the tables of other nodes in ``remote`` from there."""
+    def run(self, stmt: Statement) -> QueryResult:
+        """Run ``stmt``; a query reads the tables of other nodes from there, or goes whole
+        to the one node serving them all (NotOwner naming it)."""
         stmt = self._resolved(stmt)
         authorize_statement(stmt)
         match stmt:
             case Query(sql, tokens):
-                return self._query(sql, tokens, remote=remote or {})
+                return self._query(sql, tokens)
             case Explain(query, analyze):
-                return self._explain(query, analyze, remote or {})
+                return self._explain(query, analyze)
             case Insert():
                 return self._insert(stmt)
             case Delete(table, where):
@@ -216,19 +176,24 @@ class SqlExecutor:
     # -- queries ---------------------------------------------------------------------------------
 
     def _prepare(
-        self, analysis: Analysis, tokens: Sequence[Token], mode: modes.Mode, remote: Remote
+        self,
+        analysis: Analysis,
+        tokens: Sequence[Token],
+        mode: modes.Mode,
+        found: Mapping[str, RemoteTable],
     ) -> QueryContext:
         """Register the tables of a query (``tokens``, of ``analysis``' shape): the tables it
         travels to under their registered names, the others as they are, and those of other
-        nodes (``remote``, which the analysis does not see) read from there. A query
-        reading no table but one tells the engine the columns it may read and the bounds
-        of its WHERE clause (:mod:`node.sql.prescan`); in ``in_memory`` mode a small such
-        scan is read up front, once for all the query's uses of the table."""
-        qc = QueryContext(self.tables, mode, self.partitions)
+        nodes an earlier plan of it found (``found``); any other table it reads is found as
+        it plans (:class:`~node.sql.session.QueryTables`). A query reading no table but one
+        tells the engine the columns it may read and the bounds of its WHERE clause
+        (:mod:`node.sql.prescan`); in ``in_memory`` mode a small such scan is read up front,
+        once for all the query's uses of the table."""
+        qc = QueryContext(self.tables, mode, self.partitions, self.remote)
         if analysis.system:
             shown = visible(self.catalog.shown_tables())
             qc.system_tables = system.tables_rows(self.catalog.describe(n) for n in shown)
-        for name, table in remote.items():
+        for name, table in found.items():
             qc.register_remote(name, table)
         for t in analysis.travel:
             literal = tokens[t.literal_at]
@@ -237,9 +202,8 @@ class SqlExecutor:
             else:
                 qc.register(t.alias, t.table, timestamp_ms=timestamp_ms(literal))
         bounds = None
-        # The analysis took a query of one local table and remote ones for one of that
-        # table alone: its prescan and plan do not hold.
-        if analysis.prescan is not None and not remote:
+        # A query whose FROM is its one table alone reads no other: its prescan holds.
+        if analysis.prescan is not None:
             bounds = analysis.prescan.bind(tokens, dictionary_tags=mode.dictionary_tags)
             if bounds.exact and analysis.fast is not None:
                 qc.fast = analysis.fast.bind(tokens)
@@ -256,7 +220,6 @@ class SqlExecutor:
         prefix: str = "",
         tokens: Sequence[Token] = (),
         analysis: Analysis | None = None,
-        remote: Remote | None = None,
     ) -> tuple[QueryContext, pa.Table]:
         """Runs ``prefix`` + ``sql`` as DataFusion takes it (:meth:`Analysis.rewrite`), its
         tables handed over as :mod:`node.sql.modes` decides from the query; when it fails on
@@ -265,8 +228,8 @@ class SqlExecutor:
         ``prefix``) shows the streaming plan, never one over rows read up front. With an
         ``analysis``, ``tokens`` are those :meth:`Analyses.bound` made. Long ORs of one
         column's values reach DataFusion as IN lists (:func:`rewrite.in_lists`). Tables of
-        other nodes are read from there (``remote``)."""
-        remote = remote or {}
+        other nodes, found as the query plans, are read from there; a later run of the same
+        query registers them up front."""
         check_size(sql)
         generators.check(sql)
         if analysis is None:
@@ -291,10 +254,11 @@ class SqlExecutor:
         # take to hand them over (each checking the query's token): its answer is not
         # awaited (:mod:`node.sql.drain`).
         shape = analysis.prescan
-        awaited = bool(prefix or remote) or shape is None or not shape.single
+        awaited = bool(prefix) or shape is None or not shape.single
+        found: dict[str, RemoteTable] = {}
 
         def answer(mode: modes.Mode) -> tuple[QueryContext, pa.Table]:
-            qc = self._prepare(analysis, tokens, mode, remote)
+            qc = self._prepare(analysis, tokens, mode, found)
             if qc.answer is not None:
                 return qc, plain(qc.answer)
             if qc.fast is not None and len(qc.rows) == 1:
@@ -302,9 +266,16 @@ class SqlExecutor:
                 fast = qc.fast.answer(rows)
                 if fast is not None:
                     return qc, plain(fast)
-            if mode.pushdown and analysis.equates_twice and qc.literal_filter(rewritten(), depth):
-                return answer(replace(mode, pushdown=False))
-            return qc, qc.collect(rewritten(), depth, named, awaited=awaited)
+            try:
+                if (
+                    mode.pushdown
+                    and analysis.equates_twice
+                    and qc.literal_filter(rewritten(), depth)
+                ):
+                    return answer(replace(mode, pushdown=False))
+                return qc, qc.collect(rewritten(), depth, named, awaited=awaited)
+            finally:
+                found.update(qc.found)
 
         mode = modes.Mode(in_memory=not prefix, dictionary_tags=not analysis.plain_tags)
         try:
@@ -317,30 +288,28 @@ class SqlExecutor:
         sql: str,
         tokens: Sequence[Token] = (),
         analysis: Analysis | None = None,
-        remote: Remote | None = None,
     ) -> QueryResult:
         """The answer of a query; one reading a partition table whose sub-table is moving
         runs again where it is now, after growing pauses."""
-        authorize_query(sql, [*self.catalog.list_tables(), *(remote or {})], tokens)
+        authorize_query(sql, self.catalog.list_tables(), tokens)
         for pause in move_pauses():
             try:
-                return self._query_once(sql, tokens, analysis, remote)
+                return self._query_once(sql, tokens, analysis)
             except PartMoved as e:
                 self.partitions.parts.moved(e.cause)
             time.sleep(pause)
-        return self._query_once(sql, tokens, analysis, remote)
+        return self._query_once(sql, tokens, analysis)
 
     def _query_once(
         self,
         sql: str,
         tokens: Sequence[Token],
         analysis: Analysis | None,
-        remote: Remote | None,
     ) -> QueryResult:
         pushed = self._pushed_down(sql)
         if pushed is not None:
             return pushed
-        qc, table = self._run(sql, tokens=tokens, analysis=analysis, remote=remote)
+        qc, table = self._run(sql, tokens=tokens, analysis=analysis)
         token = cancel.current()
         if token is not None:
             token.check_result(table.nbytes)
@@ -373,10 +342,10 @@ class SqlExecutor:
         generators.check(sql)  # DataFusion merges the sub-tables' answers with its items
         return _pushed(table, sql, tokens, len(mentioned))
 
-    def _explain(self, query: str, analyze: bool, remote: Remote) -> QueryResult:
+    def _explain(self, query: str, analyze: bool) -> QueryResult:
         prefix = "EXPLAIN ANALYZE " if analyze else "EXPLAIN "
-        authorize_query(query, [*self.catalog.list_tables(), *remote])
-        qc, plan = self._run(query, prefix, remote=remote)
+        authorize_query(query, self.catalog.list_tables())
+        qc, plan = self._run(query, prefix)
         rows = {name: plan.column(name).to_pylist() for name in plan.column_names}
         for scan in qc.scans:
             s = scan.stats
@@ -398,7 +367,7 @@ class SqlExecutor:
                 f"located={str(s.located).lower()}"
             )
         if not analyze:
-            tables = sorted({n for n in qc.ctx.catalog().schema().names()})
+            tables = sorted(qc.table_names())
             rows.setdefault("plan_type", []).append("gnomon_tables")
             rows.setdefault("plan", []).append(", ".join(tables))
         result = QueryResult.rows(pa.table(rows))

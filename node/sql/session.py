@@ -2,7 +2,15 @@
 as datasets DataFusion streams from or as rows read up front, its answer collected on a
 thread with stack enough for its depth, and DataFusion's failures told in gnomon's terms
 (:func:`translate`). :mod:`node.sql.executor` decides what to register and how
-(:mod:`node.sql.modes`)."""
+(:mod:`node.sql.modes`).
+
+Every other table the plan reads is resolved as DataFusion plans it, by the session's own
+schema (:class:`QueryTables`): DataFusion asks it for each table the statement names, so
+gnomon never guesses which words are tables. A table open here, a partition table, or one
+another node serves (read over Flight, found through the route cache) becomes a table
+provider then; a name no table has is recorded, and the query fails naming it. Once planned,
+a query whose every table one other node serves goes there whole (:class:`NotOwner`): it
+runs next to its data, planned once more there."""
 
 from __future__ import annotations
 
@@ -16,16 +24,19 @@ from typing import Any, TypeVar
 
 import datafusion
 import pyarrow as pa
+from datafusion.catalog import SchemaProvider, Table
 
-from gnomon.errors import GnomonError, InvalidArgument, UnknownTable
+from gnomon.errors import GnomonError, InvalidArgument, NotFound, NotOwner, UnknownTable
 from node.engine.scan import ScanRequest
 from node.partition.dataset import PartitionDataset
 from node.partition.tables import Partitions
+from node.security.context import authorize
+from node.security.principal import Privilege
 from node.sql import cancel, drain, functions, modes, naming, system
 from node.sql.fastpath import FastPath
 from node.sql.lexer import MAX_EXPRESSION_DEPTH
 from node.sql.prescan import Prescan
-from node.sql.provider import EngineDataset, RemoteTable, ScanRecord
+from node.sql.provider import PLANNING, EngineDataset, RemoteTable, RemoteTables, ScanRecord
 from node.tables import SqlTables
 
 T = TypeVar("T")
@@ -96,14 +107,63 @@ class StreamInstead(Exception):
     names; the streamed table has all of them, and DataFusion's error then names them."""
 
 
-class QueryContext:
-    """The tables one query reads, registered on a fresh DataFusion session."""
+class QueryTables(SchemaProvider):  # type: ignore[misc]
+    """The default schema of one query's DataFusion session: the tables registered before
+    it plans, and every other table DataFusion asks for resolved then by ``resolve`` (a
+    table, or None for a name no table has, which is kept in ``missing``). DataFusion asks
+    from inside its runtime: ``resolve`` must not call the session."""
 
-    def __init__(self, tables: SqlTables, mode: modes.Mode, partitions: Partitions) -> None:
+    def __init__(self, resolve: Callable[[str], Table | None]) -> None:
+        self._resolve = resolve
+        self._tables: dict[str, Table] = {}
+        self.missing: list[str] = []
+
+    def table_names(self) -> set[str]:
+        return set(self._tables)
+
+    def table(self, name: str) -> Table | None:
+        found = self._tables.get(name)
+        if found is None and name not in self.missing:
+            found = self._resolve(name)
+            if found is None:
+                self.missing.append(name)
+            else:
+                self._tables[name] = found
+        return found
+
+    def table_exist(self, name: str) -> bool:
+        return name in self._tables
+
+    def register_table(self, name: str, table: Any) -> None:
+        self._tables[name] = table if isinstance(table, Table) else Table(table)
+
+    def deregister_table(self, name: str, cascade: bool) -> None:
+        self._tables.pop(name, None)
+
+
+class QueryContext:
+    """The tables one query reads, registered on a fresh DataFusion session, or found as it
+    plans (``remote``: those other nodes serve)."""
+
+    def __init__(
+        self,
+        tables: SqlTables,
+        mode: modes.Mode,
+        partitions: Partitions,
+        remote: RemoteTables,
+    ) -> None:
         self.tables = tables
         self.mode = mode
         self.partitions = partitions
+        self.remote = remote
         self._ctx: datafusion.SessionContext | None = None
+        self._schema: QueryTables | None = None
+        #: The nodes serving the remote tables the query reads, and whether it reads a
+        #: table here (or a partition table, whose parts may be anywhere).
+        self.owners: set[str] = set()
+        self.here = False
+        #: The remote tables found as the query planned, by name.
+        self.found: dict[str, RemoteTable] = {}
         self.scans: list[ScanRecord] = []
         self.errors: list[GnomonError] = []
         self._registered: set[str] = set()
@@ -132,6 +192,8 @@ class QueryContext:
         DataFusion never pays for one), holding the rows read up front."""
         if self._ctx is None:
             self._ctx = new_session()
+            self._schema = QueryTables(self._resolve)
+            self._ctx.catalog().register_schema("public", self._schema)
             functions.register(self._ctx, self.errors)
             for name, rows in self.rows.items():
                 self._ctx.from_arrow(rows, name=dq(name))
@@ -153,6 +215,7 @@ class QueryContext:
         if name in self._registered:
             return
         self._registered.add(name)
+        self.here = True
         if name != table:
             self.names[name] = table
         partition = self.partitions.find(table)
@@ -162,13 +225,12 @@ class QueryContext:
                     f"table {table!r} is a partition table: VERSION / TIMESTAMP AS OF is not "
                     "supported on partition tables yet"
                 )
-            parts = partition.reading(None if prescan is None else prescan.bounds)
-            self._register_dataset(
-                name,
-                table,
-                PartitionDataset(partition, parts, scans=self.scans, errors=self.errors),
-            )
+            self._register_dataset(name, table, self._partition_dataset(table, prescan))
             return
+        if version is not None or timestamp_ms is not None:
+            # A table travelling in time is read where it is served: the whole query goes
+            # there when another node serves it (NotOwner).
+            self._locate(table)
         if (
             prescan is not None
             and self.mode.in_memory
@@ -192,10 +254,73 @@ class QueryContext:
         self._register_dataset(name, table, dataset)
 
     def register_remote(self, name: str, table: RemoteTable) -> None:
-        """Register ``name``, served by another node, read from there."""
+        """Register ``name``, served by another node, read from there (found as an earlier
+        plan of the query was made)."""
         if name not in self._registered:
             self._registered.add(name)
+            self._note_remote(name, table)
             self._register_dataset(name, name, table.dataset(self.scans, self.errors))
+
+    def _partition_dataset(self, table: str, prescan: Prescan | None) -> PartitionDataset:
+        partition = self.partitions.find(table)
+        assert partition is not None
+        parts = partition.reading(None if prescan is None else prescan.bounds)
+        return PartitionDataset(partition, parts, scans=self.scans, errors=self.errors)
+
+    def _locate(self, table: str) -> None:
+        """Nothing when ``table`` is open here (or was opened now: created through another
+        node since its shard opened here); NotOwner naming the node serving it, or
+        UnknownTable."""
+        try:
+            self.tables.schema(table)
+        except NotOwner:
+            raise
+        except NotFound:
+            raise UnknownTable(table) from None
+
+    def _resolve(self, name: str) -> Table | None:
+        """A table the plan reads that was not registered before it: one open here or a
+        partition table, streamed; one another node serves, read from there (the caller
+        may read it, authorised here as the tables registered before were); None for a
+        name no table has, or when finding it failed (the error is kept for the query)."""
+        try:
+            if self.partitions.find(name) is not None:
+                dataset: Any = self._partition_dataset(name, None)
+            else:
+                try:
+                    self._locate(name)
+                except NotOwner:
+                    remote = self.remote.find([name]).get(name)
+                    if remote is None:
+                        return None
+                    authorize(Privilege.READ, [name])
+                    self._note_remote(name, remote)
+                    return Table(remote.dataset(self.scans, self.errors))
+                except UnknownTable:
+                    return None
+                request = ScanRequest(name, dictionary_tags=self.mode.dictionary_tags)
+                dataset = EngineDataset(self.tables, request, scans=self.scans, errors=self.errors)
+        except GnomonError as e:
+            self.errors.append(e)
+            return None
+        self.here = self.datasets = True
+        return Table(dataset)
+
+    def _note_remote(self, name: str, table: RemoteTable) -> None:
+        self.found[name] = table
+        self.owners.add(table.owner)
+        self.datasets = True
+
+    def table_names(self) -> set[str]:
+        """The names of the tables the session holds, registered or found as it planned."""
+        return set() if self._schema is None else self._schema.table_names()
+
+    def forward_to(self) -> str | None:
+        """The node to run the planned query at, when another node serves every table it
+        reads; None to run it here."""
+        if self.here or self.system_tables is not None or len(self.owners) != 1:
+            return None
+        return next(iter(self.owners))
 
     def _register_dataset(self, name: str, table: str, dataset: Any) -> None:
         self.datasets = True
@@ -246,10 +371,12 @@ class QueryContext:
         """The answer of ``sql``, collected batch by batch (:func:`node.sql.drain.collect`;
         ``awaited``: it may work long between two batches); DataFusion's names of the
         columns ``named`` by their SELECT item's text are kept in ``self.expressions``."""
-        ctx = self.ctx
 
         def answer() -> pa.Table:
-            df = ctx.sql(sql)
+            df = self.plan(sql)
+            owner = self.forward_to()
+            if owner is not None:
+                raise NotOwner(f"the tables of this query are served by {owner}", owner=owner)
             self.expressions = naming.expression_names(df.logical_plan(), named, sql)
             return drain.collect(df, awaited=awaited)
 
@@ -258,22 +385,33 @@ class QueryContext:
         except GnomonError:
             raise
         except Exception as e:  # DataFusion reports every failure as a plain Exception
-            if self.errors:
-                raise self.errors[0] from None
-            if self.in_memory:
-                raise StreamInstead from e
-            raise translate(e, self.names) from None
+            raise self.failure(e) from None
+
+    def plan(self, sql: str) -> datafusion.DataFrame:
+        """DataFusion's plan of ``sql``, its tables found as it plans."""
+        PLANNING.count("plans")
+        return self.ctx.sql(sql)
+
+    def failure(self, e: Exception) -> Exception:
+        """What a DataFusion failure of the query is in gnomon's terms: an error of gnomon's
+        raised in a callback, the first table named that no node serves, a re-run
+        streamed (:class:`StreamInstead`), or DataFusion's own message translated."""
+        if self.errors:
+            return self.errors[0]
+        if self._schema is not None and self._schema.missing:
+            return UnknownTable(self.names.get(self._schema.missing[0], self._schema.missing[0]))
+        if self.in_memory:
+            return StreamInstead()
+        return translate(e, self.names)
 
     def literal_filter(self, sql: str, depth: int) -> bool:
         """Whether DataFusion's plan of ``sql`` hands a dataset a literal filter (see
         :mod:`node.sql.modes`); a query it cannot plan fails when it runs, not here."""
         if not self.datasets:
             return False
-        ctx = self.ctx
-
         def planned() -> bool:
             try:
-                plan = ctx.sql(sql).optimized_logical_plan()
+                plan = self.plan(sql).optimized_logical_plan()
             except Exception:  # DataFusion reports every failure as a plain Exception
                 return False
             return modes.literal_scan_filter(plan)

@@ -5,7 +5,9 @@ columns and filter pushed to its owner."""
 from __future__ import annotations
 
 import json
+import re
 import time
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -147,3 +149,31 @@ def test_a_query_of_one_table_is_answered_by_every_node(
     query = f"SELECT count(*) AS n FROM {b} WHERE v > 1"
     for node in cluster.node_endpoints:
         assert grpc_rows(node.grpc, query) == [{"n": 3}], node.name
+
+
+def _planning(endpoint: str) -> dict[str, float]:
+    """The node's ``gnomon_query_planning_total`` figures, by kind."""
+    with urllib.request.urlopen(f"http://{endpoint}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    found = re.findall(r'^gnomon_query_planning_total\{kind="(\w+)"\} (\S+)$', text, re.M)
+    return {kind: float(n) for kind, n in found}
+
+
+def test_a_join_across_nodes_plans_once_and_describes_each_table_once(
+    cluster: DevCluster, tables: dict[str, str]
+) -> None:
+    """Every table of a query is found as DataFusion plans it, once: no plan fails on a
+    table served elsewhere to be made again, and a remote table's schema is kept with its
+    route instead of being asked for by every query."""
+    a, b = tables
+    query = JOIN.format(a=a, b=b)
+    runs = 3
+    for node in cluster.node_endpoints:
+        _settled_sql(node.http, query)  # its routes and schemas fetched, shards settled
+        before = _planning(node.http)
+        for _ in range(runs):
+            status, body = http_sql(node.http, query)
+            assert status == 200, body
+        after = _planning(node.http)
+        assert after["plans"] - before["plans"] == runs, node.name
+        assert after["remote_describes"] == before["remote_describes"], node.name
