@@ -278,13 +278,15 @@ def standalone(config_file: str | None, with_demo: bool, **flags: object) -> Non
 @click.option("--config", "config_file", default=None, help="TOML file with a [node] table.")
 @options(NodeConfig)
 def node(config_file: str | None, **flags: object) -> None:
-    """Run a data node of a cluster: it registers with the meta service, serves the shards
-    the meta service gives it (WAL regions on Kafka, SSTs on S3, catalog on etcd) and routes
-    requests for other tables to their owners.
+    """Run a node of a cluster: it registers with the meta service, serves the shards the
+    meta service gives it (WAL regions on Kafka, SSTs on S3, catalog on etcd) and routes
+    requests for other tables to their owners. With --role query it owns no shards: it
+    answers queries across the data nodes and sends writes to them.
 
     Settings come from defaults, then --config, then GNOMON_* environment variables, then
     flags. Stops gracefully (flushing) on SIGTERM or Ctrl-C."""
     from gnomon.peer import Peer
+    from meta.model import NodeKind
     from node.backends import Storage
     from node.cluster.placement import MetaPlacement
     from node.engine.compaction.offload import CompactionMode
@@ -311,15 +313,17 @@ def node(config_file: str | None, **flags: object) -> None:
             compaction_mode=CompactionMode(cfg.compaction_mode),
             compaction_timeout_s=cfg.compaction_timeout_s,
             peer=Peer(cfg.cluster_secret, cfg.cluster_ca),
+            kind=NodeKind(cfg.role),
         )
     except GnomonError as e:
         raise click.UsageError(e.message) from None
     with stop_signals(logging.getLogger("gnomon.standalone")) as stop:
         server = _start("node", cfg, placement)
         console().print(
-            f"gnomon node {cfg.advertise}: HTTP on {cfg.bind}:{server.http_port}, gRPC on "
-            f"{cfg.bind}:{server.grpc_port}, Arrow Flight on {cfg.bind}:{server.flight_port}; "
-            f"meta {cfg.meta}, WAL {cfg.wal}, SSTs {cfg.store}, catalog {cfg.catalog}",
+            f"gnomon node {cfg.advertise} ({cfg.role}): HTTP on {cfg.bind}:{server.http_port}, "
+            f"gRPC on {cfg.bind}:{server.grpc_port}, Arrow Flight on "
+            f"{cfg.bind}:{server.flight_port}; meta {cfg.meta}, WAL {cfg.wal}, "
+            f"SSTs {cfg.store}, catalog {cfg.catalog}",
             soft_wrap=True,
         )
         server.run_forever(stop)
@@ -374,6 +378,14 @@ def compaction_node(config_file: str | None, **flags: object) -> None:
     help="Compaction nodes; with any, the data nodes offload their merges to them.",
 )
 @click.option(
+    "--query-nodes",
+    type=click.IntRange(0, 10),
+    default=0,
+    show_default=True,
+    help="Query nodes: they own no shards, answer queries across the data nodes and send "
+    "writes to them (a front address for clients).",
+)
+@click.option(
     "--data-dir", default="data/dev-cluster", show_default=True, help="Everything goes here."
 )
 @click.option(
@@ -382,9 +394,9 @@ def compaction_node(config_file: str | None, **flags: object) -> None:
     default=6000,
     show_default=True,
     help="Meta instance j listens on BASE+j; data node i serves HTTP on BASE+10+i, gRPC on "
-    "BASE+20+i and Flight on BASE+30+i; compaction node k gRPC on BASE+40+k, HTTP on BASE+50+k. "
-    "0: any free ports (printed once started). etcd, the broker and the S3 server always take "
-    "free ones.",
+    "BASE+20+i and Flight on BASE+30+i; compaction node k gRPC on BASE+40+k, HTTP on BASE+50+k; "
+    "query node q HTTP on BASE+60+q, gRPC on BASE+70+q, Flight on BASE+80+q. 0: any free "
+    "ports (printed once started). etcd, the broker and the S3 server always take free ones.",
 )
 @click.option(
     "--auth",
@@ -406,6 +418,7 @@ def dev_cluster(
     shards: int,
     followers: int,
     compaction_nodes: int,
+    query_nodes: int,
     data_dir: str,
     port_base: int,
     auth: bool,
@@ -430,6 +443,7 @@ def dev_cluster(
         port_base=port_base or None,
         followers=followers,
         compaction_nodes=compaction_nodes,
+        query_nodes=query_nodes,
         auth=auth,
         tls=tls,
     )
@@ -458,7 +472,8 @@ def _cluster_summary(cluster: DevCluster) -> str:
     assert cluster.etcd is not None
     lines = [
         f"gnomon dev cluster: {len(cluster.node_endpoints)} data nodes, "
-        f"{len(cluster.meta_endpoints)} meta, data and logs in {cluster.root}",
+        + (f"{len(cluster.query_endpoints)} query nodes, " if cluster.query_endpoints else "")
+        + f"{len(cluster.meta_endpoints)} meta, data and logs in {cluster.root}",
         f"  etcd     {cluster.etcd.endpoint}",
         f"  kafka    {cluster.bootstrap} (tansu; it has no DeleteRecords, so the nodes only mark "
         "WAL records deleted, and its topics grow while it runs)",
@@ -467,6 +482,8 @@ def _cluster_summary(cluster: DevCluster) -> str:
     ]
     for n in cluster.node_endpoints:
         lines.append(f"  {n.name}   gRPC {n.grpc}  HTTP {n.http}  Flight {n.flight}")
+    for q in cluster.query_endpoints:
+        lines.append(f"  {q.name}  gRPC {q.grpc}  HTTP {q.http}  Flight {q.flight}  (query node)")
     for c in cluster.compaction_endpoints:
         lines.append(f"  {c.name}   gRPC {c.grpc}  HTTP {c.http}")
     scheme, curl = "http", "curl -s"

@@ -465,6 +465,12 @@ class NodeConfig(EtcdSettings, ServerConfig):
 
     data_dir: str = setting("data/node", "Directory of this node's local scratch.")
     meta: str = setting("", "Meta service endpoints, HOST:PORT[,HOST:PORT] (required).")
+    role: str = setting(
+        "data",
+        "'data': serve the shards the meta service gives this node; 'query': own no shards, "
+        "answer queries across the data nodes and send writes to them (a front address "
+        "for clients that need not follow shards).",
+    )
     wal: str = setting("disk", "WAL: kafka://HOST:PORT[,HOST:PORT], or disk (one machine).")
     store: str = setting("file", "SSTs: s3://BUCKET[/PREFIX], or file:///DIR (one machine).")
     catalog: str = setting(
@@ -502,6 +508,8 @@ class NodeConfig(EtcdSettings, ServerConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.role not in NODE_ROLES:
+            raise InvalidArgument(f"invalid role {self.role!r}: 'data' or 'query'")
         if self.compaction_mode not in COMPACTION_MODES:
             raise InvalidArgument(
                 f"invalid compaction_mode {self.compaction_mode!r}: 'local' or 'offload'"
@@ -538,6 +546,7 @@ class NodeConfig(EtcdSettings, ServerConfig):
 
 
 COMPACTION_MODES = ("local", "offload")
+NODE_ROLES = ("data", "query")
 EXECUTORS = ("local", "ray")
 
 

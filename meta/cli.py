@@ -139,8 +139,8 @@ def _show(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> 
 @admin.command()
 @_META
 def nodes(meta: str) -> None:
-    """Registered nodes, their liveness and load."""
-    from gnomon.proto import meta_pb2 as pb
+    """Registered nodes, their kind (data, query, compaction), liveness and load."""
+    from meta.wire import NODE_KINDS_BACK
 
     with _client(meta) as client:
         found = client.nodes()
@@ -162,7 +162,7 @@ def nodes(meta: str) -> None:
         (
             (
                 n.name,
-                "compaction" if n.kind == pb.COMPACTION else "data",
+                NODE_KINDS_BACK[n.kind].value,
                 "yes" if n.live else "no",
                 f"{n.load:.2f}",
                 str(n.leader_shards),

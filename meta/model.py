@@ -19,6 +19,9 @@ FOLLOWER_LAG = "follower_lag_s:"
 class NodeKind(StrEnum):
     DATA = "data"
     COMPACTION = "compaction"
+    #: Owns no shards (the planners place none there): answers queries across the data
+    #: nodes and sends writes to them.
+    QUERY = "query"
 
 
 class ShardStatus(StrEnum):

@@ -46,7 +46,11 @@ _ERRORS: dict[grpc.StatusCode, type[GnomonError]] = {
     grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
 }
 
-NODE_KINDS = {NodeKind.DATA: pb.DATA, NodeKind.COMPACTION: pb.COMPACTION}
+NODE_KINDS = {
+    NodeKind.DATA: pb.DATA,
+    NodeKind.COMPACTION: pb.COMPACTION,
+    NodeKind.QUERY: pb.QUERY,
+}
 NODE_KINDS_BACK = {v: k for k, v in NODE_KINDS.items()}
 
 

@@ -84,9 +84,11 @@ def settle_timeout_s(lease_ttl_s: float, *, rounds: int = 1) -> float:
 
 #: With a port base B: meta instance j listens on B + j, data node i serves HTTP on B + 10 + i,
 #: gRPC on B + 20 + i and Arrow Flight on B + 30 + i; compaction node k serves gRPC on B + 40 + k
-#: and HTTP on B + 50 + k (so at most 10 of each).
+#: and HTTP on B + 50 + k; query node q HTTP on B + 60 + q, gRPC on B + 70 + q and Flight on
+#: B + 80 + q (so at most 10 of each).
 META_PORTS, HTTP_PORTS, GRPC_PORTS, FLIGHT_PORTS = 0, 10, 20, 30
 COMPACTION_GRPC_PORTS, COMPACTION_HTTP_PORTS = 40, 50
+QUERY_HTTP_PORTS, QUERY_GRPC_PORTS, QUERY_FLIGHT_PORTS = 60, 70, 80
 NAMESPACE = "/gnomon"
 #: The superuser an ``auth`` cluster is made with.
 ADMIN_USER = "admin"
@@ -114,6 +116,8 @@ class DevCluster:
     followers: int = 0
     #: Compaction nodes; with any, the data nodes offload their merges to them.
     compaction_nodes: int = 0
+    #: Query nodes: nodes that own no shards and answer for the data nodes.
+    query_nodes: int = 0
     #: Extra flags of the data nodes and of the compaction nodes, and extra environment of
     #: the compaction nodes (tests set timeouts, the executor, the answer hold).
     node_flags: tuple[str, ...] = ()
@@ -138,6 +142,7 @@ class DevCluster:
     meta_endpoints: list[str] = field(default_factory=list)
     node_endpoints: list[NodeEndpoints] = field(default_factory=list)
     compaction_endpoints: list[NodeEndpoints] = field(default_factory=list)
+    query_endpoints: list[NodeEndpoints] = field(default_factory=list)
     processes: dict[str, Server] = field(default_factory=dict)
     _tls_flags: tuple[str, ...] = ()
     _issued: Issued | None = None
@@ -231,7 +236,7 @@ class DevCluster:
         """Start everything, empty (stopping what started if a part fails). What an earlier
         run left under the root is removed first: its WAL and SSTs lived in the memory of
         that run's broker and S3 server, so its catalog would name data that is gone."""
-        nodes = (f"{kind}-{i}" for kind in ("node", "compaction") for i in range(10))
+        nodes = (f"{kind}-{i}" for kind in ("node", "compaction", "query") for i in range(10))
         for leftover in ("etcd", *nodes):
             shutil.rmtree(self.root / leftover, ignore_errors=True)
         (self.root / "logs").mkdir(parents=True, exist_ok=True)
@@ -246,6 +251,8 @@ class DevCluster:
                 self.start_node(i)
             for i in range(self.compaction_nodes):
                 self.start_compaction_node(i)
+            for i in range(self.query_nodes):
+                self.start_query_node(i)
             self.wait_ready()
         except BaseException:
             self.stop()
@@ -319,24 +326,49 @@ class DevCluster:
     def start_node(self, index: int) -> None:
         """Start data node ``index`` (the next one: it joins the cluster), or restart it on
         its ports."""
-        name = f"node-{index}"
-        if index < len(self.node_endpoints):
-            known = self.node_endpoints[index]
-            self._start_node(name, _port(known.grpc), _port(known.http), _port(known.flight))
+        self._start_any_node(
+            "node", index, self.node_endpoints, (GRPC_PORTS, HTTP_PORTS, FLIGHT_PORTS)
+        )
+
+    def start_query_node(self, index: int) -> None:
+        """Start query node ``index`` (the next one), or restart it on its ports."""
+        self._start_any_node(
+            "query",
+            index,
+            self.query_endpoints,
+            (QUERY_GRPC_PORTS, QUERY_HTTP_PORTS, QUERY_FLIGHT_PORTS),
+            ("--role=query",),
+        )
+
+    def _start_any_node(
+        self,
+        kind: str,
+        index: int,
+        endpoints: list[NodeEndpoints],
+        offsets: tuple[int, int, int],
+        flags: tuple[str, ...] = (),
+    ) -> None:
+        """Start the ``index``-th node of a ``kind`` ("node" or "query"; its endpoints kept in
+        ``endpoints``, its first ports at ``offsets``: gRPC, HTTP, Flight), or restart it on
+        its ports."""
+        name = f"{kind}-{index}"
+        if index < len(endpoints):
+            known = endpoints[index]
+            self._start_node(name, _port(known.grpc), _port(known.http), _port(known.flight), flags)
             return
         if self.port_base is None:
             # Its gRPC endpoint, advertised, is its name in the cluster: a port picked before
             # it starts (again if another process takes it first). HTTP and Flight take any.
-            ports, _ = on_free_ports(lambda picked: self._start_node(name, picked[0], 0, 0))
+            ports, _ = on_free_ports(lambda picked: self._start_node(name, picked[0], 0, 0, flags))
         else:
-            ports = self._start_node(
-                name,
-                *(self._first_port(index, o) for o in (GRPC_PORTS, HTTP_PORTS, FLIGHT_PORTS)),
-            )
+            first = [self._first_port(index, o) for o in offsets]
+            ports = self._start_node(name, first[0], first[1], first[2], flags)
         http, grpc, flight = (f"127.0.0.1:{ports[p]}" for p in ("http", "grpc", "flight"))
-        self.node_endpoints.append(NodeEndpoints(name, http, grpc, flight))
+        endpoints.append(NodeEndpoints(name, http, grpc, flight))
 
-    def _start_node(self, name: str, grpc: int, http: int, flight: int) -> dict[str, int]:
+    def _start_node(
+        self, name: str, grpc: int, http: int, flight: int, flags: tuple[str, ...] = ()
+    ) -> dict[str, int]:
         assert self.etcd is not None
         return self._gnomon(
             name,
@@ -361,6 +393,7 @@ class DevCluster:
                 *(["--auth=true"] if self.auth else []),
                 *self._tls_flags,
                 *self.node_flags,
+                *flags,
             ],
             {**S3_ENV, **self._peer_env(), **self.etcd_env()},
         )

@@ -14,8 +14,10 @@ class NodeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     DATA: _ClassVar[NodeKind]
     COMPACTION: _ClassVar[NodeKind]
+    QUERY: _ClassVar[NodeKind]
 DATA: NodeKind
 COMPACTION: NodeKind
+QUERY: NodeKind
 
 class RegisterNodeRequest(_message.Message):
     __slots__ = ("name", "kind", "ttl_s", "endpoints")

@@ -61,6 +61,13 @@ class MetaPartitionCatalog:
         with self._lock:
             return sorted(n for n, (at, spec) in self._known.items() if spec and now - at < KEEP_S)
 
+    def database_tables(self) -> list[tuple[str, int]]:
+        return sorted(
+            (t.name, t.id)
+            for t in self._client.tables()
+            if not t.HasField("parent_id") and not t.name.startswith("__")
+        )
+
     def create(self, spec: PartitionSpec, *, if_not_exists: bool = False) -> PartitionSpec:
         try:
             created = self._client.create_table(

@@ -114,8 +114,11 @@ class MetaPlacement:
         compaction_mode: CompactionMode = CompactionMode.LOCAL,
         compaction_timeout_s: float = 600.0,
         peer: Peer | None = None,
+        kind: NodeKind = NodeKind.DATA,
     ) -> None:
         self.advertise = advertise
+        #: What the node registers as: a query node is given no shards.
+        self.kind = kind
         #: How this node calls the others, the meta service and the compaction nodes.
         self.peer = peer = peer or Peer()
         self.storage = storage
@@ -192,7 +195,7 @@ class MetaPlacement:
         self._agent = NodeAgent(
             self.client,
             self.advertise,
-            NodeKind.DATA,
+            self.kind,
             ttl_s=self.ttl_s,
             # Three heartbeats a lease: one lost to a hiccup leaves the lease current.
             interval_s=self.ttl_s / 3,

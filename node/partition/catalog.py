@@ -22,6 +22,11 @@ class PartitionCatalog(Protocol):
     def names(self) -> list[str]:
         """The partition tables this node knows of (in a cluster, those it met lately)."""
 
+    def database_tables(self) -> list[tuple[str, int]] | None:
+        """Every table of the database by name and id (a partition table, not its
+        sub-tables), where this catalog knows more than the tables served here (a cluster's
+        meta service does); None where those are all there are."""
+
     def create(self, spec: PartitionSpec, *, if_not_exists: bool = False) -> PartitionSpec:
         """Define a partition table and create its sub-tables; AlreadyExists when the name is
         taken (by any table) unless ``if_not_exists``."""
@@ -63,6 +68,9 @@ class LocalPartitionCatalog:
 
     def names(self) -> list[str]:
         return sorted(self._specs)
+
+    def database_tables(self) -> list[tuple[str, int]] | None:
+        return None
 
     def create(self, spec: PartitionSpec, *, if_not_exists: bool = False) -> PartitionSpec:
         with self._lock:

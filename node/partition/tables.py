@@ -228,8 +228,15 @@ class PartitionedCatalog:
         """Every table a statement may name: partition tables and their sub-tables too."""
         return sorted({*self.tables.list_tables(), *self.partitions.names()})
 
-    def shown_tables(self) -> list[str]:
-        """The tables SHOW TABLES lists: partition tables, not their sub-tables."""
+    def shown_tables(self) -> list[tuple[str, int]]:
+        """The tables SHOW TABLES lists, by name and id: partition tables, not their
+        sub-tables; in a cluster every node lists the database's, served here or not."""
+        listed = self.partitions.catalog.database_tables()
+        if listed is not None:
+            return listed
+        return [(n, self.describe(n).table_id) for n in self._served_tables()]
+
+    def _served_tables(self) -> list[str]:
         names = self.partitions.names()
         hidden = {
             sub

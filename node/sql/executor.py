@@ -144,7 +144,7 @@ class SqlExecutor:
                 self.catalog.alter_table(table, options=options)
                 return QueryResult.affected(0)
             case ShowTables(like):
-                names = visible(self.catalog.shown_tables())
+                names = visible(n for n, _ in self.catalog.shown_tables())
                 if like is not None:
                     rx = _like_regex(like)
                     names = [n for n in names if rx.match(n)]
@@ -166,12 +166,21 @@ class SqlExecutor:
         if isinstance(stmt, CreateTable | Query | Explain | ShowTables):
             return stmt
         if isinstance(stmt, DropTable | ShowCreateTable | Describe):
-            return replace(stmt, name=resolve(stmt.name, self.catalog.list_tables()))
-        table = resolve(stmt.table, self.catalog.list_tables())
+            return replace(stmt, name=self._table_name(stmt.name))
+        table = self._table_name(stmt.table)
         if isinstance(stmt, Insert) and stmt.columns is not None:
             names = self.catalog.describe(table).schema.names
             return replace(stmt, table=table, columns=[resolve(c, names) for c in stmt.columns])
         return replace(stmt, table=table)
+
+    def _table_name(self, name: str) -> str:
+        """The table ``name`` means (:func:`node.sql.parser.resolve`): among the tables here,
+        else among the database's (in a cluster, those other nodes serve too), so every node
+        finds the same one."""
+        here = self.catalog.list_tables()
+        if name in here or name.lower() in here:
+            return resolve(name, here)
+        return resolve(name, [n for n, _ in self.catalog.shown_tables()])
 
     # -- queries ---------------------------------------------------------------------------------
 
@@ -191,8 +200,8 @@ class SqlExecutor:
         once for all the query's uses of the table."""
         qc = QueryContext(self.tables, mode, self.partitions, self.remote)
         if analysis.system:
-            shown = visible(self.catalog.shown_tables())
-            qc.system_tables = system.tables_rows(self.catalog.describe(n) for n in shown)
+            ids = dict(self.catalog.shown_tables())
+            qc.system_tables = system.tables_rows((n, ids[n]) for n in visible(ids))
         for name, table in found.items():
             qc.register_remote(name, table)
         for t in analysis.travel:

@@ -18,7 +18,6 @@ import pyarrow.dataset as ds
 from datafusion.catalog import Catalog
 from datafusion.catalog import Schema as DfSchema
 
-from node.engine.catalog import TableInfo
 from node.sql.lexer import Kind, Token
 
 CATALOG = "system"
@@ -62,17 +61,17 @@ def _names(token: Token, part: str) -> bool:
     return token.kind is Kind.QUOTED and token.text == part
 
 
-def tables_rows(infos: Iterable[TableInfo]) -> pa.Table:
-    """The rows of ``system.public.tables`` for ``infos``."""
-    listed = list(infos)
+def tables_rows(tables: Iterable[tuple[str, int]]) -> pa.Table:
+    """The rows of ``system.public.tables`` for ``tables`` (name, id)."""
+    listed = list(tables)
     n = len(listed)
     return pa.table(
         [
             pa.array([0] * n, pa.timestamp("ms")),
             pa.array([TABLE_CATALOG] * n, pa.string()),
             pa.array([TABLE_SCHEMA] * n, pa.string()),
-            pa.array([i.name for i in listed], pa.string()),
-            pa.array([i.table_id for i in listed], pa.uint64()),
+            pa.array([name for name, _ in listed], pa.string()),
+            pa.array([table_id for _, table_id in listed], pa.uint64()),
             pa.array([ENGINE] * n, pa.string()),
         ],
         schema=TABLES_SCHEMA,

@@ -1,6 +1,6 @@
 """Cross-node queries on a running cluster: two tables on different nodes joined and unioned
-through every node, over HTTP /sql and gRPC SqlQuery, the remote table read with its
-columns and filter pushed to its owner."""
+through every node (a query node, owning no shard, too), over HTTP /sql and gRPC SqlQuery,
+the remote table read with its columns and filter pushed to its owner."""
 
 from __future__ import annotations
 
@@ -11,10 +11,15 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
+import grpc
 import pytest
+from click.testing import CliRunner
 
+from gnomon.cli import main
 from gnomon.devcluster.cluster import DevCluster
 from gnomon.flight.client import FlightClient
+from gnomon.proto import meta_pb2 as pb
+from gnomon.proto import storage_pb2
 from meta.client import MetaClient
 from tests.cluster.support import grpc_rows, http_sql
 
@@ -49,7 +54,9 @@ def _settled_sql(endpoint: str, query: str) -> Any:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
-    with DevCluster(tmp_path_factory.mktemp("cross-node"), nodes=3, shards=6) as running:
+    with DevCluster(
+        tmp_path_factory.mktemp("cross-node"), nodes=3, shards=6, query_nodes=1
+    ) as running:
         yield running
 
 
@@ -75,6 +82,10 @@ def tables(cluster: DevCluster) -> dict[str, str]:
     return owners
 
 
+def _every_node(cluster: DevCluster) -> list[Any]:
+    return [*cluster.node_endpoints, *cluster.query_endpoints]
+
+
 def _expected(a: str, b: str) -> dict[str, list[dict[str, Any]]]:
     return {
         JOIN.format(a=a, b=b): [
@@ -96,7 +107,7 @@ def test_join_and_union_across_nodes_from_every_node_over_http(
     cluster: DevCluster, tables: dict[str, str]
 ) -> None:
     a, b = tables
-    for node in cluster.node_endpoints:
+    for node in _every_node(cluster):
         for query, rows in _expected(a, b).items():
             assert _settled_sql(node.http, query)["rows"] == rows, (node.name, query)
 
@@ -105,7 +116,7 @@ def test_join_and_union_across_nodes_from_every_node_over_grpc(
     cluster: DevCluster, tables: dict[str, str]
 ) -> None:
     a, b = tables
-    for node in cluster.node_endpoints:
+    for node in _every_node(cluster):
         for query, rows in _expected(a, b).items():
             assert grpc_rows(node.grpc, query) == rows, (node.name, query)
 
@@ -147,7 +158,7 @@ def test_a_query_of_one_table_is_answered_by_every_node(
     executor's side of that is in test_remote_tables.py)."""
     b = list(tables)[1]
     query = f"SELECT count(*) AS n FROM {b} WHERE v > 1"
-    for node in cluster.node_endpoints:
+    for node in _every_node(cluster):
         assert grpc_rows(node.grpc, query) == [{"n": 3}], node.name
 
 
@@ -168,7 +179,7 @@ def test_a_join_across_nodes_plans_once_and_describes_each_table_once(
     a, b = tables
     query = JOIN.format(a=a, b=b)
     runs = 3
-    for node in cluster.node_endpoints:
+    for node in _every_node(cluster):
         _settled_sql(node.http, query)  # its routes and schemas fetched, shards settled
         before = _planning(node.http)
         for _ in range(runs):
@@ -177,3 +188,59 @@ def test_a_join_across_nodes_plans_once_and_describes_each_table_once(
         after = _planning(node.http)
         assert after["plans"] - before["plans"] == runs, node.name
         assert after["remote_describes"] == before["remote_describes"], node.name
+
+
+def test_a_query_node_owns_no_shard_and_answers_for_the_data_nodes(
+    cluster: DevCluster, tables: dict[str, str]
+) -> None:
+    (query_node,) = cluster.query_endpoints
+    with MetaClient(cluster.meta) as client:
+        (registered,) = [n for n in client.nodes() if n.name == query_node.grpc]
+        assert registered.kind == pb.QUERY and registered.live
+        assert registered.leader_shards == registered.follower_shards == 0
+        assert all(s.leader != query_node.grpc for s in client.shards())
+    listed = (
+        CliRunner()
+        .invoke(main, ["admin", "nodes", "--meta", cluster.meta], terminal_width=250)
+        .output
+    )
+    (row,) = [line for line in listed.splitlines() if query_node.grpc in line]
+    assert "query" in row, listed
+
+    # Every node lists the database's tables, served there or not.
+    shown = [
+        sorted(_settled_sql(n.http, "SHOW TABLES")["rows"], key=str) for n in _every_node(cluster)
+    ]
+    assert all(s == shown[0] for s in shown), shown
+    assert set(tables) <= {r["Tables"] for r in shown[0]}
+
+    # Writes through it land at the owner: SQL, and the HoraeDB SDK's gRPC Write.
+    a = next(iter(tables))
+    _settled_sql(
+        query_node.http, f"INSERT INTO {a} (host, v, ts) VALUES ('q1', 9.5, 1700000009000)"
+    )
+    assert _grpc_write(query_node.grpc, a, "q2", 8.5, 1700000009001) == 1
+    owner = next(n for n in cluster.node_endpoints if n.grpc == tables[a])
+    rows = _settled_sql(
+        owner.http, f"SELECT host, v FROM {a} WHERE host IN ('q1', 'q2') ORDER BY host"
+    )
+    assert rows["rows"] == [{"host": "q1", "v": 9.5}, {"host": "q2", "v": 8.5}]
+
+
+def _grpc_write(endpoint: str, table: str, host: str, v: float, ts: int) -> int:
+    """One row written by a gRPC Write (the HoraeDB SDK's request) to ``endpoint``: the
+    rows it acknowledged."""
+    req = storage_pb2.WriteRequest()
+    req.context.database = "public"
+    t = req.table_requests.add(table=table, tag_names=["host"], field_names=["v"])
+    entry = t.entries.add()
+    entry.tags.add(name_index=0).value.string_value = host
+    entry.field_groups.add(timestamp=ts).fields.add(name_index=0).value.float64_value = v
+    with grpc.insecure_channel(endpoint) as channel:
+        resp = channel.unary_unary(
+            "/storage.StorageService/Write",
+            request_serializer=storage_pb2.WriteRequest.SerializeToString,
+            response_deserializer=storage_pb2.WriteResponse.FromString,
+        )(req, timeout=30)
+    assert resp.header.code == 200, resp.header.error
+    return int(resp.success)

@@ -1,7 +1,8 @@
 """A partition table over three nodes (real etcd, broker, S3 server, meta and ``gnomon node``
-processes): its sub-tables placed on different nodes, its rows written through every write
-path (SQL INSERT, gRPC Write, line protocol) at different nodes, and a seeded random set of
-SELECTs asked through every node answered exactly as DuckDB answers over the same rows (the
+processes, and a query node owning none): its sub-tables placed on different data nodes, its
+rows written through every write path (SQL INSERT through the query node, gRPC Write, line
+protocol) at different nodes, and a seeded random set of SELECTs asked through every node,
+the query node too, answered exactly as DuckDB answers over the same rows (the
 differential harness of tests/sql), before and after one sub-table's shard is migrated to
 another node, and after two sub-tables' shards are merged and split again. DROP removes every
 sub-table from its owner."""
@@ -56,15 +57,18 @@ def grpc_table(endpoint: str, query: str) -> pa.Table:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
-    with DevCluster(tmp_path_factory.mktemp("partitions"), nodes=3, shards=6) as running:
+    with DevCluster(
+        tmp_path_factory.mktemp("partitions"), nodes=3, shards=6, query_nodes=1
+    ) as running:
         yield running
 
 
 @pytest.fixture(scope="module")
 def loaded(cluster: DevCluster) -> Iterator[Any]:
-    """The partition table made through node 0 and its rows written through all three nodes
-    and write paths; DuckDB holding the same rows."""
+    """The partition table made through node 0 and its rows written through the query node
+    and two data nodes, by every write path; DuckDB holding the same rows."""
     nodes = cluster.node_endpoints
+    (query_node,) = cluster.query_endpoints
     _settled("create", lambda: http_sql(nodes[0].http, differential.DDL))
     data = differential.rows(random.Random(diff.SEED))
     by_sql: list[diff.Row] = []
@@ -76,7 +80,7 @@ def loaded(cluster: DevCluster) -> Iterator[Any]:
         else:
             [by_sql, by_grpc, by_lines][i % 3].append(r)
     for statement in differential.inserts(by_sql):
-        _settled("insert", lambda s=statement: http_sql(nodes[0].http, s))
+        _settled("insert", lambda s=statement: http_sql(query_node.http, s))
     for i in range(0, len(by_grpc), 500):
         _settled("write", lambda i=i: differential.grpc_write(nodes[1].grpc, by_grpc[i : i + 500]))
     for i in range(0, len(by_lines), 500):
@@ -93,7 +97,7 @@ def _sub_table_owners(client: MetaClient) -> dict[str, tuple[int, str]]:
 
 
 def _ask_every_node(cluster: DevCluster) -> Any:
-    nodes = cluster.node_endpoints
+    nodes = [*cluster.node_endpoints, *cluster.query_endpoints]
     asked = iter(range(1_000_000))
 
     def ask(query: str) -> pa.Table:
@@ -106,7 +110,7 @@ def test_sub_tables_on_three_nodes(cluster: DevCluster, loaded: Any) -> None:
     with MetaClient(cluster.meta) as client:
         owners = _sub_table_owners(client)
     assert sorted(owners) == [f"__t_{i}" for i in range(differential.PARTITIONS)]
-    assert len({endpoint for _, endpoint in owners.values()}) == 3
+    assert {endpoint for _, endpoint in owners.values()} == {n.grpc for n in cluster.node_endpoints}
     nodes = cluster.node_endpoints
     (shown,) = _settled("show", lambda: http_sql(nodes[1].http, "SHOW CREATE TABLE t"))["rows"]
     assert "PARTITION BY KEY(`host`) PARTITIONS 3" in shown["Create Table"]

@@ -107,7 +107,9 @@ def test_the_schema_check_catches_a_misspelled_key(compose: dict[str, Any]) -> N
 
 def test_the_cluster_is_all_there(compose: dict[str, Any]) -> None:
     roles = sorted(role_line(svc).role for svc in gnomon_services(compose).values())
-    assert roles == ["compaction-node"] * 2 + ["meta"] * 2 + ["node"] * 3
+    assert roles == ["compaction-node"] * 2 + ["meta"] * 2 + ["node"] * 4
+    query = [n for n, svc in gnomon_services(compose).items() if "--role=query" in svc["command"]]
+    assert query == ["query-0"]
     assert {"etcd", "kafka", "minio", "minio-init"} <= set(services(compose))
     assert services(compose)["etcd"]["image"].startswith("quay.io/coreos/etcd:v")
     kafka = services(compose)["kafka"]
