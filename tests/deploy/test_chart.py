@@ -45,6 +45,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         "etcd": {"endpoints": [f"etcd-{i}.etcd:2379" for i in range(3)]},
         "kafka": {"brokerEndpoints": [f"kafka-{i}.kafka:9092" for i in range(3)]},
     },
+    "query-nodes": {"queryNode": {"replicas": 2}},
     "existing-secret": {
         "catalog": {"backend": "postgresql"},
         "credentials": {"existingSecret": "gnomon-credentials-of-my-own"},
@@ -200,9 +201,36 @@ def test_every_command_line_is_accepted_and_wired(
     values = VALUE_SETS[name]
     lines = role_lines(out, tmp_path)
     metas = {pod: line.config for pod, line in lines.items() if isinstance(line.config, MetaConfig)}
-    nodes = {pod: line.config for pod, line in lines.items() if isinstance(line.config, NodeConfig)}
+    every_node = {
+        pod: line.config for pod, line in lines.items() if isinstance(line.config, NodeConfig)
+    }
+    nodes = {pod: node for pod, node in every_node.items() if node.role == "data"}
+    queries = {pod: node for pod, node in every_node.items() if node.role == "query"}
     assert len(metas) == values.get("meta", {}).get("replicas", 2)
     assert len(nodes) == values.get("dataNode", {}).get("replicas", 3)
+    assert len(queries) == values.get("queryNode", {}).get("replicas", 0)
+    if queries:
+        query_set = out.one("StatefulSet", f"{FULLNAME}-query")
+        query_headless = out.one("Service", query_set["spec"]["serviceName"])
+        out.one("Service", f"{FULLNAME}-query")
+        out.one("PodDisruptionBudget", f"{FULLNAME}-query")
+        for pod, query in queries.items():
+            assert query.advertise == (
+                f"{pod.name}.{query_headless['metadata']['name']}.{NAMESPACE}.svc.cluster.local:"
+                f"{query.grpc_port}"
+            )
+            # Every other setting is the data nodes' (one config map, the same environment).
+            data = next(iter(nodes.values()))
+            assert (query.meta, query.wal, query.store, query.catalog) == (
+                data.meta,
+                data.wal,
+                data.store,
+                data.catalog,
+            )
+    else:
+        assert not [
+            m for m in out.manifests if m["metadata"]["name"].startswith(f"{FULLNAME}-query")
+        ]
 
     meta_service = out.one("Service", f"{FULLNAME}-meta")
     etcd = values.get("etcd", {}).get("endpoints", ["etcd:2379"])

@@ -18,6 +18,7 @@ from gnomon.errors import GnomonError
 from gnomon.proto import meta_pb2 as pb
 from meta.client import MetaClient
 from meta.model import FOLLOWER_LAG
+from meta.wire import NODE_KINDS_BACK
 from node.engine.engine import Engine
 
 #: Figures a standalone node samples at most this often (rates need an interval to mean much).
@@ -128,7 +129,7 @@ class ClusterView:
             "nodes": [
                 {
                     "name": n.name,
-                    "kind": "data",
+                    "kind": NODE_KINDS_BACK[n.kind].value,
                     "role": _role(n),
                     "live": n.live,
                     "load": n.load,
@@ -200,7 +201,10 @@ class ClusterView:
 
 
 def _role(node: pb.NodeInfo) -> str:
-    """A data node's part in the cluster: leading shards, following them, or idle."""
+    """A node's part in the cluster: leading shards, following them, answering queries (a
+    query node), or idle."""
+    if node.kind == pb.QUERY:
+        return "query"
     if node.leader_shards and node.follower_shards:
         return "leader + follower"
     if node.leader_shards:
