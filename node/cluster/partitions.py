@@ -57,9 +57,11 @@ class MetaPartitionCatalog:
         return None
 
     def names(self) -> list[str]:
-        now = time.monotonic()
+        # Every partition table met, however long ago: a query's analysis must know the
+        # table it reads (its timestamp literals, its pushdown). A dropped one is left out
+        # once get() found it gone, its definition being checked again after KEEP_S.
         with self._lock:
-            return sorted(n for n, (at, spec) in self._known.items() if spec and now - at < KEEP_S)
+            return sorted(n for n, (_, spec) in self._known.items() if spec)
 
     def database_tables(self) -> list[tuple[str, int]]:
         return sorted(

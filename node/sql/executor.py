@@ -19,6 +19,7 @@ from node.engine.engine import Engine
 from node.engine.options import UpdateMode
 from node.engine.schema import TSID, ColumnType
 from node.partition import pushdown
+from node.partition.parts import Part
 from node.partition.tables import (
     PartitionedCatalog,
     Partitions,
@@ -63,8 +64,11 @@ from node.sql.provider import (
     ScanRecord,
 )
 from node.sql.result import QueryResult
-from node.sql.session import QueryContext, StreamInstead, dq, plain
+from node.sql.session import CatalogChanged, QueryContext, StreamInstead, dq, plain
 from node.tables import SqlTables, local
+
+#: A query whose tables changed again as it was planned a second time.
+_CHANGED_AGAIN = InvalidArgument("the tables of this query changed while it was planned; try again")
 
 
 class SqlExecutor:
@@ -199,6 +203,7 @@ class SqlExecutor:
         (:mod:`node.sql.prescan`); in ``in_memory`` mode a small such scan is read up front,
         once for all the query's uses of the table."""
         qc = QueryContext(self.tables, mode, self.partitions, self.remote)
+        qc.known = analysis.tables
         if analysis.system:
             ids = dict(self.catalog.shown_tables())
             qc.system_tables = system.tables_rows((n, ids[n]) for n in visible(ids))
@@ -314,11 +319,20 @@ class SqlExecutor:
         sql: str,
         tokens: Sequence[Token],
         analysis: Analysis | None,
+        *,
+        again: bool = True,
     ) -> QueryResult:
         pushed = self._pushed_down(sql)
         if pushed is not None:
             return pushed
-        qc, table = self._run(sql, tokens=tokens, analysis=analysis)
+        try:
+            qc, table = self._run(sql, tokens=tokens, analysis=analysis)
+        except CatalogChanged:
+            if not again:
+                raise _CHANGED_AGAIN from None
+            # Found again from its text: the table just met is known now, and a partition
+            # table's query may split over its sub-tables.
+            return self._query_once(sql, (), None, again=False)
         token = cancel.current()
         if token is not None:
             token.check_result(table.nbytes)
@@ -331,6 +345,19 @@ class SqlExecutor:
         """The answer of a query reading one partition table alone, once, in a shape that
         splits into queries of its sub-tables run where they are served
         (:func:`node.partition.pushdown.plan`); None for any other query."""
+        split = self._split(sql)
+        if split is None:
+            return None
+        table, push, parts = split
+        scans: list[ScanRecord] = []
+        result = QueryResult.rows(pushdown.run(push, table, parts, scans))
+        result.scans = scans
+        return result
+
+    def _split(self, sql: str) -> tuple[PartitionTable, pushdown.Pushdown, list[Part]] | None:
+        """How a query reading one partition table alone, once, splits over its sub-tables
+        (those its WHERE clause leaves, where they are served now); None for any other
+        query."""
         names = self.partitions.names()
         lowered = sql.lower()
         if not any(n.lower() in lowered for n in names):
@@ -349,12 +376,59 @@ class SqlExecutor:
         if table is None:
             return None
         generators.check(sql)  # DataFusion merges the sub-tables' answers with its items
-        return _pushed(table, sql, tokens, len(mentioned))
+        schema = table.spec.schema
+        tree = select.read(tokens)
+        shape = prescan.shape(tree, table.name, schema, mentions=len(mentioned))
+        if not shape.single:
+            return None
+        push = pushdown.plan(sql, tokens, tree, table.name, schema.names)
+        if push is None:
+            return None
+        return table, push, table.reading(shape.bind(tokens).bounds)
 
-    def _explain(self, query: str, analyze: bool) -> QueryResult:
+    def _explain_split(self, query: str, analyze: bool) -> QueryResult | None:
+        """EXPLAIN of a query split over a partition table's sub-tables: the partial query
+        each owner runs (``gnomon_partial``, which node: ``here`` for this one) and the merge
+        here (``gnomon_merge``); with ANALYZE, run, with the rows each owner sent."""
+        split = self._split(query)
+        if split is None:
+            return None
+        table, push, parts = split
+        plans: list[tuple[str, str]] = []
+        received: dict[str, int] = {}
+        if analyze:
+            scans: list[ScanRecord] = []
+            pushdown.run(push, table, parts, scans)
+            received = {s.table: s.rows_received for s in scans}
+        whole = len(parts) == 1
+        for part in parts:
+            sent = push.whole(part.table) if whole else push.partial(part.table)
+            rows = f" rows_received={received[part.table]}" if part.table in received else ""
+            plans.append(
+                (
+                    "gnomon_partial",
+                    f"sub_table={part.table} owner={part.owner or 'here'}{rows} query={sent}",
+                )
+            )
+        plans.append(
+            ("gnomon_merge", "the one sub-table's answer as it is" if whole else push.final)
+        )
+        return QueryResult.rows(
+            pa.table({"plan_type": [t for t, _ in plans], "plan": [p for _, p in plans]})
+        )
+
+    def _explain(self, query: str, analyze: bool, *, again: bool = True) -> QueryResult:
         prefix = "EXPLAIN ANALYZE " if analyze else "EXPLAIN "
         authorize_query(query, self.catalog.list_tables())
-        qc, plan = self._run(query, prefix)
+        split = self._explain_split(query, analyze)
+        if split is not None:
+            return split
+        try:
+            qc, plan = self._run(query, prefix)
+        except CatalogChanged:
+            if not again:
+                raise _CHANGED_AGAIN from None
+            return self._explain(query, analyze, again=False)
         rows = {name: plan.column(name).to_pylist() for name in plan.column_names}
         for scan in qc.scans:
             s = scan.stats
@@ -443,24 +517,6 @@ class SqlExecutor:
                 f"{sharing} rows sharing its keys ({', '.join(keys)}); a deletion removes every "
                 f"row of a key, so narrow the WHERE to whole keys; nothing was deleted"
             )
-
-
-def _pushed(
-    table: PartitionTable, sql: str, tokens: Sequence[Token], mentions: int
-) -> QueryResult | None:
-    schema = table.spec.schema
-    tree = select.read(tokens)
-    shape = prescan.shape(tree, table.name, schema, mentions=mentions)
-    if not shape.single:
-        return None
-    push = pushdown.plan(sql, tokens, tree, table.name, schema.names)
-    if push is None:
-        return None
-    parts = table.reading(shape.bind(tokens).bounds)
-    scans: list[ScanRecord] = []
-    result = QueryResult.rows(pushdown.run(push, table, parts, scans))
-    result.scans = scans
-    return result
 
 
 def _column_array(name: str, typ: ColumnType, values: list[Any]) -> pa.Array[Any]:

@@ -18,7 +18,7 @@ import contextvars
 import os
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -107,6 +107,12 @@ class StreamInstead(Exception):
     names; the streamed table has all of them, and DataFusion's error then names them."""
 
 
+class CatalogChanged(Exception):
+    """A query failed to plan after finding a table open here, or a partition table, that
+    its analysis did not know (made through another node since it was found, or met here
+    for the first time): found again, the analysis knows it."""
+
+
 class QueryTables(SchemaProvider):  # type: ignore[misc]
     """The default schema of one query's DataFusion session: the tables registered before
     it plans, and every other table DataFusion asks for resolved then by ``resolve`` (a
@@ -164,6 +170,10 @@ class QueryContext:
         self.here = False
         #: The remote tables found as the query planned, by name.
         self.found: dict[str, RemoteTable] = {}
+        #: The tables the query's analysis knew (:attr:`Analysis.tables`), and whether one
+        #: it did not know was found here as it planned.
+        self.known: Collection[str] = ()
+        self.learned = False
         self.scans: list[ScanRecord] = []
         self.errors: list[GnomonError] = []
         self._registered: set[str] = set()
@@ -285,6 +295,7 @@ class QueryContext:
         name no table has, or when finding it failed (the error is kept for the query)."""
         try:
             if self.partitions.find(name) is not None:
+                self.learned = self.learned or name not in self.known
                 dataset: Any = self._partition_dataset(name, None)
             else:
                 try:
@@ -298,6 +309,7 @@ class QueryContext:
                     return Table(remote.dataset(self.scans, self.errors))
                 except UnknownTable:
                     return None
+                self.learned = self.learned or name not in self.known
                 request = ScanRequest(name, dictionary_tags=self.mode.dictionary_tags)
                 dataset = EngineDataset(self.tables, request, scans=self.scans, errors=self.errors)
         except GnomonError as e:
@@ -394,12 +406,20 @@ class QueryContext:
 
     def failure(self, e: Exception) -> Exception:
         """What a DataFusion failure of the query is in gnomon's terms: an error of gnomon's
-        raised in a callback, the first table named that no node serves, a re-run
-        streamed (:class:`StreamInstead`), or DataFusion's own message translated."""
+        raised in a callback, the first table named that no node serves, the query sent to
+        the one node serving every table it reads (which plans it knowing their schemas:
+        integers compared with their timestamps), a run with the tables it met here known
+        (:class:`CatalogChanged`), a re-run streamed (:class:`StreamInstead`), or
+        DataFusion's own message translated."""
         if self.errors:
             return self.errors[0]
         if self._schema is not None and self._schema.missing:
             return UnknownTable(self.names.get(self._schema.missing[0], self._schema.missing[0]))
+        owner = self.forward_to()
+        if owner is not None:
+            return NotOwner(f"the tables of this query are served by {owner}", owner=owner)
+        if self.learned:
+            return CatalogChanged()
         if self.in_memory:
             return StreamInstead()
         return translate(e, self.names)

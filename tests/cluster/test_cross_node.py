@@ -244,3 +244,25 @@ def _grpc_write(endpoint: str, table: str, host: str, v: float, ts: int) -> int:
         )(req, timeout=30)
     assert resp.header.code == 200, resp.header.error
     return int(resp.success)
+
+
+def test_a_partition_table_made_elsewhere_is_read_at_once_through_the_query_node(
+    cluster: DevCluster, tables: dict[str, str]
+) -> None:
+    """The query node meets the table first as the query plans: the query's timestamps
+    (integers, read as such for a timestamp column) and its split over the sub-tables need
+    the table known, so it is found again with it."""
+    entry = cluster.node_endpoints[0].http
+    _settled_sql(
+        entry,
+        "CREATE TABLE pt (host string TAG, v double, ts timestamp NOT NULL, TIMESTAMP KEY(ts)) "
+        "PARTITION BY KEY(host) PARTITIONS 3",
+    )
+    values = ", ".join(f"('h{i}', {i}.5, {1700000000000 + i})" for i in range(6))
+    _settled_sql(entry, f"INSERT INTO pt (host, v, ts) VALUES {values}")
+    (query_node,) = cluster.query_endpoints
+    query = (
+        "SELECT count(*) AS n, max(v) AS m FROM pt "
+        "WHERE ts BETWEEN 1700000000001 AND 1700000000004"
+    )
+    assert _settled_sql(query_node.http, query)["rows"] == [{"n": 4, "m": 4.5}]

@@ -116,6 +116,13 @@ def test_sub_tables_on_three_nodes(cluster: DevCluster, loaded: Any) -> None:
     assert "PARTITION BY KEY(`host`) PARTITIONS 3" in shown["Create Table"]
     counted = grpc_table(nodes[2].grpc, "SELECT count(*) AS n FROM t").column("n")[0].as_py()
     assert counted == loaded.execute("SELECT count(*) FROM t").fetchone()[0]
+    # EXPLAIN through the query node names the node running each sub-table's partial query.
+    (query_node,) = cluster.query_endpoints
+    plan = _settled(
+        "explain", lambda: http_sql(query_node.http, "EXPLAIN SELECT count(*) AS n FROM t")
+    )["rows"]
+    named = [r["plan"] for r in plan if r["plan_type"] == "gnomon_partial"]
+    assert {p.split("owner=")[1].split()[0] for p in named} == {e for _, e in owners.values()}
 
 
 def test_random_queries_agree_with_duckdb(cluster: DevCluster, loaded: Any) -> None:

@@ -243,3 +243,18 @@ def test_a_query_of_remote_tables_only_goes_to_their_owner(
         ex.execute("SELECT count(*) FROM rt")
     assert e.value.owner == "owner:1"
     assert found.asked  # it looked for the query's other tables first
+
+
+def test_a_query_its_node_cannot_plan_goes_to_the_owner_of_its_tables(
+    reader: tuple[SqlExecutor, _Found, FlightClient],
+) -> None:
+    """Integers compared with a remote table's timestamps are for its owner to read (it
+    knows the column is one): the query goes there whole instead of failing here."""
+    ex, _, _ = reader
+    with pytest.raises(NotOwner) as e:
+        ex.execute("SELECT count(*) FROM rt WHERE ts >= 1700000001000")
+    assert e.value.owner == "owner:1"
+    # A local table's timestamps compared so are read here as ever.
+    assert ex.execute("SELECT count(*) AS n FROM lt WHERE ts >= 1700000001000").table()[
+        "n"
+    ].to_pylist() == [4]

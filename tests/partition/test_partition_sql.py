@@ -119,6 +119,35 @@ def test_key_filters_prune_sub_tables(engine: Engine) -> None:
     assert len(read("SELECT count(*) FROM cpu WHERE v > 3")) == 4
 
 
+def test_explain_shows_each_sub_tables_partial_query_and_the_merge(engine: Engine) -> None:
+    sql = SqlExecutor(engine)
+    sql.execute(CPU)
+    sql.execute("INSERT INTO cpu VALUES (1000, 'a', 'eu', 1.0), (2000, 'b', 'us', 2.0)")
+    query = "SELECT region, max(v) AS m FROM cpu GROUP BY region ORDER BY region"
+    plan = _rows(sql, f"EXPLAIN {query}")
+    partials = [r["plan"] for r in plan if r["plan_type"] == "gnomon_partial"]
+    assert sorted(p.split()[0] for p in partials) == [f"sub_table=__cpu_{i}" for i in range(4)]
+    # Every sub-table is served here (standalone); each gets its partial aggregate.
+    assert all(" owner=here " in p and 'FROM "__cpu_' in p and "max(" in p for p in partials)
+    (merge,) = [r["plan"] for r in plan if r["plan_type"] == "gnomon_merge"]
+    assert "__parts" in merge and "ORDER BY" in merge
+    # With ANALYZE the query runs: what each sub-table sent, two rows in all.
+    analyzed = _rows(sql, f"EXPLAIN ANALYZE {query}")
+    sent = [
+        int(r["plan"].split("rows_received=")[1].split()[0])
+        for r in analyzed
+        if r["plan_type"] == "gnomon_partial"
+    ]
+    assert sum(sent) == 2
+    # One sub-table holding every row the query reads answers the query itself.
+    (one,) = [
+        r["plan"]
+        for r in _rows(sql, "EXPLAIN SELECT max(v) FROM cpu WHERE host = 'a'")
+        if r["plan_type"] == "gnomon_partial"
+    ]
+    assert "max(v)" in one
+
+
 def test_answers_match_a_plain_table(engine: Engine) -> None:
     """Pushed-down shapes (projections with top-k, partial aggregates, buckets) and scanned
     ones (joins, DISTINCT, HAVING) answer as the same rows in one plain table do."""
