@@ -9,6 +9,14 @@ client does not pay it per request). A token reads ``gnm_<id>.<secret>``: the id
 row, the secret is checked against the row's hash. Tokens expire (optionally) and are revoked
 by marking their row, which stays for the audit trail.
 
+Setting a password also keeps its SCRAM-SHA-256 verifier (:mod:`node.security.scram`), which
+the PostgreSQL protocol checks without the password crossing the connection. It is a record
+of its own (``auth_scram``, signed as the others): the catalog's tables cannot gain a field
+(an existing table of another spec is refused), and a catalog from before verifiers were
+kept gains the table empty. A verifier names the salt of the scrypt hash made from the same
+password, so one left behind by a password set without it (by a gnomon that kept none) is
+not believed: such an account, until its password is set again, has no verifier.
+
 With a cluster secret, every record is signed as it is written and checked as it is read
 (:mod:`node.security.signatures`): one edited outside gnomon, or made before records were
 signed, is refused and logged once, until ``gnomon admin users sign`` signs it again. Without
@@ -35,6 +43,7 @@ from typing import Any
 from gnomon.errors import AlreadyExists, Corrupted, InvalidArgument, NotFound, Unauthenticated
 from gnomon.store.api import KeyRange, StructuredStore, TableContext, run_with_retries
 from gnomon.store.spec import FieldSpec, FieldType, TableSpec
+from node.security import scram
 from node.security.principal import DATABASE, EVERY_TABLE, Grant, Principal, Privilege
 from node.security.signatures import SIGNATURES, RecordSigner
 
@@ -48,6 +57,19 @@ _USERS = TableSpec(
         FieldSpec("hash", FieldType.BYTES),
         FieldSpec("superuser", FieldType.INT),
         FieldSpec("created_ms", FieldType.LONG),
+    ),
+    primary_key=("name",),
+)
+_SCRAM = TableSpec(
+    "auth_scram",
+    (
+        FieldSpec("name", FieldType.STRING),
+        #: The salt of the user record's scrypt hash of the same password.
+        FieldSpec("password_salt", FieldType.BYTES),
+        FieldSpec("salt", FieldType.BYTES),
+        FieldSpec("iterations", FieldType.INT),
+        FieldSpec("stored_key", FieldType.BYTES),
+        FieldSpec("server_key", FieldType.BYTES),
     ),
     primary_key=("name",),
 )
@@ -93,6 +115,20 @@ def _hash(secret: str, salt: bytes) -> bytes:
 def _salted(secret: str) -> dict[str, bytes]:
     salt = secrets.token_bytes(16)
     return {"salt": salt, "hash": _hash(secret, salt)}
+
+
+def _password_rows(name: str, password: str) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """The fields a password sets in a user record, and its SCRAM verifier record."""
+    salted = _salted(password)
+    verifier = scram.verifier(password)
+    return salted, {
+        "name": name,
+        "password_salt": salted["salt"],
+        "salt": verifier.salt,
+        "iterations": verifier.iterations,
+        "stored_key": verifier.stored_key,
+        "server_key": verifier.server_key,
+    }
 
 
 def _matches(secret: str, row: dict[str, Any]) -> bool:
@@ -158,7 +194,7 @@ class Accounts:
         #: Refused records already logged (their signature keys): each is logged once.
         self._warned: set[tuple[str, str, str]] = set()
         self._warned_lock = threading.Lock()
-        for spec in (_USERS, _TOKENS, _GRANTS, SIGNATURES):
+        for spec in (_USERS, _SCRAM, _TOKENS, _GRANTS, SIGNATURES):
             store.create(spec, if_not_exists=True)
 
     # -- users -----------------------------------------------------------------------------------
@@ -167,20 +203,21 @@ class Accounts:
         check_user_name(name)
         _check_password(password)
         user = User(name, superuser, _now_ms())
-        row = {"name": name, "superuser": int(superuser), "created_ms": user.created_ms}
-        row.update(_salted(password))
+        salted, verifier = _password_rows(name, password)
+        row = {"name": name, "superuser": int(superuser), "created_ms": user.created_ms, **salted}
 
         def txn(ctx: TableContext) -> None:
             if ctx.table(_USERS.name).read({"name": name}) is not None:
                 raise AlreadyExists(f"user {name!r} already exists")
             self._write(ctx, _USERS, row)
+            self._write(ctx, _SCRAM, verifier)
 
         run_with_retries(self.store, txn)
         return user
 
     def set_password(self, name: str, password: str) -> None:
         _check_password(password)
-        salted = _salted(password)
+        salted, verifier = _password_rows(name, password)
 
         def txn(ctx: TableContext) -> None:
             row = _user_row(ctx.table(_USERS.name).read({"name": name}), name)
@@ -191,6 +228,7 @@ class Accounts:
                     f"it again ({RESIGN} --dry-run, then {RESIGN}), or drop and create the user"
                 )
             self._write(ctx, _USERS, {**row, **salted})
+            self._write(ctx, _SCRAM, verifier)
 
         run_with_retries(self.store, txn)
 
@@ -200,6 +238,7 @@ class Accounts:
         def txn(ctx: TableContext) -> None:
             if not ctx.table(_USERS.name).delete({"name": name}):
                 raise NotFound(f"user {name!r} does not exist")
+            ctx.table(_SCRAM.name).delete({"name": name})
             ctx.table(_GRANTS.name).delete_all({"user": name})
             tokens = ctx.table(_TOKENS.name)
             for row in list(tokens.scan_index("user", name, columns=["token_id"])):
@@ -313,6 +352,30 @@ class Accounts:
             raise Unauthenticated("wrong user name or password")
         return Principal(name, bool(row["superuser"]), grants, via="password")
 
+    def scram_verifier(self, name: str) -> scram.Verifier | None:
+        """User ``name``'s SCRAM-SHA-256 verifier; None if it has none believed (its password
+        was set before verifiers were kept). Unauthenticated (as :meth:`check_password` words
+        it) if there is no such user."""
+
+        def txn(ctx: TableContext) -> tuple[_Records, dict[str, Any] | None]:
+            return self._records(ctx, name), ctx.table(_SCRAM.name).read({"name": name})
+
+        records, row = self.store.transact(txn)
+        if records.user is None:
+            raise Unauthenticated("wrong user name or password")
+        if (
+            row is None
+            or not self._trusted(_SCRAM, row, records.macs)
+            or bytes(row["password_salt"]) != bytes(records.user["salt"])
+        ):
+            return None
+        return scram.Verifier(
+            bytes(row["salt"]),
+            int(row["iterations"]),
+            bytes(row["stored_key"]),
+            bytes(row["server_key"]),
+        )
+
     def check_token(self, text: str) -> Principal:
         """The user a token ``text`` was issued to, with its grants; Unauthenticated if it is
         malformed, unknown, expired, revoked or its user was dropped."""
@@ -368,7 +431,7 @@ class Accounts:
             macs = self._macs(ctx)
             return [
                 (spec, row)
-                for spec in (_USERS, _TOKENS, _GRANTS)
+                for spec in (_USERS, _SCRAM, _TOKENS, _GRANTS)
                 for row in ctx.table(spec.name).scan()
                 if not signer.verifies(spec, row, macs.get(_signature_id(spec, row)))
             ]
@@ -456,7 +519,7 @@ class _Records:
 
 def _signature_key(spec: TableSpec, row: Mapping[str, Any]) -> dict[str, str]:
     """The key of a record's signature row: its user, its table, the rest of its key."""
-    if spec is _USERS:
+    if spec is _USERS or spec is _SCRAM:
         return {"user": row["name"], "kind": spec.name, "item": ""}
     if spec is _TOKENS:
         return {"user": row["user"], "kind": spec.name, "item": row["token_id"]}
@@ -475,6 +538,8 @@ def _signature_id(spec: TableSpec, row: Mapping[str, Any]) -> tuple[str, str, st
 def _describe(spec: TableSpec, row: Mapping[str, Any]) -> str:
     if spec is _USERS:
         return f"user {row['name']!r}"
+    if spec is _SCRAM:
+        return f"SCRAM verifier of user {row['name']!r}"
     if spec is _TOKENS:
         return f"token {row['token_id']} of user {row['user']!r}"
     return f"grant of {row['privilege']} on {row['database']}.{row['table']} to {row['user']!r}"

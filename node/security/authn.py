@@ -13,6 +13,9 @@ Accepted forms, the same on HTTP, gRPC metadata and Arrow Flight headers:
   it names one (``gnomon-on-behalf-of``, ``gnomon/peer.py``), as the user whose call it
   forwards.
 
+The PostgreSQL protocol checks passwords with SCRAM-SHA-256 instead where the account has a
+verifier (:meth:`Authenticator.scram_verifier`, :mod:`node.security.scram`).
+
 A successful check is cached for ``cache_s`` seconds under a hash of the value, so a client
 sending the same credentials on every request pays the scrypt check once per period; a
 revoked token, a changed password or a changed grant is seen once its cache entry ages out.
@@ -23,6 +26,8 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import hmac
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -30,12 +35,15 @@ from typing import Protocol
 
 from gnomon.errors import Unauthenticated
 from gnomon.peer import CLUSTER_SCHEME, holds_secret
+from node.security import scram
 from node.security.accounts import Accounts
 from node.security.principal import CLUSTER, Principal
 from node.security.sessions import SESSION_PREFIX, SessionTokens
 
 #: Cached checks kept at most (the oldest dropped first).
 CACHE_ENTRIES = 4096
+#: Keeps the key of mock SCRAM verifiers apart from other uses of the cluster secret.
+_MOCK_CONTEXT = b"gnomon scram mock verifiers v1"
 
 
 class Authenticates(Protocol):
@@ -47,6 +55,15 @@ class Authenticates(Protocol):
     def session_token(self, user: str) -> str:
         """A short-lived bearer token for ``user`` (whose password was just checked) that
         this server and its cluster accept."""
+
+    def scram_verifier(self, user: str) -> scram.Verifier | None:
+        """The SCRAM-SHA-256 verifier to check ``user``'s proof against: a mock one, the
+        same each time, when there is no such user (its exchange then fails as a wrong
+        password does); None when the account has none (its password was set before
+        verifiers were kept), so it can only send its password."""
+
+    def scram_principal(self, user: str) -> Principal:
+        """``user``, whose SCRAM proof was just checked, with its grants."""
 
 
 def basic(user: str, password: str) -> str:
@@ -64,6 +81,13 @@ class Authenticator:
         self.accounts = accounts
         self._cluster = cluster_secret or None
         self.sessions = SessionTokens.for_cluster(cluster_secret)
+        # From the cluster secret, so every node answers an unknown user with the same salt;
+        # without one, random per process as the session key is.
+        self._mock_key = (
+            hmac.new(cluster_secret.encode(), _MOCK_CONTEXT, hashlib.sha256).digest()
+            if cluster_secret
+            else secrets.token_bytes(32)
+        )
         self.cache_s = cache_s
         self._cache: dict[bytes, tuple[float, Principal]] = {}
         self._lock = threading.Lock()
@@ -84,6 +108,15 @@ class Authenticator:
 
     def session_token(self, user: str) -> str:
         return self.sessions.issue(user)
+
+    def scram_verifier(self, user: str) -> scram.Verifier | None:
+        try:
+            return self.accounts.scram_verifier(user)
+        except Unauthenticated:
+            return scram.mock_verifier(self._mock_key, user)
+
+    def scram_principal(self, user: str) -> Principal:
+        return self.accounts.vouched(user, via="SCRAM exchange")
 
     def _vouched(self, user: str) -> Principal:
         # Keyed apart from any Authorization value (those hold a space, names cannot).

@@ -1,7 +1,7 @@
 """Hostile PostgreSQL protocol input: messages of every kind with fuzzed bodies, cut ones,
 bad lengths, messages out of order and fuzzed statements, after an authenticated startup or
-instead of one. The server answers with errors or closes the connection, never hangs, logs
-no failure of its own and keeps serving."""
+instead of one, and fuzzed SCRAM exchanges. The server answers with errors or closes the
+connection, never hangs, logs no failure of its own and keeps serving."""
 
 from __future__ import annotations
 
@@ -11,9 +11,20 @@ import struct
 from hypothesis import given
 from hypothesis import strategies as st
 
+from node.security import scram
 from tests.fuzz import strategies as fz
 from tests.fuzz.conftest import FUZZ, FUZZER, assert_serving
-from tests.pgwire.wire import SYNC, WireClient, bind, cstr, execute, frame, parse, startup
+from tests.pgwire.wire import (
+    SYNC,
+    WireClient,
+    bind,
+    client_first_bare,
+    cstr,
+    execute,
+    frame,
+    parse,
+    startup,
+)
 from tests.server.conftest import Running
 
 _KINDS = st.sampled_from([b"P", b"B", b"D", b"E", b"C", b"S", b"H", b"Q", b"F", b"d", b"?"])
@@ -76,4 +87,33 @@ def test_hostile_startup(server: Running, pg_port: int, head: bytes) -> None:
     with socket.create_connection(("127.0.0.1", pg_port), timeout=30) as sock:
         sock.sendall(head)
         _closes(sock)
+    assert_serving(server)
+
+
+_CLIENT_FIRST = st.one_of(
+    st.binary(max_size=64),
+    st.builds(lambda gs2, bare: (gs2 + bare).encode(), st.text(max_size=24), st.text(max_size=40)),
+    st.builds(lambda gs2: (gs2 + client_first_bare()).encode(), st.sampled_from(["n,,", "y,,"])),
+)
+
+
+@FUZZ
+@given(
+    mechanism=st.sampled_from([scram.MECHANISM, f"{scram.MECHANISM}-PLUS", ""]),
+    first=_CLIENT_FIRST,
+    declared=st.one_of(st.none(), st.integers(-2, 80)),
+    final=st.one_of(st.binary(max_size=96), st.text(max_size=96).map(str.encode)),
+)
+def test_hostile_scram_exchange(
+    server: Running, pg_port: int, mechanism: str, first: bytes, declared: int | None, final: bytes
+) -> None:
+    client = WireClient(pg_port, FUZZER[0], login=False)
+    length = len(first) if declared is None else declared
+    try:
+        client.send(
+            frame(b"p", cstr(mechanism) + struct.pack(">i", length) + first), frame(b"p", final)
+        )
+        _closes(client.sock)
+    finally:
+        client.close()
     assert_serving(server)

@@ -1,5 +1,7 @@
 """The PostgreSQL protocol over TLS: SSLRequest is answered with gnomon's certificate, which
-psycopg and psql verify against the CA; a server without TLS answers 'N'."""
+psycopg and psql verify against the CA; a server without TLS answers 'N'. A server with a
+certificate takes SCRAM-SHA-256 with or without TLS, and a cleartext password (an account
+made before SCRAM verifiers were kept) over TLS only."""
 
 from __future__ import annotations
 
@@ -10,30 +12,53 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from gnomon.store.sqlite import SqliteStore
 from node.security.ca import make_ca
 from tests.pgwire.conftest import PgRunning, start
-from tests.security.conftest import ROOT, admin
+from tests.security.conftest import READER, ROOT, admin
 
 SSL_REQUEST = struct.pack(">ii", 8, 80877103)
 
 
+def _login(server: PgRunning, user: str, password: str) -> str:
+    return (
+        f"host=127.0.0.1 port={server.pg_port} user={user} password={password} dbname=gnomon "
+        "connect_timeout=10"
+    )
+
+
 def test_tls_when_the_server_has_a_certificate(tmp_path: Path) -> None:
     issued = make_ca(tmp_path / "ca")
-    admin(tmp_path / "data", "users", "create", ROOT[0], "--password", ROOT[1], "--superuser")
+    data = tmp_path / "data"
+    admin(data, "users", "create", READER[0], "--password", READER[1])
+    # As a catalog of a gnomon that kept no SCRAM verifiers: READER has none.
+    store = SqliteStore(str(data / "meta.db"))
+    try:
+        store.drop("auth_scram")
+    finally:
+        store.close()
+    admin(data, "users", "create", ROOT[0], "--password", ROOT[1], "--superuser")
     server = start(
         tmp_path, "--tls-cert", str(issued.cert), "--tls-key", str(issued.key), "--auth", "true"
     )
-    login = (
-        f"host=127.0.0.1 port={server.pg_port} user={ROOT[0]} password={ROOT[1]} dbname=gnomon "
-        "connect_timeout=10"
-    )
+    scram = _login(server, *ROOT) + " require_auth=scram-sha-256"
+    cleartext = _login(server, *READER)
     try:
-        with psycopg.connect(login, sslmode="verify-ca", sslrootcert=str(issued.ca)) as conn:
+        # libpq binds no channel (none is offered) and says so with the gs2 header y,,.
+        with psycopg.connect(scram, sslmode="verify-ca", sslrootcert=str(issued.ca)) as conn:
             assert conn.info.pgconn.ssl_in_use
             assert conn.execute("SELECT 1").fetchone() == (1,)
+        # SCRAM sends no password: it needs no TLS.
+        with psycopg.connect(scram, sslmode="disable") as conn:
+            assert not conn.info.pgconn.ssl_in_use
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        with psycopg.connect(
+            cleartext + " require_auth=password", sslmode="verify-ca", sslrootcert=str(issued.ca)
+        ) as conn:
+            assert conn.execute("SELECT current_user").fetchone() == (READER[0],)
         # A password is not sent in the clear to a server that has a certificate.
         with pytest.raises(psycopg.OperationalError, match="over TLS only"):
-            psycopg.connect(login, sslmode="disable")
+            psycopg.connect(cleartext, sslmode="disable")
     finally:
         server.running.server.stop()
 

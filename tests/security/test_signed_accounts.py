@@ -136,10 +136,17 @@ def test_records_from_before_signing_are_refused_until_signed(
     signed = Accounts(store, cluster_secret=SECRET)
     with pytest.raises(Unauthenticated):
         signed.check_password("alice", PASSWORD)
-    assert signed.sign(dry_run=True) == ["user 'alice'", "grant of write on public.cpu to 'alice'"]
+    assert signed.sign(dry_run=True) == [
+        "user 'alice'",
+        "SCRAM verifier of user 'alice'",
+        "grant of write on public.cpu to 'alice'",
+    ]
     with pytest.raises(Unauthenticated):
         signed.check_password("alice", PASSWORD)
-    assert len(signed.sign()) == 2
+    with pytest.raises(Unauthenticated):
+        signed.scram_verifier("alice")
+    assert len(signed.sign()) == 3
+    assert signed.scram_verifier("alice") is not None
     assert _grants(signed) == (Grant("alice", "public", "cpu", Privilege.WRITE),)
     assert signed.sign() == []
     with pytest.raises(InvalidArgument, match="GNOMON_CLUSTER_SECRET"):
@@ -167,7 +174,7 @@ def test_the_admin_cli_signs_with_the_secret_in_its_environment(tmp_path: Path) 
     )
     assert listed.exit_code == 0 and "unsigned: user 'alice'" in listed.output, listed.output
     signed = runner.invoke(users, ["sign", "--data-dir", data], env={SECRET_ENV: SECRET})
-    assert signed.exit_code == 0 and "1 record(s) signed" in signed.output, signed.output
+    assert signed.exit_code == 0 and "2 record(s) signed" in signed.output, signed.output
     store = SqliteStore(str(Path(data) / "meta.db"))
     try:
         principal = Accounts(store, cluster_secret=SECRET).check_password("alice", PASSWORD)

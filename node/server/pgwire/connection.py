@@ -17,6 +17,7 @@ from typing import Any, Protocol, TypeVar
 import pyarrow as pa
 
 from gnomon.errors import GnomonError, InvalidArgument, Unauthenticated
+from node.security import scram
 from node.security.authn import Authenticates, basic
 from node.security.context import acting_as
 from node.security.principal import Principal
@@ -29,8 +30,13 @@ log = logging.getLogger("gnomon.pgwire")
 
 T = TypeVar("T")
 
-#: The cleartext password authentication request (the password answered in a 'p').
+#: Authentication message codes: done; the password asked in cleartext (answered in a
+#: 'p'); the SASL mechanisms offered, each step's server message, the last one.
+AUTH_OK = 0
 AUTH_CLEARTEXT = 3
+AUTH_SASL = 10
+AUTH_SASL_CONTINUE = 11
+AUTH_SASL_FINAL = 12
 
 
 class Cancels(Protocol):
@@ -147,48 +153,89 @@ class Connection:
             return await self._authenticate()
 
     async def _authenticate(self) -> bool:
-        if self.authenticator is not None:
-            if self.tls is not None and self.writer.get_extra_info("ssl_object") is None:
-                # A server with a certificate takes passwords over TLS only.
-                self.send(
-                    messages.error(
-                        sqlstate.INVALID_AUTHORIZATION,
-                        "this server takes passwords over TLS only: connect with "
-                        "sslmode=require (or verify-full)",
-                        severity="FATAL",
-                    )
-                )
-                await self.flush()
+        authenticator = self.authenticator
+        if authenticator is not None:
+            # The StartupMessage named the user, so its account picks the method.
+            verifier = await asyncio.to_thread(authenticator.scram_verifier, self.user)
+            if verifier is None:
+                principal = await self._cleartext(authenticator)
+            else:
+                principal = await self._scram(authenticator, verifier)
+            if principal is None:
                 return False
-            self.send(messages.authentication(AUTH_CLEARTEXT))
-            await self.flush()
-            kind = await self.reader.readexactly(1)
-            length = struct.unpack(">i", await self.reader.readexactly(4))[0]
-            body = messages.Reader(await self._read_body(length, messages.MAX_STARTUP_BYTES))
-            if kind != b"p":
-                raise messages.ProtocolViolation(f"expected a password message, got {kind!r}")
-            password = body.cstr()
-            authenticator = self.authenticator
-            try:
-                self.principal = await asyncio.to_thread(
-                    authenticator.authenticate, basic(self.user, password)
-                )
-            except Unauthenticated:
-                self.send(
-                    messages.error(
-                        sqlstate.INVALID_PASSWORD,
-                        f'password authentication failed for user "{self.user}"',
-                        severity="FATAL",
-                    )
-                )
-                await self.flush()
-                return False
-        self.send(messages.authentication(0))
+            self.principal = principal
+        self.send(messages.authentication(AUTH_OK))
         for name, value in catalog.PARAMETERS.items():
             self.send(messages.parameter_status(name, value))
         self.send(messages.backend_key(self.pid, self.secret), self._ready())
         await self.flush()
         return True
+
+    async def _scram(
+        self, authenticator: Authenticates, verifier: scram.Verifier
+    ) -> Principal | None:
+        exchange = scram.ServerExchange(verifier)
+        self.send(messages.authentication(AUTH_SASL, messages.cstr(scram.MECHANISM) + b"\x00"))
+        await self.flush()
+        try:
+            initial = await self._password_message()
+            mechanism, first = initial.cstr(), initial.value()
+            if mechanism != scram.MECHANISM:
+                raise InvalidArgument(
+                    f"SASL mechanism {mechanism!r} was not offered: {scram.MECHANISM} was"
+                )
+            if first is None:
+                raise InvalidArgument("SASLInitialResponse without the client-first-message")
+            self.send(messages.authentication(AUTH_SASL_CONTINUE, exchange.first(first)))
+            await self.flush()
+            final = exchange.final((await self._password_message()).rest())
+            principal = await asyncio.to_thread(authenticator.scram_principal, self.user)
+        except Unauthenticated:
+            await self._refuse_password()
+            return None
+        except InvalidArgument as e:
+            raise messages.ProtocolViolation(e.message) from None
+        self.send(messages.authentication(AUTH_SASL_FINAL, final))
+        return principal
+
+    async def _cleartext(self, authenticator: Authenticates) -> Principal | None:
+        if self.tls is not None and self.writer.get_extra_info("ssl_object") is None:
+            # A server with a certificate takes passwords over TLS only.
+            await self._refuse(
+                sqlstate.INVALID_AUTHORIZATION,
+                "this server takes passwords over TLS only: connect with sslmode=require "
+                "(or verify-full); the account has no SCRAM-SHA-256 verifier, which setting "
+                "its password again makes",
+            )
+            return None
+        self.send(messages.authentication(AUTH_CLEARTEXT))
+        await self.flush()
+        password = (await self._password_message()).cstr()
+        try:
+            return await asyncio.to_thread(authenticator.authenticate, basic(self.user, password))
+        except Unauthenticated:
+            await self._refuse_password()
+            return None
+
+    async def _password_message(self) -> messages.Reader:
+        """The body of the client's next message, a 'p' (every answer to an authentication
+        request is one)."""
+        kind = await self.reader.readexactly(1)
+        length = struct.unpack(">i", await self.reader.readexactly(4))[0]
+        body = messages.Reader(await self._read_body(length, messages.MAX_STARTUP_BYTES))
+        if kind != b"p":
+            raise messages.ProtocolViolation(f"expected a password message, got {kind!r}")
+        return body
+
+    async def _refuse_password(self) -> None:
+        # The same words whatever was wrong: an unknown user reads as a wrong password.
+        await self._refuse(
+            sqlstate.INVALID_PASSWORD, f'password authentication failed for user "{self.user}"'
+        )
+
+    async def _refuse(self, code: str, text: str) -> None:
+        self.send(messages.error(code, text, severity="FATAL"))
+        await self.flush()
 
     def _ready(self) -> bytes:
         return messages.ready(b"T" if self.in_transaction else b"I")

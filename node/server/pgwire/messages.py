@@ -58,6 +58,11 @@ class Reader:
         self.pos = end + 1
         return text
 
+    def rest(self) -> bytes:
+        chunk = self.body[self.pos :]
+        self.pos = len(self.body)
+        return chunk
+
     def value(self) -> bytes | None:
         n = self.int32()
         return None if n == -1 else self._take(n)
