@@ -262,7 +262,27 @@ def test_a_partition_table_made_elsewhere_is_read_at_once_through_the_query_node
     _settled_sql(entry, f"INSERT INTO pt (host, v, ts) VALUES {values}")
     (query_node,) = cluster.query_endpoints
     query = (
-        "SELECT count(*) AS n, max(v) AS m FROM pt "
-        "WHERE ts BETWEEN 1700000000001 AND 1700000000004"
+        "SELECT count(*) AS n, max(v) AS m FROM pt WHERE ts BETWEEN 1700000000001 AND 1700000000004"
     )
     assert _settled_sql(query_node.http, query)["rows"] == [{"n": 4, "m": 4.5}]
+
+
+def test_every_node_finds_the_same_table_for_a_name(
+    cluster: DevCluster, tables: dict[str, str]
+) -> None:
+    """A quoted name in other letters finds the table as the owner does (gnomon's folding
+    rule) through every node, not a table of its own elsewhere."""
+    a = next(iter(tables))
+    nodes = _every_node(cluster)
+    for i, node in enumerate(nodes):
+        _settled_sql(
+            node.http,
+            f"INSERT INTO \"{a.upper()}\" (host, v, ts) "
+            f"VALUES ('fold{i}', 1.0, {1700000100000 + i})",
+        )
+    (row,) = _settled_sql(nodes[0].http, f"SELECT count(*) AS n FROM {a} WHERE host LIKE 'fold%'")[
+        "rows"
+    ]
+    assert row == {"n": len(nodes)}
+    shown = {r["Tables"] for r in _settled_sql(nodes[-1].http, "SHOW TABLES")["rows"]}
+    assert a.upper() not in shown and a in shown
