@@ -11,7 +11,6 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
-import grpc
 import pytest
 from click.testing import CliRunner
 
@@ -19,9 +18,8 @@ from gnomon.cli import main
 from gnomon.devcluster.cluster import DevCluster
 from gnomon.flight.client import FlightClient
 from gnomon.proto import meta_pb2 as pb
-from gnomon.proto import storage_pb2
 from meta.client import MetaClient
-from tests.cluster.support import grpc_rows, http_sql
+from tests.cluster.support import grpc_rows, grpc_write, http_sql
 
 #: Tables made until two land on different nodes (the meta service spreads them).
 CANDIDATES = 8
@@ -219,31 +217,12 @@ def test_a_query_node_owns_no_shard_and_answers_for_the_data_nodes(
     _settled_sql(
         query_node.http, f"INSERT INTO {a} (host, v, ts) VALUES ('q1', 9.5, 1700000009000)"
     )
-    assert _grpc_write(query_node.grpc, a, "q2", 8.5, 1700000009001) == 1
+    assert grpc_write(query_node.grpc, a, "q2", 8.5, 1700000009001) == 1
     owner = next(n for n in cluster.node_endpoints if n.grpc == tables[a])
     rows = _settled_sql(
         owner.http, f"SELECT host, v FROM {a} WHERE host IN ('q1', 'q2') ORDER BY host"
     )
     assert rows["rows"] == [{"host": "q1", "v": 9.5}, {"host": "q2", "v": 8.5}]
-
-
-def _grpc_write(endpoint: str, table: str, host: str, v: float, ts: int) -> int:
-    """One row written by a gRPC Write (the HoraeDB SDK's request) to ``endpoint``: the
-    rows it acknowledged."""
-    req = storage_pb2.WriteRequest()
-    req.context.database = "public"
-    t = req.table_requests.add(table=table, tag_names=["host"], field_names=["v"])
-    entry = t.entries.add()
-    entry.tags.add(name_index=0).value.string_value = host
-    entry.field_groups.add(timestamp=ts).fields.add(name_index=0).value.float64_value = v
-    with grpc.insecure_channel(endpoint) as channel:
-        resp = channel.unary_unary(
-            "/storage.StorageService/Write",
-            request_serializer=storage_pb2.WriteRequest.SerializeToString,
-            response_deserializer=storage_pb2.WriteResponse.FromString,
-        )(req, timeout=30)
-    assert resp.header.code == 200, resp.header.error
-    return int(resp.success)
 
 
 def test_a_partition_table_made_elsewhere_is_read_at_once_through_the_query_node(
