@@ -32,6 +32,7 @@ from typing import Generic, Protocol, TypeVar
 import pyarrow as pa
 
 from gnomon.errors import InvalidArgument, NotFound
+from gnomon.names import check_table_name
 from node.engine.batch import conform
 from node.engine.engine import Engine
 from node.engine.plain import PlainRows
@@ -190,6 +191,10 @@ class Ingestor:
     def _checked(self, rows: TableRows, schema: Schema | None) -> _Plan:
         """The plan of ``rows`` checked against ``schema`` (None: the table does not exist),
         without its Arrow data."""
+        if schema is None:
+            # The engine checks the name too, but only once the request's earlier tables
+            # are created: a refusal then would leave them behind.
+            check_table_name(rows.table)
         try:
             if schema is None:
                 plan = _Plan(rows, _new_schema(rows), pa.table({}), create=True)

@@ -41,6 +41,8 @@ def test_bad_protobuf(prom: Prom) -> None:
         ([("__name__", "bad_body"), ("job", "x" * 10 * 1024**2)], "longer than"),
         ([("__name__", "bad_body"), ("timestamp", "1")], "reserved"),
         ([("__name__", "bad-body")], "invalid metric name"),
+        # A valid metric name that is no table name.
+        ([("__name__", "bad_body:rate5m")], "invalid table name"),
     ],
 )
 def test_bad_series_refuse_the_whole_request(

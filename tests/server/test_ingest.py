@@ -137,6 +137,13 @@ def test_type_and_kind_mismatches_are_rejected(engine: Engine) -> None:
     assert engine.read_all("m").num_rows == 1
 
 
+def test_a_table_name_refused_creates_none_of_the_request(engine: Engine) -> None:
+    tables = line_protocol.parse("first v=1 1\nsecond:bad v=2 1", precision="ms")
+    with pytest.raises(InvalidArgument, match="invalid table name 'second:bad'"):
+        Ingestor(engine).write_all(tables)
+    assert engine.list_tables() == []
+
+
 def test_existing_table_with_own_timestamp_column(engine: Engine) -> None:
     engine.create_table(
         "t",
