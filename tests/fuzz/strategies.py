@@ -1,17 +1,25 @@
 """Hypothesis strategies for hostile input: text that looks enough like SQL, line protocol,
-HTTP headers, gRPC write payloads, Flight tickets and Arrow IPC streams to get past the first
-check, mixed with what does not (control characters, huge numbers, unbalanced quotes, deep
-nesting, cut or overwritten IPC messages)."""
+HTTP headers, gRPC write payloads, Flight tickets, Arrow IPC streams and Prometheus remote
+writes to get past the first check, mixed with what does not (control characters, huge
+numbers, unbalanced quotes, deep nesting, cut or overwritten IPC messages, invalid series in
+well-formed protobuf, protobuf or snappy cut short)."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from typing import Any, Literal
 
+import cramjam
 import pyarrow as pa
+from google.protobuf.message import DecodeError
+from hypothesis import assume
 from hypothesis import strategies as st
 
-from gnomon.proto import storage_pb2
+from gnomon.proto import prometheus_pb2, storage_pb2
+from node.prom.labels import MAX_LABEL_VALUE_BYTES, METRIC_NAME_SYNTAX
+from node.prom.wire import snappy
+from tests.prom.conftest import STALE, write_request
 
 #: Tables the fuzzing user may read (the seeded one) and change (its playground), and some it
 #: may not touch.
@@ -212,6 +220,16 @@ line_protocol = st.one_of(
     st.text(max_size=300),
     st.binary(max_size=300).map(lambda b: b.decode("latin-1")),
 )
+
+
+def varint(n: int) -> bytes:
+    """``n`` (not negative) as a protobuf varint."""
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes([*out, n])
+
 
 _HEADER_NAMES = st.sampled_from(
     [
@@ -488,3 +506,198 @@ def ipc_puts(draw: st.DrawFn) -> tuple[bytes, list[Message]]:
     messages = ipc_messages(draw(_ipc_tables()), compression, chunk_rows)
     foreign = ipc_messages(draw(_ipc_tables()), compression, chunk_rows)
     return descriptor, draw(_mutated(messages, foreign))
+
+
+# -- Prometheus remote-write bodies ---------------------------------------------------------------
+
+#: Metric names a body's series take: new tables, the seeded table and the metadata table (so
+#: a body taken by mistake would show), and any the syntax allows.
+_METRICS = st.one_of(
+    st.sampled_from(["fuzz_rw", "fuzz_rw_other", SEED, "prometheus_metadata"]),
+    st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,30}", fullmatch=True),
+)
+_LABEL_NAMES = st.from_regex(r"[a-zA-Z][a-zA-Z0-9_]{0,10}", fullmatch=True).filter(
+    lambda n: n not in ("tsid", "timestamp", "value")
+)
+#: Label values: text of any kind, up to a few characters past Prometheus's usual sizes.
+_LABEL_VALUES = st.text(max_size=20)
+#: Sample values: every float, Prometheus's staleness marker (a NaN of its own bits) among them.
+_SAMPLE_VALUES = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([float("nan"), float("inf"), float("-inf"), STALE]),
+)
+_SAMPLES = st.lists(
+    st.tuples(st.integers(-(2**63), 2**63 - 1), _SAMPLE_VALUES), min_size=0, max_size=4
+)
+
+
+@st.composite
+def _good_labels(draw: st.DrawFn) -> list[tuple[str, str]]:
+    """Labels Prometheus would send: valid, unique and sorted by name."""
+    labels = draw(st.dictionaries(_LABEL_NAMES, _LABEL_VALUES, max_size=4))
+    labels["__name__"] = draw(_METRICS)
+    return sorted(labels.items())
+
+
+@st.composite
+def _bad_labels(draw: st.DrawFn) -> list[tuple[str, str]]:
+    """Labels that make a series, and so its request, invalid."""
+    labels = draw(_good_labels())
+    fault = draw(
+        st.sampled_from(
+            [
+                "unsorted",
+                "repeated",
+                "empty name",
+                "no name",
+                "bad metric name",
+                "colon",
+                "long metric name",
+                "bad label name",
+                "reserved label",
+                "long value",
+                "wide value",
+                "too many labels",
+            ]
+        )
+    )
+    if fault == "unsorted":
+        extra = draw(_LABEL_NAMES.filter(lambda n: n not in dict(labels)))
+        return sorted([*labels, (extra, draw(_LABEL_VALUES))], reverse=True)
+    if fault == "repeated":
+        at = draw(st.integers(0, len(labels) - 1))
+        return [*labels[: at + 1], (labels[at][0], draw(_LABEL_VALUES)), *labels[at + 1 :]]
+    name = labels.pop(next(i for i, (k, _) in enumerate(labels) if k == "__name__"))[1]
+    if fault == "no name":
+        return labels
+    if fault == "empty name":
+        name = ""
+    elif fault == "bad metric name":
+        invalid = st.text(min_size=1, max_size=8).filter(
+            lambda n: not METRIC_NAME_SYNTAX.fullmatch(n)
+        )
+        name = draw(invalid)
+    elif fault == "colon":
+        name = f"{name}:rate5m"  # Prometheus's, but no table's
+    elif fault == "long metric name":
+        name = "m" * draw(st.integers(256, 70_000))
+    elif fault == "bad label name":
+        labels.append((draw(st.sampled_from(["", "1a", "a-b", "é", "a b", "__x\x00"])), "v"))
+    elif fault == "reserved label":
+        labels.append((draw(st.sampled_from(["tsid", "timestamp", "value"])), "1"))
+    elif fault == "long value":
+        labels.append(("zz_long", "x" * draw(st.integers(MAX_LABEL_VALUE_BYTES + 1, 200_000))))
+    elif fault == "wide value":
+        # Under the limit in characters, over it in UTF-8 bytes.
+        labels.append(("zz_wide", "é" * (MAX_LABEL_VALUE_BYTES // 2 + 1)))
+    elif fault == "too many labels":
+        labels.extend((f"l{i:03}", "v") for i in range(600))
+    return sorted([*labels, ("__name__", name)])
+
+
+#: Past this decompressed size a body is too large for any server (and for the checks here).
+_MAX_DECOMPRESSED = 1 << 28
+
+
+def _is_request(data: bytes) -> bool:
+    """Whether ``data`` is a WriteRequest as protobuf reads it (whatever its series say)."""
+    try:
+        prometheus_pb2.WriteRequest().ParseFromString(data)
+    except DecodeError:
+        return False
+    return True
+
+
+def _decodes(body: bytes) -> bool:
+    """Whether ``body`` is a snappy block of a WriteRequest."""
+    try:
+        if cramjam.snappy.decompress_raw_len(body) > _MAX_DECOMPRESSED:
+            return False
+        data = bytes(cramjam.snappy.decompress_raw(body))
+    except cramjam.DecompressionError:
+        return False
+    return _is_request(data)
+
+
+@st.composite
+def _invalid_requests(draw: st.DrawFn) -> bytes:
+    """A WriteRequest with valid series (NaN, infinite values, times anywhere in int64) and
+    at least one invalid one among them, maybe with metric metadata."""
+    good = draw(st.lists(st.tuples(_good_labels(), _SAMPLES), max_size=3))
+    # With a sample each: a metric that is no table (too long, ':', too many labels) is
+    # refused as its rows reach their table, and a series without samples has none.
+    bad = draw(st.lists(st.tuples(_bad_labels(), _SAMPLES.filter(bool)), min_size=1, max_size=2))
+    series = draw(st.permutations([*good, *bad]))
+    metadata = prometheus_pb2.WriteRequest(
+        metadata=[
+            prometheus_pb2.MetricMetadata(
+                metric_family_name=draw(_METRICS), type="COUNTER", help="h"
+            )
+            for _ in range(draw(st.integers(0, 2)))
+        ]
+    )
+    return write_request(series) + metadata.SerializeToString()
+
+
+#: A label value put in a request, then overwritten with as many bytes that are no UTF-8.
+_MARKER = "UTF8MARK"
+
+
+@st.composite
+def _unparsable(draw: st.DrawFn) -> bytes:
+    """Protobuf that is no WriteRequest: a request cut short, overwritten, or given a field
+    that cannot be read (a length past the end, an endless varint, an open group, a string
+    that is no UTF-8)."""
+    data = draw(_invalid_requests())
+    fault = draw(st.sampled_from(["cut", "byte", "length", "varint", "group", "utf8"]))
+    if fault == "cut":
+        data = data[: draw(st.integers(1, max(1, len(data) - 1)))]
+    elif fault == "byte":
+        at = draw(st.integers(0, len(data) - 1))
+        data = data[:at] + bytes([draw(st.integers(0, 255))]) + data[at + 1 :]
+    elif fault == "length":
+        data += b"\x0a\xff\xff\xff\xff\x07" + draw(st.binary(max_size=8))
+    elif fault == "varint":
+        data += b"\x10" + b"\xff" * 10 + b"\x01"
+    elif fault == "group":
+        data += b"\x0b"
+    else:
+        marked = write_request([({"__name__": "fuzz_rw", "job": _MARKER}, [(1, 1.0)])])
+        data += marked.replace(_MARKER.encode(), b"\xff" * len(_MARKER))
+    assume(not _is_request(data))
+    return data
+
+
+@st.composite
+def _bad_snappy(draw: st.DrawFn) -> bytes:
+    """A request not in snappy's block format: cut, overwritten, with a length preamble that
+    lies, in snappy's framed format, gzip, or not compressed at all."""
+    data = draw(_invalid_requests())
+    packed = snappy(data)
+    fault = draw(st.sampled_from(["cut", "byte", "preamble", "framed", "gzip", "plain"]))
+    if fault == "cut":
+        body = packed[: draw(st.integers(0, len(packed) - 1))]
+    elif fault == "byte":
+        at = draw(st.integers(0, len(packed) - 1))
+        body = packed[:at] + bytes([draw(st.integers(0, 255))]) + packed[at + 1 :]
+    elif fault == "preamble":
+        # The preamble is the decompressed length as a varint; put another one in front.
+        claimed = draw(st.sampled_from([0, 1, len(data) - 1, len(data) + 1, 2**32 - 1]))
+        body = varint(claimed) + packed[len(varint(len(data))) :]
+    elif fault == "framed":
+        body = bytes(cramjam.snappy.compress(data))
+    elif fault == "gzip":
+        body = gzip.compress(data)
+    else:
+        body = data
+    assume(not _decodes(body))
+    return body
+
+
+#: Remote-write bodies no server may take: invalid series, bad protobuf, bad snappy, bytes.
+remote_write_bodies = st.one_of(
+    _invalid_requests().map(snappy),
+    _unparsable().map(snappy),
+    _bad_snappy(),
+    st.binary(max_size=300).filter(lambda b: not _decodes(b)),
+)

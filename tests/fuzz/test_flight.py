@@ -43,17 +43,9 @@ PUT_CODES = {
 }
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    return bytes([*out, n])
-
-
 def _field(number: int, payload: bytes) -> bytes:
     """A length-delimited protobuf field."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+    return fz.varint(number << 3 | 2) + fz.varint(len(payload)) + payload
 
 
 def flight_data(header: bytes, body: bytes, command: bytes | None = None) -> bytes:
