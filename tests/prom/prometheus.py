@@ -8,7 +8,7 @@ import json
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -22,22 +22,29 @@ from tests.support.procs import PortTaken, on_free_ports
 READY_TIMEOUT_S = 60
 
 
-def prometheus_binaries() -> tuple[str, str]:
-    """prometheus and promtool, installing Debian's package when missing (as root)."""
+def find_binaries() -> tuple[str, str]:
+    """prometheus and promtool, installing Debian's package when missing (as root);
+    PackageUnavailable if they cannot be had."""
     if shutil.which("prometheus") is None or shutil.which("promtool") is None:
-        try:
-            apt_install("prometheus")
-        except PackageUnavailable as e:
-            pytest.skip(str(e))
+        apt_install("prometheus")
     prometheus, promtool = shutil.which("prometheus"), shutil.which("promtool")
     if prometheus is None or promtool is None:
-        pytest.skip("the prometheus package installs no prometheus or promtool")
+        raise PackageUnavailable("the prometheus package installs no prometheus or promtool")
     return prometheus, promtool
 
 
+def prometheus_binaries() -> tuple[str, str]:
+    """:func:`find_binaries`, the test skipped without them."""
+    try:
+        return find_binaries()
+    except PackageUnavailable as e:
+        pytest.skip(str(e))
+
+
 class Prometheus:
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, pid: int) -> None:
         self.port = port
+        self.pid = pid
 
     def get(self, path: str, **params: str) -> tuple[int, Any]:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
@@ -61,8 +68,11 @@ def backfill(promtool: str, openmetrics: str, data_dir: Path) -> None:
 
 
 @contextmanager
-def running(prometheus: str, root: Path, config: str) -> Iterator[Prometheus]:
-    """Prometheus on a free port with ``config``, its TSDB in ``root / "data"``."""
+def running(
+    prometheus: str, root: Path, config: str, flags: Sequence[str] = ()
+) -> Iterator[Prometheus]:
+    """Prometheus on a free port with ``config`` and the command-line ``flags``, its TSDB in
+    ``root / "data"``."""
     (root / "prometheus.yml").write_text(config)
     procs: list[subprocess.Popen[bytes]] = []
 
@@ -75,12 +85,13 @@ def running(prometheus: str, root: Path, config: str) -> Iterator[Prometheus]:
                 f"--storage.tsdb.path={root / 'data'}",
                 "--storage.tsdb.retention.time=100y",
                 f"--web.listen-address=127.0.0.1:{ports[0]}",
+                *flags,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
         )
         procs.append(proc)
-        server = Prometheus(ports[0])
+        server = Prometheus(ports[0], proc.pid)
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
             if proc.poll() is not None:
