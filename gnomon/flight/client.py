@@ -5,7 +5,7 @@ scans, write rows, and run the revision protocol. Flight errors carrying a gnomo
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -132,9 +132,11 @@ class FlightClient:
         except flight.FlightError as e:
             raise gnomon_error(e) from None
 
-    def query(self, sql: str) -> pa.Table:
-        """The answer of ``sql``, a query over tables the node serves."""
-        ticket = flight.Ticket(QuerySpec(sql).to_json())
+    def query(self, sql: str, unions: Mapping[str, Sequence[str]] | None = None) -> pa.Table:
+        """The answer of ``sql``, a query over tables the node serves; a name of
+        ``unions`` reads the rows of the tables it maps to."""
+        spec = QuerySpec(sql, {k: list(v) for k, v in (unions or {}).items()})
+        ticket = flight.Ticket(spec.to_json())
         try:
             return self._client.do_get(ticket, self._options).read_all()
         except flight.FlightError as e:

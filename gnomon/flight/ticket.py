@@ -171,20 +171,32 @@ class ScanSpec:
 
 #: Longest query a :class:`QuerySpec` carries.
 MAX_QUERY_CHARS = 1024**2
+#: The most tables a :class:`QuerySpec` reads as one (a partition table's sub-tables).
+MAX_UNION_TABLES = 1024
 
 
 @dataclass(frozen=True)
 class QuerySpec:
-    """A ``do_get`` answering a SQL query over tables the node serves (the share of one
-    sub-table in a partition table's query): a table served elsewhere fails it as "not
-    owner", it is never sent on."""
+    """A ``do_get`` answering a SQL query over tables the node serves (the share of the
+    sub-tables it serves in a partition table's query, read as one with ``unions``): a
+    table served elsewhere fails it as "not owner", it is never sent on."""
 
     __pydantic_config__: ClassVar[ConfigDict] = _FORBID
 
     query: Annotated[StrictStr, Field(min_length=1, max_length=MAX_QUERY_CHARS)]
+    #: Tables the query names that read the rows of several served there (sub-tables
+    #: answering one partial query together), each among its own.
+    unions: Annotated[
+        dict[Name, Annotated[list[Name], Field(min_length=1, max_length=MAX_UNION_TABLES)]],
+        Field(max_length=MAX_UNION_TABLES),
+    ] = field(default_factory=dict)
 
     def to_json(self) -> bytes:
-        return json.dumps(asdict(self)).encode()
+        # Without unions as before them: a node that knows none still answers.
+        doc = asdict(self)
+        if not self.unions:
+            del doc["unions"]
+        return json.dumps(doc).encode()
 
 
 def read_ticket(raw: bytes) -> ScanSpec | QuerySpec:

@@ -123,8 +123,8 @@ class RemotePart:
     def reader(self) -> TableReader:
         return self._reader
 
-    def query(self, sql: str) -> pa.Table:
-        return self._client.query(sql)
+    def query(self, sql: str, union: Sequence[str] = ()) -> pa.Table:
+        return self._client.query(sql, {self._table: union} if union else None)
 
     def write(self, data: pa.Table) -> int:
         return self._client.put(self._table, data.to_batches(), data.schema)

@@ -6,7 +6,7 @@ all, :class:`LocalParts`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 import pyarrow as pa
@@ -14,8 +14,9 @@ import pyarrow as pa
 from gnomon.errors import InvalidArgument, NotOwner
 from node.tables import TableReader, TableWriter
 
-#: Runs a query on this node over tables it serves (the SQL executor's own answer).
-RunSql = Callable[[str], pa.Table]
+#: Runs a query on this node over tables it serves (the SQL executor's own answer), each
+#: name of the mapping reading the rows of the tables it maps to.
+RunSql = Callable[[str, Mapping[str, Sequence[str]]], pa.Table]
 
 
 class Part(Protocol):
@@ -31,8 +32,10 @@ class Part(Protocol):
     def reader(self) -> TableReader:
         """Reads it (projection and predicate applied where it is served)."""
 
-    def query(self, sql: str) -> pa.Table:
-        """The answer of ``sql``, a query over this sub-table alone, run where it is served."""
+    def query(self, sql: str, union: Sequence[str] = ()) -> pa.Table:
+        """The answer of ``sql``, a query over this sub-table alone, run where it is served;
+        with ``union`` (sub-tables served by the same node, this one among them), the
+        query's name of this sub-table reads the rows of all of them."""
 
     def write(self, data: pa.Table) -> int:
         """Write ``data`` to it; the rows written."""
@@ -67,14 +70,23 @@ class LocalPart:
     def reader(self) -> TableReader:
         return self._tables
 
-    def query(self, sql: str) -> pa.Table:
-        return self._run(sql)
+    def query(self, sql: str, union: Sequence[str] = ()) -> pa.Table:
+        return self._run(sql, {self._table: list(union)} if union else {})
 
     def write(self, data: pa.Table) -> int:
         return self._writer.write(self._table, data)
 
 
-def _unbound(sql: str) -> pa.Table:
+def by_owner(parts: Sequence[Part]) -> list[list[Part]]:
+    """``parts`` by the node serving them, in the order each node first appears: the
+    sub-tables one node answers one query for."""
+    groups: dict[str, list[Part]] = {}
+    for p in parts:
+        groups.setdefault(p.owner, []).append(p)
+    return list(groups.values())
+
+
+def _unbound(sql: str, unions: Mapping[str, Sequence[str]]) -> pa.Table:
     raise InvalidArgument("no SQL executor serves the sub-tables of this node")
 
 
@@ -90,7 +102,11 @@ class LocalParts:
         self._run = run
 
     def local(self, table: str) -> LocalPart:
-        return LocalPart(table, self._tables, self._writer, lambda sql: self._run(sql))
+        return LocalPart(table, self._tables, self._writer, self._answer)
+
+    def _answer(self, sql: str, unions: Mapping[str, Sequence[str]]) -> pa.Table:
+        # Through the attribute: parts located before bind() run with the bound executor.
+        return self._run(sql, unions)
 
     def locate(self, tables: Sequence[str]) -> list[Part]:
         return [self.local(t) for t in tables]

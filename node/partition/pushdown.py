@@ -1,19 +1,19 @@
-"""Queries of one partition table split over its sub-tables: each sub-table answers a
-partial query where it is served, this node merges the answers.
+"""Queries of one partition table split over its sub-tables: each node serving some of
+them answers a partial query over their union, this node merges the answers.
 
 :func:`plan` takes a single SELECT over one partition table whose items are group keys or
 count/sum/min/max/avg of an expression, with WHERE, GROUP BY (time buckets too), ORDER BY
 of outputs (a projection may also order by columns it does not select, carried along
 hidden) and LIMIT/OFFSET. It reads the query's tree (:mod:`node.sql.select`: its clauses,
 FROM, items, WHERE terms, keys and LIMIT) and takes the text of the expressions the tree
-holds as spans of tokens. Each owner runs the partial query with its own SQL engine
-(projection, WHERE, buckets, GROUP BY and partial aggregates: avg as sum and count; for a
-projection, its ORDER BY and LIMIT + OFFSET as a top-k), and :func:`run` merges the partial
-answers with one more query over them (sums of counts and sums, min of mins, max of maxes,
-avg = sum / count, then the ORDER BY and LIMIT). Where one sub-table holds every row the
-query reads, it answers the query itself. Column names and types are those DataFusion gives
-the query over the table as one (planned over no rows). Any other query is scanned
-(:mod:`node.partition.dataset`).
+holds as spans of tokens. Each owner runs the partial query once with its own SQL engine
+over the union of the sub-tables it serves (projection, WHERE, buckets, GROUP BY and partial
+aggregates: avg as sum and count; for a projection, its ORDER BY and LIMIT + OFFSET as a
+top-k), and :func:`run` merges the partial answers with one more query over them (sums of
+counts and sums, min of mins, max of maxes, avg = sum / count, then the ORDER BY and LIMIT).
+Where one node serves every sub-table the query reads, it answers the query itself. Column
+names and types are those DataFusion gives the query over the table as one (planned over no
+rows). Any other query is scanned (:mod:`node.partition.dataset`).
 """
 
 from __future__ import annotations
@@ -503,32 +503,39 @@ def _as(answer: pa.Table, schema: pa.Schema) -> pa.Table:
 def run(
     push: Pushdown, table: PartitionTable, parts: Sequence[Part], scans: list[ScanRecord]
 ) -> pa.Table:
-    """``push`` over the sub-tables ``parts``: each partial query where its sub-table is
-    served, in parallel, then merged here; the query itself where one sub-table holds every
-    row it reads."""
+    """``push`` over the sub-tables ``parts``: each node serving some of them answers one
+    partial query over the union of those (:func:`asked`), in parallel, merged here; the
+    query itself where one node serves every sub-table the query reads."""
     schema = result_schema(push, table)
-    subs = [p.table for p in parts]
-    if len(parts) == 1:
-        (answer,) = table.gather(subs, lambda p: p.query(push.whole(p.table)))
+    every = len(parts)
+
+    def answer(group: list[Part]) -> tuple[bool, pa.Table]:
+        whole = len(group) == every
+        sql, union = asked(push, group, whole=whole)
+        return whole, group[0].query(sql, union)
+
+    answers = table.gather_by_owner([p.table for p in parts], answer)
+    owners = {p.table: p.owner for p in parts}
+    for subs, (_, got) in answers:
         scans.append(
             ScanRecord(
-                parts[0].table,
+                subs[0],
                 None,
                 lambda: None,
-                owner=parts[0].owner,
-                rows_received=answer.num_rows,
-            )
-        )
-        return _as(answer, schema)
-    partials = table.gather(subs, lambda p: p.query(push.partial(p.table)))
-    for part, got in zip(parts, partials, strict=True):
-        scans.append(
-            ScanRecord(
-                part.table,
-                None,
-                lambda: None,
-                owner=part.owner,
+                owner=owners[subs[0]],
                 rows_received=got.num_rows,
+                union=subs if len(subs) > 1 else (),
             )
         )
-    return merge(push, partials, schema)
+    if len(answers) == 1 and answers[0][1][0]:
+        return _as(answers[0][1][1], schema)
+    return merge(push, [got for _, (_, got) in answers], schema)
+
+
+def asked(push: Pushdown, group: Sequence[Part], *, whole: bool) -> tuple[str, list[str]]:
+    """What the node serving ``group`` (sub-tables of one owner) runs: the query itself
+    (``whole``: they hold every row it reads) or its partial query, naming the first
+    sub-table, which reads the union of the group's (none: one sub-table alone)."""
+    first = group[0].table
+    sql = push.whole(first) if whole else push.partial(first)
+    return sql, [p.table for p in group] if len(group) > 1 else []

@@ -27,7 +27,7 @@ from node.engine.catalog import TableInfo
 from node.engine.options import TableOptions
 from node.engine.schema import Column, Schema
 from node.partition.catalog import LocalPartitionCatalog, PartitionCatalog
-from node.partition.parts import LocalParts, Part, PartLocator, RunSql
+from node.partition.parts import LocalParts, Part, PartLocator, RunSql, by_owner
 from node.partition.rule import KeyRule
 from node.partition.spec import PartitionSpec
 from node.tables import LocalTables, SqlTables, TableCatalog
@@ -89,49 +89,76 @@ class PartitionTable:
 
     # -- running on sub-tables -------------------------------------------------------------------
 
-    def _start(self, subs: Sequence[str], fn: Callable[[Part], T]) -> dict[str, futures.Future[T]]:
-        located = self._parts.locate(subs)
-        if len(located) == 1:
+    def _start(
+        self,
+        subs: Sequence[str],
+        fn: Callable[[list[Part]], T],
+        together: Callable[[Sequence[Part]], list[list[Part]]],
+    ) -> dict[tuple[str, ...], futures.Future[T]]:
+        groups = together(self._parts.locate(subs))
+        if len(groups) == 1:
             done: futures.Future[T] = futures.Future()
             try:
-                done.set_result(fn(located[0]))
+                done.set_result(fn(groups[0]))
             except Exception as e:
                 done.set_exception(e)
-            return {located[0].table: done}
-        return {p.table: _POOL.submit(fn, p) for p in located}
+            return {tuple(p.table for p in groups[0]): done}
+        return {tuple(p.table for p in g): _POOL.submit(fn, g) for g in groups}
 
-    def each(self, subs: Sequence[str], fn: Callable[[Part], T]) -> dict[str, futures.Future[T]]:
-        """``fn`` on each of ``subs`` where it is served, in parallel; those that met "not
-        owner" (nothing done there: the sub-table is moving) again where they are served
-        now, after growing pauses (:func:`move_pauses`); one still moving then fails as
-        :class:`PartMoved`."""
-        running = self._start(subs, fn)
+    def _each(
+        self,
+        subs: Sequence[str],
+        fn: Callable[[list[Part]], T],
+        together: Callable[[Sequence[Part]], list[list[Part]]],
+    ) -> dict[tuple[str, ...], futures.Future[T]]:
+        """``fn`` on the groups ``together`` makes of ``subs`` where they are served, in
+        parallel; the sub-tables of groups that met "not owner" (nothing done there: a
+        sub-table is moving) grouped again where they are served now, after growing pauses
+        (:func:`move_pauses`); a group still meeting it then fails as :class:`PartMoved`."""
+        running = self._start(subs, fn, together)
         for pause in move_pauses():
-            moved = {s: e for s, f in running.items() if isinstance(e := f.exception(), NotOwner)}
+            moved = {g: e for g, f in running.items() if isinstance(e := f.exception(), NotOwner)}
             if not moved:
                 break
             for cause in moved.values():
                 self._parts.moved(cause)
             time.sleep(pause)
-            running.update(self._start(list(moved), fn))
-        for s, f in running.items():
+            for g in moved:
+                del running[g]
+            running.update(self._start([s for g in moved for s in g], fn, together))
+        for g, f in running.items():
             error = f.exception()
             if isinstance(error, NotOwner):  # still moving
                 failed: futures.Future[T] = futures.Future()
                 failed.set_exception(
                     PartMoved(
-                        f"partition table {self.name!r}: sub-table {s!r} is moving "
+                        f"partition table {self.name!r}: sub-table {', '.join(g)!r} is moving "
                         f"({error.message}); try again",
                         error,
                     )
                 )
-                running[s] = failed
+                running[g] = failed
         return running
+
+    def each(self, subs: Sequence[str], fn: Callable[[Part], T]) -> dict[str, futures.Future[T]]:
+        """``fn`` on each of ``subs`` where it is served, in parallel; those that met "not
+        owner" again where they are served now (:meth:`_each`)."""
+        running = self._each(subs, lambda g: fn(g[0]), _alone)
+        return {g[0]: f for g, f in running.items()}
 
     def gather(self, subs: Sequence[str], fn: Callable[[Part], T]) -> list[T]:
         """:meth:`each`'s results in the order of ``subs``; the first failure raised."""
         running = self.each(subs, fn)
         return [running[s].result() for s in subs]
+
+    def gather_by_owner(
+        self, subs: Sequence[str], fn: Callable[[list[Part]], T]
+    ) -> list[tuple[tuple[str, ...], T]]:
+        """``fn`` once per node serving some of ``subs``, on the sub-tables it serves
+        (:func:`~node.partition.parts.by_owner`), in parallel, retried as :meth:`each` is:
+        each group's sub-tables with its result; the first failure raised."""
+        running = self._each(subs, fn, by_owner)
+        return [(g, f.result()) for g, f in running.items()]
 
     # -- writes ----------------------------------------------------------------------------------
 
@@ -161,6 +188,10 @@ class PartitionTable:
         parts = self.split(table)
         running = self.each(list(parts), lambda p: p.write(parts[p.table]))
         return outcome([SentPart(sub, [sub], f) for sub, f in running.items()])
+
+
+def _alone(parts: Sequence[Part]) -> list[list[Part]]:
+    return [[p] for p in parts]
 
 
 class Partitions:

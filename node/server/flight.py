@@ -18,8 +18,8 @@
   stream ends its statistics are kept under the scan id for
   ``scan_stats`` (``rows_returned``: after the predicate).
 - ``do_get(ticket = QuerySpec JSON)``: the answer of a SQL query over tables the node serves
-  (a sub-table's share of a partition table's query, node/partition/pushdown.py), never sent
-  on.
+  (the share of the sub-tables it serves in a partition table's query, read as one table,
+  node/partition/pushdown.py), never sent on.
 - ``do_put(descriptor = PutSpec JSON)``: rows written like any other write, or staged under a
   reserved revision (invisible until it is committed), by a task attempt when it names one;
   or, with ``ingest``, one table's part
@@ -48,7 +48,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent import futures
 from dataclasses import asdict, replace
 from typing import Any, TypeVar
@@ -217,7 +217,7 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         metrics: Registry | None = None,
         port_setting: str = "flight_port",
         ingestor: RowsWriter | None = None,
-        query: Callable[[str], pa.Table] | None = None,
+        query: Callable[[str, Mapping[str, Sequence[str]]], pa.Table] | None = None,
         route: Callable[[str], dict[str, Any]] | None = None,
         auth: FlightAuth | None = None,
         tls: ServerTls | None = None,
@@ -408,7 +408,7 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
             if isinstance(spec, QuerySpec):
                 if self.query is None:
                     raise InvalidArgument("this Flight endpoint answers no queries")
-                return flight.RecordBatchStream(self.query(spec.query))
+                return flight.RecordBatchStream(self.query(spec.query, spec.unions))
             authorize(Privilege.READ, [spec.table])
             tables = self._reading(context)
             info = tables.describe(spec.table)

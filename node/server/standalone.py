@@ -14,7 +14,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 import pyarrow as pa
@@ -437,11 +437,13 @@ class Standalone:
             found["followers"] = [{"grpc": f, **e} for f, e in route.followers.items()]
         return found
 
-    def _flight_query(self, executor: SqlExecutor, sql: str) -> pa.Table:
+    def _flight_query(
+        self, executor: SqlExecutor, sql: str, unions: Mapping[str, Sequence[str]]
+    ) -> pa.Table:
         """The answer of a Flight query ticket, under the query limits every query runs
         under (its memory pool, its answer's size, its turn among the running queries)."""
         with self.queries.running():
-            return executor.execute(sql).table()
+            return executor.execute(sql, unions).table()
 
     def _flight_route(
         self, router: Router, tables: LocalTables, partitions: Partitions, table: str

@@ -19,7 +19,7 @@ from node.engine.engine import Engine
 from node.engine.options import UpdateMode
 from node.engine.schema import TSID, ColumnType
 from node.partition import pushdown
-from node.partition.parts import Part
+from node.partition.parts import Part, by_owner
 from node.partition.tables import (
     PartitionedCatalog,
     Partitions,
@@ -28,7 +28,8 @@ from node.partition.tables import (
     move_pauses,
     standalone_partitions,
 )
-from node.security.context import visible
+from node.security.context import authorize, visible
+from node.security.principal import Privilege
 from node.security.statements import authorize_query, authorize_statement
 from node.sql import (
     cancel,
@@ -91,12 +92,16 @@ class SqlExecutor:
         self.catalog = PartitionedCatalog(self.tables, self.partitions)
         self._analyses = Analyses()
 
-    def _answer_here(self, sql: str) -> pa.Table:
-        """The answer of ``sql``, a query of tables served here (a sub-table's share of a
-        partition table's query); NotOwner for a table served elsewhere."""
-        return self.execute(sql).table()
+    def _answer_here(self, sql: str, unions: Mapping[str, Sequence[str]]) -> pa.Table:
+        """The answer of ``sql``, a query of tables served here (a share of a partition
+        table's query, ``unions`` naming the sub-tables answering it together); NotOwner for
+        a table served elsewhere."""
+        return self.execute(sql, unions).table()
 
-    def execute(self, sql: str) -> QueryResult:
+    def execute(self, sql: str, unions: Mapping[str, Sequence[str]] | None = None) -> QueryResult:
+        """The result of ``sql``; a query reading a name of ``unions`` (a table served here)
+        reads the rows of the tables it maps to (served here, of that table's schema), each
+        scanned as the query asks of that one."""
         token = cancel.current()
         if token is not None:
             token.check_statement(sql)
@@ -105,17 +110,22 @@ class SqlExecutor:
         kept = self._analyses.bound(text, self.catalog)
         if kept is not None:
             analysis, tokens = kept
-            return self._query(text, tokens, analysis)
-        return self.run(parse(sql))
+            return self._query(text, tokens, analysis, unions=unions or {})
+        return self.run(parse(sql), unions)
 
-    def run(self, stmt: Statement) -> QueryResult:
+    def run(
+        self, stmt: Statement, unions: Mapping[str, Sequence[str]] | None = None
+    ) -> QueryResult:
         """Run ``stmt``; a query reads the tables of other nodes from there, or goes whole
-        to the one node serving them all (NotOwner naming it)."""
+        to the one node serving them all (NotOwner naming it); ``unions`` as
+        :meth:`execute` takes them, for a query alone."""
         stmt = self._resolved(stmt)
         authorize_statement(stmt)
+        if unions and not isinstance(stmt, Query):
+            raise InvalidArgument("only a query reads a union of tables")
         match stmt:
             case Query(sql, tokens):
-                return self._query(sql, tokens)
+                return self._query(sql, tokens, unions=unions or {})
             case Explain(query, analyze):
                 return self._explain(query, analyze)
             case Insert():
@@ -194,6 +204,7 @@ class SqlExecutor:
         tokens: Sequence[Token],
         mode: modes.Mode,
         found: Mapping[str, RemoteTable],
+        unions: Mapping[str, Sequence[str]],
     ) -> QueryContext:
         """Register the tables of a query (``tokens``, of ``analysis``' shape): the tables it
         travels to under their registered names, the others as they are, and those of other
@@ -202,7 +213,7 @@ class SqlExecutor:
         tells the engine the columns it may read and the bounds of its WHERE clause
         (:mod:`node.sql.prescan`); in ``in_memory`` mode a small such scan is read up front,
         once for all the query's uses of the table."""
-        qc = QueryContext(self.tables, mode, self.partitions, self.remote)
+        qc = QueryContext(self.tables, mode, self.partitions, self.remote, unions)
         qc.known = analysis.tables
         if analysis.system:
             ids = dict(self.catalog.shown_tables())
@@ -234,6 +245,7 @@ class SqlExecutor:
         prefix: str = "",
         tokens: Sequence[Token] = (),
         analysis: Analysis | None = None,
+        unions: Mapping[str, Sequence[str]] | None = None,
     ) -> tuple[QueryContext, pa.Table]:
         """Runs ``prefix`` + ``sql`` as DataFusion takes it (:meth:`Analysis.rewrite`), its
         tables handed over as :mod:`node.sql.modes` decides from the query; when it fails on
@@ -272,7 +284,7 @@ class SqlExecutor:
         found: dict[str, RemoteTable] = {}
 
         def answer(mode: modes.Mode) -> tuple[QueryContext, pa.Table]:
-            qc = self._prepare(analysis, tokens, mode, found)
+            qc = self._prepare(analysis, tokens, mode, found, unions or {})
             if qc.answer is not None:
                 return qc, plain(qc.answer)
             if qc.fast is not None and len(qc.rows) == 1:
@@ -302,37 +314,42 @@ class SqlExecutor:
         sql: str,
         tokens: Sequence[Token] = (),
         analysis: Analysis | None = None,
+        *,
+        unions: Mapping[str, Sequence[str]],
     ) -> QueryResult:
         """The answer of a query; one reading a partition table whose sub-table is moving
         runs again where it is now, after growing pauses."""
         authorize_query(sql, self.catalog.list_tables(), tokens)
+        if unions:
+            authorize(Privilege.READ, {t: None for union in unions.values() for t in union})
         for pause in move_pauses():
             try:
-                return self._query_once(sql, tokens, analysis)
+                return self._query_once(sql, tokens, analysis, unions)
             except PartMoved as e:
                 self.partitions.parts.moved(e.cause)
             time.sleep(pause)
-        return self._query_once(sql, tokens, analysis)
+        return self._query_once(sql, tokens, analysis, unions)
 
     def _query_once(
         self,
         sql: str,
         tokens: Sequence[Token],
         analysis: Analysis | None,
+        unions: Mapping[str, Sequence[str]],
         *,
         again: bool = True,
     ) -> QueryResult:
-        pushed = self._pushed_down(sql)
+        pushed = None if unions else self._pushed_down(sql)
         if pushed is not None:
             return pushed
         try:
-            qc, table = self._run(sql, tokens=tokens, analysis=analysis)
+            qc, table = self._run(sql, tokens=tokens, analysis=analysis, unions=unions)
         except CatalogChanged:
             if not again:
                 raise _CHANGED_AGAIN from None
             # Found again from its text: the table just met is known now, and a partition
             # table's query may split over its sub-tables.
-            return self._query_once(sql, (), None, again=False)
+            return self._query_once(sql, (), None, unions, again=False)
         token = cancel.current()
         if token is not None:
             token.check_result(table.nbytes)
@@ -387,31 +404,38 @@ class SqlExecutor:
         return table, push, table.reading(shape.bind(tokens).bounds)
 
     def _explain_split(self, query: str, analyze: bool) -> QueryResult | None:
-        """EXPLAIN of a query split over a partition table's sub-tables: the partial query
-        each owner runs (``gnomon_partial``, which node: ``here`` for this one) and the merge
-        here (``gnomon_merge``); with ANALYZE, run, with the rows each owner sent."""
+        """EXPLAIN of a query split over a partition table's sub-tables: the query each
+        owner runs (``gnomon_partial``: its sub-tables, answering it over their union, and
+        which node: ``here`` for this one) and the merge here (``gnomon_merge``); with
+        ANALYZE, run, with the rows each owner sent."""
         split = self._split(query)
         if split is None:
             return None
         table, push, parts = split
-        plans: list[tuple[str, str]] = []
+        groups = by_owner(parts)
         received: dict[str, int] = {}
         if analyze:
             scans: list[ScanRecord] = []
             pushdown.run(push, table, parts, scans)
             received = {s.table: s.rows_received for s in scans}
-        whole = len(parts) == 1
-        for part in parts:
-            sent = push.whole(part.table) if whole else push.partial(part.table)
-            rows = f" rows_received={received[part.table]}" if part.table in received else ""
+            # Grouped as they ran: a sub-table moving meanwhile regroups them.
+            located = {p.table: p for p in parts}
+            groups = [[located[t] for t in s.tables] for s in scans]
+        whole = len(groups) == 1
+        plans: list[tuple[str, str]] = []
+        for group in groups:
+            sent, _ = pushdown.asked(push, group, whole=whole)
+            first = group[0].table
+            rows = f" rows_received={received[first]}" if first in received else ""
             plans.append(
                 (
                     "gnomon_partial",
-                    f"sub_table={part.table} owner={part.owner or 'here'}{rows} query={sent}",
+                    f"sub_tables={','.join(p.table for p in group)} "
+                    f"owner={group[0].owner or 'here'}{rows} query={sent}",
                 )
             )
         plans.append(
-            ("gnomon_merge", "the one sub-table's answer as it is" if whole else push.final)
+            ("gnomon_merge", "the one owner's answer as it is" if whole else push.final)
         )
         return QueryResult.rows(
             pa.table({"plan_type": [t for t, _ in plans], "plan": [p for _, p in plans]})

@@ -42,6 +42,14 @@ class ScanRecord:
     owner: str = ""
     scan_id: str = ""
     rows_received: int = 0
+    #: A query answered over the union of several tables, named ``table`` in it: all of
+    #: them (``table`` first); empty for ``table`` alone.
+    union: tuple[str, ...] = ()
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        """The tables read."""
+        return self.union or (self.table,)
 
     @property
     def filter(self) -> str | None:
@@ -50,8 +58,9 @@ class ScanRecord:
 
 
 class EngineFragment:
-    def __init__(self, dataset: EngineDataset) -> None:
+    def __init__(self, dataset: EngineDataset, table: str) -> None:
         self._dataset = dataset
+        self._table = table
 
     def scanner(
         self,
@@ -66,6 +75,7 @@ class EngineFragment:
             scan = d.source.scan(
                 replace(
                     d.request,
+                    table=self._table,
                     columns=columns,
                     predicate=filter,
                     batch_size=batch_size or d.request.batch_size,
@@ -75,7 +85,7 @@ class EngineFragment:
             # DataFusion would flatten the error into text; keep it for the executor.
             d.errors.append(e)
             raise
-        record = ScanRecord(d.request.table, columns, lambda: filter, scan.stats)
+        record = ScanRecord(self._table, columns, lambda: filter, scan.stats)
         d.scans.append(record)
         out_schema = (
             d.arrow_schema
@@ -113,7 +123,8 @@ class EngineDataset(ds.InMemoryDataset):  # type: ignore[misc]
     """One table of ``source`` as a DataFusion table: each scan DataFusion makes is
     ``request`` (its table, snapshot, the bounds every row the query needs meets, see
     :mod:`node.sql.prescan`, and whether string tags come dictionary encoded) with the
-    projection and filter DataFusion pushes down."""
+    projection and filter DataFusion pushes down. With ``union`` (tables of the request's
+    schema), the rows of all of them, one fragment each."""
 
     def __init__(
         self,
@@ -122,11 +133,13 @@ class EngineDataset(ds.InMemoryDataset):  # type: ignore[misc]
         *,
         scans: list[ScanRecord],
         errors: list[GnomonError],
+        union: Sequence[str] = (),
     ) -> None:
         self.source = source
         self.request = request
         self.scans = scans
         self.errors = errors
+        self.tables = list(union) or [request.table]
         #: The query's cancellation token, taken here, in the request's thread: DataFusion
         #: runs the scans on threads of its own.
         self.token = cancel.current()
@@ -136,7 +149,7 @@ class EngineDataset(ds.InMemoryDataset):  # type: ignore[misc]
         super().__init__(pa.Table.from_batches([], schema=self.arrow_schema))  # type: ignore[call-arg]
 
     def get_fragments(self, filter: pc.Expression | None = None) -> list[EngineFragment]:
-        return [EngineFragment(self)]
+        return [EngineFragment(self, t) for t in self.tables]
 
 
 class RemoteTable(Protocol):

@@ -15,19 +15,22 @@ runs next to its data, planned once more there."""
 from __future__ import annotations
 
 import contextvars
+import functools
 import os
 import re
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import datafusion
 import pyarrow as pa
+import pyarrow.compute as pc
 from datafusion.catalog import SchemaProvider, Table
 
 from gnomon.errors import GnomonError, InvalidArgument, NotFound, NotOwner, UnknownTable
-from node.engine.scan import ScanRequest
+from node.engine.scan import Scan, ScanRequest
 from node.partition.dataset import PartitionDataset
 from node.partition.tables import Partitions
 from node.security.context import authorize
@@ -149,7 +152,8 @@ class QueryTables(SchemaProvider):  # type: ignore[misc]
 
 class QueryContext:
     """The tables one query reads, registered on a fresh DataFusion session, or found as it
-    plans (``remote``: those other nodes serve)."""
+    plans (``remote``: those other nodes serve); a name of ``unions`` reads the rows of
+    every table it maps to, scanned alike."""
 
     def __init__(
         self,
@@ -157,11 +161,15 @@ class QueryContext:
         mode: modes.Mode,
         partitions: Partitions,
         remote: RemoteTables,
+        unions: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.tables = tables
         self.mode = mode
         self.partitions = partitions
         self.remote = remote
+        #: Names of tables served here that read the rows of several (sub-tables of one
+        #: partition table answering one partial query together), each among its own.
+        self.unions = unions or {}
         self._ctx: datafusion.SessionContext | None = None
         self._schema: QueryTables | None = None
         #: The nodes serving the remote tables the query reads, and whether it reads a
@@ -237,7 +245,10 @@ class QueryContext:
                 )
             self._register_dataset(name, table, self._partition_dataset(table, prescan))
             return
+        union = self._union(table)
         if version is not None or timestamp_ms is not None:
+            if len(union) > 1:
+                raise InvalidArgument("a union of tables does not travel in time")
             # A table travelling in time is read where it is served: the whole query goes
             # there when another node serves it (NotOwner).
             self._locate(table)
@@ -245,7 +256,7 @@ class QueryContext:
             prescan is not None
             and self.mode.in_memory
             and not prescan.stops_early
-            and self._register_small(name, prescan)
+            and self._register_small(name, prescan, union)
         ):
             return
         # A prescan's request asks for tags as the mode says; a table travelling in time has
@@ -260,7 +271,9 @@ class QueryContext:
             if prescan is None
             else prescan.request
         )
-        dataset = EngineDataset(self.tables, request, scans=self.scans, errors=self.errors)
+        dataset = EngineDataset(
+            self.tables, request, scans=self.scans, errors=self.errors, union=union
+        )
         self._register_dataset(name, table, dataset)
 
     def register_remote(self, name: str, table: RemoteTable) -> None:
@@ -276,6 +289,22 @@ class QueryContext:
         assert partition is not None
         parts = partition.reading(None if prescan is None else prescan.bounds)
         return PartitionDataset(partition, parts, scans=self.scans, errors=self.errors)
+
+    def _union(self, table: str) -> list[str]:
+        """The tables ``table`` reads: those :attr:`unions` maps it to (served here, of its
+        schema; NotOwner naming the node serving one that is not), else none."""
+        union = list(self.unions.get(table, ()))
+        if not union:
+            return []
+        if table not in union:
+            raise InvalidArgument(f"a union read as {table!r} must hold that table")
+        schema = self.tables.schema(table).arrow()
+        for other in union:
+            if self.tables.schema(other).arrow() != schema:
+                raise InvalidArgument(
+                    f"a union read as {table!r} holds {other!r}, of another schema"
+                )
+        return union
 
     def _locate(self, table: str) -> None:
         """Nothing when ``table`` is open here (or was opened now: created through another
@@ -311,7 +340,13 @@ class QueryContext:
                     return None
                 self.learned = self.learned or name not in self.known
                 request = ScanRequest(name, dictionary_tags=self.mode.dictionary_tags)
-                dataset = EngineDataset(self.tables, request, scans=self.scans, errors=self.errors)
+                dataset = EngineDataset(
+                    self.tables,
+                    request,
+                    scans=self.scans,
+                    errors=self.errors,
+                    union=self._union(name),
+                )
         except GnomonError as e:
             self.errors.append(e)
             return None
@@ -347,26 +382,31 @@ class QueryContext:
             view = self.ctx.sql(f"SELECT * FROM {raw} LIMIT {2**63 - 1}")
             self.ctx.register_view(dq(name), view)
 
-    def _register_small(self, name: str, prescan: Prescan) -> bool:
-        # The engine's own scan (a local reader's): its estimate and located reads are the
-        # point of reading up front.
-        scan = self.tables.scan(prescan.request)
-        if scan.estimated_rows() * len(scan.columns) > SMALL_SCAN_VALUES:
+    def _register_small(self, name: str, prescan: Prescan, union: Sequence[str]) -> bool:
+        """Whether the rows of ``prescan`` (of each table of ``union`` when it holds any)
+        were small enough to read up front, and were."""
+        # The engine's own scans (a local reader's): their estimates and located reads are
+        # the point of reading up front.
+        requests = [replace(prescan.request, table=t) for t in union] or [prescan.request]
+        scans = [self.tables.scan(r) for r in requests]
+        width = len(scans[0].columns)
+        if sum(scan.estimated_rows() for scan in scans) * width > SMALL_SCAN_VALUES:
             return False
         self.in_memory = True
-        self.scans.append(
-            ScanRecord(prescan.request.table, scan.columns, lambda: scan.filter, scan.stats)
-        )
-        if self.fast is not None and self.fast.located:
+        for request, scan in zip(requests, scans, strict=True):
+            filtered = functools.partial(_filter, scan)
+            self.scans.append(ScanRecord(request.table, scan.columns, filtered, scan.stats))
+        if self.fast is not None and self.fast.located and len(scans) == 1:
             # A located read's arrays answered as read: no tables in between.
-            arrays = scan.located_arrays()
+            arrays = scans[0].located_arrays()
             if arrays is not None:
                 self.answer = self.fast.answer(arrays)
                 if self.answer is not None:
                     return True
         # Only the columns the query names: an error naming the others (an unknown column,
         # whose message lists the valid ones) makes the query run again streamed.
-        rows = scan.to_table()
+        read = [scan.to_table() for scan in scans]
+        rows = read[0] if len(read) == 1 else pa.concat_tables(read)
         if self._ctx is not None:
             self._ctx.from_arrow(rows, name=dq(name))
         self.rows[name] = rows
@@ -437,6 +477,10 @@ class QueryContext:
             return modes.literal_scan_filter(plan)
 
         return at_depth(depth, planned)
+
+
+def _filter(scan: Scan) -> pc.Expression | None:
+    return scan.filter
 
 
 def new_session() -> datafusion.SessionContext:

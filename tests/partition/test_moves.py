@@ -67,7 +67,7 @@ class _Gone:
     def reader(self) -> LocalTables:
         raise NotOwner(f"{self.table} moved", shard_id=7)
 
-    def query(self, sql: str) -> pa.Table:
+    def query(self, sql: str, union: Sequence[str] = ()) -> pa.Table:
         raise NotOwner(f"{self.table} moved", shard_id=7)
 
     def write(self, data: pa.Table) -> int:
@@ -117,3 +117,20 @@ def test_one_that_stays_away_fails_as_unavailable(
     with pytest.raises(PartMoved):
         _table(engine, parts).gather(["__cpu_0"], lambda p: p.query("SELECT 1"))
     assert sum(engine.read_all(f"__cpu_{i}").num_rows for i in range(2)) == 0
+
+
+def test_a_group_meeting_a_move_is_grouped_again_where_it_is_served(engine: Engine) -> None:
+    local = LocalTables(engine)
+    parts = MovingParts(LocalParts(local, local), away=1)
+    parts.bind(lambda sql, unions: SqlExecutor(engine).execute(sql, unions).table())
+    asked: list[tuple[str, list[str]]] = []
+
+    def ask(group: list[Part]) -> int:
+        asked.append((group[0].owner, [p.table for p in group]))
+        return len(group[0].query('SELECT ts FROM "__cpu_0"', [p.table for p in group]))
+
+    (answer,) = _table(engine, parts).gather_by_owner(["__cpu_0", "__cpu_1"], ask)
+    # Both first found at the old owner (one request, not owner), then both here.
+    assert asked == [("old-owner:1", ["__cpu_0", "__cpu_1"]), ("", ["__cpu_0", "__cpu_1"])]
+    assert answer == (("__cpu_0", "__cpu_1"), 0)
+    assert len(parts.moves) == 1

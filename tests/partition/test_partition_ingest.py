@@ -12,6 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from gnomon.errors import InvalidArgument
+from gnomon.flight.client import FlightClient
 from gnomon.proto import storage_pb2 as pb
 from node.backends import open_standalone
 from node.engine.schema import ColumnType
@@ -93,6 +94,14 @@ def test_every_write_path_of_a_server(gnomon: Running) -> None:
         status, body = gnomon.sql(f'SELECT DISTINCT host FROM "__t_{i}"')
         assert status == 200, body
         assert {_partition(r["host"]) for r in body["rows"]} <= {i}
+    # A Flight query ticket naming one sub-table that reads the rows of all of them (what a
+    # node asks of the owner of several).
+    subs = [f"__t_{i}" for i in range(differential.PARTITIONS)]
+    with FlightClient(f"127.0.0.1:{gnomon.flight_port}") as client:
+        counted = client.query('SELECT count(*) AS n FROM "__t_1"', {"__t_1": subs})
+        alone = client.query('SELECT count(*) AS n FROM "__t_1"')
+    assert counted.column("n").to_pylist() == [len(written)]
+    assert alone.column("n").to_pylist() == [sum(_partition(r["host"]) == 1 for r in written)]
 
     # A column the table lacks: refused whole, nothing written.
     status, _, answer = gnomon.request(

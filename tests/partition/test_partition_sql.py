@@ -4,21 +4,24 @@ a cluster (tests/cluster/test_partition_tables.py)."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
-from gnomon.errors import AlreadyExists, InvalidArgument
+from gnomon.errors import AlreadyExists, InvalidArgument, NotOwner
 from node.backends import open_standalone
 from node.engine.engine import Engine
 from node.partition import pushdown
+from node.partition.parts import LocalPart, LocalParts, Part, RunSql
 from node.partition.rule import KeyRule
+from node.partition.tables import Partitions
 from node.sql.executor import SqlExecutor
 from node.sql.lexer import tokenize
 from node.sql.select import read
+from node.tables import LocalTables, TableReader
 from tests.partition import differential
 from tests.sql import test_differential as diff
 
@@ -108,7 +111,7 @@ def test_key_filters_prune_sub_tables(engine: Engine) -> None:
     rule = KeyRule(("host",), 4)
 
     def read(query: str) -> set[str]:
-        return {s.table for s in sql.execute(query).scans}
+        return {t for s in sql.execute(query).scans for t in s.tables}
 
     (p,) = rule.of({"host": pa.array(["h3"])}, 1)
     assert read("SELECT count(*) FROM cpu WHERE host = 'h3'") == {f"__cpu_{p}"}
@@ -119,33 +122,139 @@ def test_key_filters_prune_sub_tables(engine: Engine) -> None:
     assert len(read("SELECT count(*) FROM cpu WHERE v > 3")) == 4
 
 
-def test_explain_shows_each_sub_tables_partial_query_and_the_merge(engine: Engine) -> None:
+def test_explain_shows_one_query_of_the_node_serving_every_sub_table(engine: Engine) -> None:
     sql = SqlExecutor(engine)
     sql.execute(CPU)
     sql.execute("INSERT INTO cpu VALUES (1000, 'a', 'eu', 1.0), (2000, 'b', 'us', 2.0)")
     query = "SELECT region, max(v) AS m FROM cpu GROUP BY region ORDER BY region"
     plan = _rows(sql, f"EXPLAIN {query}")
-    partials = [r["plan"] for r in plan if r["plan_type"] == "gnomon_partial"]
-    assert sorted(p.split()[0] for p in partials) == [f"sub_table=__cpu_{i}" for i in range(4)]
-    # Every sub-table is served here (standalone); each gets its partial aggregate.
-    assert all(" owner=here " in p and 'FROM "__cpu_' in p and "max(" in p for p in partials)
+    # Every sub-table is served here (standalone): they hold every row the query reads, so
+    # the query itself runs once over their union, and nothing is merged.
+    (one,) = [r["plan"] for r in plan if r["plan_type"] == "gnomon_partial"]
+    subs = ",".join(f"__cpu_{i}" for i in range(4))
+    assert one.startswith(f"sub_tables={subs} owner=here query=")
+    assert 'FROM "__cpu_0"' in one and "max(v)" in one and "ORDER BY region" in one
     (merge,) = [r["plan"] for r in plan if r["plan_type"] == "gnomon_merge"]
-    assert "__parts" in merge and "ORDER BY" in merge
-    # With ANALYZE the query runs: what each sub-table sent, two rows in all.
+    assert "__parts" not in merge
+    # With ANALYZE the query runs: the rows the owner sent, two in all.
     analyzed = _rows(sql, f"EXPLAIN ANALYZE {query}")
-    sent = [
-        int(r["plan"].split("rows_received=")[1].split()[0])
-        for r in analyzed
-        if r["plan_type"] == "gnomon_partial"
+    (sent,) = [r["plan"] for r in analyzed if r["plan_type"] == "gnomon_partial"]
+    assert " rows_received=2 " in sent
+    # The run read each sub-table once, in one query.
+    scans = sql.execute(query).scans
+    assert [s.tables for s in scans] == [tuple(subs.split(","))]
+    assert scans[0].rows_received == 2
+
+
+class _TwoNodes:
+    """Sub-tables served here, labelled as served by two nodes (even and odd ones): each
+    label answers one partial query, merged here, as two nodes of a cluster would."""
+
+    def __init__(self, local: LocalParts) -> None:
+        self._local = local
+        self.asked: list[tuple[str, tuple[str, ...]]] = []
+
+    def bind(self, run: RunSql) -> None:
+        self._local.bind(run)
+
+    def locate(self, names: Sequence[str]) -> list[Part]:
+        return [_Labelled(self._local.local(n), f"node{int(n[-1]) % 2}", self) for n in names]
+
+    def moved(self, error: NotOwner) -> None:
+        return None
+
+
+class _Labelled:
+    def __init__(self, part: LocalPart, owner: str, nodes: _TwoNodes) -> None:
+        self._part = part
+        self._owner = owner
+        self._nodes = nodes
+
+    @property
+    def table(self) -> str:
+        return self._part.table
+
+    @property
+    def owner(self) -> str:
+        return self._owner
+
+    def reader(self) -> TableReader:
+        return self._part.reader()
+
+    def query(self, sql: str, union: Sequence[str] = ()) -> pa.Table:
+        self._nodes.asked.append((self._owner, tuple(union) or (self.table,)))
+        return self._part.query(sql, union)
+
+    def write(self, data: pa.Table) -> int:
+        return self._part.write(data)
+
+
+def _two_nodes(engine: Engine) -> tuple[SqlExecutor, _TwoNodes]:
+    local = LocalTables(engine)
+    nodes = _TwoNodes(LocalParts(local, local))
+    plain = SqlExecutor(engine)
+    return SqlExecutor(local, partitions=Partitions(plain.partitions.catalog, nodes)), nodes
+
+
+def test_each_node_answers_one_partial_query(engine: Engine) -> None:
+    sql, nodes = _two_nodes(engine)
+    sql.execute(CPU)
+    values = ", ".join(f"({1000 * i}, 'h{i}', 'eu', {i}.0)" for i in range(20))
+    sql.execute(f"INSERT INTO cpu VALUES {values}")
+    query = "SELECT region, count(*) AS n, max(v) AS m FROM cpu GROUP BY region"
+    assert _rows(sql, query) == [{"region": "eu", "n": 20, "m": 19.0}]
+    assert sorted(nodes.asked) == [
+        ("node0", ("__cpu_0", "__cpu_2")),
+        ("node1", ("__cpu_1", "__cpu_3")),
     ]
-    assert sum(sent) == 2
-    # One sub-table holding every row the query reads answers the query itself.
-    (one,) = [
-        r["plan"]
-        for r in _rows(sql, "EXPLAIN SELECT max(v) FROM cpu WHERE host = 'a'")
-        if r["plan_type"] == "gnomon_partial"
+    plan = _rows(sql, f"EXPLAIN {query}")
+    partials = sorted(r["plan"] for r in plan if r["plan_type"] == "gnomon_partial")
+    assert [p.split(" query=")[0] for p in partials] == [
+        "sub_tables=__cpu_0,__cpu_2 owner=node0",
+        "sub_tables=__cpu_1,__cpu_3 owner=node1",
     ]
-    assert "max(v)" in one
+    assert all('FROM "__cpu_' in p and "count(*)" in p for p in partials)
+    (merge,) = [r["plan"] for r in plan if r["plan_type"] == "gnomon_merge"]
+    assert "__parts" in merge
+    # One node's sub-tables holding every row read: that node answers the query itself.
+    rule = KeyRule(("host",), 4)
+    even = [
+        h for h in (f"h{i}" for i in range(20)) if rule.of({"host": pa.array([h])}, 1)[0] % 2 == 0
+    ]
+    listed = ", ".join(f"'{h}'" for h in even)
+    nodes.asked.clear()
+    got = _rows(sql, f"SELECT count(*) AS n FROM cpu WHERE host IN ({listed})")
+    assert got == [{"n": len(even)}]
+    assert [owner for owner, _ in nodes.asked] == ["node0"]
+
+
+def test_a_union_reads_every_sub_table_it_names(engine: Engine) -> None:
+    """The executor's union: a name reading the rows of several tables, read up front or
+    streamed, in the fast path or DataFusion, refused for tables of another schema."""
+    sql = SqlExecutor(engine)
+    sql.execute(CPU)
+    values = ", ".join(f"({1000 * i}, 'h{i}', 'eu', {i}.0)" for i in range(20))
+    sql.execute(f"INSERT INTO cpu VALUES {values}")
+    engine.flush()
+    sql.execute("INSERT INTO cpu VALUES (99000, 'h1', 'us', 100.0)")
+    subs = [f"__cpu_{i}" for i in range(4)]
+    each = {s: engine.read_all(s).num_rows for s in subs}
+    union = {"__cpu_0": subs[:3]}
+    for query in (
+        'SELECT count(*) AS n FROM "__cpu_0"',
+        'SELECT count(*) AS n FROM "__cpu_0" WHERE ts >= 0',
+        "SELECT date_bin(INTERVAL '1 minute', ts) AS b, count(v) AS n FROM \"__cpu_0\" "
+        "WHERE ts >= 0 AND ts < 200000 GROUP BY b ORDER BY b",
+        'SELECT count(*) AS n FROM (SELECT DISTINCT ts FROM "__cpu_0" LIMIT 100) AS d',
+    ):
+        got = sql.execute(query, union).table()
+        assert sum(got.column("n").to_pylist()) == sum(each[s] for s in subs[:3]), query
+        assert sum(sql.execute(query).table().column("n").to_pylist()) == each["__cpu_0"]
+    sql.execute("CREATE TABLE other (x double, ts timestamp NOT NULL, TIMESTAMP KEY(ts))")
+    with pytest.raises(InvalidArgument, match="another schema"):
+        sql.execute('SELECT count(*) FROM "__cpu_0"', {"__cpu_0": ["__cpu_0", "other"]})
+    with pytest.raises(InvalidArgument, match="must hold"):
+        sql.execute('SELECT count(*) FROM "__cpu_0"', {"__cpu_0": ["__cpu_1"]})
 
 
 def test_answers_match_a_plain_table(engine: Engine) -> None:
@@ -218,15 +327,19 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SqlExecut
     engine.close()
 
 
-@pytest.mark.parametrize("merge", ["arrow", "sql"])
+@pytest.mark.parametrize("merge", ["none", "arrow", "sql"])
 def test_random_queries_agree_with_duckdb(
     loaded: tuple[SqlExecutor, Any], merge: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Partial answers merged by Arrow kernels, or all by the SQL merge (where the kernels
-    would differ from DataFusion it runs anyway)."""
+    """Every sub-table here answering the query itself over their union (``none``), or two
+    nodes' partial answers merged by Arrow kernels, or all by the SQL merge (where the
+    kernels would differ from DataFusion it runs anyway)."""
+    sql, con = loaded
+    if merge != "none":
+        assert isinstance(sql.tables, LocalTables)
+        sql, _ = _two_nodes(sql.tables.engine)
     if merge == "sql":
         monkeypatch.setattr(pushdown, "_merged", lambda m, parts: None)
-    sql, con = loaded
     failures = differential.disagreements(lambda q: sql.execute(q).table(), con)
     assert not failures, f"{len(failures)} queries differ:\n\n" + "\n\n".join(failures[:5])
 
