@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
-    from gnomon.devcluster.cluster import DevCluster
+    from gnomon.devcluster.cluster import DevCluster, NodeEndpoints
     from node.cluster.placement import Placement
     from node.engine.engine import Engine
     from node.server.standalone import Standalone
@@ -395,7 +395,8 @@ def compaction_node(config_file: str | None, **flags: object) -> None:
     show_default=True,
     help="Meta instance j listens on BASE+j; data node i serves HTTP on BASE+10+i, gRPC on "
     "BASE+20+i and Flight on BASE+30+i; compaction node k gRPC on BASE+40+k, HTTP on BASE+50+k; "
-    "query node q HTTP on BASE+60+q, gRPC on BASE+70+q, Flight on BASE+80+q. 0: any free "
+    "query node q HTTP on BASE+60+q, gRPC on BASE+70+q, Flight on BASE+80+q; the PostgreSQL "
+    "protocol of data node i on BASE+90+i, of query node q on BASE+100+q. 0: any free "
     "ports (printed once started). etcd, the broker and the S3 server always take free ones.",
 )
 @click.option(
@@ -467,6 +468,18 @@ def dev_cluster(
             cluster.stop()
 
 
+def _psql_target(cluster: DevCluster, node: NodeEndpoints) -> str:
+    """psql's connection string for ``node``'s PostgreSQL port: as the first superuser with
+    authentication on, checking the throwaway CA's certificate with TLS on."""
+    host, port = node.pg.rsplit(":", 1)
+    words = [f"host={host}", f"port={port}", "dbname=gnomon"]
+    if cluster.admin is not None:
+        words.append(f"user={cluster.admin[0]}")
+    if cluster.ca is not None:
+        words += ["sslmode=verify-ca", f"sslrootcert={cluster.ca}"]
+    return '"' + " ".join(words) + '"'
+
+
 def _cluster_summary(cluster: DevCluster) -> str:
     first = cluster.node_endpoints[0]
     assert cluster.etcd is not None
@@ -481,9 +494,11 @@ def _cluster_summary(cluster: DevCluster) -> str:
         f"  meta     {cluster.meta}",
     ]
     for n in cluster.node_endpoints:
-        lines.append(f"  {n.name}   gRPC {n.grpc}  HTTP {n.http}  Flight {n.flight}")
+        lines.append(f"  {n.name}   gRPC {n.grpc}  HTTP {n.http}  Flight {n.flight}  PG {n.pg}")
     for q in cluster.query_endpoints:
-        lines.append(f"  {q.name}  gRPC {q.grpc}  HTTP {q.http}  Flight {q.flight}  (query node)")
+        lines.append(
+            f"  {q.name}  gRPC {q.grpc}  HTTP {q.http}  Flight {q.flight}  PG {q.pg}  (query node)"
+        )
     for c in cluster.compaction_endpoints:
         lines.append(f"  {c.name}   gRPC {c.grpc}  HTTP {c.http}")
     scheme, curl = "http", "curl -s"
@@ -508,6 +523,7 @@ def _cluster_summary(cluster: DevCluster) -> str:
     lines += [
         "examples (any node answers; requests go on to the table's owner):",
         f"  gnomon sql --endpoint {first.http}",
+        f"  psql {_psql_target(cluster, first)}",
         f"  {curl} -X POST {scheme}://{first.http}/sql -H 'Content-Type: application/json' "
         """-d '{"query": "SHOW TABLES"}'""",
         f"  {secret}gnomon admin shards --meta {cluster.meta}",

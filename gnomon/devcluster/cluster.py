@@ -85,10 +85,12 @@ def settle_timeout_s(lease_ttl_s: float, *, rounds: int = 1) -> float:
 #: With a port base B: meta instance j listens on B + j, data node i serves HTTP on B + 10 + i,
 #: gRPC on B + 20 + i and Arrow Flight on B + 30 + i; compaction node k serves gRPC on B + 40 + k
 #: and HTTP on B + 50 + k; query node q HTTP on B + 60 + q, gRPC on B + 70 + q and Flight on
-#: B + 80 + q (so at most 10 of each).
+#: B + 80 + q; the PostgreSQL protocol of data node i on B + 90 + i, of query node q on
+#: B + 100 + q (so at most 10 of each).
 META_PORTS, HTTP_PORTS, GRPC_PORTS, FLIGHT_PORTS = 0, 10, 20, 30
 COMPACTION_GRPC_PORTS, COMPACTION_HTTP_PORTS = 40, 50
 QUERY_HTTP_PORTS, QUERY_GRPC_PORTS, QUERY_FLIGHT_PORTS = 60, 70, 80
+PG_PORTS, QUERY_PG_PORTS = 90, 100
 NAMESPACE = "/gnomon"
 #: The superuser an ``auth`` cluster is made with.
 ADMIN_USER = "admin"
@@ -100,6 +102,8 @@ class NodeEndpoints:
     http: str
     grpc: str
     flight: str
+    #: The PostgreSQL protocol's address ("" for a process without one).
+    pg: str = ""
 
 
 @dataclass
@@ -327,7 +331,7 @@ class DevCluster:
         """Start data node ``index`` (the next one: it joins the cluster), or restart it on
         its ports."""
         self._start_any_node(
-            "node", index, self.node_endpoints, (GRPC_PORTS, HTTP_PORTS, FLIGHT_PORTS)
+            "node", index, self.node_endpoints, (GRPC_PORTS, HTTP_PORTS, FLIGHT_PORTS, PG_PORTS)
         )
 
     def start_query_node(self, index: int) -> None:
@@ -336,7 +340,7 @@ class DevCluster:
             "query",
             index,
             self.query_endpoints,
-            (QUERY_GRPC_PORTS, QUERY_HTTP_PORTS, QUERY_FLIGHT_PORTS),
+            (QUERY_GRPC_PORTS, QUERY_HTTP_PORTS, QUERY_FLIGHT_PORTS, QUERY_PG_PORTS),
             ("--role=query",),
         )
 
@@ -345,29 +349,47 @@ class DevCluster:
         kind: str,
         index: int,
         endpoints: list[NodeEndpoints],
-        offsets: tuple[int, int, int],
+        offsets: tuple[int, int, int, int],
         flags: tuple[str, ...] = (),
     ) -> None:
         """Start the ``index``-th node of a ``kind`` ("node" or "query"; its endpoints kept in
-        ``endpoints``, its first ports at ``offsets``: gRPC, HTTP, Flight), or restart it on
-        its ports."""
+        ``endpoints``, its first ports at ``offsets``: gRPC, HTTP, Flight, PostgreSQL), or
+        restart it on its ports."""
         name = f"{kind}-{index}"
         if index < len(endpoints):
             known = endpoints[index]
-            self._start_node(name, _port(known.grpc), _port(known.http), _port(known.flight), flags)
+            self._start_node(
+                name,
+                _port(known.grpc),
+                _port(known.http),
+                _port(known.flight),
+                flags,
+                pg=_port(known.pg),
+            )
             return
         if self.port_base is None:
-            # Its gRPC endpoint, advertised, is its name in the cluster: a port picked before
-            # it starts (again if another process takes it first). HTTP and Flight take any.
-            ports, _ = on_free_ports(lambda picked: self._start_node(name, picked[0], 0, 0, flags))
+            # Its gRPC endpoint, advertised, is its name in the cluster, and its PostgreSQL
+            # port cannot be asked for as "any" (0 turns it off): ports picked before it
+            # starts (again if another process takes one first). HTTP and Flight take any.
+            ports, _ = on_free_ports(
+                lambda picked: self._start_node(name, picked[0], 0, 0, flags, pg=picked[1]),
+                count=2,
+            )
         else:
             first = [self._first_port(index, o) for o in offsets]
-            ports = self._start_node(name, first[0], first[1], first[2], flags)
-        http, grpc, flight = (f"127.0.0.1:{ports[p]}" for p in ("http", "grpc", "flight"))
-        endpoints.append(NodeEndpoints(name, http, grpc, flight))
+            ports = self._start_node(name, first[0], first[1], first[2], flags, pg=first[3])
+        http, grpc, flight, pg = (f"127.0.0.1:{ports[p]}" for p in ("http", "grpc", "flight", "pg"))
+        endpoints.append(NodeEndpoints(name, http, grpc, flight, pg))
 
     def _start_node(
-        self, name: str, grpc: int, http: int, flight: int, flags: tuple[str, ...] = ()
+        self,
+        name: str,
+        grpc: int,
+        http: int,
+        flight: int,
+        flags: tuple[str, ...] = (),
+        *,
+        pg: int,
     ) -> dict[str, int]:
         assert self.etcd is not None
         return self._gnomon(
@@ -378,8 +400,7 @@ class DevCluster:
                 f"--http-port={http}",
                 f"--grpc-port={grpc}",
                 f"--flight-port={flight}",
-                # Nodes sharing one machine would contend for the one default port.
-                "--pg-port=0",
+                f"--pg-port={pg}",
                 f"--advertise=127.0.0.1:{grpc}",
                 f"--meta={self.meta}",
                 f"--wal=kafka://{self.bootstrap}",

@@ -427,3 +427,42 @@ def test_accounts_edited_straight_in_etcd_give_nothing(
         ]
         for user, _ in (promoted, widened):
             accounts.drop_user(user)
+
+
+def test_postgresql_clients_reach_any_node_with_scram_over_tls(
+    cluster: DevCluster, entries: dict[str, NodeEndpoints]
+) -> None:
+    """psycopg through a node that does not own the table: TLS checked against the cluster's
+    CA, SCRAM-SHA-256 as the caller, the query forwarded to the owner as that caller, and the
+    answer the one HTTP gives; a user without grants is refused there too."""
+    psycopg = pytest.importorskip("psycopg")
+    assert cluster.admin is not None and cluster.ca is not None
+
+    def connect(node: NodeEndpoints, user: str, password: str) -> Any:
+        host, port = node.pg.rsplit(":", 1)
+        return psycopg.connect(
+            host=host,
+            port=int(port),
+            dbname="gnomon",
+            user=user,
+            password=password,
+            sslmode="verify-ca",
+            sslrootcert=str(cluster.ca),
+            require_auth="scram-sha-256",
+            connect_timeout=30,
+            autocommit=True,
+        )
+
+    for table, entry in entries.items():
+        query = f"SELECT count(*) AS n FROM {table}"
+        status, body = _http_sql(cluster, entry, query, _basic(*cluster.admin))
+        assert status == 200, body
+        with connect(entry, *cluster.admin) as conn:
+            assert conn.info.pgconn.ssl_in_use
+            (count,) = conn.execute(query).fetchone()
+        assert count == body["rows"][0]["n"], table
+        with (
+            connect(entry, *OUTSIDER) as conn,
+            pytest.raises(psycopg.errors.InsufficientPrivilege, match="may not read"),
+        ):
+            conn.execute(query)
