@@ -1,1 +1,1 @@
-"""A compaction node: merges the compaction tasks data nodes offload to it (DESIGN §7)."""
+"""A compaction node: merges the compaction tasks data nodes offload to it."""

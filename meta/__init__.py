@@ -1,1 +1,1 @@
-"""The meta service: cluster topology, liveness, placement, failover and balancing (DESIGN §6)."""
+"""The meta service: cluster topology, liveness, placement, failover and balancing."""

@@ -1,4 +1,4 @@
-"""Choosing a compaction node for a data node that offloads a compaction (DESIGN §7).
+"""Choosing a compaction node for a data node that offloads a compaction.
 
 A node is a candidate only while it holds a live lease *and* its last heartbeat is fresh (within
 half its lease TTL): a node whose heartbeat broke keeps its lease for up to a TTL, during which

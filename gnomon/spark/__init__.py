@@ -1,4 +1,4 @@
-"""gnomon as a Spark source and sink (DESIGN §9): the ``gnomon`` PySpark data source
+"""gnomon as a Spark source and sink: the ``gnomon`` PySpark data source
 (``datasource.py``, imports pyspark), on the node's Arrow Flight protocol (``gnomon.flight``:
 its request forms and client, shared with the server and with other nodes); reads planned at
 every owner (``planning.py``, no pyspark); the hybrid read (``hybrid.py``): flushed SSTs that

@@ -1,4 +1,4 @@
-"""The hybrid read (DESIGN §9): a gnomon table as one Spark DataFrame, its flushed SSTs that need
+"""The hybrid read: a gnomon table as one Spark DataFrame, its flushed SSTs that need
 no merge read by Spark's own vectorized Parquet reader, the rest (merge groups, memtables,
 older schema versions) through the ``gnomon`` data source from each owner, unioned.
 

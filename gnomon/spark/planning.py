@@ -1,4 +1,4 @@
-"""Planning a read of a table on every node that serves part of it (DESIGN §9), without
+"""Planning a read of a table on every node that serves part of it, without
 pyspark: the Spark reader and the hybrid read build on it.
 
 The node asked first answers where the table (or each sub-table of a partition table) is

@@ -1,5 +1,5 @@
 """Which SSTs of a snapshot a reader may read as plain Parquet, without the engine's merge
-(DESIGN §9: Spark reads these with its own vectorized Parquet reader, the rest through the
+(Spark reads these with its own vectorized Parquet reader, the rest through the
 node).
 
 An SST's rows are the table's rows, as stored, when nothing the scan would resolve reaches them:

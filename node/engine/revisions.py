@@ -1,4 +1,4 @@
-"""Revisioned batch ingest: HCatalog's revision protocol (DESIGN §9) on the engine's manifest.
+"""Revisioned batch ingest: HCatalog's revision protocol on the engine's manifest.
 
 A batch job (a Spark write) reserves a revision of a table, stages rows under it and commits or
 aborts it. Staged rows are written as SSTs into the object store at once but only recorded

@@ -1,4 +1,4 @@
-"""The Arrow Flight endpoint of a node (DESIGN §9): bulk reads and writes of tables as Arrow.
+"""The Arrow Flight endpoint of a node: bulk reads and writes of tables as Arrow.
 
 - ``get_flight_info(descriptor = ScanSpec JSON)``: pins the table's manifest version (flushing
   its memtables first unless the request names a version or timestamp) and describes its time

@@ -25,7 +25,7 @@ from tests.security.conftest import admin
 from tests.server.conftest import Running, start_standalone
 from tests.support.procs import free_port
 
-#: What the suite asks per interface: about a minute for the six campaigns on two cores.
+#: What the suite asks per interface: a few minutes for all the campaigns on two cores.
 DEFAULT_EXAMPLES = 2000
 EXAMPLES = int(os.environ.get("GNOMON_FUZZ_EXAMPLES", DEFAULT_EXAMPLES))
 FUZZER = ("fuzzer", "fuzzer-password")

@@ -1,4 +1,4 @@
-"""Offloaded compaction, the data node's side (DESIGN §7; HoraeDB's ``compaction_mode =
+"""Offloaded compaction, the data node's side (HoraeDB's ``compaction_mode =
 "Offload"`` with ``fallback_local_when_failed``).
 
 A table compacts where its ``compaction_mode`` option says, or where the node's setting says
