@@ -517,9 +517,6 @@ def translate(e: Exception, names: dict[str, str]) -> GnomonError:
     tracebacks, or the names gnomon registers tables under (``names``: a time-travel
     clause's, a scan's under a view)."""
     text = str(e)
-    m = _DF_NOT_FOUND.search(text)
-    if m:
-        return UnknownTable(names.get(m.group(1), m.group(1)))
     if "Resources exhausted" in text:
         return cancel.over_memory(text.split("Resources exhausted:", 1)[-1].strip().splitlines()[0])
     if _DF_RECURSION.search(text):
@@ -533,7 +530,6 @@ def translate(e: Exception, names: dict[str, str]) -> GnomonError:
     return InvalidArgument(text.strip())
 
 
-_DF_NOT_FOUND = re.compile(r"table '(?:[\w]+\.)*([^']+)' not found", re.IGNORECASE)
 _DF_RECURSION = re.compile(r"RecursionLimitExceeded")
 #: What is dropped from (or rephrased in) DataFusion's messages.
 _DF_NOISE = (
@@ -544,7 +540,7 @@ _DF_NOISE = (
         re.compile(r"\s*This issue was likely caused by a bug in DataFusion's code.*", re.S),
         "",
     ),
-    (re.compile(r"\bdatafusion\.public\."), ""),
+    (re.compile(r"\bdatafusion\.(?:public\.)?"), ""),
     (re.compile(r"\bmanifest_(?:commits|versions|heads)\b"), "the table manifest"),
 )
 #: Names gnomon registers tables under for its own use.
