@@ -39,6 +39,7 @@ def test_toy_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert fast["expired_s"] is not None and fast["rto_s"] >= fast["expired_s"] - 0.05
     assert doc["follower_lag_writes"] > 0 and doc["follower_lag_p99_s"] >= 0
     assert doc["partition_queries"] and doc["partition_ratio_median"] > 0
+    assert doc["partition_ratio_max"] >= doc["partition_ratio_median"]
     # Started as the README's dev cluster (8 shards, a follower each), it spread them evenly.
     assert doc["spread_met"] and doc["leader_spread"] <= 1.5
     assert sum(doc["leaders_per_node"]) == sum(doc["followers_per_node"]) == 8
