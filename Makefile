@@ -32,9 +32,10 @@ chromium:
 prometheus:
 	@command -v prometheus >/dev/null && command -v promtool >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y prometheus)
 
-# pytest exits 5 when it collects nothing; that is not a failure of the suite.
+# Two workers, each running whole test files (a file's module fixtures, such as a cluster,
+# serve its tests once). pytest exits 5 when it collects nothing; that is not a failure.
 test: $(DEV_STAMP) hooks chromium prometheus
-	$(PY) -m pytest -q -p no:cacheprovider; rc=$$?; if [ $$rc -eq 5 ]; then exit 0; fi; exit $$rc
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile; rc=$$?; if [ $$rc -eq 5 ]; then exit 0; fi; exit $$rc
 
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .
