@@ -68,8 +68,10 @@ from node.sql.result import QueryResult
 from node.sql.session import CatalogChanged, QueryContext, StreamInstead, dq, plain
 from node.tables import SqlTables, local
 
-#: A query whose tables changed again as it was planned a second time.
-_CHANGED_AGAIN = InvalidArgument("the tables of this query changed while it was planned; try again")
+
+def _changed_again() -> InvalidArgument:
+    """The error of a query whose tables changed again as it was planned a second time."""
+    return InvalidArgument("the tables of this query changed while it was planned; try again")
 
 
 class SqlExecutor:
@@ -346,7 +348,7 @@ class SqlExecutor:
             qc, table = self._run(sql, tokens=tokens, analysis=analysis, unions=unions)
         except CatalogChanged:
             if not again:
-                raise _CHANGED_AGAIN from None
+                raise _changed_again() from None
             # Found again from its text: the table just met is known now, and a partition
             # table's query may split over its sub-tables.
             return self._query_once(sql, (), None, unions, again=False)
@@ -451,7 +453,7 @@ class SqlExecutor:
             qc, plan = self._run(query, prefix)
         except CatalogChanged:
             if not again:
-                raise _CHANGED_AGAIN from None
+                raise _changed_again() from None
             return self._explain(query, analyze, again=False)
         rows = {name: plan.column(name).to_pylist() for name in plan.column_names}
         for scan in qc.scans:

@@ -312,8 +312,6 @@ class QueryContext:
         UnknownTable."""
         try:
             self.tables.schema(table)
-        except NotOwner:
-            raise
         except NotFound:
             raise UnknownTable(table) from None
 

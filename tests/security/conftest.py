@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from gnomon.store.api import StructuredStore
+from gnomon.store.sqlite import SqliteStore
 from tests.server.conftest import REPO, Running, start_standalone
 
 ROOT = ("root", "root-password")
@@ -52,3 +54,11 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     running = start_standalone(data, root / "server.log", "--auth", "true", "--auth-cache-s", "0")
     yield Secured(running, token)
     running.server.stop()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[StructuredStore]:
+    """A catalog store of the accounts, on SQLite."""
+    opened = SqliteStore(str(tmp_path / "meta.db"))
+    yield opened
+    opened.close()

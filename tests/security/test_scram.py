@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from gnomon.errors import InvalidArgument, Unauthenticated
 from gnomon.store.api import StructuredStore, TableContext
-from gnomon.store.sqlite import SqliteStore
 from node.security import scram
 from node.security.accounts import _USERS, Accounts, _hash
 from node.security.authn import Authenticator
@@ -134,13 +131,6 @@ def test_a_mock_verifier_is_the_same_each_time_and_per_user() -> None:
 
 
 # -- the verifiers accounts keep ---------------------------------------------------------------
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[StructuredStore]:
-    opened = SqliteStore(str(tmp_path / "meta.db"))
-    yield opened
-    opened.close()
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ until ``gnomon admin users sign`` signs them; without a secret nothing is signed
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,13 +22,6 @@ from node.security.principal import EVERY_TABLE, Grant, Privilege
 
 SECRET = "the-cluster-secret"
 PASSWORD = "alice-password"
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[StructuredStore]:
-    opened = SqliteStore(str(tmp_path / "meta.db"))
-    yield opened
-    opened.close()
 
 
 @pytest.fixture
