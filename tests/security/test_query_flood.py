@@ -111,7 +111,18 @@ def test_another_users_query_goes_ahead_of_a_flood(flooded: Running) -> None:
         others = [_sql(flooded, "SELECT 1 AS one", OTHER)]
         assert _queries(flooded, "queued") > 0
         others += [_sql(flooded, "SELECT 1 AS one", OTHER) for _ in range(19)]
+        # The flooder never holds more than its bounds, however its requests arrive (on a
+        # busy machine they arrive over several runs, so more than the bounds are admitted
+        # in all: the bounds hold at every moment, not over the flood).
+        most = {"running": 0.0, "queued": 0.0}
+        deadline = time.monotonic() + QUEUE_TIMEOUT_S + 60
+        while not all(f.done() for f in flood) and time.monotonic() < deadline:
+            for state in most:
+                most[state] = max(most[state], _queries(flooded, state))
+            time.sleep(0.05)
         answers = [f.result() for f in flood]
+    assert most["running"] <= CAP_PER_USER, most
+    assert most["queued"] <= QUEUED_PER_USER, most
     for status, body, took_s in others:
         assert (status, body) == (200, {"rows": [{"one": 1}]})
         assert took_s < QUEUE_TIMEOUT_S, took_s
@@ -128,7 +139,7 @@ def test_another_users_query_goes_ahead_of_a_flood(flooded: Running) -> None:
             "query_queue_timeout_s" in body["message"]
         ), body
         refused += "max_queued_queries_per_user" in body["message"]
-    assert refused >= FLOOD - CAP_PER_USER - QUEUED_PER_USER - 1
+    assert refused >= FLOOD // 2, refused
     after = _metric(flooded, 'gnomon_queries_refused_total{limit="user_queued"}')
     assert after - refused_before == refused
     _wait_for(lambda: _queries(flooded, "running") == 0, 10, "idle")
