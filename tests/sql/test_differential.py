@@ -4,7 +4,8 @@ The same deterministic data set goes into gnomon (part flushed to SSTs, part ove
 later SSTs, part only in the memtable, some rows deleted by key and some by a range tombstone)
 and into DuckDB (the final rows, as an Arrow table). Then seeded random SELECTs (projections;
 filters on tags, fields and time with AND/OR/NOT/IN/IS NULL; GROUP BY tags with aggregates;
-time buckets; ORDER BY + LIMIT with a total order) run on both and must give the same rows:
+time buckets; ORDER BY + LIMIT with a total order; joins of two filtered reads; IN, scalar,
+derived-table and correlated EXISTS subqueries) run on both and must give the same rows:
 exactly for integers, strings and timestamps, within a relative tolerance for floats (sums
 and averages may add up in another order).
 """
@@ -246,7 +247,7 @@ class QueryGen:
         return f" LIMIT {self.rng.choice([1, 5, 20, 100])}" if self.rng.random() < 0.5 else ""
 
     def query(self) -> Query:
-        kind = self.rng.randrange(6)
+        kind = self.rng.randrange(8)
         return [
             self.projection,
             self.projection_by_field,
@@ -254,6 +255,8 @@ class QueryGen:
             self.buckets,
             self.totals,
             self.distinct,
+            self.joins,
+            self.subqueries,
         ][kind]()
 
     def projection(self) -> Query:
@@ -339,6 +342,54 @@ class QueryGen:
         tail = " ORDER BY host, region"
         q = "SELECT DISTINCT host, region FROM t"
         return Query(q + wg + tail, q + wd + tail, ordered=True)
+
+    def joins(self) -> Query:
+        """Two filtered reads of ``t`` joined: row to row on the series key, or a per-series
+        answer joined to per-host aggregates (LEFT: hosts the right side filtered out)."""
+        (g1, d1), (g2, d2) = self.where(), self.where()
+        if self.rng.random() < 0.5:
+            head = (
+                "SELECT a.host, count(*) AS n, max(a.cpu - b.cpu) AS d, sum(b.req) AS r "
+                "FROM (SELECT host, region, ts, cpu FROM t{}) a "
+                "JOIN (SELECT host, region, ts, cpu, req FROM t{}) b "
+                "ON a.host = b.host AND a.region = b.region AND a.ts = b.ts "
+                "GROUP BY a.host ORDER BY a.host"
+            )
+        else:
+            head = (
+                "SELECT a.host, a.region, a.n, b.m "
+                "FROM (SELECT host, region, count(*) AS n FROM t{} GROUP BY host, region) a "
+                "LEFT JOIN (SELECT host, max(mem) AS m FROM t{} GROUP BY host) b "
+                "ON a.host = b.host ORDER BY a.host, a.region"
+            )
+        tail = self.limit()
+        return Query(head.format(g1, g2) + tail, head.format(d1, d2) + tail, ordered=True)
+
+    def subqueries(self) -> Query:
+        """``t`` filtered by or aggregated over a subquery of itself: IN, a scalar, a derived
+        table, a correlated EXISTS."""
+        rng = self.rng
+        wg, wd = self.where()
+        lo = round(rng.uniform(0, 100), 1)
+        head = rng.choice(
+            [
+                "SELECT host, count(*) AS n, max(cpu) AS m FROM t "
+                "WHERE host IN (SELECT host FROM t{}) GROUP BY host ORDER BY host",
+                "SELECT count(*) AS n, min(ts) AS first FROM t "
+                "WHERE cpu > (SELECT avg(cpu) FROM t{})",
+                "SELECT region, count(*) AS series, max(m) AS top, sum(n) AS n FROM "
+                "(SELECT host, region, max(cpu) AS m, count(*) AS n FROM t{} "
+                "GROUP BY host, region) s GROUP BY region ORDER BY region",
+                "SELECT DISTINCT host, region FROM t o WHERE EXISTS (SELECT 1 FROM t i{} "
+                f"{{}}i.host = o.host AND i.cpu > {lo}) ORDER BY host, region",
+            ]
+        )
+        if "EXISTS" in head:
+            joiner = " AND " if wg else " WHERE "
+            # The subquery's own filter names its columns through its alias.
+            wg, wd = (w.replace(" WHERE ", " WHERE (", 1) + ")" if w else w for w in (wg, wd))
+            return Query(head.format(wg, joiner), head.format(wd, joiner), ordered=True)
+        return Query(head.format(wg), head.format(wd), ordered=True)
 
 
 # -- comparison ----------------------------------------------------------------------------------
