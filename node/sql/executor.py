@@ -65,7 +65,7 @@ from node.sql.provider import (
     ScanRecord,
 )
 from node.sql.result import QueryResult
-from node.sql.session import CatalogChanged, QueryContext, StreamInstead, dq, plain
+from node.sql.session import CatalogChanged, QueryContext, dq, plain
 from node.tables import SqlTables, local
 
 
@@ -250,9 +250,7 @@ class SqlExecutor:
         unions: Mapping[str, Sequence[str]] | None = None,
     ) -> tuple[QueryContext, pa.Table]:
         """Runs ``prefix`` + ``sql`` as DataFusion takes it (:meth:`Analysis.rewrite`), its
-        tables handed over as :mod:`node.sql.modes` decides from the query; when it fails on
-        tables read up front (which hold only the columns the query names), streamed, for
-        DataFusion's error in terms of the whole tables. An EXPLAIN (a
+        tables handed over as :mod:`node.sql.modes` decides from the query. An EXPLAIN (a
         ``prefix``) shows the streaming plan, never one over rows read up front. With an
         ``analysis``, ``tokens`` are those :meth:`Analyses.bound` made. Long ORs of one
         column's values reach DataFusion as IN lists (:func:`rewrite.in_lists`). Tables of
@@ -305,11 +303,7 @@ class SqlExecutor:
             finally:
                 found.update(qc.found)
 
-        mode = modes.Mode(in_memory=not prefix, dictionary_tags=not analysis.plain_tags)
-        try:
-            return answer(mode)
-        except StreamInstead:
-            return answer(replace(mode, in_memory=False))
+        return answer(modes.Mode(in_memory=not prefix, dictionary_tags=not analysis.plain_tags))
 
     def _query(
         self,

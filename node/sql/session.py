@@ -105,11 +105,6 @@ def at_depth(depth: int, fn: Callable[[], T]) -> T:
 SMALL_SCAN_VALUES = 8_000_000
 
 
-class StreamInstead(Exception):
-    """DataFusion failed on a table read up front, which has only the columns the query
-    names; the streamed table has all of them, and DataFusion's error then names them."""
-
-
 class CatalogChanged(Exception):
     """A query failed to plan after finding a table open here, or a partition table, that
     its analysis did not know (made through another node since it was found, or met here
@@ -401,13 +396,11 @@ class QueryContext:
                 self.answer = self.fast.answer(arrays)
                 if self.answer is not None:
                     return True
-        # Only the columns the query names: an error naming the others (an unknown column,
-        # whose message lists the valid ones) makes the query run again streamed.
         read = [scan.to_table() for scan in scans]
         rows = read[0] if len(read) == 1 else pa.concat_tables(read)
+        rows = self.rows[name] = padded(rows, self.tables.schema(prescan.request.table).names)
         if self._ctx is not None:
             self._ctx.from_arrow(rows, name=dq(name))
-        self.rows[name] = rows
         return True
 
     def collect(
@@ -447,8 +440,7 @@ class QueryContext:
         raised in a callback, the first table named that no node serves, the query sent to
         the one node serving every table it reads (which plans it knowing their schemas:
         integers compared with their timestamps), a run with the tables it met here known
-        (:class:`CatalogChanged`), a re-run streamed (:class:`StreamInstead`), or
-        DataFusion's own message translated."""
+        (:class:`CatalogChanged`), or DataFusion's own message translated."""
         if self.errors:
             return self.errors[0]
         if self._schema is not None and self._schema.missing:
@@ -458,8 +450,6 @@ class QueryContext:
             return NotOwner(f"the tables of this query are served by {owner}", owner=owner)
         if self.learned:
             return CatalogChanged()
-        if self.in_memory:
-            return StreamInstead()
         return translate(e, self.names)
 
     def literal_filter(self, sql: str, depth: int) -> bool:
@@ -493,6 +483,21 @@ def new_session() -> datafusion.SessionContext:
     return datafusion.SessionContext(
         runtime=datafusion.RuntimeEnvBuilder().with_greedy_memory_pool(budget)
     )
+
+
+def padded(rows: pa.Table, names: Sequence[str]) -> pa.Table:
+    """``rows`` (the columns a query names, read up front) with every other column of its
+    table (``names``, in the table's order) there too, all null, so DataFusion plans and
+    fails over it as over the table itself (an unknown column's error lists them all). The
+    query names none of them, so none is read: one null-typed array, which holds no
+    buffers, stands for them all."""
+    have = set(rows.column_names)
+    if have.issuperset(names):
+        return rows
+    none = pa.nulls(rows.num_rows)
+    columns = [rows.column(n) if n in have else none for n in names]
+    fields = [rows.schema.field(n) if n in have else pa.field(n, pa.null()) for n in names]
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
 
 
 def dq(name: str) -> str:
