@@ -64,6 +64,13 @@ INLINE_DEPTH = 64
 # Read by Rust once, when DataFusion starts its runtime at the first query: this module is
 # imported before any query runs. A setting from the environment is kept.
 os.environ.setdefault("RUST_MIN_STACK", str(DEEP_STACK_BYTES))
+#: DataFusion's runtime threads per core. An operator working over rows in memory (a join's
+#: probe, an aggregate) keeps its thread until its input runs dry, so with as many threads
+#: as cores two heavy queries left a third, ``SELECT 1`` among them, waiting for one of them
+#: to end (bench/query_flood.py measures it); each query still splits into as many
+#: partitions as there are cores.
+RUNTIME_THREADS_PER_CORE = 4
+os.environ.setdefault("TOKIO_WORKER_THREADS", str(RUNTIME_THREADS_PER_CORE * (os.cpu_count() or 1)))
 
 
 class _DeepStack:
@@ -457,6 +464,7 @@ class QueryContext:
         :mod:`node.sql.modes`); a query it cannot plan fails when it runs, not here."""
         if not self.datasets:
             return False
+
         def planned() -> bool:
             try:
                 plan = self.plan(sql).optimized_logical_plan()
