@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
@@ -68,10 +68,24 @@ from node.sql.result import QueryResult
 from node.sql.session import CatalogChanged, QueryContext, dq, plain
 from node.tables import SqlTables, local
 
+T = TypeVar("T")
 
-def _changed_again() -> InvalidArgument:
-    """The error of a query whose tables changed again as it was planned a second time."""
-    return InvalidArgument("the tables of this query changed while it was planned; try again")
+
+def _settled(attempt: Callable[[bool], T]) -> T:
+    """``attempt(True)``, and when it met a table its analysis did not know
+    (:class:`CatalogChanged`), ``attempt(False)``, which finds the query again from its text
+    (the table just met known now, a partition table's query splitting over its
+    sub-tables); a second change is the caller's to retry."""
+    try:
+        return attempt(True)
+    except CatalogChanged:
+        pass
+    try:
+        return attempt(False)
+    except CatalogChanged:
+        raise InvalidArgument(
+            "the tables of this query changed while it was planned; try again"
+        ) from None
 
 
 class SqlExecutor:
@@ -332,33 +346,28 @@ class SqlExecutor:
         tokens: Sequence[Token],
         analysis: Analysis | None,
         unions: Mapping[str, Sequence[str]],
-        *,
-        again: bool = True,
     ) -> QueryResult:
-        pushed = None if unions else self._pushed_down(sql)
-        if pushed is not None:
-            return pushed
-        try:
-            qc, table = self._run(sql, tokens=tokens, analysis=analysis, unions=unions)
-        except CatalogChanged:
-            if not again:
-                raise _changed_again() from None
-            # Found again from its text: the table just met is known now, and a partition
-            # table's query may split over its sub-tables.
-            return self._query_once(sql, (), None, unions, again=False)
-        token = cancel.current()
-        if token is not None:
-            token.check_result(table.nbytes)
-        result = QueryResult.rows(table)
-        result.scans = qc.scans
-        result.expressions = qc.expressions
-        return result
+        def attempt(kept: bool) -> QueryResult:
+            found, bound = (analysis, tokens) if kept else (None, ())
+            pushed = None if unions else self._pushed_down(sql, found)
+            if pushed is not None:
+                return pushed
+            qc, table = self._run(sql, tokens=bound, analysis=found, unions=unions)
+            token = cancel.current()
+            if token is not None:
+                token.check_result(table.nbytes)
+            result = QueryResult.rows(table)
+            result.scans = qc.scans
+            result.expressions = qc.expressions
+            return result
 
-    def _pushed_down(self, sql: str) -> QueryResult | None:
+        return _settled(attempt)
+
+    def _pushed_down(self, sql: str, analysis: Analysis | None) -> QueryResult | None:
         """The answer of a query reading one partition table alone, once, in a shape that
         splits into queries of its sub-tables run where they are served
         (:func:`node.partition.pushdown.plan`); None for any other query."""
-        split = self._split(sql)
+        split = self._split(sql, analysis)
         if split is None:
             return None
         table, push, parts = split
@@ -367,13 +376,18 @@ class SqlExecutor:
         result.scans = scans
         return result
 
-    def _split(self, sql: str) -> tuple[PartitionTable, pushdown.Pushdown, list[Part]] | None:
+    def _split(
+        self, sql: str, analysis: Analysis | None = None
+    ) -> tuple[PartitionTable, pushdown.Pushdown, list[Part]] | None:
         """How a query reading one partition table alone, once, splits over its sub-tables
         (those its WHERE clause leaves, where they are served now); None for any other
-        query."""
+        query, told at once from its shape's ``analysis`` when one is kept."""
         names = self.partitions.names()
-        lowered = sql.lower()
-        if not any(n.lower() in lowered for n in names):
+        if not names:
+            return None
+        if analysis is not None and not any(
+            self.partitions.find(name) is not None for name, _ in analysis.schemas
+        ):
             return None
         tokens = tokenize(sql)
         known = set(names)
@@ -430,25 +444,21 @@ class SqlExecutor:
                     f"owner={group[0].owner or 'here'}{rows} query={sent}",
                 )
             )
-        plans.append(
-            ("gnomon_merge", "the one owner's answer as it is" if whole else push.final)
-        )
+        plans.append(("gnomon_merge", "the one owner's answer as it is" if whole else push.final))
         return QueryResult.rows(
             pa.table({"plan_type": [t for t, _ in plans], "plan": [p for _, p in plans]})
         )
 
-    def _explain(self, query: str, analyze: bool, *, again: bool = True) -> QueryResult:
-        prefix = "EXPLAIN ANALYZE " if analyze else "EXPLAIN "
+    def _explain(self, query: str, analyze: bool) -> QueryResult:
         authorize_query(query, self.catalog.list_tables())
+        return _settled(lambda _: self._explain_once(query, analyze))
+
+    def _explain_once(self, query: str, analyze: bool) -> QueryResult:
+        prefix = "EXPLAIN ANALYZE " if analyze else "EXPLAIN "
         split = self._explain_split(query, analyze)
         if split is not None:
             return split
-        try:
-            qc, plan = self._run(query, prefix)
-        except CatalogChanged:
-            if not again:
-                raise _changed_again() from None
-            return self._explain(query, analyze, again=False)
+        qc, plan = self._run(query, prefix)
         rows = {name: plan.column(name).to_pylist() for name in plan.column_names}
         for scan in qc.scans:
             s = scan.stats
