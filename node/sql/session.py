@@ -31,6 +31,7 @@ from datafusion.catalog import SchemaProvider, Table
 
 from gnomon.errors import GnomonError, InvalidArgument, NotFound, NotOwner, UnknownTable
 from node.engine.scan import Scan, ScanRequest
+from node.engine.sst.reader import LocatedArrays
 from node.partition.dataset import PartitionDataset
 from node.partition.tables import Partitions
 from node.security.context import authorize
@@ -396,11 +397,17 @@ class QueryContext:
         for request, scan in zip(requests, scans, strict=True):
             filtered = functools.partial(_filter, scan)
             self.scans.append(ScanRecord(request.table, scan.columns, filtered, scan.stats))
-        if self.fast is not None and self.fast.located and len(scans) == 1:
-            # A located read's arrays answered as read: no tables in between.
-            arrays = scans[0].located_arrays()
-            if arrays is not None:
-                self.answer = self.fast.answer(arrays)
+        if self.fast is not None and self.fast.located:
+            # Located reads' arrays answered as read (a union's one after the other): no
+            # tables in between.
+            reads = []
+            for scan in scans:
+                located = scan.located_arrays()
+                if located is None:
+                    break
+                reads.append(located)
+            else:
+                self.answer = self.fast.answer(LocatedArrays.joined(reads))
                 if self.answer is not None:
                     return True
         read = [scan.to_table() for scan in scans]

@@ -154,7 +154,7 @@ def test_append_mode_compaction_keeps_duplicates(quiet: Engine) -> None:
 
 def test_outputs_are_cut_at_the_target_size(quiet: Engine) -> None:
     opts = TableOptions(
-        compaction_min_threshold=4, compaction_target_size=10 * KB, num_rows_per_row_group=500
+        compaction_min_threshold=4, compaction_target_size=12 * KB, num_rows_per_row_group=500
     )
     quiet.create_table("cpu", CPU, opts)
     n = 1250

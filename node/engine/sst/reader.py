@@ -423,6 +423,15 @@ class LocatedArrays:
     #: file after file), which spares a caller grouping them by it a check.
     in_run_order: bool
 
+    @staticmethod
+    def joined(reads: Sequence[LocatedArrays]) -> LocatedArrays:
+        """The rows of several reads (of tables of one schema: a union) one after the
+        other, in no run order across them."""
+        if len(reads) == 1:
+            return reads[0]
+        columns = {c: np.concatenate([r.columns[c] for r in reads]) for c in reads[0].columns}
+        return LocatedArrays(columns, in_run_order=False)
+
 
 def located_arrays(
     parts: Sequence[Part],

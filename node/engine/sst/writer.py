@@ -233,24 +233,30 @@ class SstWriter:
         )
 
     def _series_directory(self) -> str | None:
-        """The directory as JSON, or None when it could not rule out most row groups of any
-        query (no tags, or some row group holds over a quarter of the file's series): then
-        it would only make the footer larger."""
+        """The directory as JSON, or None when it could serve no read: no tags, a row group
+        it cannot list, or, without runs to slice, some row group holding over a quarter of
+        the file's series (it could not rule out most row groups of any query; it would
+        only make the footer larger). With runs it serves a read of a few series however
+        few the file holds (a sub-table of a partition table holds a share of them): their
+        rows are sliced out, not compared."""
         index: dict[tuple[object, ...], int] = {}
         groups = [
             None if held is None else [index.setdefault(v, len(index)) for v in held.series]
             for held in self._series
         ]
-        if not index or any(g is None or len(g) * 4 > len(index) for g in groups):
+        if not index or any(g is None for g in groups):
+            return None
+        starts = [None if held is None else held.starts for held in self._series]
+        # A run is one series only where the directory names every tag.
+        sliced = len(self._tags) == len(self._schema.tags) and any(s is not None for s in starts)
+        if not sliced and any(g is not None and len(g) * 4 > len(index) for g in groups):
             return None
         directory: dict[str, object] = {
             "tags": self._tags,
             "series": [list(k) for k in index],
             "row_groups": groups,
         }
-        starts = [None if held is None else held.starts for held in self._series]
-        # A run is one series only where the directory names every tag.
-        if len(self._tags) == len(self._schema.tags) and any(s is not None for s in starts):
+        if sliced:
             directory["starts"] = starts
         return json.dumps(directory, separators=(",", ":"))
 
