@@ -18,6 +18,7 @@ rows). Any other query is scanned (:mod:`node.partition.dataset`).
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ import pyarrow.compute as pc
 from node.engine.lru import Lru
 from node.partition.parts import Part
 from node.partition.tables import PartitionTable
-from node.sql import functions, select
+from node.sql import functions, rewrite, select
 from node.sql.lexer import Kind, Token
 from node.sql.provider import ScanRecord
 
@@ -45,6 +46,13 @@ _REFUSED = frozenset(("distinct", "all", "over", "filter", "unnest"))
 _NOT_ALIASES = frozenset(("NULL", "END", "TRUE", "FALSE", "ASC", "DESC", "FIRST", "LAST"))
 #: Where the sub-table's name goes in a partial query.
 _TABLE = "\x00TABLE\x00"
+#: A literal's slot in a planned query's SQL (:func:`_slot`).
+_SLOT = re.compile("\x00L([0-9]+)\x00")
+
+
+def _slot(k: int) -> str:
+    """Where the query's ``k``-th literal goes in a planned pushdown's SQL."""
+    return f"\x00L{k}\x00"
 #: The name the partial answers are merged under.
 PARTS = "__parts"
 
@@ -103,38 +111,52 @@ class Merging:
 
 class _Tokens:
     """A query's tokens with its text. Text taken from it names the sub-table
-    (:data:`_TABLE`) where the query qualifies a column with the partition table's name."""
+    (:data:`_TABLE`) where the query qualifies a column with the partition table's name,
+    and has a slot (:func:`_slot`) where each literal of ``literals_at`` was written. The
+    literals whose values the plan depends on (a LIMIT, an ordinal, an expression compared
+    with another) are noted in ``read``."""
 
-    def __init__(self, sql: str, tokens: Sequence[Token], table: str) -> None:
+    def __init__(
+        self, sql: str, tokens: Sequence[Token], table: str, literals_at: Sequence[int]
+    ) -> None:
         self.sql = sql
         self.tokens = tokens
         self.table = table
+        self.slots = {at: k for k, at in enumerate(literals_at)}
+        self.read: set[int] = set()
 
     def text(self, start: int, stop: int, *, also: int | None = None) -> str:
         """The text of ``tokens[start:stop]``, the sub-table named at ``also`` too."""
-        tokens = self.tokens
-        swap = [
-            i
-            for i in range(start, stop)
-            if i == also
-            or (
-                tokens[i].identifier == self.table
+        tokens, sql = self.tokens, self.sql
+        edits = []
+        for i in range(start, stop):
+            t = tokens[i]
+            if i in self.slots:
+                edits.append((t.pos, t.pos + len(rewrite.raw(t, sql)), _slot(self.slots[i])))
+            elif i == also or (
+                t.identifier == self.table
                 and tokens[i + 1].kind is Kind.SYMBOL
                 and tokens[i + 1].text == "."
-            )
-        ]
-        if not swap:
-            return self.sql[tokens[start].pos : tokens[stop].pos].strip()
+            ):
+                edits.append((t.pos, t.pos + len(sql[t.pos : tokens[i + 1].pos].rstrip()), _TABLE))
         out = []
         done = tokens[start].pos
-        for i in swap:
-            out.append(self.sql[done : tokens[i].pos])
-            out.append(_TABLE)
-            done = tokens[i].pos + len(self.sql[tokens[i].pos : tokens[i + 1].pos].rstrip())
-        out.append(self.sql[done : tokens[stop].pos])
+        for begin, end, text in edits:
+            out.append(sql[done:begin])
+            out.append(text)
+            done = end
+        out.append(sql[done : tokens[stop].pos])
         return "".join(out).strip()
 
+    def value(self, at: int) -> str:
+        """The text of the token ``at``, a value the plan depends on."""
+        self.read.add(at)
+        return self.tokens[at].text
+
     def key(self, start: int, stop: int) -> tuple[tuple[str, str], ...]:
+        """What tells ``tokens[start:stop]`` from other expressions (two with the same key
+        are the same expression); its literals' values are among them."""
+        self.read.update(i for i in range(start, stop) if i in self.slots)
         return tuple(
             (t.kind, t.upper if t.kind is Kind.WORD else t.text) for t in self.tokens[start:stop]
         )
@@ -210,18 +232,66 @@ class Pushdown:
         return self.whole_template.replace(_TABLE, _dq(sub_table))
 
 
+@dataclass(frozen=True)
+class Planned:
+    """The pushdown of every query of one shape (the same tokens but for the values of
+    their literals) whose literals at ``depends`` are those it was planned with: its SQL
+    holds a slot where each literal goes (:meth:`bind`)."""
+
+    pushdown: Pushdown
+    #: The literals (by their order among the query's) whose values the plan depends on,
+    #: with those values.
+    depends: tuple[tuple[int, str], ...]
+
+    def holds_for(self, literals: Sequence[Token]) -> bool:
+        return all(literals[k].text == text for k, text in self.depends)
+
+    def bind(self, literals: Sequence[Token], sql: str) -> Pushdown:
+        """The pushdown of ``sql``, a query of the shape whose literals are ``literals``."""
+        texts = [rewrite.raw(t, sql) for t in literals]
+
+        def filled(template: str) -> str:
+            return _SLOT.sub(lambda m: texts[int(m.group(1))], template)
+
+        p = self.pushdown
+        return Pushdown(
+            p.table,
+            filled(p.template),
+            filled(p.final),
+            filled(p.names_sql),
+            filled(p.whole_template),
+            p.merging,
+        )
+
+
 def plan(
-    sql: str, tokens: Sequence[Token], query: select.Select, table: str, columns: Sequence[str]
-) -> Pushdown | None:
+    sql: str,
+    tokens: Sequence[Token],
+    query: select.Select,
+    table: str,
+    columns: Sequence[str],
+    literals_at: Sequence[int] = (),
+) -> Planned | None:
     """The pushdown of ``sql`` (``tokens``, its tree ``query``), a query reading partition
-    table ``table`` (of ``columns``) once, or None when its shape is not one that splits (it
-    is then scanned)."""
+    table ``table`` (of ``columns``) once, with a slot for each literal at ``literals_at``
+    (among ``tokens``), or None when its shape is not one that splits (it is then
+    scanned)."""
+    q = _Tokens(sql, tokens, table, literals_at)
+    pushdown = _plan(q, query, columns)
+    if pushdown is None:
+        return None
+    order = {at: k for k, at in enumerate(literals_at)}
+    depends = tuple(sorted((order[at], tokens[at].text) for at in q.read if at in order))
+    return Planned(pushdown, depends)
+
+
+def _plan(q: _Tokens, query: select.Select, columns: Sequence[str]) -> Pushdown | None:
+    table, tokens = q.table, q.tokens
     source = query.from_alone(table)
     if source is None or query.other or not _REFUSED.isdisjoint(query.names):
         return None
     if any(term.span[0] == term.span[1] for term in query.where):
         return None  # a WHERE clause missing a term: DataFusion says so
-    q = _Tokens(sql, tokens, table)
     items = []
     for written in query.items:
         item = _item(q, written)
@@ -247,7 +317,8 @@ def plan(
         if q.calls_aggregate(s, e):
             return None
         if e - s == 1 and tokens[s].kind is Kind.NUMBER:
-            k = int(tokens[s].text) - 1 if tokens[s].text.isdigit() else -1
+            ordinal = q.value(s)
+            k = int(ordinal) - 1 if ordinal.isdigit() else -1
             if not 0 <= k < len(items) or items[k].aggregate is not None:
                 return None
             group_keys.append((items[k].text, items[k].key))
@@ -259,8 +330,8 @@ def plan(
         else:
             group_keys.append((q.text(s, e), q.key(s, e)))
     aggregating = bool(query.group_spans) or any(it.aggregate for it in items)
-    limit = None if query.limit_at is None else int(tokens[query.limit_at].text)
-    offset = None if query.offset_at is None else int(tokens[query.offset_at].text)
+    limit = None if query.limit_at is None else int(q.value(query.limit_at))
+    offset = None if query.offset_at is None else int(q.value(query.offset_at))
 
     hidden: list[str] = []
     orders: list[_Order] = []
@@ -359,7 +430,8 @@ def _order_ref(
     a hidden column)."""
     tokens = q.tokens
     if stop - start == 1 and tokens[start].kind is Kind.NUMBER:
-        k = int(tokens[start].text) - 1 if tokens[start].text.isdigit() else -1
+        ordinal = q.value(start)
+        k = int(ordinal) - 1 if ordinal.isdigit() else -1
         return f"__o{k}" if 0 <= k < len(items) else None
     name = tokens[start].identifier if stop - start == 1 else None
     for i, it in enumerate(items):

@@ -19,11 +19,10 @@ from node.engine.engine import Engine
 from node.engine.options import UpdateMode
 from node.engine.schema import TSID, ColumnType
 from node.partition import pushdown
-from node.partition.parts import Part, by_owner
+from node.partition.parts import by_owner
 from node.partition.tables import (
     PartitionedCatalog,
     Partitions,
-    PartitionTable,
     PartMoved,
     move_pauses,
     standalone_partitions,
@@ -36,9 +35,7 @@ from node.sql import (
     ddl,
     generators,
     modes,
-    prescan,
     rewrite,
-    select,
     system,
 )
 from node.sql.analysis import Analyses, Analysis, parse_timestamp, timestamp_ms
@@ -66,6 +63,7 @@ from node.sql.provider import (
 )
 from node.sql.result import QueryResult
 from node.sql.session import CatalogChanged, QueryContext, dq, plain
+from node.sql.splits import Splits
 from node.tables import SqlTables, local
 
 T = TypeVar("T")
@@ -107,6 +105,7 @@ class SqlExecutor:
         #: The tables as statements name them: partition tables are tables of their own.
         self.catalog = PartitionedCatalog(self.tables, self.partitions)
         self._analyses = Analyses()
+        self._splits = Splits(self.partitions)
 
     def _answer_here(self, sql: str, unions: Mapping[str, Sequence[str]]) -> pa.Table:
         """The answer of ``sql``, a query of tables served here (a share of a partition
@@ -367,61 +366,24 @@ class SqlExecutor:
         """The answer of a query reading one partition table alone, once, in a shape that
         splits into queries of its sub-tables run where they are served
         (:func:`node.partition.pushdown.plan`); None for any other query."""
-        split = self._split(sql, analysis)
+        split = self._splits.of(sql, analysis)
         if split is None:
             return None
-        table, push, parts = split
+        table, push, parts = split.table, split.push, split.parts
         scans: list[ScanRecord] = []
         result = QueryResult.rows(pushdown.run(push, table, parts, scans))
         result.scans = scans
         return result
-
-    def _split(
-        self, sql: str, analysis: Analysis | None = None
-    ) -> tuple[PartitionTable, pushdown.Pushdown, list[Part]] | None:
-        """How a query reading one partition table alone, once, splits over its sub-tables
-        (those its WHERE clause leaves, where they are served now); None for any other
-        query, told at once from its shape's ``analysis`` when one is kept."""
-        names = self.partitions.names()
-        if not names:
-            return None
-        if analysis is not None and not any(
-            self.partitions.find(name) is not None for name, _ in analysis.schemas
-        ):
-            return None
-        tokens = tokenize(sql)
-        known = set(names)
-        # Columns qualified by the table's name (``cpu.host``) are no further reads of it.
-        mentioned = [
-            n
-            for i, t in enumerate(tokens)
-            if (n := t.identifier) in known and tokens[i + 1].text != "."
-        ]
-        if len(set(mentioned)) != 1:
-            return None
-        table = self.partitions.find(mentioned[0])
-        if table is None:
-            return None
-        generators.check(sql)  # DataFusion merges the sub-tables' answers with its items
-        schema = table.spec.schema
-        tree = select.read(tokens)
-        shape = prescan.shape(tree, table.name, schema, mentions=len(mentioned))
-        if not shape.single:
-            return None
-        push = pushdown.plan(sql, tokens, tree, table.name, schema.names)
-        if push is None:
-            return None
-        return table, push, table.reading(shape.bind(tokens).bounds)
 
     def _explain_split(self, query: str, analyze: bool) -> QueryResult | None:
         """EXPLAIN of a query split over a partition table's sub-tables: the query each
         owner runs (``gnomon_partial``: its sub-tables, answering it over their union, and
         which node: ``here`` for this one) and the merge here (``gnomon_merge``); with
         ANALYZE, run, with the rows each owner sent."""
-        split = self._split(query)
+        split = self._splits.of(query)
         if split is None:
             return None
-        table, push, parts = split
+        table, push, parts = split.table, split.push, split.parts
         groups = by_owner(parts)
         received: dict[str, int] = {}
         if analyze:
