@@ -228,6 +228,33 @@ def test_each_node_answers_one_partial_query(engine: Engine) -> None:
     assert [owner for owner, _ in nodes.asked] == ["node0"]
 
 
+def test_a_kept_split_binds_each_querys_literals(engine: Engine) -> None:
+    """A shape's split is found once and bound to each query's literals: new hosts prune
+    other sub-tables, a new LIMIT (a value the plan depends on) plans again, and a table
+    made again under the same name is split as it is now."""
+    sql, nodes = _two_nodes(engine)
+    sql.execute(CPU)
+    values = ", ".join(f"({1000 * i}, 'h{i}', 'eu', {i}.0)" for i in range(20))
+    sql.execute(f"INSERT INTO cpu VALUES {values}")
+    query = "SELECT host, max(v) AS m FROM cpu WHERE host IN ('{}', '{}') GROUP BY host"
+    for a, b in (("h1", "h2"), ("h3", "h17"), ("h0", "nope")):
+        want = [{"host": h, "m": float(h[1:])} for h in sorted((a, b)) if h != "nope"]
+        assert sorted(_rows(sql, query.format(a, b)), key=lambda r: r["host"]) == want
+    limited = "SELECT host, v FROM cpu WHERE v >= {} ORDER BY v DESC LIMIT {}"
+    assert _rows(sql, limited.format(5, 2)) == [
+        {"host": "h19", "v": 19.0},
+        {"host": "h18", "v": 18.0},
+    ]
+    assert _rows(sql, limited.format(18.5, 3)) == [{"host": "h19", "v": 19.0}]
+    assert [r["v"] for r in _rows(sql, limited.format(0, 4))] == [19.0, 18.0, 17.0, 16.0]
+    sql.execute("DROP TABLE cpu")
+    sql.execute(CPU.replace("PARTITIONS 4", "PARTITIONS 2").replace("region string TAG, ", ""))
+    sql.execute("INSERT INTO cpu (host, v, ts) VALUES ('h1', 7.5, 1000)")
+    nodes.asked.clear()
+    assert _rows(sql, query.format("h1", "h2")) == [{"host": "h1", "m": 7.5}]
+    assert {sub for _, subs in nodes.asked for sub in subs} <= {"__cpu_0", "__cpu_1"}
+
+
 def test_a_union_reads_every_sub_table_it_names(engine: Engine) -> None:
     """The executor's union: a name reading the rows of several tables, read up front or
     streamed, in the fast path or DataFusion, refused for tables of another schema."""
