@@ -183,7 +183,9 @@ def main(argv: list[str] | None = None) -> int:
         help="Each flooding client asks again as soon as it is answered, until the probes end "
         "(by default each asks once).",
     )
-    parser.add_argument("--rows", type=int, default=24000, help="Rows of each joined side.")
+    parser.add_argument(
+        "--rows", type=int, default=48000, help="Rows of each joined side (about 3 s a query)."
+    )
     parser.add_argument("--scratch", default=None, help="Where the data directory goes.")
     args = parser.parse_args(argv)
     if min(args.flood, args.probes, args.rows) < 1:

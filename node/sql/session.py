@@ -69,8 +69,9 @@ os.environ.setdefault("RUST_MIN_STACK", str(DEEP_STACK_BYTES))
 #: probe, an aggregate) keeps its thread until its input runs dry, so with as many threads
 #: as cores two heavy queries left a third, ``SELECT 1`` among them, waiting for one of them
 #: to end (bench/query_flood.py measures it); each query still splits into as many
-#: partitions as there are cores.
-RUNTIME_THREADS_PER_CORE = 4
+#: partitions as there are cores. More than two per core made analytic queries slower
+#: (their tasks spread over more threads than cores).
+RUNTIME_THREADS_PER_CORE = 2
 os.environ.setdefault("TOKIO_WORKER_THREADS", str(RUNTIME_THREADS_PER_CORE * (os.cpu_count() or 1)))
 
 
