@@ -27,6 +27,7 @@ Prints one line per round, tree and query type, then one JSON line with every fi
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import statistics
@@ -69,6 +70,7 @@ def _measure(
             partitioned = SqlExecutor(split_engine)
             partitioned.execute(_partitioned(ddl))
             figures: dict[str, dict[str, float]] = {}
+            takes = len(inspect.signature(partitioned._pushed_down).parameters)
             for name, sql, other in queries:
                 tokens = tokenize(sql)
 
@@ -89,7 +91,8 @@ def _measure(
                             analysis.fast.bind(literals)
 
                 def pushed(other: str = other) -> None:
-                    partitioned._pushed_down(other)
+                    # Trees before the kept splits take the query alone.
+                    partitioned._pushed_down(other, *([None] * (takes - 1)))
 
                 figures[name] = {
                     "new_shape_us": _median_us(fresh, repeat),
