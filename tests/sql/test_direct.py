@@ -333,7 +333,10 @@ def test_located_reads_aggregate_as_read_with_datafusions_answers(
     queries = []
     for _ in range(40):
         select = ", ".join(f"{a} AS a{i}" for i, a in enumerate(rng.sample(aggs, 3)))
-        hosts = ", ".join(f"'h{h}'" for h in rng.sample(range(17), rng.randint(1, 3)))
+        # A few hosts, or every one: a row group's runs then lie side by side (read as one
+        # slice, several series in it, none of them in time order with the others).
+        wanted = rng.sample(range(17), rng.randint(1, 3)) if rng.random() < 0.7 else range(16)
+        hosts = ", ".join(f"'h{h}'" for h in wanted)
         lo = rng.randint(-1, 10) * 1_200_000
         interval = rng.choice(["1 minute", "5 minutes", "1 hour"])
         queries.append(
@@ -356,3 +359,32 @@ def test_located_reads_aggregate_as_read_with_datafusions_answers(
     for q, got in zip(queries, answers, strict=True):
         want = _answer(settled, q)
         assert _same(got, want), f"{q}\ndirect:     {got}\ndatafusion: {want}"
+
+
+def test_series_side_by_side_in_a_row_group_aggregate_by_bucket(tmp_path: Path) -> None:
+    """Eight series over the same hour in one row group, all asked for: their runs lie side
+    by side, one slice, which is no time order; the buckets are DataFusion's, one each."""
+    ddl = "CREATE TABLE s (host string TAG, v double, ts timestamp NOT NULL, TIMESTAMP KEY(ts))"
+    insert = "INSERT INTO s (host, v, ts) VALUES"
+    rows = [f"('h{h}', {h * 100 + i}.0, {i * 10_000})" for h in range(8) for i in range(360)]
+    hosts = ", ".join(f"'h{h}'" for h in range(8))
+    query = (
+        "SELECT date_bin(interval '5 minutes', ts) AS b, max(v) AS hi, min(v) AS lo FROM s "
+        f"WHERE host IN ({hosts}) AND ts >= 0 AND ts < 3600000 GROUP BY b ORDER BY b"
+    )
+    # The row left fresh is flushed to a file of its own, after the hour asked for.
+    with executor_over(tmp_path / "db", ddl, insert, rows, "('h1', 1.0, 7200000)") as ex:
+        ex.tables.engine.flush()
+        taken: list[LocatedArrays] = []
+        aggregate = direct.aggregate
+
+        def counted(agg: direct.BucketedAggregation, arrays: LocatedArrays) -> pa.Table:
+            taken.append(arrays)
+            return aggregate(agg, arrays)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(direct, "aggregate", counted)
+            got = _answer(ex, query)
+        assert len(taken) == 1 and not taken[0].in_run_order
+        assert [r["hi"] for r in got] == [700.0 + 30 * k + 29 for k in range(12)]
+        assert [r["lo"] for r in got] == [30.0 * k for k in range(12)]

@@ -6,7 +6,6 @@ backwards, filling columns a file predates) or by located runs of rows.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence, Set
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -458,6 +457,11 @@ def located_arrays(
         c: read.index(c) for c, r in bounds.items() if r.compared_in_numpy(types.field(c).type)
     }
     pieces: list[list[np.ndarray]] = [[] for _ in read]
+    order = parts[0].run_order if parts else None
+    # Each run (one series) is sorted by the run order: the rows are if each run starts
+    # where the one before it ended (judged run by run: joined runs are several series).
+    in_order = order is not None and order in read
+    last: Any = None
     for part in parts:
         metadata = footers.get(part.path)
         held = decoded.arrays(
@@ -472,14 +476,17 @@ def located_arrays(
             runs, known = _narrowed(runs, part, bounds, narrowing.get)
             if not known >= bounds.keys():
                 return None
+            if in_order and runs and order is not None:
+                ordered = arrays[read.index(order)]
+                firsts, lasts = ordered[[a for a, _ in runs]], ordered[[b - 1 for _, b in runs]]
+                in_order = (last is None or last <= firsts[0]) and bool(
+                    (lasts[:-1] <= firsts[1:]).all()
+                )
+                last = lasts[-1]
             for values, kept in zip(arrays, pieces, strict=True):
-                kept.extend(values[a:b] for a, b in runs)
+                kept.extend(values[a:b] for a, b in _joined(runs))
     if not pieces or not pieces[0]:
         return None
-    order = parts[0].run_order
-    # Each run is sorted by the run order: the rows are if each run starts where the last ended.
-    ordered = pieces[read.index(order)] if order in read else []
-    in_order = bool(ordered) and all(a[-1] <= b[0] for a, b in itertools.pairwise(ordered))
     by_column = {
         c: p[0] if len(p) == 1 else np.concatenate(p)
         for c, p in zip(read, pieces, strict=True)
@@ -522,7 +529,7 @@ def _runs_within(
         return bounds[name].numeric(column.chunks, column.type)
 
     runs, known = _narrowed(runs, part, bounds, ordered)
-    slices = [table.slice(a, b - a) for a, b in runs]
+    slices = [table.slice(a, b - a) for a, b in _joined(runs)]
     if len(slices) == 1:
         return slices[0], known
     return (pa.concat_tables(slices) if slices else table.slice(0, 0)), known
@@ -531,11 +538,12 @@ def _runs_within(
 def _narrowed(
     runs: Runs, part: Part, bounds: Bounds, ordered: Callable[[str], np.ndarray | None]
 ) -> tuple[Runs, Set[str]]:
-    """``runs`` of a row group of ``part``, adjacent ones joined and empty ones dropped,
-    and the bounded columns their rows satisfy: the part's ``decided`` ones and, when the
-    runs are few and sorted by a bounded column whose values ``ordered(name)`` gives in
-    numpy (None where numpy would not compare them with the bounds as pyarrow does), that
-    one too, each run narrowed to its range by binary search."""
+    """``runs`` of a row group of ``part``, empty ones dropped (each still one series:
+    :func:`_joined` makes adjacent ones one slice), and the bounded columns their rows
+    satisfy: the part's ``decided`` ones and, when the runs are few and sorted by a bounded
+    column whose values ``ordered(name)`` gives in numpy (None where numpy would not compare
+    them with the bounds as pyarrow does), that one too, each run narrowed to its range by
+    binary search."""
     known = set(part.decided)
     order = part.run_order
     if order is not None and len(runs) <= NARROWED_RUNS and order in bounds:
@@ -548,7 +556,7 @@ def _narrowed(
                 narrowed.append((a + start, a + stop))
             runs = narrowed
             known.add(order)
-    return _joined([(a, b) for a, b in runs if b > a]), known
+    return [(a, b) for a, b in runs if b > a], known
 
 
 def _joined(runs: Runs) -> Runs:
