@@ -51,12 +51,14 @@ def standalone_argv(
 ) -> list[str]:
     """The command of a ``gnomon standalone`` a benchmark measures: its data in ``data_dir``,
     the given loopback ports (0: any free one, which it reports: see
-    ``Server.start_gnomon``), warnings only in its log."""
+    ``Server.start_gnomon``), no PostgreSQL server unless ``extra`` asks for one (its fixed
+    default port would keep a second server, or the next one while the last stops, from
+    starting), warnings only in its log."""
     return [
         *(sys.executable, "-m", "gnomon.cli", "--log-level", "warning", "standalone"),
         *("--data-dir", str(data_dir), "--wal-sync", wal_sync),
         *("--http-port", str(http_port), "--grpc-port", str(grpc_port)),
-        *("--flight-port", str(flight_port)),
+        *("--flight-port", str(flight_port), "--pg-port", "0"),
         *extra,
     ]
 

@@ -321,7 +321,7 @@ def servers(root: Path, hours: float) -> Iterator[tuple[dict[str, Client], list[
     window_m = int(hours * 60) + 60
     config = f"global: {{}}\nstorage:\n  tsdb:\n    out_of_order_time_window: {window_m}m\n"
     gnomon, ports = Server.start_gnomon(
-        standalone_argv(root / "gnomon", wal_sync="never", extra=["--pg-port", "0"]),
+        standalone_argv(root / "gnomon", wal_sync="never"),
         log=root / "gnomon.log",
     )
     try:
