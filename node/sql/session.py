@@ -65,14 +65,6 @@ INLINE_DEPTH = 64
 # Read by Rust once, when DataFusion starts its runtime at the first query: this module is
 # imported before any query runs. A setting from the environment is kept.
 os.environ.setdefault("RUST_MIN_STACK", str(DEEP_STACK_BYTES))
-#: DataFusion's runtime threads per core. An operator working over rows in memory (a join's
-#: probe, an aggregate) keeps its thread until its input runs dry, so with as many threads
-#: as cores two heavy queries left a third, ``SELECT 1`` among them, waiting for one of them
-#: to end (bench/query_flood.py measures it); each query still splits into as many
-#: partitions as there are cores. More than two per core made analytic queries slower
-#: (their tasks spread over more threads than cores).
-RUNTIME_THREADS_PER_CORE = 2
-os.environ.setdefault("TOKIO_WORKER_THREADS", str(RUNTIME_THREADS_PER_CORE * (os.cpu_count() or 1)))
 
 
 class _DeepStack:
@@ -150,7 +142,7 @@ class QueryTables(SchemaProvider):  # type: ignore[misc]
     def register_table(self, name: str, table: Any) -> None:
         self._tables[name] = table if isinstance(table, Table) else Table(table)
 
-    def deregister_table(self, name: str, cascade: bool) -> None:
+    def deregister_table(self, name: str, cascade: bool = False) -> None:
         self._tables.pop(name, None)
 
 
@@ -196,8 +188,10 @@ class QueryContext:
         #: registered as a dataset DataFusion streams from.
         self.in_memory = False
         self.datasets = False
-        #: The rows of the table read up front, by registered name.
+        #: The rows of the table read up front, by registered name, and the names of all
+        #: the columns of its table (for the wording of a failure: :meth:`failure`).
         self.rows: dict[str, pa.Table] = {}
+        self._columns: dict[str, list[str]] = {}
         #: The fast path answering the query without DataFusion (:mod:`node.sql.fastpath`),
         #: asked when its table was read up front.
         self.fast: FastPath | None = None
@@ -413,7 +407,8 @@ class QueryContext:
                     return True
         read = [scan.to_table() for scan in scans]
         rows = read[0] if len(read) == 1 else pa.concat_tables(read)
-        rows = self.rows[name] = padded(rows, self.tables.schema(prescan.request.table).names)
+        self.rows[name] = rows
+        self._columns[name] = self.tables.schema(prescan.request.table).names
         if self._ctx is not None:
             self._ctx.from_arrow(rows, name=dq(name))
         return True
@@ -443,19 +438,20 @@ class QueryContext:
         except GnomonError:
             raise
         except Exception as e:  # DataFusion reports every failure as a plain Exception
-            raise self.failure(e) from None
+            raise self.failure(e, sql) from None
 
     def plan(self, sql: str) -> datafusion.DataFrame:
         """DataFusion's plan of ``sql``, its tables found as it plans."""
         PLANNING.count("plans")
         return self.ctx.sql(sql)
 
-    def failure(self, e: Exception) -> Exception:
-        """What a DataFusion failure of the query is in gnomon's terms: an error of gnomon's
-        raised in a callback, the first table named that no node serves, the query sent to
-        the one node serving every table it reads (which plans it knowing their schemas:
-        integers compared with their timestamps), a run with the tables it met here known
-        (:class:`CatalogChanged`), or DataFusion's own message translated."""
+    def failure(self, e: Exception, sql: str) -> Exception:
+        """What a DataFusion failure of the query ``sql`` is in gnomon's terms: an error of
+        gnomon's raised in a callback, the first table named that no node serves, the query
+        sent to the one node serving every table it reads (which plans it knowing their
+        schemas: integers compared with their timestamps), a run with the tables it met here
+        known (:class:`CatalogChanged`), or DataFusion's own message translated, worded over
+        the tables read up front as they are (:meth:`_worded`)."""
         if self.errors:
             return self.errors[0]
         if self._schema is not None and self._schema.missing:
@@ -465,7 +461,26 @@ class QueryContext:
             return NotOwner(f"the tables of this query are served by {owner}", owner=owner)
         if self.learned:
             return CatalogChanged()
-        return translate(e, self.names)
+        return translate(self._worded(e, sql), self.names)
+
+    def _worded(self, e: Exception, sql: str) -> Exception:
+        """``e`` as DataFusion words it planning ``sql`` over the whole tables read up front:
+        those rows hold the columns the query names only, so an unknown column's message
+        would list those alone. Planned again over no rows, with every column, only to word
+        the failure; nothing runs again."""
+        if not self.rows:
+            return e
+        ctx = self.ctx
+        for name, rows in self.rows.items():
+            whole = whole_schema(rows.schema, self._columns[name])
+            ctx.deregister_table(dq(name))
+            # One batch of no rows: DataFusion takes the schema of a table from its batches.
+            ctx.from_arrow(pa.RecordBatch.from_pylist([], whole), name=dq(name))
+        try:
+            ctx.sql(sql)
+        except Exception as again:  # DataFusion reports every failure as a plain Exception
+            return again
+        return e
 
     def literal_filter(self, sql: str, depth: int) -> bool:
         """Whether DataFusion's plan of ``sql`` hands a dataset a literal filter (see
@@ -501,19 +516,10 @@ def new_session() -> datafusion.SessionContext:
     )
 
 
-def padded(rows: pa.Table, names: Sequence[str]) -> pa.Table:
-    """``rows`` (the columns a query names, read up front) with every other column of its
-    table (``names``, in the table's order) there too, all null, so DataFusion plans and
-    fails over it as over the table itself (an unknown column's error lists them all). The
-    query names none of them, so none is read: one null-typed array, which holds no
-    buffers, stands for them all."""
-    have = set(rows.column_names)
-    if have.issuperset(names):
-        return rows
-    none = pa.nulls(rows.num_rows)
-    columns = [rows.column(n) if n in have else none for n in names]
-    fields = [rows.schema.field(n) if n in have else pa.field(n, pa.null()) for n in names]
-    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
+def whole_schema(read: pa.Schema, names: Sequence[str]) -> pa.Schema:
+    """The schema of rows read up front (``read``: the columns a query names) with every
+    other column of its table (``names``, in the table's order), null-typed."""
+    return pa.schema([read.field(n) if n in read.names else pa.field(n, pa.null()) for n in names])
 
 
 def dq(name: str) -> str:
