@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import datafusion
@@ -53,6 +53,8 @@ _SLOT = re.compile("\x00L([0-9]+)\x00")
 def _slot(k: int) -> str:
     """Where the query's ``k``-th literal goes in a planned pushdown's SQL."""
     return f"\x00L{k}\x00"
+
+
 #: The name the partial answers are merged under.
 PARTS = "__parts"
 
@@ -254,13 +256,12 @@ class Planned:
             return _SLOT.sub(lambda m: texts[int(m.group(1))], template)
 
         p = self.pushdown
-        return Pushdown(
-            p.table,
-            filled(p.template),
-            filled(p.final),
-            filled(p.names_sql),
-            filled(p.whole_template),
-            p.merging,
+        return replace(
+            p,
+            template=filled(p.template),
+            final=filled(p.final),
+            names_sql=filled(p.names_sql),
+            whole_template=filled(p.whole_template),
         )
 
 

@@ -21,7 +21,7 @@ from gnomon.errors import InvalidArgument
 from node.engine.lru import Lru
 from node.engine.schema import ColumnType, Schema
 from node.sql import fastpath, functions, modes, prescan, rewrite, select, system
-from node.sql.lexer import Kind, Token, check_bounds, shaped
+from node.sql.lexer import Kind, Token, check_bounds, literals_at, shaped
 from node.sql.parser import resolve
 from node.tables import TableCatalog
 
@@ -31,7 +31,6 @@ _CLAUSE_WORDS = (
 )  # fmt: skip
 _COMPARISONS = ("=", "<", ">", "<=", ">=", "<>", "!=")
 
-_LITERAL_KINDS = (Kind.STRING, Kind.NUMBER)
 
 #: Shapes whose analysis is kept.
 SHAPES = 256
@@ -160,10 +159,7 @@ class Analyses:
         found = None if shape is None else self._kept.get(shape.text)
         if found is None or shape is None or not found.holds_for(engine):
             return None
-        tokens = list(found.tokens)
-        for at, literal in zip(found.literals_at, shape.literals, strict=True):
-            tokens[at] = literal
-        return found, tokens
+        return found, shape.swapped(found.tokens, found.literals_at)
 
     def of(self, sql: str, tokens: Sequence[Token], engine: TableCatalog) -> Analysis:
         """The analysis of ``sql`` (of ``tokens``), kept for its shape."""
@@ -173,10 +169,8 @@ class Analyses:
             if found is not None and found.holds_for(engine):
                 return found
         found = analyse(tokens, engine, sql)
-        # Kept only where both lexers find the same literals, which :meth:`bound` swaps (so
-        # never with double-quoted strings, which the shape holds as text).
-        literals = [(t.kind, t.text, t.pos) for t in found.tokens if t.kind in _LITERAL_KINDS]
-        if shape is not None and literals == [(t.kind, t.text, t.pos) for t in shape.literals]:
+        # Kept only where both lexers find the same literals, which :meth:`bound` swaps.
+        if shape is not None and shape.found_at(found.tokens, found.literals_at):
             self._kept.put(shape.text, found)
         return found
 
@@ -251,10 +245,9 @@ def analyse(tokens: Sequence[Token], engine: TableCatalog, sql: str) -> Analysis
         shape = prescan.shape(tree, plain[0], schema, mentions=len(plain))
         exact = shape.single and len(shape.bounds) == shape.terms
         planned = fastpath.plan(tree, tokens, plain[0], schema, exact_where=exact)
-    literals_at = tuple(i for i, t in enumerate(tokens) if t.kind in _LITERAL_KINDS)
     return Analysis(
         tuple(tokens),
-        literals_at,
+        literals_at(tokens),
         tables,
         schemas,
         tuple(travel),

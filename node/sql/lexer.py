@@ -255,6 +255,29 @@ class Shaped:
     #: Its literal tokens, in order, as :func:`tokenize` makes them.
     literals: tuple[Token, ...]
 
+    def found_at(self, tokens: Sequence[Token], at: Sequence[int]) -> bool:
+        """Whether the literals :func:`tokenize` found in the statement (``tokens``, at
+        ``at``: :func:`literals_at`) are this shape's, which :meth:`swapped` puts into
+        another statement's tokens (never so with double-quoted strings, which a shape
+        holds as text)."""
+        return [(t.kind, t.text, t.pos) for t in self.literals] == [
+            (tokens[i].kind, tokens[i].text, tokens[i].pos) for i in at
+        ]
+
+    def swapped(self, tokens: Sequence[Token], at: Sequence[int]) -> list[Token]:
+        """``tokens`` of a statement of this shape (its literals at ``at``) with this
+        statement's literals in their place: without tokenizing it. Only the literals'
+        positions are this statement's."""
+        out = list(tokens)
+        for i, literal in zip(at, self.literals, strict=True):
+            out[i] = literal
+        return out
+
+
+def literals_at(tokens: Sequence[Token]) -> tuple[int, ...]:
+    """Where the literals :func:`shaped` finds are among ``tokens``."""
+    return tuple(i for i, t in enumerate(tokens) if t.kind in (Kind.STRING, Kind.NUMBER))
+
 
 # Marks of the literals in a shape. No statement holding the character they start with has
 # a shape (the marks could not be told from its text).

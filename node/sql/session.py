@@ -188,10 +188,8 @@ class QueryContext:
         #: registered as a dataset DataFusion streams from.
         self.in_memory = False
         self.datasets = False
-        #: The rows of the table read up front, by registered name, and the names of all
-        #: the columns of its table (for the wording of a failure: :meth:`failure`).
+        #: The rows of the table read up front, by registered name.
         self.rows: dict[str, pa.Table] = {}
-        self._columns: dict[str, list[str]] = {}
         #: The fast path answering the query without DataFusion (:mod:`node.sql.fastpath`),
         #: asked when its table was read up front.
         self.fast: FastPath | None = None
@@ -408,7 +406,6 @@ class QueryContext:
         read = [scan.to_table() for scan in scans]
         rows = read[0] if len(read) == 1 else pa.concat_tables(read)
         self.rows[name] = rows
-        self._columns[name] = self.tables.schema(prescan.request.table).names
         if self._ctx is not None:
             self._ctx.from_arrow(rows, name=dq(name))
         return True
@@ -472,7 +469,7 @@ class QueryContext:
             return e
         ctx = self.ctx
         for name, rows in self.rows.items():
-            whole = whole_schema(rows.schema, self._columns[name])
+            whole = whole_schema(rows.schema, self.tables.schema(self.names.get(name, name)).names)
             ctx.deregister_table(dq(name))
             # One batch of no rows: DataFusion takes the schema of a table from its batches.
             ctx.from_arrow(pa.RecordBatch.from_pylist([], whole), name=dq(name))

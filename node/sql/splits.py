@@ -19,11 +19,10 @@ from dataclasses import dataclass, replace
 from node.engine.lru import Lru
 from node.partition import pushdown
 from node.partition.parts import Part
-from node.partition.spec import PartitionSpec
 from node.partition.tables import Partitions, PartitionTable
 from node.sql import generators, prescan, select
 from node.sql.analysis import SHAPES, Analysis
-from node.sql.lexer import Kind, Token, shaped, tokenize
+from node.sql.lexer import Token, literals_at, shaped, tokenize
 
 
 @dataclass(frozen=True)
@@ -36,12 +35,13 @@ class Split:
 @dataclass(frozen=True)
 class _Found:
     """How a query splits, found from its tokens (``planned`` None: it does not), with the
-    partition tables there were then; its literals are the tokens at ``literals_at``."""
+    partition tables there were then and the one it reads; its literals are the tokens at
+    ``literals_at``."""
 
     partitions: tuple[str, ...]
     tokens: tuple[Token, ...]
     literals_at: tuple[int, ...]
-    spec: PartitionSpec | None = None
+    table: PartitionTable | None = None
     reads: prescan.Shape | None = None
     planned: pushdown.Planned | None = None
 
@@ -69,44 +69,31 @@ class Splits:
             return None
         shape = shaped(sql)
         kept = None if shape is None else self._kept.get(shape.text)
-        if shape is not None and kept is not None and self._holds(kept, names, shape.literals):
-            return self._bound(sql, kept, shape.literals)
+        if shape is not None and kept is not None and kept.partitions == tuple(names):
+            if kept.planned is None:
+                return None
+            table = self._partitions.find(kept.planned.pushdown.table)
+            # The table as it was found, and the literals the plan depends on as they were.
+            if (
+                table is not None
+                and kept.table is not None
+                and table.spec == kept.table.spec
+                and kept.planned.holds_for(shape.literals)
+            ):
+                tokens = shape.swapped(kept.tokens, kept.literals_at)
+                return _bound(sql, kept, table, tokens, shape.literals)
         found = self._find(sql, names)
         # Kept only where both lexers find the same literals, which binding swaps.
-        if shape is not None and [(t.kind, t.text, t.pos) for t in shape.literals] == [
-            (t.kind, t.text, t.pos) for t in found.literals
-        ]:
+        if shape is not None and shape.found_at(found.tokens, found.literals_at):
             self._kept.put(shape.text, found)
-        return self._bound(sql, found, found.literals)
-
-    def _holds(self, found: _Found, names: list[str], literals: Sequence[Token]) -> bool:
-        """Whether ``found`` still tells how a query of its shape with ``literals`` splits."""
-        if found.partitions != tuple(names):
-            return False
-        if found.planned is None:
-            return True
-        table = self._partitions.find(found.planned.pushdown.table)
-        return table is not None and table.spec == found.spec and found.planned.holds_for(literals)
-
-    def _bound(self, sql: str, found: _Found, literals: Sequence[Token]) -> Split | None:
-        """``found``'s split of ``sql``, a query of its shape whose literals are
-        ``literals``."""
-        if found.planned is None or found.reads is None:
+        if found.table is None:
             return None
-        table = self._partitions.find(found.planned.pushdown.table)
-        if table is None:
-            return None
-        generators.check(sql)  # DataFusion merges the sub-tables' answers with its items
-        tokens = list(found.tokens)
-        for at, literal in zip(found.literals_at, literals, strict=True):
-            tokens[at] = literal
-        push = found.planned.bind(literals, sql)
-        return Split(table, push, table.reading(found.reads.bind(tokens).bounds))
+        return _bound(sql, found, found.table, found.tokens, found.literals)
 
     def _find(self, sql: str, names: list[str]) -> _Found:
         tokens = tokenize(sql)
-        literals_at = tuple(i for i, t in enumerate(tokens) if t.kind in _LITERAL_KINDS)
-        found = _Found(tuple(names), tuple(tokens), literals_at)
+        at = literals_at(tokens)
+        found = _Found(tuple(names), tuple(tokens), at)
         known = set(names)
         # Columns qualified by the table's name (``cpu.host``) are no further reads of it.
         mentioned = [
@@ -124,10 +111,23 @@ class Splits:
         reads = prescan.shape(tree, table.name, schema, mentions=len(mentioned))
         if not reads.single:
             return found
-        planned = pushdown.plan(sql, tokens, tree, table.name, schema.names, literals_at)
+        planned = pushdown.plan(sql, tokens, tree, table.name, schema.names, at)
         if planned is None:
             return found
-        return replace(found, spec=table.spec, reads=reads, planned=planned)
+        return replace(found, table=table, reads=reads, planned=planned)
 
 
-_LITERAL_KINDS = (Kind.STRING, Kind.NUMBER)
+def _bound(
+    sql: str,
+    found: _Found,
+    table: PartitionTable,
+    tokens: Sequence[Token],
+    literals: Sequence[Token],
+) -> Split | None:
+    """``found``'s split of ``sql``, a query of its shape over ``table`` whose tokens are
+    ``tokens`` and literals ``literals``."""
+    if found.planned is None or found.reads is None:
+        return None
+    generators.check(sql)  # DataFusion merges the sub-tables' answers with its items
+    push = found.planned.bind(literals, sql)
+    return Split(table, push, table.reading(found.reads.bind(tokens).bounds))
