@@ -115,6 +115,7 @@ class MetaCore:
         self.state = store.load()
         store.ensure_shards(self.state, settings.shards)
         self.state.live = liveness.live()
+        self.state.leases = liveness.live
         self.bus = EventBus()
         self.runner = ProcedureRunner(
             self.state, store, self.lock, self.bus, calls, crash_after=settings.crash_after

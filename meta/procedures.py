@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -54,6 +54,8 @@ TABLES_PER_STEP = 100
 
 #: Leaders asked to let go of shards at once by one step.
 RELEASES_IN_PARALLEL = 8
+#: How often a release in progress asks whether its node still holds its lease.
+LEASE_WATCH_S = 0.5
 
 #: Kinds whose moves are an operator's: their new leader holds (``Shard.pinned``).
 OPERATOR_MOVES = frozenset({"migrate", "switch_role"})
@@ -144,9 +146,32 @@ def let_go_of_moves(state: ClusterState, proc: Procedure) -> StepResult:
                     extra={"procedure": proc.id, "shard": shard_id, "node": node, "error": str(e)},
                 )
 
-        with ThreadPoolExecutor(RELEASES_IN_PARALLEL, thread_name_prefix="gnomon-release") as pool:
-            for f in [pool.submit(ask, *a) for a in asks]:
-                f.result()
+        # A leader that stops answering (paused, cut off) would hold a release until its
+        # deadline, and the shards moved with it as long, while the round that would fail
+        # them over waits for this procedure. Once its lease lapses (asked of the lease
+        # store: the round's view is stale meanwhile) it is passed over, as an unreachable
+        # leader already is.
+        pool = ThreadPoolExecutor(RELEASES_IN_PARALLEL, thread_name_prefix="gnomon-release")
+        try:
+            pending = {pool.submit(ask, *a): a for a in asks}
+            while pending:
+                done, _ = wait(pending, timeout=LEASE_WATCH_S)
+                for f in done:
+                    f.result()
+                    del pending[f]
+                if not pending:
+                    break
+                leased = state.leases()
+                for f, (node, shard_id, _) in list(pending.items()):
+                    if node not in leased:
+                        log.warning(
+                            "leader's lease lapsed while it let go of its shard; moving it "
+                            "anyway (fenced)",
+                            extra={"procedure": proc.id, "shard": shard_id, "node": node},
+                        )
+                        del pending[f]
+        finally:
+            pool.shutdown(wait=False)
 
     return StepResult(act=act if asks else None)
 

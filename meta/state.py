@@ -9,7 +9,7 @@ live lease, and the load figures the nodes report.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass
 
 from gnomon.names import partition_name
@@ -64,6 +64,9 @@ class ClusterState:
         self.leader_shards: dict[str, set[int]] = {}
         self.shard_tables: dict[int, set[int]] = {}
         self.live: set[str] = set()
+        #: The nodes holding a lease now, asked of the lease store (``live`` is the last
+        #: round's view): for a procedure waiting on a node, which the round waits for.
+        self.leases: Callable[[], Set[str]] = lambda: self.live
         self.shard_loads: dict[int, float] = {}
         self.node_loads: dict[str, float] = {}
 

@@ -4,6 +4,7 @@ resumes what an earlier one left running."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Collection
 from pathlib import Path
 
@@ -127,6 +128,47 @@ def test_a_migration_asks_the_live_leader_to_let_go_first(tmp_path: Path) -> Non
     core.run_round()
     assert len(nodes.released) == 1
     assert core.shards()[0][0].leader == "n1:1"
+
+
+class HangingNodes(RecordingNodes):
+    """Data nodes whose release does not answer until the test lets it (a paused node)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answer = threading.Event()
+        self.answered = False
+
+    def release(
+        self, node: str, shard_id: int, epoch: int, table_ids: Collection[int] | None
+    ) -> list[str]:
+        super().release(node, shard_id, epoch, table_ids)
+        self.answer.wait(60)
+        self.answered = True
+        return []
+
+
+def test_a_leader_whose_lease_lapses_while_it_lets_go_is_passed_over(tmp_path: Path) -> None:
+    leases, nodes = MemoryLeases(), HangingNodes()
+    core = open_core(tmp_path / "meta.db", leases, shards=1, nodes=nodes)
+    core.register_node("n1:1", NodeKind.DATA)
+    core.run_round()
+    core.register_node("n2:1", NodeKind.DATA)
+    ((shard, _, _),) = core.shards()
+    core.migrate(shard.id, "n2:1")
+    # The leader stops answering; its lease lapses in the lease store while it is asked
+    # to let go (no round runs meanwhile to see it).
+    lapse = threading.Timer(0.5, lambda: leases.alive.pop("n1:1"))
+    lapse.start()
+    try:
+        core.runner.run_all()
+        # Moved while the release still hangs: not held until it answers.
+        assert not nodes.answered
+        assert nodes.released == [("n1:1", shard.id, shard.epoch, None)]
+        ((moved, _, _),) = core.shards()
+        assert (moved.leader, moved.status) == ("n2:1", ShardStatus.READY)
+    finally:
+        nodes.answer.set()
+        lapse.join()
 
 
 def test_a_split_has_the_leader_let_go_of_the_moving_tables(tmp_path: Path) -> None:
