@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.common import add_tree_option, median, source_trees
-from gnomon.devcluster.etcd import EtcdServer
-from gnomon.devcluster.procs import Server
+from gnomon_app.devcluster.etcd import EtcdServer
+from gnomon_app.devcluster.procs import Server
 
 REPO = Path(__file__).resolve().parents[1]
 #: The console script the package installs; with PYTHONPATH set to a tree it imports that
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
         try:
             meta, ports = Server.start_gnomon(
                 [
-                    *(sys.executable, "-m", "gnomon.cli", "meta", f"--etcd={etcd.endpoint}"),
+                    *(sys.executable, "-m", "gnomon_app.cli", "meta", f"--etcd={etcd.endpoint}"),
                     *("--grpc-port=0", "--namespace=/bench-cli", "--shards=8"),
                 ],
                 log=root / "meta.log",

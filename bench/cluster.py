@@ -82,7 +82,7 @@ from bench.tsbs.gnomon_server import GnomonServer
 from bench.tsbs.payloads import line_protocol
 from bench.tsbs.serving import HttpClient
 from bench.tsbs.system import send_all
-from gnomon.devcluster.cluster import DevCluster
+from gnomon_app.devcluster.cluster import DevCluster
 from tests.server.sdk import run_sdk
 
 #: What the JSON line calls the durability of each ingest target.

@@ -22,7 +22,7 @@ from bench.cluster_probe import (
     victim,
     write_once,
 )
-from gnomon.devcluster.cluster import DevCluster
+from gnomon_app.devcluster.cluster import DevCluster
 from meta.client import MetaClient
 
 FAST_RTO_TARGET_S = 1.0

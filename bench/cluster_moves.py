@@ -23,8 +23,8 @@ from bench.cluster_probe import (
     bounded,
     settle,
 )
-from gnomon.devcluster.cluster import DevCluster
 from gnomon.proto import storage_pb2
+from gnomon_app.devcluster.cluster import DevCluster
 from meta.client import MetaClient
 
 MOVE_STALL_TARGET_S = 1.0

@@ -16,8 +16,8 @@ import grpc
 import pyarrow as pa
 
 from bench.tsbs.serving import HttpClient
-from gnomon.devcluster.cluster import NAMESPACE, DevCluster
 from gnomon.proto import storage_pb2
+from gnomon_app.devcluster.cluster import NAMESPACE, DevCluster
 from meta.client import MetaClient
 from meta.etcd import EtcdClient
 from node.server.http import ARROW_STREAM

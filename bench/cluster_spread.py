@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gnomon.devcluster.cluster import DevCluster
+from gnomon_app.devcluster.cluster import DevCluster
 from meta.client import MetaClient
 
 SPREAD_LIMIT_S = 30.0

@@ -55,7 +55,7 @@ def standalone_argv(
     default port would keep a second server, or the next one while the last stops, from
     starting), warnings only in its log."""
     return [
-        *(sys.executable, "-m", "gnomon.cli", "--log-level", "warning", "standalone"),
+        *(sys.executable, "-m", "gnomon_app.cli", "--log-level", "warning", "standalone"),
         *("--data-dir", str(data_dir), "--wal-sync", wal_sync),
         *("--http-port", str(http_port), "--grpc-port", str(grpc_port)),
         *("--flight-port", str(flight_port), "--pg-port", "0"),

@@ -37,10 +37,10 @@ import pyarrow as pa
 from bench.common import timed
 from bench.engine_ingest import SCHEMA
 from bench.tsbs.cpu_only import cpu_only_batches
-from compaction_node.client import CompactionClient
-from gnomon.devcluster.etcd import EtcdServer
-from gnomon.devcluster.procs import Server
+from gnomon_app.devcluster.etcd import EtcdServer
+from gnomon_app.devcluster.procs import Server
 from node.backends import Storage, open_engine
+from node.engine.compaction.client import CompactionClient
 from node.engine.compaction.offload import CompactionMode, Offload
 from node.engine.engine import Engine
 from node.engine.shard import STANDALONE_SHARD
@@ -84,7 +84,7 @@ def services(scratch: Path, store: Path) -> Iterator[Services]:
         etcd = EtcdServer(scratch / "etcd")
         etcd.start()
         stack.callback(etcd.stop)
-        cli = [sys.executable, "-m", "gnomon.cli", "--log-level=WARNING"]
+        cli = [sys.executable, "-m", "gnomon_app.cli", "--log-level=WARNING"]
         meta, ports = Server.start_gnomon(
             [*cli, "meta", f"--etcd={etcd.endpoint}", "--grpc-port=0", "--shards=1"],
             log=logs / "meta.log",

@@ -20,14 +20,14 @@ import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from gnomon.error_codes import http_status, message_of
+from gnomon.metrics import Registry
 from node.backends import open_standalone
 from node.ingest.writer import Ingestor
 from node.server.http import HttpApp
 from node.server.http.answers import Response, error
 from node.server.http.routes import parameters
 from node.server.http.writes import SMALL_WRITE_BYTES, Writes
-from node.server.metrics import Registry
-from node.server.status import http_status, message_of
 from node.sql.executor import SqlExecutor
 
 SERVERS = ("aiohttp", "uvicorn")

@@ -38,7 +38,7 @@ from bench.tsbs.gnomon_server import TABLE_OPTIONS
 from bench.tsbs.payloads import line_protocol
 from bench.tsbs.queries import HOUR, Span, generate
 from bench.tsbs.serving import HttpClient
-from gnomon.devcluster.cluster import DevCluster
+from gnomon_app.devcluster.cluster import DevCluster
 from meta.client import MetaClient
 from node.server.http import ARROW_STREAM
 

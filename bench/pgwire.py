@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 
 from bench.common import standalone_argv
-from gnomon.devcluster.procs import Server, free_port
+from gnomon_app.devcluster.procs import Server, free_port
 
 CREATE = (
     "CREATE TABLE bench (host STRING TAG, v DOUBLE, ts TIMESTAMP NOT NULL, TIMESTAMP KEY(ts)) "

@@ -40,8 +40,8 @@ import numpy as np
 
 from bench.common import standalone_argv
 from bench.tsbs.serving import wait_quiet
-from gnomon.devcluster.procs import Server
 from gnomon.proto import prometheus_pb2
+from gnomon_app.devcluster.procs import Server
 from node.prom.wire import snappy, unsnappy
 from tests.prom import prometheus as prom_server
 from tests.prom.conftest import WRITE_HEADERS

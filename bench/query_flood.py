@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import standalone_argv
-from gnomon.devcluster.procs import Server
+from gnomon_app.devcluster.procs import Server
 
 ROOT = ("root", "root-password")
 FLOODER = ("flooder", "flooder-password")
@@ -48,7 +48,7 @@ PROBE = "SELECT 1 AS one"
 
 def _admin(data: Path, *args: str) -> None:
     subprocess.run(
-        [sys.executable, "-m", "gnomon.cli", "admin", *args, "--data-dir", str(data)],
+        [sys.executable, "-m", "gnomon_app.cli", "admin", *args, "--data-dir", str(data)],
         check=True,
         capture_output=True,
         timeout=120,

@@ -9,7 +9,7 @@ on a standalone server and on 3-node dev clusters:
   Arrow batches in the JVM and handed to Python workers) before the source does anything;
 - read (flight): every row and column through the ``gnomon`` data source alone
   (``format("noop")`` forces Spark to materialise them) vs the same of the Parquet files;
-- read (hybrid): the same through ``gnomon.spark.read``: SSTs needing no merge read by
+- read (hybrid): the same through ``gnomon_app.spark.read``: SSTs needing no merge read by
   Spark's Parquet reader, the rest over Flight (on the cluster whose SSTs are in S3, with no
   s3a filesystem in this Spark, everything goes over Flight; on the cluster whose SSTs are in
   a directory the nodes and Spark share, Spark reads them there);
@@ -26,7 +26,7 @@ same machine. The JSON line adds where one Flight read and one ingest of the sta
 server spent CPU (the server, the Spark JVM, its Python workers), and what one write to the
 dropping writer and one Parquet write cost.
 
-The standalone server runs as a subprocess (``python -m gnomon.cli standalone``) on ports it
+The standalone server runs as a subprocess (``python -m gnomon_app.cli standalone``) on ports it
 picks and reports; the dev cluster as ``gnomon dev-cluster`` runs it (etcd, broker, S3 server,
 meta).
 """
@@ -46,7 +46,7 @@ import psutil
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 
 from bench.common import median, report, standalone_argv, timed
-from gnomon.devcluster.procs import Server
+from gnomon_app.devcluster.procs import Server
 
 START_MS = 1_451_606_400_000
 
@@ -155,7 +155,7 @@ def _measure(
     """Per case, (gnomon times, Parquet times), alternated."""
     from pyspark.sql import functions as F
 
-    import gnomon.spark
+    import gnomon_app.spark
 
     by_key = f" PARTITION BY KEY(host) PARTITIONS {partitions}" if partitions else ""
     times: dict[str, tuple[list[float], list[float]]] = {
@@ -177,7 +177,7 @@ def _measure(
         return _read(spark, endpoint, "cpu_0")
 
     def hybrid_df() -> Any:
-        return gnomon.spark.read(spark, "cpu_0", endpoint=endpoint)
+        return gnomon_app.spark.read(spark, "cpu_0", endpoint=endpoint)
 
     def hourly(frame: Any) -> None:
         """A typical query reading every column: per host and hour, averages."""
@@ -219,8 +219,8 @@ def main() -> None:
 
     from pyspark.sql import functions as F
 
-    from gnomon.devcluster.cluster import DevCluster
-    from gnomon.spark.session import local_session
+    from gnomon_app.devcluster.cluster import DevCluster
+    from gnomon_app.spark.session import local_session
 
     scratch = tempfile.mkdtemp(prefix="gnomon-bench-spark-")
     server, endpoint, http = _standalone(scratch)

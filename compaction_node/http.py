@@ -7,9 +7,9 @@ from __future__ import annotations
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from gnomon.metrics import Registry
 from gnomon.tls import ServerTls
 from node.server.listen import listen_error
-from node.server.metrics import Registry
 
 
 class MetricsServer:

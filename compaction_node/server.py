@@ -19,13 +19,13 @@ from compaction_node.service import CompactionService
 from compaction_node.tasks import Tasks
 from gnomon.config import CompactionNodeConfig, write_ports_file
 from gnomon.errors import InvalidArgument
+from gnomon.metrics import Labels, Registry
 from gnomon.peer import Peer, SecretCheck
 from gnomon.stopping import stop_signals
 from gnomon.tls import ServerTls
 from meta.client import MetaClient, NodeAgent
 from meta.model import NodeKind
 from node.server.listen import bind_failed, check_free
-from node.server.metrics import Labels, Registry
 
 log = logging.getLogger("gnomon.compaction_node")
 

@@ -19,7 +19,7 @@ import grpc
 
 from compaction_node.executor import Executor
 from compaction_node.tasks import TaskInfo, Tasks
-from compaction_node.wire import SERVICE, grpc_code
+from gnomon.compaction_wire import SERVICE, grpc_code
 from gnomon.errors import GnomonError, InvalidArgument
 from gnomon.proto import compaction_pb2 as pb
 from node.engine.compaction.offload import workspace_prefix

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from pyspark.sql import functions as F
 
-    from gnomon.spark.session import local_session
+    from gnomon_app.spark.session import local_session
 
     spark = local_session("gnomon-pipeline")
     try:

@@ -23,11 +23,16 @@ from gnomon.errors import GnomonError, NotFound, NotLeader, Unavailable
 from gnomon.peer import Channels, Peer
 from gnomon.proto import meta_pb2 as pb
 from meta.model import NodeKind
-from meta.wire import DEFAULT_PORT, NODE_KINDS, SERVICE, error_of
+from meta.wire import DEFAULT_PORT, NODE_KINDS, NODE_KINDS_BACK, SERVICE, error_of
 
 log = logging.getLogger("gnomon.meta.client")
 
 M = TypeVar("M", bound=Message)
+
+
+def kind_of(node: pb.NodeInfo) -> NodeKind:
+    """What a node listed by :meth:`MetaClient.nodes` is."""
+    return NODE_KINDS_BACK[node.kind]
 
 
 def _endpoints(endpoints: str | Sequence[str]) -> list[str]:

@@ -25,6 +25,7 @@ from typing import Protocol, TypeVar
 
 import pyarrow as pa
 
+from gnomon.metrics import Tally
 from node.engine.catalog import TableInfo
 from node.engine.engine import Engine
 from node.engine.leases import SnapshotLeases
@@ -38,6 +39,11 @@ from node.engine.table import Pinned, Table
 
 TimeRange = tuple[int | None, int | None]
 T = TypeVar("T")
+
+#: Work spent finding a query's tables, since start (``/metrics``): DataFusion plans made
+#: (``plans``), and schemas asked of the nodes serving remote tables (``remote_describes``;
+#: kept with the table's route, so once per route).
+PLANNING = Tally(("plans", "remote_describes"))
 
 
 class TableCatalog(Protocol):

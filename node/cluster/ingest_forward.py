@@ -31,6 +31,7 @@ from typing import Protocol
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from gnomon.error_codes import message_of
 from gnomon.errors import GnomonError, InvalidArgument, NotOwner, Status, Unavailable
 from gnomon.flight.client import call_options, gnomon_error
 from gnomon.flight.ticket import PutSpec
@@ -41,7 +42,6 @@ from node.cluster.routes import Route
 from node.ingest.rows import TableRows
 from node.ingest.writer import Ingestor
 from node.security.context import on_behalf_of
-from node.server.status import message_of
 
 #: Longest one put to an owner may take.
 PUT_TIMEOUT_S = 30.0

@@ -1,6 +1,6 @@
 """Where partition tables are defined. A standalone server keeps their definitions in its
 catalog store (:class:`LocalPartitionCatalog`); a cluster node asks the meta service, which
-places the sub-tables (``node.cluster.partitions.MetaPartitionCatalog``)."""
+places the sub-tables (``node.partition.cluster.MetaPartitionCatalog``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The sub-tables of partition tables where they are served: this node's (:class:`LocalPart`)
-or another node's (``node.cluster.partitions.RemotePart``, over its Arrow Flight endpoint).
+or another node's (``node.partition.cluster.RemotePart``, over its Arrow Flight endpoint).
 One interface for both, so reads, partial queries and writes of a partition table do not
 care where each sub-table lives; the placement decides that (a standalone server serves them
 all, :class:`LocalParts`)."""

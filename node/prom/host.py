@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from gnomon.metrics import Registry
 from node.ingest.rows import TableRows
-from node.server.metrics import Registry
 from node.sql.cancel import Queries
 from node.sql.result import QueryResult
 

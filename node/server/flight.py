@@ -9,7 +9,7 @@
   memtable views, nothing flushed; ``node/engine/leases.py``) and the tickets scan it by its
   ``pin``; with ``native``, the SSTs needing no merge (``node/engine/native.py``) that the
   reader can open are left out of the tickets and listed, with their URIs, in the plan's
-  ``app_metadata`` (the hybrid read of gnomon.spark).
+  ``app_metadata`` (the hybrid read of gnomon_app.spark).
 - Calls with the ``gnomon-read: follower`` header (``node/server/reads.py``) plan and scan the
   copies of shards followed here (a follower read; the leader's tables where none is).
 - ``do_get(ticket = ScanSpec JSON)``: streams the engine scan of the request the ticket is the
@@ -19,7 +19,7 @@
   ``scan_stats`` (``rows_returned``: after the predicate).
 - ``do_get(ticket = QuerySpec JSON)``: the answer of a SQL query over tables the node serves
   (the share of the sub-tables it serves in a partition table's query, read as one table,
-  node/partition/pushdown.py), never sent on.
+  node/sql/pushdown.py), never sent on.
 - ``do_put(descriptor = PutSpec JSON)``: rows written like any other write, or staged under a
   reserved revision (invisible until it is committed), by a task attempt when it names one;
   or, with ``ingest``, one table's part
@@ -57,6 +57,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.flight as flight
 
+from gnomon.error_codes import message_of
 from gnomon.errors import GnomonError, InvalidArgument, NotFound, Status, TooLarge, Unavailable
 from gnomon.flight.ticket import (
     CommitArgs,
@@ -70,6 +71,7 @@ from gnomon.flight.ticket import (
     parse_action,
     read_ticket,
 )
+from gnomon.metrics import Registry
 from gnomon.tls import ServerTls
 from node.cluster import rows_wire
 from node.cluster.ingest_forward import RowsWriter
@@ -82,9 +84,7 @@ from node.security.context import acting_as, authorize
 from node.security.principal import Privilege
 from node.server.auth import FLIGHT_MIDDLEWARE, FlightAuth, MiddlewareHandshake, flight_caller
 from node.server.listen import bind_failed, check_free
-from node.server.metrics import Registry
 from node.server.reads import READ_HEADER, wants_follower
-from node.server.status import message_of
 from node.tables import FlightTables, local
 
 log = logging.getLogger("gnomon.flight")

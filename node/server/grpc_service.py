@@ -19,7 +19,9 @@ from typing import Any, TypeVar
 import grpc
 import pyarrow as pa
 
+from gnomon.error_codes import horaedb_code, http_status, message_of
 from gnomon.errors import GnomonError, InvalidArgument, NotOwner, Status
+from gnomon.metrics import Registry
 from gnomon.proto import common_pb2, storage_pb2
 from gnomon.tls import ServerTls
 from node.cluster.forward import forwarded_from
@@ -33,10 +35,8 @@ from node.server import sql_response
 from node.server.arrow_wire import DEFAULT_COMPRESS_MIN_BYTES, encode_payload
 from node.server.forwarding import DATABASE, Forwarded, ask_owner
 from node.server.listen import bind_failed, check_free
-from node.server.metrics import Registry
 from node.server.reads import READ_HEADER, wants_follower
 from node.server.sql_response import EncodedSqlResponse
-from node.server.status import horaedb_code, http_status, message_of
 from node.sql import naming
 from node.sql.cancel import Queries
 from node.sql.result import QueryResult

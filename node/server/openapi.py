@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gnomon import __version__
-from node.prom import openapi as prometheus
+from node.server.prom import openapi as prometheus
 
 
 def _error_response(description: str) -> dict[str, Any]:

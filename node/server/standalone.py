@@ -1,6 +1,6 @@
 """A gnomon server: one engine served over gRPC (the HoraeDB protocol), HTTP and Arrow
 Flight, taking part in its deployment through a placement — standalone (every table local)
-or a cluster's data node (``node/cluster/placement.py``). ``gnomon standalone`` and ``gnomon
+or a cluster's data node (``node/server/placement.py``). ``gnomon standalone`` and ``gnomon
 node`` run one until SIGTERM or SIGINT.
 """
 
@@ -22,11 +22,11 @@ import pyarrow as pa
 from gnomon.allocators import hold_freed_memory
 from gnomon.config import ServerConfig, write_ports_file
 from gnomon.errors import Closed, InvalidArgument, NotFound, Unavailable
+from gnomon.metrics import Labels, Registry
 from gnomon.stopping import stop_signals
 from gnomon.tls import ServerTls
 from node.cluster.figures import QUERY_ENDPOINTS, Figures
 from node.cluster.ingest_forward import ForwardingIngestor, Owners
-from node.cluster.placement import LocalPlacement, MetaPlacement, Placement
 from node.cluster.router import Router
 from node.engine.config import EngineConfig
 from node.engine.engine import Engine
@@ -47,12 +47,11 @@ from node.server.grpc_service import GrpcServer, StorageService
 from node.server.http import HttpApp, HttpServer
 from node.server.http.server import DEFAULT_WORKERS
 from node.server.listen import check_free
-from node.server.metrics import Labels, Registry
 from node.server.pgwire import PgServer
+from node.server.placement import LocalPlacement, MetaPlacement, Placement
 from node.sql.cancel import DEFAULT_QUERY_TIMEOUT_S, Queries, QueryLimits
 from node.sql.executor import SqlExecutor
-from node.sql.provider import PLANNING
-from node.tables import LocalTables
+from node.tables import PLANNING, LocalTables
 
 log = logging.getLogger("gnomon.standalone")
 

@@ -27,6 +27,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 from gnomon.errors import Cancelled, DeadlineExceeded, TooLarge
+from gnomon.metrics import Tally
 from node.security import context
 from node.security.memory import MemoryBudget, QueryMemory
 from node.sql.admission import Admission
@@ -75,22 +76,6 @@ LIMITS = (
     "server_memory_bytes",
     "generated_values",
 )
-
-
-class Tally:
-    """How many times each of ``kinds`` happened since start (for ``/metrics``)."""
-
-    def __init__(self, kinds: tuple[str, ...]) -> None:
-        self._counts = dict.fromkeys(kinds, 0)
-        self._lock = threading.Lock()
-
-    def count(self, kind: str) -> None:
-        with self._lock:
-            self._counts[kind] += 1
-
-    def counts(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self._counts)
 
 
 class Refusals(Tally):

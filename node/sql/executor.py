@@ -18,7 +18,6 @@ from gnomon.errors import InvalidArgument
 from node.engine.engine import Engine
 from node.engine.options import UpdateMode
 from node.engine.schema import TSID, ColumnType
-from node.partition import pushdown
 from node.partition.parts import by_owner
 from node.partition.tables import (
     PartitionedCatalog,
@@ -29,12 +28,12 @@ from node.partition.tables import (
 )
 from node.security.context import authorize, visible
 from node.security.principal import Privilege
-from node.security.statements import authorize_query, authorize_statement
 from node.sql import (
     cancel,
     ddl,
     generators,
     modes,
+    pushdown,
     rewrite,
     system,
 )
@@ -55,6 +54,7 @@ from node.sql.ast import (
 )
 from node.sql.lexer import Token, check_size, tokenize
 from node.sql.parser import parse, resolve, statement_text
+from node.sql.privileges import authorize_query, authorize_statement
 from node.sql.provider import (
     NoRemoteTables,
     RemoteTable,
@@ -365,7 +365,7 @@ class SqlExecutor:
     def _pushed_down(self, sql: str, analysis: Analysis | None) -> QueryResult | None:
         """The answer of a query reading one partition table alone, once, in a shape that
         splits into queries of its sub-tables run where they are served
-        (:func:`node.partition.pushdown.plan`); None for any other query."""
+        (:func:`node.sql.pushdown.plan`); None for any other query."""
         split = self._splits.of(sql, analysis)
         if split is None:
             return None

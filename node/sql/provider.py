@@ -21,11 +21,6 @@ from node.engine.scan import ScanRequest, ScanStats
 from node.sql import cancel
 from node.tables import LocalReader
 
-#: Work spent finding a query's tables, since start (``/metrics``): DataFusion plans made
-#: (``plans``), and schemas asked of the nodes serving remote tables (``remote_describes``;
-#: kept with the table's route, so once per route).
-PLANNING = cancel.Tally(("plans", "remote_describes"))
-
 
 @dataclass
 class ScanRecord:

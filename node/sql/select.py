@@ -1,7 +1,7 @@
 """The tree of a SELECT statement, read once from its tokens, for the passes that answer or
 prepare a query before DataFusion plans it: the prescan (:mod:`node.sql.prescan`, the scan's
 columns and WHERE bounds), the fast paths (:mod:`node.sql.fastpath`), the split of a
-partition table's query (:mod:`node.partition.pushdown`) and the names of unnamed items
+partition table's query (:mod:`node.sql.pushdown`) and the names of unnamed items
 (:func:`node.sql.rewrite.unnamed_items`). DataFusion still parses the statement's text
 itself.
 

@@ -32,16 +32,16 @@ from datafusion.catalog import SchemaProvider, Table
 from gnomon.errors import GnomonError, InvalidArgument, NotFound, NotOwner, UnknownTable
 from node.engine.scan import Scan, ScanRequest
 from node.engine.sst.reader import LocatedArrays
-from node.partition.dataset import PartitionDataset
 from node.partition.tables import Partitions
 from node.security.context import authorize
 from node.security.principal import Privilege
 from node.sql import cancel, drain, functions, modes, naming, system
 from node.sql.fastpath import FastPath
 from node.sql.lexer import MAX_EXPRESSION_DEPTH
+from node.sql.partition_dataset import PartitionDataset
 from node.sql.prescan import Prescan
-from node.sql.provider import PLANNING, EngineDataset, RemoteTable, RemoteTables, ScanRecord
-from node.tables import SqlTables
+from node.sql.provider import EngineDataset, RemoteTable, RemoteTables, ScanRecord
+from node.tables import PLANNING, SqlTables
 
 T = TypeVar("T")
 

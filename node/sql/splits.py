@@ -1,5 +1,5 @@
 """How a query reading one partition table alone, once, splits over the sub-tables its
-WHERE clause leaves (:mod:`node.partition.pushdown`), found once per query *shape* (its
+WHERE clause leaves (:mod:`node.sql.pushdown`), found once per query *shape* (its
 tokens but for its literals' values, :func:`node.sql.lexer.shaped`) and bound to each
 query's literals: dashboards send one shape again and again with new times and hosts, and
 finding a split (tokens, the SELECT tree, the prescan, the pushdown) costs more than the
@@ -17,10 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from node.engine.lru import Lru
-from node.partition import pushdown
 from node.partition.parts import Part
 from node.partition.tables import Partitions, PartitionTable
-from node.sql import generators, prescan, select
+from node.sql import generators, prescan, pushdown, select
 from node.sql.analysis import SHAPES, Analysis
 from node.sql.lexer import Token, literals_at, shaped, tokenize
 

@@ -205,7 +205,7 @@ def test_chdb_answers_time_buckets_as_timestamps(tmp_path: Path) -> None:
 def test_gnomon_cli_has_the_bench_command() -> None:
     from click.testing import CliRunner
 
-    from gnomon.cli import main
+    from gnomon_app.cli import main
 
     result = CliRunner().invoke(main, ["bench", "tsbs", "--help"])
     assert result.exit_code == 0, result.output

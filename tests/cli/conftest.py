@@ -44,7 +44,7 @@ def start_demo(data_dir: Path, log: Path, *extra: str) -> Demo:
         [
             sys.executable,
             "-m",
-            "gnomon.cli",
+            "gnomon_app.cli",
             *extra,
             "standalone",
             "--demo",

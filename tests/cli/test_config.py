@@ -143,7 +143,7 @@ def test_required_and_typed_settings(
 def test_every_setting_has_its_flag(role: str) -> None:
     from click.testing import CliRunner
 
-    from gnomon.cli import main
+    from gnomon_app.cli import main
 
     cls = {
         "standalone": StandaloneConfig,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gnomon.cli import DEMO_TABLE, main
+from gnomon_app.cli import DEMO_TABLE, main
 from node.backends import open_standalone
 from node.engine.revisions import Revisions
 from node.sql.executor import SqlExecutor

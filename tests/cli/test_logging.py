@@ -35,7 +35,7 @@ def _serve_and_stop(tmp_path: Path, name: str, *group_flags: str) -> str:
         [
             sys.executable,
             "-m",
-            "gnomon.cli",
+            "gnomon_app.cli",
             *group_flags,
             "standalone",
             "--config",
@@ -91,7 +91,7 @@ def test_an_unknown_log_level_is_named() -> None:
     with pytest.raises(InvalidArgument, match="environment: invalid log level 'LOUD'"):
         StandaloneConfig.load(None, env={"GNOMON_LOG_LEVEL": "LOUD"})
     bad = subprocess.run(
-        [sys.executable, "-m", "gnomon.cli", "sql", "--help"],
+        [sys.executable, "-m", "gnomon_app.cli", "sql", "--help"],
         env={"GNOMON_LOG_LEVEL": "LOUD", "PATH": "/usr/bin:/bin"},
         cwd=ROOT,
         capture_output=True,
@@ -105,7 +105,7 @@ def test_log_lines_are_json_whatever_the_message_holds() -> None:
     message = 'a "quoted" message\\ with a backslash and a\nnewline'
     program = (
         "import logging, sys\n"
-        "from gnomon.cli import main\n"
+        "from gnomon_app.cli import main\n"
         "try:\n"
         "    main(['--log-level', 'INFO', 'sql', '--help'])\n"
         "except SystemExit:\n"

@@ -15,9 +15,9 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from gnomon import shell
-from gnomon.cli import main
 from gnomon.errors import InvalidArgument
+from gnomon_app import shell
+from gnomon_app.cli import main
 from tests.docs.readme import BIN
 from tests.server.conftest import Running, start_standalone
 from tests.support.procs import free_port

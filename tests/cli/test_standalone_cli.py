@@ -11,7 +11,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from gnomon.cli import main
+from gnomon_app.cli import main
 from tests.cli.conftest import wait_for_output
 from tests.support.procs import Server, free_port
 
@@ -24,7 +24,8 @@ def test_standalone_on_port_0_reports_its_ports_serves_and_stops(tmp_path: Path)
     gracefully on SIGTERM."""
     server, ports = Server.start_gnomon(
         [
-            *(sys.executable, "-m", "gnomon.cli", "standalone", "--data-dir", str(tmp_path / "db")),
+            *(sys.executable, "-m", "gnomon_app.cli", "standalone"),
+            *("--data-dir", str(tmp_path / "db")),
             *("--http-port", "0", "--grpc-port", "0", "--flight-port", "0"),
         ],
         log=tmp_path / "server.log",
@@ -76,7 +77,8 @@ def test_compaction_node_refuses_a_port_in_use_in_one_line(tmp_path: Path) -> No
         port = int(taken.getsockname()[1])
         proc = subprocess.run(
             [
-                *(sys.executable, "-m", "gnomon.cli", "compaction-node", "--meta", "127.0.0.1:1"),
+                *(sys.executable, "-m", "gnomon_app.cli", "compaction-node"),
+                *("--meta", "127.0.0.1:1"),
                 *("--grpc-port", str(port), "--http-port", "0", "--data-dir", str(tmp_path / "cn")),
                 *("--store", (tmp_path / "ssts").as_uri()),
             ],

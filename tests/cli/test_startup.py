@@ -1,5 +1,5 @@
 """The `gnomon` command starts without the heavy libraries: Arrow, pandas, DataFusion and gRPC
-are imported by the commands that use them, not by `import gnomon.cli` nor by listing the
+are imported by the commands that use them, not by `import gnomon_app.cli` nor by listing the
 commands (`gnomon --help`). How long a start takes is measured by `bench/cli_startup.py`."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from gnomon.cli import main
+from gnomon_app.cli import main
 
 HEAVY = ("pandas", "pyarrow", "numpy", "datafusion", "grpc", "google.protobuf")
 
@@ -28,12 +28,12 @@ def _imported_after(code: str) -> list[str]:
 
 
 def test_importing_the_cli_imports_no_heavy_library() -> None:
-    assert _imported_after("import gnomon.cli") == []
+    assert _imported_after("import gnomon_app.cli") == []
 
 
 @pytest.mark.parametrize("args", [["--help"], ["admin", "shards", "--help"], ["sql", "--help"]])
 def test_help_imports_no_heavy_library(args: list[str]) -> None:
-    code = f"from gnomon.cli import main\nmain({args!r}, standalone_mode=False)"
+    code = f"from gnomon_app.cli import main\nmain({args!r}, standalone_mode=False)"
     assert _imported_after(code) == []
 
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import grpc
 
-from gnomon.devcluster.cluster import DevCluster
 from gnomon.proto import storage_pb2
+from gnomon_app.devcluster.cluster import DevCluster
 from meta.client import MetaClient
 from tests.server.test_grpc import decode
 

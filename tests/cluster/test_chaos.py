@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from gnomon.devcluster.cluster import DevCluster
 from gnomon.proto import meta_pb2 as pb
+from gnomon_app.devcluster.cluster import DevCluster
 from meta.client import MetaClient
 from tests.cluster.test_failover import (
     LEASE_TTL_S,

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from gnomon.cli import main
-from gnomon.devcluster.cluster import DevCluster
 from gnomon.flight.client import FlightClient
 from gnomon.proto import meta_pb2 as pb
+from gnomon_app.cli import main
+from gnomon_app.devcluster.cluster import DevCluster
 from meta.client import MetaClient
 from tests.cluster.support import grpc_rows, grpc_write, http_sql
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from gnomon.devcluster.cluster import DevCluster
 from gnomon.proto import storage_pb2
+from gnomon_app.devcluster.cluster import DevCluster
 from meta.client import MetaClient
 from node.cluster.forward import FORWARDED_FROM
 from tests.cluster.support import http_sql, owners
@@ -179,7 +179,7 @@ def test_nodes_report_their_figures(cluster: DevCluster) -> None:
         assert set(f) >= {"tables", "memtable_bytes", "rows_written_per_s", "queries_per_s", "cpu"}
         assert f["tables"] >= 0 and f["cpu"] >= 0
     out = subprocess.run(
-        [sys.executable, "-m", "gnomon.cli", "admin", "nodes", "--meta", cluster.meta],
+        [sys.executable, "-m", "gnomon_app.cli", "admin", "nodes", "--meta", cluster.meta],
         capture_output=True,
         text=True,
         timeout=60,

@@ -32,9 +32,9 @@ from typing import Any
 import grpc
 import pytest
 
-from gnomon.devcluster.cluster import DevCluster, settle_timeout_s
 from gnomon.proto import storage_pb2
-from meta.cli import CRASH_ENV
+from gnomon_app.admin import CRASH_ENV
+from gnomon_app.devcluster.cluster import DevCluster, settle_timeout_s
 from meta.runner import CRASH_EXIT_CODE
 from node.cluster.forward import FORWARDED_FROM
 from tests.cluster.support import http_sql, post

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from gnomon.devcluster.cluster import DevCluster, NodeEndpoints
+from gnomon_app.devcluster.cluster import DevCluster, NodeEndpoints
 from meta.client import MetaClient
 from tests.cluster.support import http_sql, post
 from tests.cluster.test_failover import (

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from gnomon.devcluster.brokers import Broker, running_tansu
 from gnomon.errors import AlreadyExists, Fenced, NotFound, NotOwner
 from gnomon.store.etcd import EtcdStore
+from gnomon_app.devcluster.brokers import Broker, running_tansu
 from meta.client import MetaClient, NodeAgent
 from meta.model import NodeKind
 from node.cluster import tables

@@ -16,10 +16,10 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from gnomon.devcluster.cluster import DevCluster, NodeEndpoints
 from gnomon.errors import InvalidArgument, NotOwner
 from gnomon.flight.client import gnomon_error
 from gnomon.flight.ticket import PutSpec
+from gnomon_app.devcluster.cluster import DevCluster, NodeEndpoints
 from node.cluster import rows_wire
 from node.ingest import line_protocol
 from tests.cluster.support import http_sql, owners, write_lines

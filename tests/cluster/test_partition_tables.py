@@ -18,8 +18,8 @@ import grpc
 import pyarrow as pa
 import pytest
 
-from gnomon.devcluster.cluster import DevCluster
 from gnomon.proto import storage_pb2 as pb
+from gnomon_app.devcluster.cluster import DevCluster
 from meta.client import MetaClient
 from tests.cluster.support import http_sql, write_lines
 from tests.partition import differential

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gnomon.devcluster import procs
-from gnomon.devcluster.cluster import DevCluster
+from gnomon_app.devcluster import procs
+from gnomon_app.devcluster.cluster import DevCluster
 from meta.client import MetaClient
 from tests.cluster.support import http_sql
 from tests.support.procs import PortTaken, Server, on_free_ports

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from gnomon.devcluster.cluster import S3_ENV
-from gnomon.devcluster.procs import Server, on_free_ports
+from gnomon_app.devcluster.cluster import S3_ENV
+from gnomon_app.devcluster.procs import Server, on_free_ports
 from meta.client import MetaClient
 from tests.docs.readme import BIN, ROOT, blocks
 
@@ -182,7 +182,7 @@ def _run_documented(
         argv = [
             sys.executable,
             "-m",
-            "gnomon.cli",
+            "gnomon_app.cli",
             *filled.split()[1:],
             f"--s3-endpoint={_services(summary)['s3']}",
             f"--data-dir={data_dir}",

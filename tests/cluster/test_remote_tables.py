@@ -20,7 +20,7 @@ from gnomon.errors import InvalidArgument, NotOwner
 from gnomon.flight.client import FlightClient
 from gnomon.flight.ticket import ScanSpec
 from node.backends import Storage, open_engine, open_standalone
-from node.cluster.remote import FlightTable, FlightTableReader
+from node.cluster.remote import FlightTableReader
 from node.engine.engine import Engine
 from node.engine.placement import LocalPlacer, Placed
 from node.engine.scan.wire import decode_predicate, encode_predicate
@@ -28,6 +28,7 @@ from node.engine.schema import Schema
 from node.engine.shard import STANDALONE_SHARD
 from node.server.flight import FlightService
 from node.sql.executor import SqlExecutor
+from node.sql.remote_tables import FlightTable
 
 DDL = (
     "CREATE TABLE {} (host string TAG, region string, v double, n bigint, "

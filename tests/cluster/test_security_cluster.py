@@ -22,8 +22,6 @@ import grpc
 import pytest
 from click.testing import CliRunner
 
-from compaction_node.client import CompactionClient
-from gnomon.devcluster.cluster import NAMESPACE, DevCluster, NodeEndpoints
 from gnomon.errors import GnomonError, Unauthenticated, Unavailable
 from gnomon.etcd import EtcdAccess
 from gnomon.peer import ON_BEHALF_OF, SECRET_ENV, Peer
@@ -31,8 +29,10 @@ from gnomon.proto import node_pb2, storage_pb2
 from gnomon.shard_control import SERVICE as SHARD_CONTROL
 from gnomon.store.api import TableContext
 from gnomon.store.etcd import EtcdStore
+from gnomon_app.accounts import grants, users
+from gnomon_app.devcluster.cluster import NAMESPACE, DevCluster, NodeEndpoints
 from meta.client import MetaClient
-from node.security.cli import grants, users
+from node.engine.compaction.client import CompactionClient
 from node.security.principal import Privilege
 from tests.server.test_grpc import decode
 

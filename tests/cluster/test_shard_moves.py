@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from bench.cluster_spread import SPREAD_LIMIT_S, copies
-from gnomon.devcluster.cluster import DevCluster
+from gnomon_app.devcluster.cluster import DevCluster
 from meta.client import MetaClient
 from tests.cluster.support import http_sql
 from tests.cluster.test_failover import (

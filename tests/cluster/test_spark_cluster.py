@@ -21,13 +21,13 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-import gnomon.spark
-from gnomon.devcluster.cluster import DevCluster, NodeEndpoints
+import gnomon_app.spark
 from gnomon.errors import NotFound
 from gnomon.flight.client import FlightClient
 from gnomon.flight.ticket import ScanSpec
-from gnomon.spark import planning
-from gnomon.spark.session import local_session
+from gnomon_app.devcluster.cluster import DevCluster, NodeEndpoints
+from gnomon_app.spark import planning
+from gnomon_app.spark.session import local_session
 from meta.client import MetaClient
 from node.partition.rule import KeyRule
 from tests.cluster.support import http_sql
@@ -151,9 +151,9 @@ def test_partition_table_written_and_read_at_every_owner(
 
     # Read through node 2: planned at every owner, each task reading from its owner.
     scan_id = uuid.uuid4().hex
-    with caplog.at_level(logging.WARNING, logger="gnomon.spark"):
-        got = gnomon.spark.read(spark, "sp", endpoint=nodes[2].flight, scan_id=scan_id)
-        gnomon.spark.read(spark, "sp", endpoint=nodes[0].flight)
+    with caplog.at_level(logging.WARNING, logger="gnomon_app.spark"):
+        got = gnomon_app.spark.read(spark, "sp", endpoint=nodes[2].flight, scan_id=scan_id)
+        gnomon_app.spark.read(spark, "sp", endpoint=nodes[0].flight)
     # The store is S3 and this Spark has no s3a: said once, every row read over Flight.
     said = [r for r in caplog.records if "cannot read the SSTs" in r.getMessage()]
     assert len(said) == 1
@@ -183,7 +183,7 @@ def test_plain_table_lands_at_its_owner(cluster: DevCluster, spark: Any) -> None
         "append"
     ).save()
     assert _rows_at(owner, "plain") == HOSTS * ROWS_PER_HOST
-    back = gnomon.spark.read(spark, "plain", endpoint=other, columns=["v"]).collect()
+    back = gnomon_app.spark.read(spark, "plain", endpoint=other, columns=["v"]).collect()
     assert sorted(r.v for r in back) == sorted(r.v for r in frame.collect())
 
 
@@ -209,7 +209,7 @@ def test_follower_reads_are_served_by_followers(followed: DevCluster, spark: Any
     def followers_have_it() -> bool:
         nonlocal scan_id
         scan_id = uuid.uuid4().hex
-        got = gnomon.spark.read(spark, "fr", endpoint=nodes[1].flight, read="follower",
+        got = gnomon_app.spark.read(spark, "fr", endpoint=nodes[1].flight, read="follower",
                                 scan_id=scan_id)  # fmt: skip
         if _rows(got) != rows:
             return False
@@ -254,5 +254,5 @@ def test_a_shared_file_store_is_read_natively(shared: DevCluster, spark: Any) ->
     planning.release(plan.held)
     assert plan.stores == {"file"}
     assert plan.native_rows == len(rows) and not plan.splits
-    got = gnomon.spark.read(spark, "sh", endpoint=nodes[2].flight)
+    got = gnomon_app.spark.read(spark, "sh", endpoint=nodes[2].flight)
     assert _rows(got) == rows

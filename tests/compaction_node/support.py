@@ -8,10 +8,10 @@ import urllib.request
 
 import boto3  # type: ignore[import-untyped]
 
-from compaction_node.client import CompactionClient
-from gnomon.devcluster.cluster import BUCKET, S3_ENV, DevCluster
 from gnomon.proto import compaction_pb2
+from gnomon_app.devcluster.cluster import BUCKET, S3_ENV, DevCluster
 from meta.client import MetaClient
+from node.engine.compaction.client import CompactionClient
 from tests.cluster.support import http_sql, write_lines
 
 #: Rows per write; each write is larger than the tables' write buffer, so each flushes one SST,

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import pytest
 from click.testing import CliRunner
 
-from gnomon.cli import main
-from gnomon.devcluster.cluster import DevCluster
+from gnomon_app.cli import main
+from gnomon_app.devcluster.cluster import DevCluster
 from meta.client import MetaClient
 from tests.compaction_node.support import (
     WAIT_S,

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gnomon.devcluster.cluster import DevCluster
+from gnomon_app.devcluster.cluster import DevCluster
 from tests.compaction_node.support import (
     WAIT_S,
     check_rows,

@@ -10,7 +10,6 @@ from dataclasses import dataclass, fields
 
 import click
 
-from gnomon.cli import main
 from gnomon.config import (
     CompactionNodeConfig,
     MetaConfig,
@@ -18,6 +17,7 @@ from gnomon.config import (
     RoleConfig,
     StandaloneConfig,
 )
+from gnomon_app.cli import main
 
 #: The server roles and the settings each reads.
 ROLE_CONFIGS: dict[str, type[RoleConfig]] = {

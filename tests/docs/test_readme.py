@@ -78,7 +78,9 @@ def test_every_block_is_run_somewhere() -> None:
             or (b.lang == "yaml" and "remote_write" in b.text)
             or (
                 b.lang == "python"
-                and any(k in b.text for k in ("horaedb_client", "node.backends", "gnomon.spark"))
+                and any(
+                    k in b.text for k in ("horaedb_client", "node.backends", "gnomon_app.spark")
+                )
             )
             # An excerpt of an example, word for word: the example's own test runs it.
             or (b.lang == "python" and any(b.text in e.read_text() for e in EXAMPLES))

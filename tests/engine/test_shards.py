@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from gnomon.devcluster.brokers import Broker, running_tansu
 from gnomon.errors import Closed, Conflict, Fenced, NotFound, NotOwner, Unavailable
 from gnomon.store.sqlite import SqliteStore
 from gnomon.wal.api import Ticket, Wal
+from gnomon_app.devcluster.brokers import Broker, running_tansu
 from node.engine.config import EngineConfig
 from node.engine.engine import Engine
 from node.engine.fences import ShardFences

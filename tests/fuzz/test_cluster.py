@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gnomon.devcluster.cluster import DevCluster, NodeEndpoints
 from gnomon.names import check_table_name
 from gnomon.peer import AUTHORIZATION, CLUSTER_SCHEME, ON_BEHALF_OF
 from gnomon.proto import storage_pb2
+from gnomon_app.devcluster.cluster import DevCluster, NodeEndpoints
 from meta.client import MetaClient
 from node.cluster.forward import FORWARDED_FROM
 from node.security.principal import Privilege

@@ -14,8 +14,8 @@ import grpc
 import pytest
 
 from gnomon import shard_control
-from gnomon.devcluster.cluster import MOVE_S
-from meta.cli import CRASH_ENV
+from gnomon_app.admin import CRASH_ENV
+from gnomon_app.devcluster.cluster import MOVE_S
 from meta.client import MetaClient, NodeAgent
 from meta.model import NodeKind
 from tests.support.etcd import EtcdServer
@@ -55,7 +55,7 @@ class MetaProcess:
         argv = [
             sys.executable,
             "-m",
-            "gnomon.cli",
+            "gnomon_app.cli",
             "--log-level=INFO",
             "meta",
             f"--etcd={self.etcd}",

@@ -11,9 +11,9 @@ from functools import partial
 import pytest
 from click.testing import CliRunner
 
-from gnomon.cli import main
 from gnomon.errors import InvalidArgument, NotLeader
 from gnomon.proto import meta_pb2 as pb
+from gnomon_app.cli import main
 from meta.client import MetaClient
 from meta.model import NodeKind
 from tests.support.wait import wait_until

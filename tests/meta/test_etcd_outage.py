@@ -36,7 +36,7 @@ def meta_argv(etcd: str, port: int) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "gnomon.cli",
+        "gnomon_app.cli",
         "--log-level=INFO",
         "meta",
         f"--etcd={etcd}",

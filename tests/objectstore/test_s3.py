@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 from botocore.config import Config  # type: ignore[import-untyped]
 
-from gnomon.devcluster.brokers import running_moto
 from gnomon.errors import Conflict, InvalidArgument, NotFound, Unavailable
+from gnomon_app.devcluster.brokers import running_moto
 from objectstore.api import ObjectStore
 from objectstore.cache import SstCache
 from objectstore.s3 import MIN_PART_SIZE, S3ObjectStore

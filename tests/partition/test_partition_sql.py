@@ -14,10 +14,10 @@ import pytest
 from gnomon.errors import AlreadyExists, InvalidArgument, NotOwner
 from node.backends import open_standalone
 from node.engine.engine import Engine
-from node.partition import pushdown
 from node.partition.parts import LocalPart, LocalParts, Part, RunSql
 from node.partition.rule import KeyRule
 from node.partition.tables import Partitions
+from node.sql import pushdown
 from node.sql.executor import SqlExecutor
 from node.sql.lexer import tokenize
 from node.sql.select import read

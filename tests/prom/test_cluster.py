@@ -12,8 +12,8 @@ from urllib.parse import urlencode
 
 import pytest
 
-from gnomon.devcluster.cluster import DevCluster
 from gnomon.proto import prometheus_pb2
+from gnomon_app.devcluster.cluster import DevCluster
 from node.prom.wire import snappy, unsnappy
 from tests.cluster.support import owners, post
 from tests.prom.conftest import write_request

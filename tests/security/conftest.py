@@ -26,7 +26,7 @@ def basic(user: str, password: str) -> str:
 def admin(data_dir: Path, *args: str) -> str:
     """Run ``gnomon admin ARGS --data-dir DATA_DIR``; its stdout."""
     done = subprocess.run(
-        [sys.executable, "-m", "gnomon.cli", "admin", *args, "--data-dir", str(data_dir)],
+        [sys.executable, "-m", "gnomon_app.cli", "admin", *args, "--data-dir", str(data_dir)],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -202,7 +202,7 @@ def test_refuses_to_serve_others_without_auth(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "gnomon.cli",
+            "gnomon_app.cli",
             "standalone",
             "--bind",
             "0.0.0.0",

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from pyetcd import etcdrpc  # type: ignore[import-untyped]
 
-from gnomon.devcluster.etcd import ETCD, EtcdServer
 from gnomon.errors import GnomonError
 from gnomon.etcd import EtcdAccess, EtcdConnection
+from gnomon_app.devcluster.etcd import ETCD, EtcdServer
 from tests.docs.readme import blocks
 
 ETCDCTL = ETCD.parent / "etcdctl"

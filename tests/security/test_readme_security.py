@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gnomon.devcluster.procs import Server
+from gnomon_app.devcluster.procs import Server
 from tests.cli.conftest import start_demo
 from tests.docs.readme import BIN, ROOT, blocks
 
@@ -45,7 +45,7 @@ def test_the_security_example(tmp_path: Path) -> None:
             cmd = cmd.replace("--password '...'", f"--password {PASSWORD}")
             if " standalone " in cmd:
                 server, ports = Server.start_gnomon(
-                    [sys.executable, "-m", "gnomon.cli", *cmd.split()[1:], "--data-dir",
+                    [sys.executable, "-m", "gnomon_app.cli", *cmd.split()[1:], "--data-dir",
                      str(data), "--http-port=0", "--grpc-port=0", "--flight-port=0"],
                     log=tmp_path / "server.log",
                     cwd=ROOT,

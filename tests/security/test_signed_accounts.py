@@ -16,8 +16,8 @@ from gnomon.errors import Corrupted, InvalidArgument, Unauthenticated
 from gnomon.peer import SECRET_ENV
 from gnomon.store.api import StructuredStore, TableContext
 from gnomon.store.sqlite import SqliteStore
+from gnomon_app.accounts import users
 from node.security.accounts import Accounts, _hash
-from node.security.cli import users
 from node.security.principal import EVERY_TABLE, Grant, Privilege
 
 SECRET = "the-cluster-secret"

@@ -76,7 +76,7 @@ def start_standalone(data_dir: Path, log: Path, *extra: str) -> Running:
         [
             sys.executable,
             "-m",
-            "gnomon.cli",
+            "gnomon_app.cli",
             "standalone",
             "--data-dir",
             str(data_dir),

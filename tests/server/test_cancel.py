@@ -20,6 +20,7 @@ import grpc
 import pytest
 
 from gnomon.errors import Cancelled, DeadlineExceeded
+from gnomon.metrics import Registry
 from gnomon.proto import storage_pb2 as pb
 from node.backends import open_standalone
 from node.engine.engine import Engine
@@ -27,7 +28,6 @@ from node.ingest.writer import Ingestor
 from node.server import standalone
 from node.server.grpc_service import GrpcServer, StorageService
 from node.server.http import HttpApp, HttpServer
-from node.server.metrics import Registry
 from node.server.standalone import Standalone
 from node.sql import cancel
 from node.sql.executor import SqlExecutor

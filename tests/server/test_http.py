@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from gnomon.metrics import Registry
 from node.backends import open_standalone
 from node.ingest.writer import Ingestor
-from node.prom import openapi as prometheus
 from node.server.http import ONE_WRITE_BYTES, HttpApp, HttpServer
-from node.server.metrics import Registry
+from node.server.prom import openapi as prometheus
 from node.sql.result import QueryResult
 from tests.server.conftest import MAX_REQUEST_BYTES, Running
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from gnomon.metrics import Registry
 from node.backends import open_standalone
 from node.ingest.writer import Ingestor
 from node.security.connections import ConnectionRate
 from node.server.http import HttpApp, HttpServer
-from node.server.metrics import Registry
 from node.sql.result import QueryResult
 from tests.server.conftest import read_until_closed
 from tests.support.clock import Clock

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 
 from gnomon.errors import InvalidArgument
+from gnomon.metrics import Registry
 from node.backends import open_standalone
 from node.engine.table import Logged
 from node.ingest.rows import TableRows
@@ -25,7 +26,6 @@ from node.ingest.writer import Ingestor
 from node.server.http import HttpApp, HttpServer, Response
 from node.server.http import connection as http_connection
 from node.server.http.writes import Writes
-from node.server.metrics import Registry
 from node.sql.executor import SqlExecutor
 from node.sql.result import QueryResult
 from tests.server.conftest import read_until_closed

@@ -94,7 +94,7 @@ def test_a_listener_failing_after_the_engine_opened_leaves_nothing_open(
 
 def _main(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "gnomon.cli", "standalone", "--wal-sync", "never", *args],
+        [sys.executable, "-m", "gnomon_app.cli", "standalone", "--wal-sync", "never", *args],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -19,12 +19,12 @@ import pyarrow as pa
 import pytest
 
 from gnomon.errors import Unavailable
+from gnomon.metrics import Registry
 from gnomon.proto import storage_pb2 as pb
 from node.backends import open_standalone
 from node.ingest.writer import Ingestor
 from node.server.grpc_service import GrpcServer, StorageService
 from node.server.http import HttpApp, HttpServer
-from node.server.metrics import Registry
 from node.server.standalone import Standalone
 from node.sql.result import QueryResult
 from tests.server.conftest import REPO, start_standalone
@@ -134,7 +134,7 @@ def test_main_rejects_bad_settings(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "gnomon.cli",
+            "gnomon_app.cli",
             "standalone",
             "--data-dir",
             str(tmp_path / "d"),

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from gnomon.flight.client import FlightClient
-from gnomon.spark.session import local_session
+from gnomon_app.spark.session import local_session
 from tests.server.conftest import Running, start_standalone
 
 

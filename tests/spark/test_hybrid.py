@@ -19,11 +19,11 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-import gnomon.spark
+import gnomon_app.spark
 from gnomon.errors import NotFound
 from gnomon.flight.client import FlightClient
 from gnomon.flight.ticket import ScanSpec
-from gnomon.spark import planning
+from gnomon_app.spark import planning
 from node.backends import open_standalone
 from node.engine.engine import Engine
 from node.engine.schema import Column, ColumnType
@@ -72,8 +72,8 @@ def _sorted(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
 
 def _answers(spark: Any, endpoint: str, table: str, engine: Engine) -> None:
     """The hybrid read, the Flight-only read and DuckDB over the engine's rows agree."""
-    hybrid = gnomon.spark.read(spark, table, endpoint=endpoint)
-    flight_only = gnomon.spark.read(spark, table, endpoint=endpoint, native=False)
+    hybrid = gnomon_app.spark.read(spark, table, endpoint=endpoint)
+    flight_only = gnomon_app.spark.read(spark, table, endpoint=endpoint, native=False)
     expected = engine.read_all(table)
     columns = hybrid.columns
     got = _sorted([tuple(r) for r in hybrid.collect()])
@@ -149,7 +149,7 @@ def test_add_column_history(spark: Any, owner: tuple[Engine, str]) -> None:
     plan = _native(endpoint, "widened")
     assert plan.native_rows == 60 * HOSTS  # the file written after the ALTER
     _answers(spark, endpoint, "widened", engine)
-    notes = gnomon.spark.read(spark, "widened", endpoint=endpoint, columns=["note"])
+    notes = gnomon_app.spark.read(spark, "widened", endpoint=endpoint, columns=["note"])
     assert sorted({r.note for r in notes.collect()}) == ["none", "x"]
 
 
@@ -169,7 +169,7 @@ def test_filters_and_columns(spark: Any, owner: tuple[Engine, str]) -> None:
     engine, endpoint = owner
     from pyspark.sql import functions as F
 
-    frame = gnomon.spark.read(
+    frame = gnomon_app.spark.read(
         spark, "overlap", endpoint=endpoint, columns=["host", "v"], time_range=(HOUR, 3 * HOUR)
     ).where(F.col("host") == "h3")
     want = [
@@ -193,7 +193,7 @@ def test_a_read_sees_one_snapshot(spark: Any, owner: tuple[Engine, str]) -> None
         engine.flush("busy")
     engine.write("busy", _rows(range(6, 7), 9.0))  # in the memtable
     before = engine.read_all("busy")
-    frame = gnomon.spark.read(spark, "busy", endpoint=endpoint)
+    frame = gnomon_app.spark.read(spark, "busy", endpoint=endpoint)
     for h in range(3):
         engine.write("busy", _rows(range(h, h + 8), 100.0 + h))
         engine.flush("busy")
@@ -268,8 +268,8 @@ def test_every_column_type_read_natively(spark: Any, owner: tuple[Engine, str]) 
     )
     engine.flush("typed")
     assert _native(endpoint, "typed").native_rows == 2
-    hybrid = gnomon.spark.read(spark, "typed", endpoint=endpoint).collect()
-    flight_only = gnomon.spark.read(spark, "typed", endpoint=endpoint, native=False).collect()
+    hybrid = gnomon_app.spark.read(spark, "typed", endpoint=endpoint).collect()
+    flight_only = gnomon_app.spark.read(spark, "typed", endpoint=endpoint, native=False).collect()
     assert _sorted([tuple(r) for r in hybrid]) == _sorted([tuple(r) for r in flight_only])
     (full,) = [r for r in hybrid if r.host == "h1"]
     assert (full.u64, full.u32, full.u8, full.day) == (

@@ -27,7 +27,7 @@ def test_the_readme_spark_snippet(
 ) -> None:
     ports = Ports(demo.http_port, demo.grpc_port, demo.flight_port)
     found = blocks()
-    at = next(i for i, b in enumerate(found) if b.lang == "python" and "gnomon.spark" in b.text)
+    at = next(i for i, b in enumerate(found) if b.lang == "python" and "gnomon_app.spark" in b.text)
     # The shell block right before it creates the table the snippet writes to.
     for cmd in found[at - 1].commands():
         subprocess.run(

@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from gnomon.spark.session import local_session
+from gnomon_app.spark.session import local_session
 
 from .conftest import Node, reader, writer
 
@@ -94,7 +94,7 @@ def test_a_retried_task_stages_its_rows_once_in_a_partition_table(
 
 def test_a_job_missing_a_task_commit_message_is_not_published() -> None:
     from gnomon.errors import Conflict
-    from gnomon.spark.datasource import GnomonCommit, GnomonWriter
+    from gnomon_app.spark.datasource import GnomonCommit, GnomonWriter
 
     # The check comes before any owner is called: a writer with no revisions will do.
     job = SimpleNamespace(revisions=[])

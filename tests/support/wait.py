@@ -2,7 +2,7 @@
 
 A deadline is what the awaited thing takes on an idle machine by the settings the test runs
 with (a lease to expire, heartbeat and scheduling intervals, retries, a process to start),
-times :data:`~gnomon.devcluster.procs.SLOWDOWN`: tests run beside other jobs, and a machine
+times :data:`~gnomon_app.devcluster.procs.SLOWDOWN`: tests run beside other jobs, and a machine
 busy with them runs every process that much slower. So a deadline is only ever reached when
 something is broken, and each says where it comes from.
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
-from gnomon.devcluster.procs import SLOWDOWN, START_S
+from gnomon_app.devcluster.procs import SLOWDOWN, START_S
 
 __all__ = ["SLOWDOWN", "START_S", "bound", "wait_until"]
 

@@ -23,9 +23,9 @@ from confluent_kafka.cimpl import NewTopic
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gnomon.devcluster.brokers import Broker, running_tansu
 from gnomon.errors import Corrupted, InvalidArgument, TooLarge, Unavailable
 from gnomon.wal.api import Wal
+from gnomon_app.devcluster.brokers import Broker, running_tansu
 from tests.support.procs import free_port
 from wal_kafka import KafkaWal
 from wal_kafka import wal as wal_module

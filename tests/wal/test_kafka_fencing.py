@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from gnomon.devcluster.brokers import Broker, running_tansu
 from gnomon.errors import Conflict, Corrupted, Fenced, Unavailable
 from gnomon.store.sqlite import SqliteStore
 from gnomon.wal.api import WalRecord
+from gnomon_app.devcluster.brokers import Broker, running_tansu
 from node.engine.config import EngineConfig
 from node.engine.engine import Engine
 from objectstore.local import LocalObjectStore

@@ -65,7 +65,7 @@ class CompactionNodes(Protocol):
 
 
 class RemoteCompactor(Protocol):
-    """How a task reaches a compaction node (``compaction_node/client.py`` over gRPC)."""
+    """How a task reaches a compaction node (``node/engine/compaction/client.py`` over gRPC)."""
 
     def compact(
         self, node: str, task_id: str, task: CompactionTask, timeout_s: float

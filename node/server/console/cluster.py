@@ -16,9 +16,8 @@ from typing import Any
 
 from gnomon.errors import GnomonError
 from gnomon.proto import meta_pb2 as pb
-from meta.client import MetaClient
+from meta.client import MetaClient, kind_of
 from meta.model import FOLLOWER_LAG
-from meta.wire import NODE_KINDS_BACK
 from node.engine.engine import Engine
 
 #: Figures a standalone node samples at most this often (rates need an interval to mean much).
@@ -129,7 +128,7 @@ class ClusterView:
             "nodes": [
                 {
                     "name": n.name,
-                    "kind": NODE_KINDS_BACK[n.kind].value,
+                    "kind": kind_of(n).value,
                     "role": _role(n),
                     "live": n.live,
                     "load": n.load,

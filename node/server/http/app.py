@@ -10,7 +10,9 @@ from urllib.parse import parse_qs
 
 import pyarrow as pa
 
+from gnomon.error_codes import http_status, message_of
 from gnomon.errors import Closed, GnomonError, InvalidArgument, NotOwner
+from gnomon.metrics import Registry
 from node.engine.table import Logged
 from node.ingest import line_protocol
 from node.ingest.rows import TableRows
@@ -26,10 +28,8 @@ from node.server.http.answers import (
     json_answer,
 )
 from node.server.http.bodies import check_database, json_body, line_protocol_text, max_rows
-from node.server.metrics import Registry
 from node.server.openapi import SPEC
 from node.server.reads import wants_follower
-from node.server.status import http_status, message_of
 from node.sql import influxql
 from node.sql.cancel import Queries
 from node.sql.result import QueryResult

@@ -16,6 +16,7 @@ from typing import Any, cast
 
 import httptools
 
+from gnomon.error_codes import http_status, message_of
 from gnomon.errors import Cancelled, TooLarge, Unavailable
 from node.security.connections import ConnectionRate
 from node.security.context import acting_as
@@ -35,7 +36,6 @@ from node.server.http.bodies import too_large
 from node.server.http.headers import MAX_HEAD_BYTES, MAX_HEADER_LINE, MAX_HEADERS, RequestHeaders
 from node.server.http.routes import WITH_BODY, SmallWrite, Work, endpoint, route, target
 from node.server.http.writes import Writes
-from node.server.status import http_status, message_of
 
 log = logging.getLogger("gnomon.http")
 

@@ -7,13 +7,13 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from node.prom import http as prom
 from node.server import console
 from node.server.http.answers import Response, error
 from node.server.http.app import HttpApp
 from node.server.http.bodies import decoded, wants_arrow
 from node.server.http.headers import RequestHeaders
 from node.server.http.writes import SMALL_WRITE_BYTES
+from node.server.prom import http as prom
 
 ROUTES: dict[str, tuple[str, ...]] = {
     "/sql": ("POST",),

@@ -25,9 +25,9 @@ from gnomon.config import (
     options,
 )
 from gnomon.errors import GnomonError
-from gnomon.lazycli import LazyGroup, console
-from gnomon.shell import DEFAULT_MAX_ROWS
 from gnomon.stopping import stop_signals
+from gnomon_app.lazycli import LazyGroup, console
+from gnomon_app.shell import DEFAULT_MAX_ROWS
 
 # What a command needs beyond the CLI itself (Arrow, DataFusion, gRPC, the engine) is
 # imported when it runs: every command, `gnomon --help` among them, would wait for it.
@@ -65,9 +65,9 @@ if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
-    from gnomon.devcluster.cluster import DevCluster, NodeEndpoints
-    from node.cluster.placement import Placement
+    from gnomon_app.devcluster.cluster import DevCluster, NodeEndpoints
     from node.engine.engine import Engine
+    from node.server.placement import Placement
     from node.server.standalone import Standalone
 
 C = TypeVar("C", bound=RoleConfig)
@@ -288,8 +288,8 @@ def node(config_file: str | None, **flags: object) -> None:
     from gnomon.peer import Peer
     from meta.model import NodeKind
     from node.backends import Storage
-    from node.cluster.placement import MetaPlacement
     from node.engine.compaction.offload import CompactionMode
+    from node.server.placement import MetaPlacement
 
     cfg = _load_config(NodeConfig, config_file, flags)
     assert cfg.advertise is not None  # NodeConfig requires it
@@ -432,7 +432,7 @@ def dev_cluster(
     import signal
     import threading
 
-    from gnomon.devcluster.cluster import DevCluster
+    from gnomon_app.devcluster.cluster import DevCluster
 
     if 0 < port_base < 1024:
         raise click.BadParameter("0 (any free ports) or from 1024", param_hint="--port-base")
@@ -562,7 +562,7 @@ def _cluster_summary(cluster: DevCluster) -> str:
 )
 def sql(endpoint: str, statement: str | None, max_rows: int, time_zone: str) -> None:
     """SQL shell against a running gnomon server (Ctrl-C cancels, Ctrl-D quits)."""
-    from gnomon import shell
+    from gnomon_app import shell
 
     try:
         view = shell.View(max_rows, shell.time_zone(time_zone))
@@ -607,12 +607,12 @@ def bench() -> None:
 
 
 def _add_meta_commands() -> None:
-    from meta.cli import admin, meta_command
+    from gnomon_app.admin import admin, meta_command
 
     main.add_command(meta_command)
     main.add_command(admin)
     for accounts in ("users", "grants", "tokens"):
-        admin.add_lazy_command(accounts, "node.security.cli", accounts)
+        admin.add_lazy_command(accounts, "gnomon_app.accounts", accounts)
 
 
 bench.add_lazy_command("tsbs", "bench.tsbs.cli", "tsbs")

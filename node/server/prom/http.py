@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from node.prom import otlp, remote_read, remote_write
-from node.prom.api import QueryApi, form
 from node.prom.host import PromHost
 from node.server.http.answers import NO_CONTENT, Response, error
 from node.server.http.bodies import decoded
 from node.server.http.headers import RequestHeaders
+from node.server.prom.api import QueryApi, form
 
 #: Remote write and read, at Prometheus's paths and at HoraeDB's.
 WRITE_PATHS = frozenset({"/api/v1/write", "/prom/v1/write"})

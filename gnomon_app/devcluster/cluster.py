@@ -31,9 +31,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gnomon.config import MetaConfig
-from gnomon.devcluster.brokers import running_tansu, start_moto
-from gnomon.devcluster.etcd import EtcdServer
-from gnomon.devcluster.procs import (
+from gnomon.errors import GnomonError, Unavailable
+from gnomon.peer import CA_ENV, SECRET_ENV, Peer
+from gnomon_app.devcluster.brokers import running_tansu, start_moto
+from gnomon_app.devcluster.etcd import EtcdServer
+from gnomon_app.devcluster.procs import (
     SLOWDOWN,
     START_S,
     START_TIMEOUT_S,
@@ -41,8 +43,6 @@ from gnomon.devcluster.procs import (
     how_it_ended,
     on_free_ports,
 )
-from gnomon.errors import GnomonError, Unavailable
-from gnomon.peer import CA_ENV, SECRET_ENV, Peer
 
 if TYPE_CHECKING:
     from node.security.accounts import Accounts
@@ -291,7 +291,7 @@ class DevCluster:
         """Start the gnomon process ``name`` (``argv``: its command's) and wait until it
         serves; the ports it listens on, by protocol."""
         server, ports = Server.start_gnomon(
-            [sys.executable, "-m", "gnomon.cli", "--log-level=INFO", *argv],
+            [sys.executable, "-m", "gnomon_app.cli", "--log-level=INFO", *argv],
             log=self._log(name),
             env=env,
             timeout_s=timeout_s,

@@ -1,5 +1,5 @@
 """``gnomon meta`` (run a meta instance) and ``gnomon admin ...`` (inspect and operate a cluster
-through its meta service). Registered on the main command group by ``gnomon/cli.py``."""
+through its meta service). Registered on the main command group by ``gnomon_app/cli.py``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import click
 
 from gnomon.config import MetaConfig, options, write_ports_file
 from gnomon.errors import GnomonError
-from gnomon.lazycli import LazyGroup, console
+from gnomon_app.lazycli import LazyGroup, console
 
 # gRPC, the protos and the meta service are imported by the commands that use them: the
 # `gnomon` command lists these commands for every other one (`gnomon --help` too).
@@ -68,7 +68,7 @@ def meta_command(config_file: str | None, **flags: object) -> None:
         peer=Peer(cfg.cluster_secret, cfg.cluster_ca),
         credentials=credentials,
     )
-    from gnomon.cli import refusing
+    from gnomon_app.cli import refusing
 
     server = MetaServer(config)
     # Without etcd an instance could neither lead nor name the leader: refused at once.
@@ -194,8 +194,8 @@ def _figures(figures: Mapping[str, float]) -> tuple[str, ...]:
 @_META
 def compaction_nodes(meta: str) -> None:
     """Compaction nodes: liveness, heartbeat age, load and the tasks each runs now."""
-    from compaction_node.client import CompactionClient
     from gnomon.proto import meta_pb2 as pb
+    from node.engine.compaction.client import CompactionClient
 
     with _client(meta) as client:
         found = [n for n in client.nodes() if n.kind == pb.COMPACTION]

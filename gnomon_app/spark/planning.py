@@ -31,7 +31,7 @@ from gnomon.errors import GnomonError, NotFound, Unavailable
 from gnomon.flight.client import FlightClient
 from gnomon.flight.ticket import ScanSpec
 
-log = logging.getLogger("gnomon.spark")
+log = logging.getLogger("gnomon_app.spark")
 
 #: What a call asking for a follower read sends (the header ``node/server/reads.py`` names).
 FOLLOWER_READ = [(b"gnomon-read", b"follower")]

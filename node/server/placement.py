@@ -15,7 +15,6 @@ from typing import Protocol
 
 import grpc
 
-from compaction_node.client import CompactionClient
 from gnomon import shard_control
 from gnomon.errors import Unavailable
 from gnomon.peer import Peer
@@ -25,16 +24,18 @@ from node.backends import Storage, open_engine, open_standalone
 from node.cluster.forward import Forwarder
 from node.cluster.keeper import ShardKeeper
 from node.cluster.lease import LeaseClock
-from node.cluster.partitions import ClusterParts, MetaPartitionCatalog
 from node.cluster.placer import MetaPlacer
-from node.cluster.remote import FlightRemoteTables
+from node.cluster.remote import FlightReaders
 from node.cluster.router import ClusterRouter, LocalRouter, Router
 from node.cluster.routes import RouteCache
+from node.engine.compaction.client import CompactionClient
 from node.engine.compaction.offload import CompactionMode, Offload
 from node.engine.engine import Engine
+from node.partition.cluster import ClusterParts, MetaPartitionCatalog
 from node.partition.parts import LocalParts
 from node.partition.tables import Partitions, standalone_partitions
 from node.sql.provider import NoRemoteTables, RemoteTables
+from node.sql.remote_tables import FlightRemoteTables
 from node.tables import LocalTables
 
 #: Compaction workers of a node that offloads its merges (a local one's is the engine's).
@@ -127,7 +128,8 @@ class MetaPlacement:
         self.routes = RouteCache(self.client)
         self.lease = LeaseClock()
         self.forwarder = Forwarder(advertise, peer=peer)
-        self.remote = FlightRemoteTables(self.routes, advertise, peer)
+        self.readers = FlightReaders(self.routes, advertise, peer)
+        self.remote = FlightRemoteTables(self.readers)
         self._reconcile_s = reconcile_s
         self._agent: NodeAgent | None = None
         self._keeper: ShardKeeper | None = None
@@ -164,7 +166,7 @@ class MetaPlacement:
             MetaPartitionCatalog(self.client, self.routes),
             ClusterParts(
                 self.routes,
-                self.remote,
+                self.readers,
                 LocalParts(tables, tables),
                 me=self.advertise,
                 local_shards=lambda: list(engine.shards()),
@@ -222,7 +224,7 @@ class MetaPlacement:
         if self._agent is not None:
             self._agent.stop()
         self.forwarder.close()
-        self.remote.close()
+        self.readers.close()
         self.client.close()
         self._picks.close()
         self._compaction_nodes.close()

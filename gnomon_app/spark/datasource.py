@@ -14,7 +14,7 @@ Columns are pruned by giving a schema with fewer columns
 get no pruning call from Spark. ``scanId`` names the scan on the nodes: each owner's
 ``scan_stats`` of it reports what it read. ``leaseSeconds`` (default 600): how long an owner
 holds its snapshot after the plan or a task's last read. ``plan``: splits planned already
-(``gnomon.spark.hybrid``), read instead of planning. ``read``: ``leader`` (default) or
+(``gnomon_app.spark.hybrid``), read instead of planning. ``read``: ``leader`` (default) or
 ``follower``: each part of the table is read from one of its followers where it has some (a
 moment behind the leader, taking the load off it).
 
@@ -80,10 +80,10 @@ from pyspark.sql.types import (
 from gnomon.errors import Conflict, GnomonError, InvalidArgument, NotFound
 from gnomon.flight.client import FlightClient, PutStream
 from gnomon.flight.ticket import ScanSpec
-from gnomon.spark import planning
-from gnomon.spark.planning import Split
+from gnomon_app.spark import planning
+from gnomon_app.spark.planning import Split
 
-log = logging.getLogger("gnomon.spark")
+log = logging.getLogger("gnomon_app.spark")
 
 #: Catalog column type -> (Spark type, the Arrow type Spark exchanges it as). Unsigned
 #: integers widen to the next signed type (uint64 to a 20-digit decimal).

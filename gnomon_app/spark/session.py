@@ -17,7 +17,7 @@ def local_session(app: str, *, cores: int = 2, max_failures: int = 1, **conf: st
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    from gnomon.spark.datasource import register
+    from gnomon_app.spark.datasource import register
 
     settings = {
         "spark.ui.enabled": "false",

@@ -13,7 +13,7 @@ top-k), and :func:`run` merges the partial answers with one more query over them
 counts and sums, min of mins, max of maxes, avg = sum / count, then the ORDER BY and LIMIT).
 Where one node serves every sub-table the query reads, it answers the query itself. Column
 names and types are those DataFusion gives the query over the table as one (planned over no
-rows). Any other query is scanned (:mod:`node.partition.dataset`).
+rows). Any other query is scanned (:mod:`node.sql.partition_dataset`).
 """
 
 from __future__ import annotations

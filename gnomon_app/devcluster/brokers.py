@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from gnomon.devcluster.procs import Server, on_free_ports
 from gnomon.errors import Unavailable
+from gnomon_app.devcluster.procs import Server, on_free_ports
 
 
 def _tansu() -> Path:

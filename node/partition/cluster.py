@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from gnomon.errors import AlreadyExists, NotOwner, Unavailable
 from meta.client import MetaClient
-from node.cluster.remote import FlightRemoteTables, FlightTableReader
+from node.cluster.remote import FlightReaders, FlightTableReader
 from node.cluster.routes import RouteCache
 from node.partition.parts import LocalParts, Part, RunSql
 from node.partition.spec import PartitionSpec
@@ -137,7 +137,7 @@ class ClusterParts:
     def __init__(
         self,
         routes: RouteCache,
-        remote: FlightRemoteTables,
+        remote: FlightReaders,
         local: LocalParts,
         *,
         me: str,

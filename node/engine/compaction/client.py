@@ -10,7 +10,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
-from compaction_node.wire import SERVICE, error_of
+from gnomon.compaction_wire import SERVICE, error_of
 from gnomon.peer import Channels, Peer
 from gnomon.proto import compaction_pb2 as pb
 from node.engine.compaction.task import CompactionTask

@@ -15,6 +15,7 @@ from urllib.parse import parse_qs
 import numpy as np
 import promql_parser as pp
 
+from gnomon.error_codes import http_status, message_of
 from gnomon.errors import (
     Cancelled,
     DeadlineExceeded,
@@ -40,7 +41,6 @@ from node.prom.promql.values import (
 )
 from node.prom.series import RunSql, columns_of, metric_tables, select
 from node.server.http.answers import Response, json_answer
-from node.server.status import http_status, message_of
 
 #: Most points one series of a range query may have (Prometheus's bound).
 MAX_POINTS = 11_000

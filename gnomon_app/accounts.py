@@ -1,6 +1,6 @@
 """``gnomon admin users|grants|tokens``: the accounts of a deployment, changed directly in
 its catalog store (a standalone's data directory while it runs or not; a cluster's etcd or
-PostgreSQL catalog). Registered on the admin group by ``gnomon/cli.py``.
+PostgreSQL catalog). Registered on the admin group by ``gnomon_app/cli.py``.
 
 The first admin of a new deployment is made here (there is nobody yet to ask a server):
 ``gnomon admin users create root --superuser --data-dir DIR``.

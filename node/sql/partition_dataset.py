@@ -1,4 +1,4 @@
-"""A partition table as a DataFusion table, for the queries :mod:`node.partition.pushdown`
+"""A partition table as a DataFusion table, for the queries :mod:`node.sql.pushdown`
 does not split (joins, subqueries, HAVING, DISTINCT, ``*``, ...): one fragment per sub-table,
 each scanned where it is served with the projection and the filter DataFusion pushes, so
 only matching rows cross."""

@@ -1,0 +1,1 @@
+"""The Prometheus HTTP endpoints: remote storage, the query API and OTLP metrics."""
