@@ -40,6 +40,7 @@ test: $(DEV_STAMP) hooks chromium prometheus
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf $(VENV)

@@ -42,7 +42,7 @@ node's ingest beside a standalone server.
 (g) Shard spread after a start: a cluster as ``gnomon dev-cluster --nodes 3 --followers 1``
     starts it (8 shards; the first node to register is assigned all of them, the second
     follows them all). From the start until leader shards and follower shards each differ by
-    at most one between the nodes (``bench/cluster_spread.py``): ``leader_spread`` = most /
+    at most one between the nodes (``testkit/spread.py``): ``leader_spread`` = most /
     fewest leader shards of a node, with the leader and follower shards of each. Target:
     within 30 s.
 
@@ -74,7 +74,6 @@ from bench.cluster_probe import (
     port,
     settle,
 )
-from bench.cluster_spread import SPREAD_LIMIT_S, spread
 from bench.partitions import Settings as PartitionSettings
 from bench.partitions import run_partitions
 from bench.tsbs.cpu_only import INTERVAL_MS, cpu_only_batches
@@ -83,7 +82,8 @@ from bench.tsbs.payloads import line_protocol
 from bench.tsbs.serving import HttpClient
 from bench.tsbs.system import send_all
 from gnomon_app.devcluster.cluster import DevCluster
-from tests.server.sdk import run_sdk
+from testkit.sdk import run_sdk
+from testkit.spread import SPREAD_LIMIT_S, spread
 
 #: What the JSON line calls the durability of each ingest target.
 DURABILITY = {

@@ -39,7 +39,7 @@ from bench.small_writes import TIMEOUT_S, Endpoint, _read_answer, _request, run_
 from bench.tsbs.serving import http_ok, wait_until
 from gnomon.proto import common_pb2, storage_pb2
 from node.server import sql_response
-from tests.support.procs import Server, on_free_ports
+from testkit.procs import Server, on_free_ports
 
 REPO = Path(__file__).resolve().parents[1]
 WRITE_PATH = "/influxdb/v1/write?db=public&precision=ms"

@@ -171,7 +171,7 @@ def main() -> None:
     if args.etcd:
         result = run(args.etcd, nodes=args.nodes, shards=args.shards)
     else:
-        from tests.support.etcd import EtcdServer
+        from testkit.etcd import EtcdServer
 
         with tempfile.TemporaryDirectory() as scratch:
             server = EtcdServer(Path(scratch))

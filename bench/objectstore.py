@@ -23,7 +23,7 @@ from objectstore.s3 import S3ObjectStore
 
 @contextmanager
 def moto() -> Iterator[str]:
-    from tests.objectstore.test_s3 import running_moto
+    from gnomon_app.devcluster.brokers import running_moto
 
     with tempfile.TemporaryDirectory() as d, running_moto(Path(d)) as endpoint:
         yield endpoint

@@ -43,9 +43,9 @@ from bench.tsbs.serving import wait_quiet
 from gnomon.proto import prometheus_pb2
 from gnomon_app.devcluster.procs import Server
 from node.prom.wire import snappy, unsnappy
-from tests.prom import prometheus as prom_server
-from tests.prom.conftest import WRITE_HEADERS
-from tests.support.debian import PackageUnavailable
+from testkit import prometheus as prom_server
+from testkit.debian import PackageUnavailable
+from testkit.prometheus import WRITE_HEADERS
 
 INTERVAL_S = 15
 #: Series per instance: 5 handlers x 5 codes of the counter, 5 areas of the gauge, 2 handlers

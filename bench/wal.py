@@ -83,7 +83,7 @@ def kafka_limit(payloads: list[bytes], bootstrap: str) -> None:
 
 @contextmanager
 def tansu(log_dir: Path) -> Iterator[str]:
-    from tests.wal.test_kafka import running_tansu
+    from gnomon_app.devcluster.brokers import running_tansu
 
     with running_tansu(log_dir) as broker:
         yield broker.bootstrap

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.etcd import EtcdServer
+from testkit.etcd import EtcdServer
 
 _exit_status: list[int] = []
 

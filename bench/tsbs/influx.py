@@ -26,7 +26,7 @@ from bench.tsbs.system import (
     loaded,
     settle_size,
 )
-from tests.support.procs import on_free_ports
+from testkit.procs import on_free_ports
 
 DATABASE = "benchmark"
 

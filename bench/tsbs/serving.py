@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.support.procs import Server
+from testkit.procs import Server
 
 #: Processes count as idle while they use less than this share of one core.
 QUIET_CPU = 0.1

@@ -20,7 +20,7 @@ from typing import Literal, Protocol, TypeVar
 import pyarrow as pa
 
 from bench.tsbs.serving import wait_until
-from tests.support.debian import PackageUnavailable, apt_install
+from testkit.debian import PackageUnavailable, apt_install
 
 log = logging.getLogger("gnomon.bench.tsbs")
 

@@ -27,7 +27,7 @@ from bench.tsbs.system import (
     loaded,
     settle_size,
 )
-from tests.support.procs import on_free_ports
+from testkit.procs import on_free_ports
 
 BINARY, PACKAGE = "victoria-metrics", "victoria-metrics"
 

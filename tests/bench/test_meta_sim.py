@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench.meta_sim import run
-from tests.support.etcd import EtcdServer
+from testkit.etcd import EtcdServer
 
 
 def test_meta_sim_runs_and_balances(etcd: EtcdServer) -> None:

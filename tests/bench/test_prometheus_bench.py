@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench import prometheus
-from tests.prom.prometheus import prometheus_binaries
+from testkit.prometheus import prometheus_binaries
 
 
 def test_tiny_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,8 +8,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from testkit.procs import Server
 from tests.server.conftest import Running
-from tests.support.procs import Server
 
 ROOT = Path(__file__).resolve().parents[2]
 

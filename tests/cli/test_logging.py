@@ -14,8 +14,8 @@ import pytest
 
 from gnomon.config import StandaloneConfig
 from gnomon.errors import InvalidArgument
+from testkit.procs import Server
 from tests.cli.conftest import wait_for_output
-from tests.support.procs import Server
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -18,9 +18,9 @@ from rich.console import Console
 from gnomon.errors import InvalidArgument
 from gnomon_app import shell
 from gnomon_app.cli import main
+from testkit.procs import free_port
 from tests.docs.readme import BIN
 from tests.server.conftest import Running, start_standalone
-from tests.support.procs import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = 20_000

@@ -12,8 +12,8 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from gnomon_app.cli import main
+from testkit.procs import Server, free_port
 from tests.cli.conftest import wait_for_output
-from tests.support.procs import Server, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -22,8 +22,8 @@ from gnomon.proto import storage_pb2
 from gnomon_app.devcluster.cluster import DevCluster
 from meta.client import MetaClient
 from node.cluster.forward import FORWARDED_FROM
+from testkit.sdk import run_sdk
 from tests.cluster.support import http_sql, owners
-from tests.server.sdk import run_sdk
 
 TABLES = [f"dc_{i}" for i in range(8)]
 

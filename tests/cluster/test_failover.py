@@ -13,7 +13,7 @@ acknowledged id is stored exactly once; unacknowledged ids may or may not be.
 
 Every wait is for a condition, bounded by what it takes by the cluster's settings (the lease
 below, meta's timers, the writer's request timeout) with the work in it stretched by
-``SLOWDOWN`` (``tests/support/wait.py``): the tests pass on a machine busy with other jobs.
+``SLOWDOWN`` (``testkit/wait.py``): the tests pass on a machine busy with other jobs.
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ from gnomon_app.admin import CRASH_ENV
 from gnomon_app.devcluster.cluster import DevCluster, settle_timeout_s
 from meta.runner import CRASH_EXIT_CODE
 from node.cluster.forward import FORWARDED_FROM
+from testkit.sdk import PRELUDE
+from testkit.wait import START_S, bound, wait_until
 from tests.cluster.support import http_sql, post
-from tests.server.sdk import PRELUDE
-from tests.support.wait import START_S, bound, wait_until
 
 KILLS = int(os.environ.get("GNOMON_KILLS", "20"))
 #: The shortest lease a node may ask for (``--lease-ttl-s``): failover shows quickly.

@@ -17,6 +17,7 @@ import pytest
 
 from gnomon_app.devcluster.cluster import DevCluster, NodeEndpoints
 from meta.client import MetaClient
+from testkit.wait import wait_until
 from tests.cluster.support import http_sql, post
 from tests.cluster.test_failover import (
     LEASE_TTL_S,
@@ -26,7 +27,6 @@ from tests.cluster.test_failover import (
     create_tables,
     grpc_write,
 )
-from tests.support.wait import wait_until
 
 TABLE = "fol_t"
 

@@ -8,8 +8,8 @@ import pytest
 from gnomon.errors import Unavailable
 from gnomon.proto import storage_pb2
 from node.cluster.forward import FORWARDED_FROM, Forwarder, forwarded_from
+from testkit.procs import free_port
 from tests.server.conftest import Running
-from tests.support.procs import free_port
 
 
 def test_a_forwarded_query_is_answered_by_the_owner(gnomon: Running) -> None:

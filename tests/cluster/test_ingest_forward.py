@@ -29,7 +29,7 @@ from node.engine.shard import STANDALONE_SHARD
 from node.ingest import line_protocol
 from node.ingest.writer import Ingestor
 from node.server.flight import FlightService
-from tests.support.procs import free_port
+from testkit.procs import free_port
 
 OWNER = "owner:1"
 

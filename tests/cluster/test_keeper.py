@@ -30,10 +30,10 @@ from node.engine.config import EngineConfig
 from node.engine.engine import Engine
 from node.engine.options import TableOptions
 from objectstore.local import LocalObjectStore
+from testkit.etcd import EtcdServer
+from testkit.wait import wait_until
 from tests.engine.conftest import CPU, cpu_batch
 from tests.meta.conftest import NODE_TTL_S, WAIT_S, Cluster
-from tests.support.etcd import EtcdServer
-from tests.support.wait import wait_until
 from wal_kafka import KafkaWal
 
 

@@ -16,8 +16,8 @@ import pytest
 from gnomon_app.devcluster import procs
 from gnomon_app.devcluster.cluster import DevCluster
 from meta.client import MetaClient
+from testkit.procs import PortTaken, Server, on_free_ports
 from tests.cluster.support import http_sql
-from tests.support.procs import PortTaken, Server, on_free_ports
 
 #: A third-party server in miniature: told its port, it exits when that port is taken.
 _LISTENER = (

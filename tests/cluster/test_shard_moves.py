@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.cluster_spread import SPREAD_LIMIT_S, copies
 from gnomon_app.devcluster.cluster import DevCluster
 from meta.client import MetaClient
+from testkit.spread import SPREAD_LIMIT_S, copies
+from testkit.wait import wait_until
 from tests.cluster.support import http_sql
 from tests.cluster.test_failover import (
     LEASE_TTL_S,
@@ -27,7 +28,6 @@ from tests.cluster.test_failover import (
     assert_acked_once,
     create_tables,
 )
-from tests.support.wait import wait_until
 
 TABLES = [f"mv_{i}" for i in range(4)]
 

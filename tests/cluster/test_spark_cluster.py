@@ -30,8 +30,8 @@ from gnomon_app.spark import planning
 from gnomon_app.spark.session import local_session
 from meta.client import MetaClient
 from node.partition.rule import KeyRule
+from testkit.wait import wait_until
 from tests.cluster.support import http_sql
-from tests.support.wait import wait_until
 
 PARTITIONS = 3
 HOSTS = 30

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from gnomon_app.cli import main
 from gnomon_app.devcluster.cluster import DevCluster
 from meta.client import MetaClient
+from testkit.wait import wait_until
 from tests.compaction_node.support import (
     WAIT_S,
     check_rows,
@@ -28,7 +29,6 @@ from tests.compaction_node.support import (
     workspace,
     write,
 )
-from tests.support.wait import wait_until
 
 #: Leases of every node: a stopped compaction node stays live (by lease) this long, and meta
 #: stops picking it after half of it.

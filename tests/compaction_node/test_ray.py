@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from gnomon_app.devcluster.cluster import DevCluster
+from testkit.wait import wait_until
 from tests.compaction_node.support import (
     WAIT_S,
     check_rows,
@@ -18,7 +19,6 @@ from tests.compaction_node.support import (
     status,
     write,
 )
-from tests.support.wait import wait_until
 
 pytest.importorskip("ray")
 

@@ -124,7 +124,7 @@ def test_the_horaedb_sdk_snippet(demo: Demo, tmp_path: Path) -> None:
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
     )
     # The SDK's tokio threads now and then crash the interpreter as it exits, after the work
-    # is done (see tests/server/sdk.py): a SIGSEGV, or an abort while the runtime finalizes,
+    # is done (see testkit/sdk.py): a SIGSEGV, or an abort while the runtime finalizes,
     # is the SDK's; the output is judged.
     at_exit = done.returncode == -signal.SIGSEGV or (
         done.returncode == -signal.SIGABRT and "Python runtime state: finalizing" in done.stderr

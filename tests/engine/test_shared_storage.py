@@ -16,9 +16,9 @@ from pathlib import Path
 
 import boto3
 
+from gnomon_app.devcluster.brokers import running_moto
 from node.backends import Storage, open_engine
 from node.engine.shard import STANDALONE_SHARD
-from tests.objectstore.test_s3 import running_moto
 from tests.wal.test_kafka import running_tansu
 
 from .shared_writer import BATCH, storage

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
+from testkit.procs import free_port
 from tests.fuzz.strategies import PLAYGROUND, SEED
 from tests.security.conftest import admin
 from tests.server.conftest import Running, start_standalone
-from tests.support.procs import free_port
 
 #: What the suite asks per interface: a few minutes for all the campaigns on two cores.
 DEFAULT_EXAMPLES = 2000

@@ -18,9 +18,9 @@ from gnomon_app.admin import CRASH_ENV
 from gnomon_app.devcluster.cluster import MOVE_S
 from meta.client import MetaClient, NodeAgent
 from meta.model import NodeKind
-from tests.support.etcd import EtcdServer
-from tests.support.procs import Server
-from tests.support.wait import START_S, bound
+from testkit.etcd import EtcdServer
+from testkit.procs import Server
+from testkit.wait import START_S, bound
 
 #: Short leases so failures are seen quickly; one scheduling round every INTERVAL_S.
 NODE_TTL_S = 2

@@ -16,7 +16,7 @@ from gnomon.proto import meta_pb2 as pb
 from gnomon_app.cli import main
 from meta.client import MetaClient
 from meta.model import NodeKind
-from tests.support.wait import wait_until
+from testkit.wait import wait_until
 
 from .conftest import WAIT_S, Cluster
 

@@ -4,7 +4,7 @@ the last heartbeat counted, turns among equals."""
 from __future__ import annotations
 
 from meta.compaction import CompactionPicker
-from tests.support.clock import Clock
+from testkit.clock import Clock
 
 
 def test_a_node_whose_heartbeat_is_older_than_half_its_lease_is_not_picked() -> None:

@@ -18,9 +18,9 @@ from grpc_health.v1 import health_pb2
 from gnomon.errors import Unauthenticated
 from gnomon.peer import SECRET_ENV
 from meta.client import MetaClient
-from tests.support.etcd import EtcdServer
-from tests.support.procs import Server, free_port
-from tests.support.wait import wait_until
+from testkit.etcd import EtcdServer
+from testkit.procs import Server, free_port
+from testkit.wait import wait_until
 
 from .conftest import WAIT_S
 

@@ -11,7 +11,7 @@ import pytest
 
 from meta.client import MetaClient
 from meta.runner import CRASH_EXIT_CODE
-from tests.support.wait import wait_until
+from testkit.wait import wait_until
 
 from .conftest import WAIT_S, Cluster, MetaProcess
 

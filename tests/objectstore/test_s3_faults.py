@@ -14,8 +14,8 @@ import pytest
 
 from gnomon.errors import NotFound, Unavailable
 from objectstore.s3 import MIN_PART_SIZE, S3ObjectStore
-from tests.support.faultproxy import FaultProxy
-from tests.support.procs import free_port
+from testkit.faultproxy import FaultProxy
+from testkit.procs import free_port
 
 from .test_s3 import admin_client, fresh_bucket, make_store, running_moto
 

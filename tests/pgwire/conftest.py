@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from testkit.procs import free_port
 from tests.server.conftest import Running, start_standalone
-from tests.support.procs import free_port
 
 DDL = (
     "CREATE TABLE cpu (ts TIMESTAMP NOT NULL, host STRING TAG, usage DOUBLE, cores BIGINT, "

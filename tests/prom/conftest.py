@@ -12,16 +12,12 @@ import pytest
 
 from gnomon.proto import prometheus_pb2
 from node.prom.wire import snappy, unsnappy
+from testkit.prometheus import WRITE_HEADERS
 from tests.server.conftest import Running, start_standalone
 
 #: Prometheus's staleness marker: a NaN with this bit pattern.
 STALE_BITS = 0x7FF0000000000002
 STALE = struct.unpack("<d", struct.pack("<Q", STALE_BITS))[0]
-WRITE_HEADERS = {
-    "Content-Type": "application/x-protobuf",
-    "Content-Encoding": "snappy",
-    "X-Prometheus-Remote-Write-Version": "0.1.0",
-}
 
 #: One series: its labels (``__name__`` among them; a mapping is sent sorted, pairs as they
 #: are) and samples (ms, value).

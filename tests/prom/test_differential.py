@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.prom import prometheus as prom_server
+from testkit import prometheus as prom_server
 from tests.prom.conftest import Prom
 from tests.prom.samples import T0, openmetrics, series
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from testkit import prometheus as prom_server
 from tests.docs.readme import Ports, blocks
-from tests.prom import prometheus as prom_server
 from tests.prom.conftest import Prom
 from tests.prom.test_differential import _same
 

@@ -17,8 +17,8 @@ from gnomon.flight.ticket import ScanSpec
 from gnomon.store.sqlite import SqliteStore
 from node.security.accounts import Accounts
 from node.security.sessions import SESSION_PREFIX, SessionTokens
+from testkit.sdk import run_sdk
 from tests.security.conftest import READER, REPO, ROOT, Secured, admin, basic
-from tests.server.sdk import run_sdk
 
 CREATE = "CREATE TABLE {} (host string TAG, v double, ts timestamp NOT NULL, TIMESTAMP KEY(ts))"
 

@@ -22,8 +22,8 @@ from node.security.connections import ConnectionRate, PeerConnections, peer_addr
 from node.server.connection_rate import GrpcConnectionRate
 from node.server.flight import FlightService
 from node.sql.executor import SqlExecutor
+from testkit.clock import Clock
 from tests.server.conftest import Running, start_standalone
-from tests.support.clock import Clock
 
 #: A connection of its own (gRPC shares one between channels to the same target otherwise).
 OWN_CONNECTION: list[tuple[str, int | str]] = [("grpc.use_local_subchannel_pool", 1)]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.procs import Server
+from testkit.procs import Server
 
 REPO = Path(__file__).resolve().parents[2]
 #: Small enough to test 413 cheaply, large enough for the 5 MB SDK write.

@@ -32,8 +32,8 @@ from node.server.standalone import Standalone
 from node.sql import cancel
 from node.sql.executor import SqlExecutor
 from node.sql.result import QueryResult
+from testkit.procs import Server
 from tests.server.conftest import REPO, Running
-from tests.support.procs import Server
 
 #: Reads two tables, so DataFusion streams them from the engine (a query of one small table
 #: is read up front instead), through the scans that check for cancellation.

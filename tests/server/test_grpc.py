@@ -14,9 +14,9 @@ import pytest
 
 from gnomon.proto import storage_pb2 as pb
 from node.server.standalone import Standalone
+from testkit.procs import free_port
+from testkit.sdk import run_sdk
 from tests.server.conftest import COMPRESS_MIN_BYTES, MAX_REQUEST_BYTES, Running
-from tests.server.sdk import run_sdk
-from tests.support.procs import free_port
 
 CTX = pb.RequestContext(database="public")
 

@@ -17,8 +17,8 @@ from node.ingest.writer import Ingestor
 from node.security.connections import ConnectionRate
 from node.server.http import HttpApp, HttpServer
 from node.sql.result import QueryResult
+from testkit.clock import Clock
 from tests.server.conftest import read_until_closed
-from tests.support.clock import Clock
 
 WAIT_S = 30.0
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from testkit.sdk import run_sdk
 from tests.server.conftest import Running
-from tests.server.sdk import run_sdk
 
 T0 = 1_700_000_000_000
 

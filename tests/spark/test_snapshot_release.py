@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from gnomon_app.spark import planning
-from tests.support.procs import free_port
+from testkit.procs import free_port
 
 
 def test_a_snapshot_whose_owner_is_gone_is_let_go_quietly(

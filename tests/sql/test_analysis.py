@@ -16,7 +16,7 @@ from node.sql import direct, fastpath, prescan, select
 from node.sql.analysis import Analyses, Analysis, analyse
 from node.sql.executor import SqlExecutor
 from node.sql.lexer import tokenize
-from tests.support.sql import executor_over
+from testkit.sql import executor_over
 
 DDL = (
     "CREATE TABLE m (host string TAG, v double, n int8, ts timestamp NOT NULL, "

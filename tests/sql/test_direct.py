@@ -19,7 +19,7 @@ from node.sql.executor import SqlExecutor
 from node.sql.lexer import tokenize
 from node.sql.prescan import analyse
 from node.sql.session import QueryContext
-from tests.support.sql import executor_over
+from testkit.sql import executor_over
 
 DDL = (
     "CREATE TABLE m (host string TAG, v double, n int64, f float, ts timestamp NOT NULL, "

@@ -24,8 +24,8 @@ from gnomon.store.api import KeyRange, Row, StructuredStore, TableContext, run_w
 from gnomon.store.etcd import EtcdStore, encode_key
 from gnomon.store.filters import eq
 from gnomon.store.spec import spec
-from tests.support.etcd import EtcdServer
-from tests.support.procs import free_port
+from testkit.etcd import EtcdServer
+from testkit.procs import free_port
 
 from .conformance import (
     ITEMS,

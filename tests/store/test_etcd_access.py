@@ -19,7 +19,7 @@ from gnomon.etcd import EtcdAccess, parse_endpoints
 from gnomon.store.etcd import EtcdStore
 from meta.etcd import EtcdClient
 from node.security.ca import make_ca
-from tests.support.etcd import EtcdServer
+from testkit.etcd import EtcdServer
 
 from .conformance import KV, read_row, write_rows
 

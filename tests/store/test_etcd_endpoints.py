@@ -14,8 +14,8 @@ from gnomon.errors import Closed, InvalidArgument
 from gnomon.etcd import parse_endpoints
 from gnomon.store.etcd import EtcdStore
 from meta.etcd import EtcdClient
-from tests.support.etcd import EtcdServer
-from tests.support.procs import free_port
+from testkit.etcd import EtcdServer
+from testkit.procs import free_port
 
 from .conformance import KV, read_row, write_rows
 

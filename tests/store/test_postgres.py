@@ -30,8 +30,8 @@ from gnomon.store.api import KeyRange, Row, StructuredStore, TableContext, run_w
 from gnomon.store.filters import Range
 from gnomon.store.postgres import PostgresStore
 from gnomon.store.spec import spec
-from tests.support.debian import PackageUnavailable, apt_install
-from tests.support.procs import Server, free_port, on_free_ports
+from testkit.debian import PackageUnavailable, apt_install
+from testkit.procs import Server, free_port, on_free_ports
 
 from .conformance import (
     ITEMS,

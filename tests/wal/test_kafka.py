@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from gnomon.errors import Corrupted, InvalidArgument, TooLarge, Unavailable
 from gnomon.wal.api import Wal
 from gnomon_app.devcluster.brokers import Broker, running_tansu
-from tests.support.procs import free_port
+from testkit.procs import free_port
 from wal_kafka import KafkaWal
 from wal_kafka import wal as wal_module
 from wal_kafka.frame import Assembler, decode_record, encode_group

@@ -16,10 +16,16 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.support.debian import PackageUnavailable, apt_install
-from tests.support.procs import PortTaken, on_free_ports
+from testkit.debian import PackageUnavailable, apt_install
+from testkit.procs import PortTaken, on_free_ports
 
 READY_TIMEOUT_S = 60
+#: The headers of a Prometheus remote-write request (version 1.0).
+WRITE_HEADERS = {
+    "Content-Type": "application/x-protobuf",
+    "Content-Encoding": "snappy",
+    "X-Prometheus-Remote-Write-Version": "0.1.0",
+}
 
 
 def find_binaries() -> tuple[str, str]:
