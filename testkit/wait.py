@@ -27,13 +27,16 @@ def bound(idle_s: float) -> float:
     return SLOWDOWN * idle_s
 
 
-def wait_until(what: str, check: Callable[[], bool], *, timeout_s: float) -> None:
-    """Poll ``check`` until it holds; fail naming ``what`` if it does not within
-    ``timeout_s`` (asked once more at the deadline, so a slow last poll still counts)."""
+def wait_until(
+    what: str, check: Callable[[], bool], *, timeout_s: float, poll_s: float = POLL_S
+) -> None:
+    """Poll ``check`` every ``poll_s`` until it holds; fail naming ``what`` if it does not
+    within ``timeout_s`` (asked once more at the deadline, so a slow last poll still
+    counts)."""
     deadline = time.monotonic() + timeout_s
     while not check():
         if time.monotonic() > deadline:
             if check():
                 return
             pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}")
-        time.sleep(POLL_S)
+        time.sleep(poll_s)

@@ -7,7 +7,6 @@ timeout; a query whose caller goes away leaves the queue."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 
 import pytest
@@ -16,6 +15,7 @@ from gnomon.errors import Cancelled, Unavailable
 from node.security.context import acting_as
 from node.security.principal import Principal
 from node.sql.cancel import Queries, QueryLimits
+from testkit.wait import wait_until
 
 FLOODER = Principal("flooder")
 OTHER = Principal("other")
@@ -56,20 +56,13 @@ class Query:
         self.thread.join(LONG_S)
 
 
-def _wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 10
-    while not condition():
-        assert time.monotonic() < deadline, f"not {what}"
-        time.sleep(0.005)
-
-
 def _queued(
     queries: Queries, n: int, queries_of: list[Query], user: Principal, started: list[str]
 ) -> None:
     """Start ``n`` queries of ``user`` that must wait, once the queue holds them."""
     before = queries.queued
     queries_of.extend(Query(queries, user, started) for _ in range(n))
-    _wait_for(lambda: queries.queued == before + n, f"{n} more queued")
+    wait_until(f"{n} more queued", lambda: queries.queued == before + n, timeout_s=10, poll_s=0.005)
 
 
 def test_a_freed_turn_goes_to_the_user_running_fewest_not_the_first_queued() -> None:
@@ -161,7 +154,7 @@ def test_a_query_whose_caller_goes_away_leaves_the_queue() -> None:
     first.admitted.wait(LONG_S)
     gone = threading.Event()
     left = Query(queries, FLOODER, started, probe=gone.is_set)
-    _wait_for(lambda: queries.queued == 1, "queued")
+    wait_until("queued", lambda: queries.queued == 1, timeout_s=10, poll_s=0.005)
     gone.set()
     assert left.admitted.wait(LONG_S)
     assert isinstance(left.error, Cancelled)

@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent import futures
 from typing import Any
 
 import pytest
 
+from testkit.wait import wait_until
 from tests.security.conftest import ROOT, admin, basic
 from tests.server.conftest import Running, start_standalone
 
@@ -53,13 +54,6 @@ def _metric(running: Running, series: str) -> float:
 
 def _queries(running: Running, state: str) -> float:
     return _metric(running, f'gnomon_queries{{state="{state}"}}')
-
-
-def _wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"not {what} within {timeout_s} s"
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +98,7 @@ def test_another_users_query_goes_ahead_of_a_flood(flooded: Running) -> None:
     refused_before = _metric(flooded, 'gnomon_queries_refused_total{limit="user_queued"}')
     with futures.ThreadPoolExecutor(FLOOD) as pool:
         flood = [pool.submit(_sql, flooded, HEAVY, FLOODER) for _ in range(FLOOD)]
-        _wait_for(lambda: _queries(flooded, "queued") == QUEUED_PER_USER, 30, "flooding")
+        wait_until("flooding", lambda: _queries(flooded, "queued") == QUEUED_PER_USER, timeout_s=30)
         # The other user's query takes a turn the flooder may not take: it is answered
         # while the flood's queries still wait, and neither it nor those after it wait
         # one out.
@@ -142,7 +136,7 @@ def test_another_users_query_goes_ahead_of_a_flood(flooded: Running) -> None:
     assert refused >= FLOOD // 2, refused
     after = _metric(flooded, 'gnomon_queries_refused_total{limit="user_queued"}')
     assert after - refused_before == refused
-    _wait_for(lambda: _queries(flooded, "running") == 0, 10, "idle")
+    wait_until("idle", lambda: _queries(flooded, "running") == 0, timeout_s=10)
     assert _queries(flooded, "queued") == 0
 
 
@@ -156,12 +150,12 @@ def test_queries_whose_clients_leave_stop_waiting_and_running(flooded: Running) 
     try:
         for sock in clients:
             sock.sendall(head + body)
-        _wait_for(lambda: _queries(flooded, "queued") == QUEUED_PER_USER, 30, "queued")
+        wait_until("queued", lambda: _queries(flooded, "queued") == QUEUED_PER_USER, timeout_s=30)
     finally:
         for sock in clients:
             sock.close()
     # The waiting queries leave the queue at once, the running ones stop.
-    _wait_for(lambda: _queries(flooded, "queued") == 0, 2, "left the queue")
-    _wait_for(lambda: _queries(flooded, "running") == 0, 10, "stopped")
+    wait_until("left the queue", lambda: _queries(flooded, "queued") == 0, timeout_s=2)
+    wait_until("stopped", lambda: _queries(flooded, "running") == 0, timeout_s=10)
     status, answer, _ = _sql(flooded, "SELECT 1 AS one", OTHER)
     assert (status, answer) == (200, {"rows": [{"one": 1}]})

@@ -16,12 +16,13 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from testkit.wait import wait_until
 from tests.security.conftest import ROOT, admin, basic
 from tests.server.conftest import Running, start_standalone
 
@@ -99,13 +100,6 @@ def _gauge(running: Running, series: str) -> float:
 
 def _running_queries(running: Running) -> float:
     return _gauge(running, 'gnomon_queries{state="running"}')
-
-
-def _wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"not {what} within {timeout_s} s"
-        time.sleep(0.05)
 
 
 def _cpu_s(pid: int) -> float:
@@ -189,8 +183,10 @@ def test_a_query_whose_client_disconnects_stops(watched: Watched, query: str) ->
     ).encode()
     with socket.create_connection(("127.0.0.1", running.http_port)) as sock:
         sock.sendall(head + body)
-        _wait_for(lambda: _running_queries(running) == 1, 10, "running")
-    _wait_for(lambda: _running_queries(running) == 0, 5, "stopped 5 s after the disconnect")
+        wait_until("running", lambda: _running_queries(running) == 1, timeout_s=10)
+    wait_until(
+        "stopped 5 s after the disconnect", lambda: _running_queries(running) == 0, timeout_s=5
+    )
     # DataFusion's own threads stop too: the server's CPU time stops growing.
     last = [_cpu_s(watched.pid), time.monotonic()]
 
@@ -202,6 +198,6 @@ def test_a_query_whose_client_disconnects_stops(watched: Watched, query: str) ->
         last[:] = [now, time.monotonic()]
         return idle
 
-    _wait_for(quiet, 10, "quiet")
+    wait_until("quiet", quiet, timeout_s=10)
     assert watched.killed_at is None
     assert _sql(running, "SELECT count(*) AS n FROM big2") == (200, {"rows": [{"n": ROWS}]})
