@@ -12,6 +12,11 @@ from testkit.etcd import EtcdServer
 
 _exit_status: list[int] = []
 
+#: What a test module's tests run against, one per module (its ``pytestmark``; the markers
+#: are described in pyproject.toml): ``pytest -m unit`` is the quick tier, ``make test`` runs
+#: every tier.
+TIERS = ("unit", "integration", "cluster")
+
 # The servers tests start leave the PostgreSQL protocol off unless a test turns it on
 # (--pg-port): several of them at once would contend for its one default port.
 os.environ.setdefault("GNOMON_PG_PORT", "0")
@@ -24,6 +29,33 @@ def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer]:
     server.start()
     yield server
     server.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Refuse a test that names no tier or several: the tiers select what a run covers. Then
+    put the files holding a long test first, a cluster's first among them, so that the workers
+    start them early and the run does not end waiting on one of them (``make test`` keeps this
+    order: ``--no-loadscope-reorder``; the order is the same in every worker)."""
+    wrong = sorted(
+        {
+            item.nodeid.split("::")[0]
+            for item in items
+            if len({m.name for m in item.iter_markers() if m.name in TIERS}) != 1
+        }
+    )
+    if wrong:
+        message = (
+            f"test modules must name exactly one tier of {', '.join(TIERS)} "
+            f"(pytestmark = pytest.mark.<tier>): {', '.join(wrong)}"
+        )
+        # Said here too: the process ends without the interpreter's finalisation (below),
+        # before pytest would print a usage error.
+        print(message, file=sys.stderr)
+        raise pytest.UsageError(message)
+    long_files = {item.path for item in items if item.get_closest_marker("long") is not None}
+    items.sort(
+        key=lambda item: (item.path not in long_files, item.get_closest_marker("cluster") is None)
+    )
 
 
 @pytest.hookimpl(trylast=True)

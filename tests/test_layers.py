@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[1]
 LINT_IMPORTS = str(Path(sys.executable).parent / "lint-imports")
 PACKAGES = (

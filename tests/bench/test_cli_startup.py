@@ -8,6 +8,8 @@ import pytest
 
 from bench.cli_startup import main
 
+pytestmark = pytest.mark.integration
+
 
 def test_cli_startup_times_each_command(capsys: pytest.CaptureFixture[str]) -> None:
     main(["--runs", "1"])

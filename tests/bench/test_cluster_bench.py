@@ -12,7 +12,10 @@ import pytest
 
 from bench import cluster
 
+pytestmark = pytest.mark.cluster
 
+
+@pytest.mark.long
 def test_toy_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--kills", "1", "--lease-ttl-s", "3", "--tables", "4", "--sdk-clients", "2",
             "--sdk-batch", "8", "--sdk-writes", "2", "--reps", "1", "--hosts", "5",

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from bench.compaction import (
     ENGINE_CONFIG,
@@ -18,6 +19,8 @@ from bench.compaction import (
     table_options,
 )
 from node.backends import open_standalone
+
+pytestmark = pytest.mark.unit
 
 HOSTS, STEPS, FILES = 20, 200, 4
 

@@ -3,7 +3,11 @@ counts with the documented HoraeDB bug of a default TTL."""
 
 from __future__ import annotations
 
+import pytest
+
 from bench.horaedb_cases import ERROR_PREFIX, DefaultTtl, statements
+
+pytestmark = pytest.mark.unit
 
 SQL = """\
 CREATE TABLE `plain` (c1 int, t timestamp NOT NULL, TIMESTAMP KEY(t)) ENGINE = Analytic;

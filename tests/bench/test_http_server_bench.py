@@ -10,6 +10,8 @@ import pytest
 
 from bench import http_server
 
+pytestmark = pytest.mark.integration
+
 
 def test_every_server_gets_every_figure(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--candidates", "aiohttp,uvicorn", "--sql-requests", "10", "--rows", "8"]

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bench.meta_sim import run
 from testkit.etcd import EtcdServer
+
+pytestmark = pytest.mark.integration
 
 
 def test_meta_sim_runs_and_balances(etcd: EtcdServer) -> None:

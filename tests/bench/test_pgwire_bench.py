@@ -10,6 +10,8 @@ import pytest
 
 from bench import pgwire
 
+pytestmark = pytest.mark.integration
+
 
 def test_tiny_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert pgwire.main(["--rows", "300", "--queries", "5", "--scratch", str(tmp_path)]) == 0

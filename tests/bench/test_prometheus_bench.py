@@ -11,6 +11,8 @@ import pytest
 from bench import prometheus
 from testkit.prometheus import prometheus_binaries
 
+pytestmark = pytest.mark.integration
+
 
 def test_tiny_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     prometheus_binaries()

@@ -12,6 +12,8 @@ from bench import small_writes
 from bench.tsbs.influx import influxd_path
 from bench.tsbs.system import SystemUnavailable
 
+pytestmark = pytest.mark.integration
+
 
 def test_gnomon_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     doc = small_writes.run([1, 3], 6, tmp_path, ["gnomon"])

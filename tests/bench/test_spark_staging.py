@@ -9,6 +9,8 @@ from bench import spark_staging
 
 from .two_trees import measured_twice
 
+pytestmark = pytest.mark.integration
+
 
 def test_two_trees_in_turn(capsys: pytest.CaptureFixture[str]) -> None:
     rounds, out = measured_twice(spark_staging.main, ["--rows", "30000", "--pause", "0"], capsys)

@@ -10,6 +10,8 @@ from bench.tsbs.queries import QUERY_TYPES
 
 from .two_trees import measured_twice
 
+pytestmark = pytest.mark.integration
+
 
 def test_two_trees_in_turn(capsys: pytest.CaptureFixture[str]) -> None:
     rounds, out = measured_twice(sql_planning.main, ["--rounds", "2", "--repeat", "2"], capsys)

@@ -27,6 +27,8 @@ from gnomon.proto import storage_pb2
 from node.ingest import line_protocol as lp_parser
 from node.ingest.horaedb import decode_table_request
 
+pytestmark = pytest.mark.integration
+
 BATCH = next(cpu_only_batches(3, 4))
 
 
@@ -174,6 +176,7 @@ def test_whole_run_gnomon_and_duckdb(tmp_path: Path, query_api: str) -> None:
     assert doc["ingest_rows_per_s_by_loader"]["gnomon-line-protocol"] > 0
 
 
+@pytest.mark.long
 def test_whole_run_every_system(tmp_path: Path) -> None:
     # The Python ones are development dependencies; InfluxDB and VictoriaMetrics come from
     # apt-get, which needs root.

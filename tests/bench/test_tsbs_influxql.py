@@ -7,6 +7,8 @@ import random
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from bench.tsbs import check
 from bench.tsbs.cpu_only import FIELDS
 from bench.tsbs.influx import result_table
@@ -14,6 +16,8 @@ from bench.tsbs.queries import HOUR, Span, generate
 from node.backends import open_standalone
 from node.sql import influxql
 from node.sql.executor import SqlExecutor
+
+pytestmark = pytest.mark.unit
 
 MIN = 60_000
 

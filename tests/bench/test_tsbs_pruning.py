@@ -16,6 +16,8 @@ from node.backends import open_standalone
 from node.engine.engine import Engine
 from node.engine.options import TableOptions
 
+pytestmark = pytest.mark.unit
+
 HOSTS, STEPS = 40, 720  # 2 h of readings: one segment window
 
 

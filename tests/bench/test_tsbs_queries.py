@@ -15,6 +15,8 @@ from bench.tsbs.queries import QUERY_TYPES, Span, generate
 from node.backends import open_standalone
 from node.sql.executor import SqlExecutor
 
+pytestmark = pytest.mark.unit
+
 START = 1_451_606_400_000
 SPAN = Span(hosts=10, start_ms=START, duration_ms=24 * 3_600_000)
 

@@ -8,6 +8,8 @@ import pytest
 from gnomon.config import CompactionNodeConfig, MetaConfig, NodeConfig, StandaloneConfig
 from gnomon.errors import InvalidArgument
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -14,6 +14,8 @@ from node.engine.revisions import Revisions
 from node.sql.executor import SqlExecutor
 from tests.cli.conftest import start_demo
 
+pytestmark = pytest.mark.integration
+
 CPU = (
     "CREATE TABLE cpu (host string TAG, usage_user double, ts timestamp NOT NULL, "
     "TIMESTAMP KEY(ts))"

@@ -17,6 +17,8 @@ from gnomon.errors import InvalidArgument
 from testkit.procs import Server
 from tests.cli.conftest import wait_for_output
 
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

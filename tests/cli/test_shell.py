@@ -22,6 +22,8 @@ from testkit.procs import free_port
 from tests.docs.readme import BIN
 from tests.server.conftest import Running, start_standalone
 
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = 20_000
 #: 2023-11-14T22:13:20Z, the one timestamp of the table ``stamps``.

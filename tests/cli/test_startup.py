@@ -13,6 +13,8 @@ from click.testing import CliRunner
 
 from gnomon_app.cli import main
 
+pytestmark = pytest.mark.integration
+
 HEAVY = ("pandas", "pyarrow", "numpy", "datafusion", "grpc", "google.protobuf")
 
 

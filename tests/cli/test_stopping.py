@@ -14,6 +14,8 @@ import pytest
 from gnomon.stopping import stop_signals
 from node.server.standalone import Standalone
 
+pytestmark = pytest.mark.unit
+
 
 def test_sigterm_sets_the_event_and_the_old_handler_comes_back(
     caplog: pytest.LogCaptureFixture,

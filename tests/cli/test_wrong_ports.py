@@ -12,6 +12,8 @@ import pytest
 from tests.docs.readme import BIN, ROOT
 from tests.server.conftest import Running, gnomon
 
+pytestmark = pytest.mark.integration
+
 __all__ = ["gnomon"]
 
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+import pytest
+
 from gnomon.proto import meta_pb2 as pb
 from gnomon_app.devcluster.cluster import DevCluster
 from meta.client import MetaClient
@@ -36,6 +38,8 @@ from tests.cluster.test_failover import (
     create_tables,
     stored_ids,
 )
+
+pytestmark = pytest.mark.cluster
 
 STEPS = int(os.environ.get("GNOMON_CHAOS_STEPS", "6"))
 SEED = int(os.environ.get("GNOMON_CHAOS_SEED", "41"))
@@ -155,6 +159,7 @@ class Driver:
         self.cluster.add_node()
 
 
+@pytest.mark.long
 def test_random_moves_and_faults_lose_and_double_no_acknowledged_row(tmp_path: Path) -> None:
     rng = random.Random(SEED)
     with DevCluster(

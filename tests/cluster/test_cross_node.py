@@ -21,6 +21,8 @@ from gnomon_app.devcluster.cluster import DevCluster
 from meta.client import MetaClient
 from tests.cluster.support import grpc_rows, grpc_write, http_sql
 
+pytestmark = pytest.mark.cluster
+
 #: Tables made until two land on different nodes (the meta service spreads them).
 CANDIDATES = 8
 #: Tries of a query that meets a shard moving (the meta service rebalances a young cluster).
@@ -256,7 +258,7 @@ def test_every_node_finds_the_same_table_for_a_name(
     for i, node in enumerate(nodes):
         _settled_sql(
             node.http,
-            f"INSERT INTO \"{a.upper()}\" (host, v, ts) "
+            f'INSERT INTO "{a.upper()}" (host, v, ts) '
             f"VALUES ('fold{i}', 1.0, {1700000100000 + i})",
         )
     (row,) = _settled_sql(nodes[0].http, f"SELECT count(*) AS n FROM {a} WHERE host LIKE 'fold%'")[

@@ -25,6 +25,8 @@ from node.cluster.forward import FORWARDED_FROM
 from testkit.sdk import run_sdk
 from tests.cluster.support import http_sql, owners
 
+pytestmark = pytest.mark.cluster
+
 TABLES = [f"dc_{i}" for i in range(8)]
 
 

@@ -10,8 +10,11 @@ import signal
 from pathlib import Path
 
 import pexpect
+import pytest
 
 from tests.docs.readme import BIN, ROOT
+
+pytestmark = pytest.mark.unit
 
 
 def _child(parent: int, flag: str) -> int:

@@ -9,7 +9,7 @@ may still have reached the log (and then the new owner replays it), so resending
 could legitimately store them twice. The check after each failover is the contract: every
 acknowledged id is stored exactly once; unacknowledged ids may or may not be.
 
-``GNOMON_KILLS`` sets how many kills the kill test makes (default 20; 200 for a long run).
+``GNOMON_KILLS`` sets how many kills the kill test makes (default 12; 200 for a long run).
 
 Every wait is for a condition, bounded by what it takes by the cluster's settings (the lease
 below, meta's timers, the writer's request timeout) with the work in it stretched by
@@ -41,7 +41,9 @@ from testkit.sdk import PRELUDE
 from testkit.wait import START_S, bound, wait_until
 from tests.cluster.support import http_sql, post
 
-KILLS = int(os.environ.get("GNOMON_KILLS", "20"))
+pytestmark = pytest.mark.cluster
+
+KILLS = int(os.environ.get("GNOMON_KILLS", "12"))
 #: The shortest lease a node may ask for (``--lease-ttl-s``): failover shows quickly.
 LEASE_TTL_S = 3
 NODES = 3
@@ -265,6 +267,7 @@ KILL_S = 2 * SETTLE_S + bound(START_S)
 START_CLUSTER_S = (4 + NODES) * bound(START_S)
 
 
+@pytest.mark.long
 @pytest.mark.timeout(START_CLUSTER_S + PROGRESS_S + KILLS * KILL_S)
 def test_kill_nodes_under_a_writer_loses_no_acknowledged_row(
     cluster: DevCluster, tmp_path: Path
@@ -406,6 +409,7 @@ def test_meta_leader_killed_right_after_a_data_node(tmp_path: Path) -> None:
         assert_acked_once(cluster, writer.snapshot())
 
 
+@pytest.mark.long
 def test_meta_leader_dies_in_the_middle_of_a_failover(tmp_path: Path) -> None:
     """The leading meta exits abruptly between two steps of the failover procedure (the
     dead node's shards locked and given new leaders, not yet released): the other instance

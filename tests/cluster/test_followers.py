@@ -28,6 +28,8 @@ from tests.cluster.test_failover import (
     grpc_write,
 )
 
+pytestmark = pytest.mark.cluster
+
 TABLE = "fol_t"
 
 

@@ -11,6 +11,8 @@ from node.cluster.forward import FORWARDED_FROM, Forwarder, forwarded_from
 from testkit.procs import free_port
 from tests.server.conftest import Running
 
+pytestmark = pytest.mark.integration
+
 
 def test_a_forwarded_query_is_answered_by_the_owner(gnomon: Running) -> None:
     forwarder = Forwarder("127.0.0.1:1")

@@ -31,6 +31,8 @@ from node.ingest.writer import Ingestor
 from node.server.flight import FlightService
 from testkit.procs import free_port
 
+pytestmark = pytest.mark.unit
+
 OWNER = "owner:1"
 
 

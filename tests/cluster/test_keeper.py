@@ -36,6 +36,8 @@ from tests.engine.conftest import CPU, cpu_batch
 from tests.meta.conftest import NODE_TTL_S, WAIT_S, Cluster
 from wal_kafka import KafkaWal
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from node.cluster.lease import MIN_MARGIN_S, LeaseClock, margin_s
+
+pytestmark = pytest.mark.unit
 
 
 def test_the_margin() -> None:

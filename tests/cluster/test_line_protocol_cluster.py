@@ -24,6 +24,8 @@ from node.cluster import rows_wire
 from node.ingest import line_protocol
 from tests.cluster.support import http_sql, owners, write_lines
 
+pytestmark = pytest.mark.cluster
+
 MEASUREMENTS = [f"lp_{i}" for i in range(6)]
 T0 = 1_700_000_000_000
 

@@ -26,6 +26,8 @@ from tests.partition import differential
 from tests.server.test_grpc import decode
 from tests.sql import test_differential as diff
 
+pytestmark = pytest.mark.cluster
+
 #: Tries of a statement that meets a shard moving (the meta service rebalances a young
 #: cluster), a second apart.
 TRIES = 30

@@ -19,6 +19,8 @@ from meta.client import MetaClient
 from testkit.procs import PortTaken, Server, on_free_ports
 from tests.cluster.support import http_sql
 
+pytestmark = pytest.mark.cluster
+
 #: A third-party server in miniature: told its port, it exits when that port is taken.
 _LISTENER = (
     "import socket, sys, time; s = socket.socket(); "

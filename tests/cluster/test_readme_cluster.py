@@ -25,6 +25,8 @@ from gnomon_app.devcluster.procs import Server, on_free_ports
 from meta.client import MetaClient
 from tests.docs.readme import BIN, ROOT, blocks
 
+pytestmark = pytest.mark.integration
+
 
 def _free_range(span: int = 40) -> int:
     """A base port with ``span`` free ports after it (bounded attempts), below the kernel's
@@ -70,6 +72,7 @@ def _bash_block(marker: str) -> list[str]:
     return found
 
 
+@pytest.mark.long
 def test_the_cluster_section(tmp_path: Path) -> None:
     start, tries = _bash_block("gnomon dev-cluster"), _bash_block("curl")
     real, compaction = _bash_block("gnomon node"), _bash_block("gnomon compaction-node")

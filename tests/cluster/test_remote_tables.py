@@ -30,6 +30,8 @@ from node.server.flight import FlightService
 from node.sql.executor import SqlExecutor
 from node.sql.remote_tables import FlightTable
 
+pytestmark = pytest.mark.unit
+
 DDL = (
     "CREATE TABLE {} (host string TAG, region string, v double, n bigint, "
     "ts timestamp NOT NULL, TIMESTAMP KEY(ts))"

@@ -15,6 +15,8 @@ from node.engine.schema import ColumnType
 from node.ingest import line_protocol
 from node.ingest.rows import TableRows
 
+pytestmark = pytest.mark.unit
+
 #: A value of each column type, for one row (None: a null).
 VALUES: dict[ColumnType, Any] = {
     ColumnType.DOUBLE: 1.5,

@@ -36,6 +36,8 @@ from node.engine.compaction.client import CompactionClient
 from node.security.principal import Privilege
 from tests.server.test_grpc import decode
 
+pytestmark = pytest.mark.cluster
+
 TABLES = [f"sec_{i}" for i in range(6)]
 CREATE = "CREATE TABLE {} (host string TAG, v double, ts timestamp NOT NULL, TIMESTAMP KEY(ts))"
 WRITER = ("writer", "writer-password")

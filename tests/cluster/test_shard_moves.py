@@ -29,6 +29,8 @@ from tests.cluster.test_failover import (
     create_tables,
 )
 
+pytestmark = pytest.mark.cluster
+
 TABLES = [f"mv_{i}" for i in range(4)]
 
 

@@ -33,6 +33,8 @@ from node.partition.rule import KeyRule
 from testkit.wait import wait_until
 from tests.cluster.support import http_sql
 
+pytestmark = pytest.mark.cluster
+
 PARTITIONS = 3
 HOSTS = 30
 ROWS_PER_HOST = 200

@@ -26,6 +26,8 @@ from node.server.flight import FlightService
 from node.sql.executor import SqlExecutor
 from node.tables import LocalTables, TableReader
 
+pytestmark = pytest.mark.unit
+
 DDL = (
     "CREATE TABLE t (host string TAG, region string, v double, n bigint, "
     "ts timestamp NOT NULL, TIMESTAMP KEY(ts))"

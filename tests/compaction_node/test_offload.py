@@ -30,6 +30,8 @@ from tests.compaction_node.support import (
     write,
 )
 
+pytestmark = pytest.mark.cluster
+
 #: Leases of every node: a stopped compaction node stays live (by lease) this long, and meta
 #: stops picking it after half of it.
 LEASE_S = 20
@@ -72,6 +74,7 @@ def _figure(cluster: DevCluster, index: int, figure: str) -> float:
     return float(node.figures.get(figure, -1.0))
 
 
+@pytest.mark.long
 def test_tasks_go_to_the_less_loaded_node_and_a_late_answer_is_discarded(
     cluster: DevCluster,
 ) -> None:

@@ -20,6 +20,8 @@ from tests.compaction_node.support import (
     write,
 )
 
+pytestmark = pytest.mark.cluster
+
 pytest.importorskip("ray")
 
 

@@ -17,6 +17,8 @@ from gnomon_app.devcluster.cluster import DevCluster
 from meta.client import MetaClient
 from tests.console.conftest import Watched
 
+pytestmark = pytest.mark.cluster
+
 SHARDS = 4
 
 

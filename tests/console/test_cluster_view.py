@@ -6,10 +6,14 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+import pytest
+
 from gnomon.errors import NotFound
 from gnomon.proto import meta_pb2 as pb
 from meta.model import FOLLOWER_LAG
 from node.server.console import ClusterView
+
+pytestmark = pytest.mark.unit
 
 A, B, C = "127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7041"
 

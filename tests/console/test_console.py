@@ -16,6 +16,8 @@ from tests.console.conftest import Watched
 from tests.security.conftest import ROOT, admin
 from tests.server.conftest import Running, start_standalone
 
+pytestmark = pytest.mark.integration
+
 T0 = 1_700_000_000_000
 HOSTS = ("web-1", "web-2", "db-1")
 POINTS = 30

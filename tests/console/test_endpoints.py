@@ -12,6 +12,8 @@ from node.server.console.assets import STATIC
 from tests.security.conftest import ROOT, admin, basic
 from tests.server.conftest import Running, start_standalone
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:

@@ -19,6 +19,8 @@ import yaml
 from gnomon.config import CompactionNodeConfig, MetaConfig, NodeConfig
 from tests.deploy.command_lines import RoleLine, parse_role_line
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "gnomon"
 RELEASE, NAMESPACE = "demo", "db"

@@ -21,6 +21,8 @@ from gnomon.config import CompactionNodeConfig, MetaConfig, NodeConfig
 from tests.deploy.command_lines import RoleLine, parse_cli, parse_role_line
 from tests.docs.readme import blocks
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 

@@ -16,6 +16,8 @@ import pytest
 from gnomon.config import StandaloneConfig
 from tests.deploy.command_lines import parse_role_line
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

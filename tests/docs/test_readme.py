@@ -18,6 +18,8 @@ import pytest
 from tests.cli.conftest import Demo, start_demo
 from tests.docs.readme import ROOT, Block, Ports, blocks
 
+pytestmark = pytest.mark.integration
+
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 
 

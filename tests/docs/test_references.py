@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[2]
 #: A module table's row: its first cell holds the names it is about, in backticks.
 _ROW = re.compile(r"^\|\s*(`[^|]*`)[^|]*\|", re.M)

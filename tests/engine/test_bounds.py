@@ -18,6 +18,8 @@ from node.engine.engine import Engine
 from node.engine.options import TableOptions
 from tests.engine.conftest import CPU, cpu_batch, rows
 
+pytestmark = pytest.mark.unit
+
 # -- the conditions ------------------------------------------------------------------------------
 
 

@@ -23,6 +23,8 @@ from node.engine.sst.meta import SstMeta
 
 from .conftest import CPU, cpu_batch, rows
 
+pytestmark = pytest.mark.unit
+
 H = 3_600_000
 KB = 1024
 

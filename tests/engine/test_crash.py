@@ -6,14 +6,19 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import pytest
+
 from node.backends import open_standalone
 
 from .crash_writer import BATCH
 from .killed_writer import assert_each_once, kill_repeatedly
 
+pytestmark = pytest.mark.integration
+
 KILLS = 20
 
 
+@pytest.mark.long
 def test_sigkill_loses_no_acknowledged_row(tmp_path: Path) -> None:
     data_dir = str(tmp_path / "db")
     kills = kill_repeatedly(

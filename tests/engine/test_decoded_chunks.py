@@ -17,6 +17,8 @@ from node.engine.sst.decoded import DecodedChunks
 from node.sql.executor import SqlExecutor
 from tests.engine.conftest import flushed_hosts_table
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture
 def sst(tmp_path: Path) -> str:

@@ -19,6 +19,8 @@ from node.engine.schema import Column, ColumnType, Schema
 
 from .conftest import CPU, cpu_batch, rows
 
+pytestmark = pytest.mark.unit
+
 H = 3_600_000
 
 

@@ -11,6 +11,8 @@ from node.engine.engine import Engine
 from node.engine.sst.cache import FileCache
 from tests.engine.conftest import flushed_hosts_table
 
+pytestmark = pytest.mark.unit
+
 
 def _size(value: str) -> int:
     return len(value)

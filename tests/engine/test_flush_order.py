@@ -21,6 +21,8 @@ from node.engine.rows import resolve_versions
 from node.engine.schema import KIND, SEQ, Column, ColumnType, Schema
 from node.engine.tsid import tsid_of
 
+pytestmark = pytest.mark.unit
+
 
 def _schema(primary_key: list[str] | None) -> Schema:
     return Schema.build(

@@ -16,6 +16,8 @@ from node.engine.options import TableOptions
 
 from .conftest import CPU, cpu_batch
 
+pytestmark = pytest.mark.unit
+
 
 def _open(data_dir: str, **kw: object) -> Engine:
     return open_standalone(data_dir, compaction_threads=0, gc_interval_s=0, **kw)

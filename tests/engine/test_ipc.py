@@ -8,6 +8,8 @@ import pytest
 
 from node.engine.ipc import ipc_stream
 
+pytestmark = pytest.mark.unit
+
 
 def _writer_stream(schema: pa.Schema, batches: list[pa.RecordBatch]) -> bytes:
     sink = pa.BufferOutputStream()

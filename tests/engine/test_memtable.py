@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 
 from node.engine.memtable import Memtable
 from node.engine.options import UpdateMode
@@ -10,6 +11,8 @@ from node.engine.schema import DELETE, KIND, PUT
 from node.engine.tsid import compute_tsid
 
 from .conftest import CPU, cpu_batch, rows
+
+pytestmark = pytest.mark.unit
 
 HOUR = 3_600_000
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -12,6 +13,8 @@ from node.engine.merge import merge_sorted
 from node.engine.rows import count_le, newest_per_key, resolve_versions, sort_by_key
 from node.engine.schema import DELETE, KIND, PUT, SEQ
 from node.engine.sst.reader import reversed_rows
+
+pytestmark = pytest.mark.unit
 
 KEY = ("k", "ts")
 SCHEMA = pa.schema(

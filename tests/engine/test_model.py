@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -27,6 +28,8 @@ from node.engine.options import TableOptions, UpdateMode
 from node.engine.schema import Column, ColumnType
 
 from .conftest import CPU
+
+pytestmark = pytest.mark.unit
 
 HOSTS = ["a", "b", "c", "d"]
 #: Model timestamps are steps of this many ms from a base a little in the past, so that a TTL

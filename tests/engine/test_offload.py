@@ -28,6 +28,8 @@ from objectstore.local import LocalObjectStore
 
 from .conftest import CPU, cpu_batch, rows
 
+pytestmark = pytest.mark.unit
+
 
 class InProcessNode:
     """A compaction node in this process: merges the task on ``store``; then, if told to, it

@@ -25,6 +25,8 @@ from node.ingest.writer import Ingestor
 from .killed_writer import assert_each_once, kill_repeatedly
 from .plain_crash_writer import HOSTS, IDS
 
+pytestmark = pytest.mark.integration
+
 KILLS = 8
 
 

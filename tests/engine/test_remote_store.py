@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 import pyarrow as pa
+import pytest
 
 from gnomon.store.sqlite import SqliteStore
 from node.engine.config import EngineConfig
@@ -19,6 +20,8 @@ from objectstore.api import ObjectMeta
 from objectstore.local import LocalObjectStore
 
 from .conftest import CPU, cpu_batch
+
+pytestmark = pytest.mark.unit
 
 
 class RemoteLike:

@@ -24,6 +24,8 @@ from node.engine.sst.writer import ARROW_SCHEMA_KEY, SERIES_KEY
 
 from .conftest import CPU, cpu_batch, rows
 
+pytestmark = pytest.mark.unit
+
 HOUR = 3_600_000
 
 

@@ -17,6 +17,8 @@ from node.engine.schema import Column, ColumnType, Schema
 
 from .conftest import CPU, cpu_batch
 
+pytestmark = pytest.mark.unit
+
 H = 3_600_000
 HOSTS = [f"h{i}" for i in range(7)]
 

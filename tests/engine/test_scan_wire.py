@@ -15,6 +15,8 @@ from node.engine.scan import ScanRequest
 from node.engine.scan.wire import decode, encode
 from node.engine.schema import Column, ColumnType, Schema
 
+pytestmark = pytest.mark.unit
+
 SCHEMA = Schema.build(
     [
         Column("host", ColumnType.STRING, is_tag=True),

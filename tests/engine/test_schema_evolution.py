@@ -15,6 +15,8 @@ from node.engine.schema import Column, ColumnType
 
 from .conftest import CPU, cpu_batch, rows
 
+pytestmark = pytest.mark.unit
+
 H = 3_600_000
 
 

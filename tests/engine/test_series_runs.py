@@ -27,6 +27,8 @@ from node.engine.sst.writer import SERIES_KEY
 
 from .conftest import CPU, rows
 
+pytestmark = pytest.mark.unit
+
 HOSTS = [f"h{i:02d}" for i in range(12)]
 COLUMNS = [c for c in CPU.columns if c.name != TSID]
 STEPS = 60  # one reading per host a minute, for an hour

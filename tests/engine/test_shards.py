@@ -34,6 +34,8 @@ from wal_kafka import KafkaWal
 
 from .conftest import CPU, cpu_batch
 
+pytestmark = pytest.mark.integration
+
 
 def _node(root: Path, name: str, wal: Wal | None = None) -> Engine:
     data_dir = root / name

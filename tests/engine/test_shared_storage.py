@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import boto3
+import pytest
 
 from gnomon_app.devcluster.brokers import running_moto
 from node.backends import Storage, open_engine
@@ -22,6 +23,8 @@ from node.engine.shard import STANDALONE_SHARD
 from tests.wal.test_kafka import running_tansu
 
 from .shared_writer import BATCH, storage
+
+pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 KILLS = 3

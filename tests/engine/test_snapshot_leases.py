@@ -17,6 +17,8 @@ from node.engine.scan import ScanRequest
 
 from .conftest import CPU, cpu_batch, rows
 
+pytestmark = pytest.mark.unit
+
 
 def test_held_snapshot_survives_compaction_and_gc(data_dir: str) -> None:
     e = open_standalone(data_dir, compaction_threads=0, gc_interval_s=0, gc_grace_ms=0)

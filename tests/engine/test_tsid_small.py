@@ -10,6 +10,8 @@ from node.engine import tsid
 from node.engine.batch import conform, conform_keys
 from node.engine.schema import TSID, TSID_ZERO_UNTAGGED, Column, ColumnType, Schema
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize("rows", [1, 3, tsid.SMALL_ROWS])
 def test_small_batches_hash_as_large_ones(rows: int, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,11 +7,14 @@ import os
 import time
 
 import pyarrow as pa
+import pytest
 
 from node.engine.engine import Engine
 from node.engine.options import TableOptions
 
 from .conftest import CPU, cpu_batch
+
+pytestmark = pytest.mark.unit
 
 H = 3_600_000
 

@@ -29,6 +29,8 @@ from tests.fuzz.conftest import CREATE, FUZZ, FUZZER, SEED_ROWS, basic
 from tests.fuzz.test_grpc import CLEAN_CODES
 from tests.fuzz.test_http import _clean
 
+pytestmark = pytest.mark.cluster
+
 SETUP_TABLES = (fz.SEED, fz.PLAYGROUND, "fuzz_other")
 #: Examples per campaign here: each crosses nodes, so the suite asks fewer than of the
 #: standalone campaigns; the long run sets ``GNOMON_FUZZ_CLUSTER_EXAMPLES`` (100000).

@@ -22,6 +22,8 @@ from tests.fuzz import strategies as fz
 from tests.fuzz.conftest import FUZZ, FUZZER, assert_serving, basic
 from tests.server.conftest import Running
 
+pytestmark = pytest.mark.integration
+
 OPTIONS = flight.FlightCallOptions(
     timeout=60,
     headers=[(b"authorization", basic(*FUZZER).encode())],  # type: ignore[list-item]
@@ -100,6 +102,7 @@ def do_put(target: tuple[Running, int]) -> Iterator[grpc.StreamStreamMultiCallab
         )
 
 
+@pytest.mark.long
 @FUZZ
 @given(put=fz.ipc_puts())
 @example(put=_named(b"\x80s"))  # found by a long run: a column name that is no UTF-8

@@ -17,6 +17,8 @@ from tests.fuzz import strategies as fz
 from tests.fuzz.conftest import FUZZ, FUZZER, assert_serving, basic
 from tests.server.conftest import Running
 
+pytestmark = pytest.mark.integration
+
 #: gRPC statuses that are a clean refusal (the others, INTERNAL and UNKNOWN above all, are not).
 CLEAN_CODES = {
     grpc.StatusCode.INVALID_ARGUMENT,

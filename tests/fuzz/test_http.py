@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fuzz import strategies as fz
 from tests.fuzz.conftest import FUZZ, FUZZER, assert_serving, basic
 from tests.server.conftest import Running
+
+pytestmark = pytest.mark.integration
 
 #: Statuses a server under attack may answer: what the request got wrong, or "busy" and
 #: "took too long", never an internal error.

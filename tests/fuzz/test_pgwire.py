@@ -8,6 +8,7 @@ from __future__ import annotations
 import socket
 import struct
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -26,6 +27,8 @@ from tests.pgwire.wire import (
     startup,
 )
 from tests.server.conftest import Running
+
+pytestmark = pytest.mark.unit
 
 _KINDS = st.sampled_from([b"P", b"B", b"D", b"E", b"C", b"S", b"H", b"Q", b"F", b"d", b"?"])
 _LENGTHS = st.sampled_from([-1, 0, 3, 2**31 - 1, 2**30, 64 * 1024**2 + 1])
@@ -60,6 +63,7 @@ def _closes(sock: socket.socket) -> None:
         pass
 
 
+@pytest.mark.long
 @FUZZ
 @given(messages=_SESSIONS)
 def test_hostile_messages_after_startup(
@@ -83,6 +87,7 @@ def test_hostile_messages_after_startup(
         st.builds(lambda n: struct.pack(">ii", 8, n), st.integers(-(2**31), 2**31 - 1)),
     )
 )
+@pytest.mark.long
 def test_hostile_startup(server: Running, pg_port: int, head: bytes) -> None:
     with socket.create_connection(("127.0.0.1", pg_port), timeout=30) as sock:
         sock.sendall(head)
@@ -104,6 +109,7 @@ _CLIENT_FIRST = st.one_of(
     declared=st.one_of(st.none(), st.integers(-2, 80)),
     final=st.one_of(st.binary(max_size=96), st.text(max_size=96).map(str.encode)),
 )
+@pytest.mark.long
 def test_hostile_scram_exchange(
     server: Running, pg_port: int, mechanism: str, first: bytes, declared: int | None, final: bytes
 ) -> None:

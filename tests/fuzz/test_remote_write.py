@@ -21,6 +21,8 @@ from tests.fuzz.conftest import FUZZ, ROOT, assert_serving, basic, sql_as
 from tests.prom.conftest import WRITE_HEADERS, write_request
 from tests.server.conftest import MAX_REQUEST_BYTES, Running
 
+pytestmark = pytest.mark.unit
+
 T_MS = 1_700_000_000_000
 HEADERS = {**WRITE_HEADERS, "Authorization": basic(*ROOT)}
 #: A label value of 10 MB: repeated, a small body that decompresses large; of hex digits
@@ -55,6 +57,7 @@ def _refusal(body: bytes) -> int:
     return 400
 
 
+@pytest.mark.long
 @FUZZ
 @given(body=fz.remote_write_bodies)
 @example(body=snappy(HUGE_REPEATED))

@@ -22,6 +22,8 @@ from node.engine.schema import Column, ColumnType, Schema
 from node.ingest import line_protocol
 from node.ingest.writer import Ingestor
 
+pytestmark = pytest.mark.unit
+
 #: Bound on every wait here; none is expected to come near it.
 WAIT_S = 10.0
 

@@ -20,6 +20,8 @@ from testkit.wait import wait_until
 
 from .conftest import WAIT_S, Cluster
 
+pytestmark = pytest.mark.integration
+
 
 def leads(endpoint: str) -> bool:
     """Whether the meta instance at ``endpoint`` answers as leader (no redirect followed)."""

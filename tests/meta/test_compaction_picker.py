@@ -3,8 +3,12 @@ the last heartbeat counted, turns among equals."""
 
 from __future__ import annotations
 
+import pytest
+
 from meta.compaction import CompactionPicker
 from testkit.clock import Clock
+
+pytestmark = pytest.mark.unit
 
 
 def test_a_node_whose_heartbeat_is_older_than_half_its_lease_is_not_picked() -> None:

@@ -24,6 +24,8 @@ from testkit.wait import wait_until
 
 from .conftest import WAIT_S
 
+pytestmark = pytest.mark.integration
+
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 #: How long a meta instance may take to stop on SIGTERM, etcd or no etcd.

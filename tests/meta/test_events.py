@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from meta.events import EventBus, EventKind, Role, ShardEvent, changed
 from meta.model import Shard, ShardStatus
+
+pytestmark = pytest.mark.unit
 
 
 def test_a_leader_change_closes_the_old_and_opens_the_new_at_the_new_epoch() -> None:

@@ -7,6 +7,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
+import pytest
+
 from meta.compaction import least_loaded
 from meta.model import Node, NodeKind, Procedure, ProcedureStatus, Shard, ShardStatus, Table
 from meta.planner import (
@@ -22,6 +24,8 @@ from meta.planner import (
 from meta.procedures import apply_moves, lock_moves, release_moves
 from meta.state import ClusterState
 from meta.tables import Batch
+
+pytestmark = pytest.mark.unit
 
 
 def cluster(

@@ -17,6 +17,8 @@ from meta.model import NodeKind, ProcedureStatus, ShardStatus
 from meta.planner import Move
 from meta.store import ClusterStore
 
+pytestmark = pytest.mark.unit
+
 
 class MemoryLeases:
     """Liveness without etcd: leases never lapse unless a test says so."""

@@ -15,6 +15,8 @@ from testkit.wait import wait_until
 
 from .conftest import WAIT_S, Cluster, MetaProcess
 
+pytestmark = pytest.mark.integration
+
 #: Nodes that must outlive the meta restart get a lease longer than it takes.
 SURVIVOR_TTL_S = 8
 

@@ -17,7 +17,7 @@ from objectstore.local import LocalObjectStore
 KIB = 1024
 MIB_4 = 4 << 20
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]
 
 
 class CountingStore(LocalObjectStore):

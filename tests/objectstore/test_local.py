@@ -27,6 +27,8 @@ from objectstore.local import STAGING_DIR, LocalObjectStore
 
 from .conformance import ObjectStoreConformance
 
+pytestmark = pytest.mark.integration
+
 
 class TestLocalObjectStore(ObjectStoreConformance):
     @pytest.fixture
@@ -345,7 +347,7 @@ def _wait_for_lines(proc: subprocess.Popen[bytes], count: int, deadline: float) 
         seen += chunk.count(b"\n")
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.timeout(60)
 def test_sigkill_never_leaves_a_partial_object(tmp_path: Path) -> None:
     root = tmp_path / "store"

@@ -25,6 +25,8 @@ from objectstore.s3 import MIN_PART_SIZE, S3ObjectStore
 
 from .conformance import ObjectStoreConformance
 
+pytestmark = pytest.mark.integration
+
 MIB = 1 << 20
 REGION = "us-east-1"
 ACCESS_KEY = "gnomon-test"
@@ -79,8 +81,9 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def client(endpoint: str) -> Any:
+    # One for the module: a boto3 client costs a session's model loading to make.
     return admin_client(endpoint)
 
 

@@ -25,7 +25,7 @@ READ_TIMEOUT_S = 0.5
 # Longer than the client's read timeout, so that a hung request times out on the client side.
 HANG_S = 2.0
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
 
 @pytest.fixture(scope="module")

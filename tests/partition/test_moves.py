@@ -20,6 +20,8 @@ from node.partition.tables import PartitionTable, PartMoved
 from node.sql.executor import SqlExecutor
 from node.tables import LocalTables
 
+pytestmark = pytest.mark.unit
+
 DDL = (
     "CREATE TABLE cpu (host string TAG, v double, ts timestamp NOT NULL, TIMESTAMP KEY(ts)) "
     "PARTITION BY KEY(host) PARTITIONS 2"

@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 from gnomon.errors import InvalidArgument
 from gnomon.flight.client import FlightClient
@@ -22,6 +23,8 @@ from node.partition.rule import KeyRule
 from node.sql.executor import SqlExecutor
 from tests.partition import differential
 from tests.server.conftest import Running
+
+pytestmark = pytest.mark.integration
 
 RULE = KeyRule(("host",), differential.PARTITIONS)
 

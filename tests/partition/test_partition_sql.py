@@ -25,6 +25,8 @@ from node.tables import LocalTables, TableReader
 from tests.partition import differential
 from tests.sql import test_differential as diff
 
+pytestmark = pytest.mark.unit
+
 CPU = (
     "CREATE TABLE cpu (host string TAG, region string TAG, v double, "
     "ts timestamp NOT NULL, TIMESTAMP KEY(ts)) PARTITION BY KEY(host) PARTITIONS 4"

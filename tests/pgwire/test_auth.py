@@ -32,6 +32,8 @@ from tests.pgwire.wire import (
 )
 from tests.security.conftest import READER, ROOT, admin
 
+pytestmark = pytest.mark.integration
+
 #: libpq refuses any other method than SCRAM (libpq 16 and later have require_auth).
 SCRAM_ONLY = {"require_auth": "scram-sha-256"} if psycopg.pq.version() >= 160000 else {}
 

@@ -13,6 +13,8 @@ import pytest
 
 from tests.pgwire.conftest import PgRunning
 
+pytestmark = pytest.mark.integration
+
 QUERY = "SELECT host, usage, cores, up, ts FROM cpu ORDER BY ts"
 
 

@@ -19,6 +19,8 @@ from tests.pgwire.wire import (
     parse,
 )
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def client(pg: PgRunning) -> Iterator[WireClient]:

@@ -9,7 +9,10 @@ import pytest
 
 from tests.pgwire.conftest import PgRunning, psql
 
-pytestmark = pytest.mark.skipif(shutil.which("psql") is None, reason="psql is not installed")
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(shutil.which("psql") is None, reason="psql is not installed"),
+]
 
 
 def test_a_query_answers_as_over_http(pg: PgRunning) -> None:

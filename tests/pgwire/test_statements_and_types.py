@@ -12,6 +12,8 @@ import pytest
 from gnomon.errors import InvalidArgument
 from node.server.pgwire import params, statements, types
 
+pytestmark = pytest.mark.unit
+
 
 def test_split_keeps_semicolons_in_strings_and_comments() -> None:
     sql = "SELECT ';' AS a; -- x; y\nSELECT \"b;\" FROM t;; /* ; */ SELECT 3"

@@ -17,6 +17,8 @@ from node.security.ca import make_ca
 from tests.pgwire.conftest import PgRunning, start
 from tests.security.conftest import READER, ROOT, admin
 
+pytestmark = pytest.mark.integration
+
 SSL_REQUEST = struct.pack(">ii", 8, 80877103)
 
 

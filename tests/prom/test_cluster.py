@@ -18,6 +18,8 @@ from node.prom.wire import snappy, unsnappy
 from tests.cluster.support import owners, post
 from tests.prom.conftest import write_request
 
+pytestmark = pytest.mark.cluster
+
 METRICS = [f"pc_{i}" for i in range(6)]
 T0 = 1_700_000_000_000
 

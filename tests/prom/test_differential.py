@@ -14,6 +14,8 @@ from testkit import prometheus as prom_server
 from tests.prom.conftest import Prom
 from tests.prom.samples import T0, openmetrics, series
 
+pytestmark = pytest.mark.integration
+
 REL_TOL = 1e-6
 #: Instant queries are asked at these times (seconds), one not on a sample's time.
 TIMES = (T0 + 30 * 60 + 7, T0 + 45 * 60)

@@ -10,6 +10,8 @@ import pytest
 from node.prom.wire import snappy
 from tests.prom.conftest import Prom, write_request
 
+pytestmark = pytest.mark.integration
+
 T0 = 1_700_000_000_000
 GOOD = ({"__name__": "bad_body", "job": "a"}, [(T0, 1.0)])
 

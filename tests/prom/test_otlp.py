@@ -5,12 +5,15 @@ from __future__ import annotations
 import gzip
 import json
 
+import pytest
 from google.protobuf import json_format
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2 as service
 from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.metrics.v1 import metrics_pb2 as m
 
 from tests.prom.conftest import Prom
+
+pytestmark = pytest.mark.integration
 
 T0_NS = 1_700_000_000_000 * 1_000_000
 T0_S = T0_NS // 1_000_000_000

@@ -15,6 +15,8 @@ from tests.docs.readme import Ports, blocks
 from tests.prom.conftest import Prom
 from tests.prom.test_differential import _same
 
+pytestmark = pytest.mark.integration
+
 WAIT_S = 90
 
 

@@ -10,6 +10,8 @@ import pytest
 
 from tests.prom.conftest import STALE, Prom
 
+pytestmark = pytest.mark.integration
+
 T0 = 1_700_000_000_000
 T0_S = T0 // 1000
 

@@ -11,6 +11,8 @@ import pytest
 from node.prom.promql import range_functions
 from node.prom.promql.selectors import Windows
 
+pytestmark = pytest.mark.unit
+
 
 def _windows() -> Windows:
     rng = np.random.default_rng(3)

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from gnomon.proto import prometheus_pb2
 from node.prom.wire import snappy
 from tests.prom.conftest import STALE, Prom, is_stale
+
+pytestmark = pytest.mark.integration
 
 T0 = 1_700_000_000_000
 

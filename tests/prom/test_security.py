@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
+import pytest
+
 from node.prom.wire import snappy
 from tests.prom.conftest import WRITE_HEADERS, write_request
 from tests.security.conftest import READER, ROOT, Secured, basic, secured  # noqa: F401
+
+pytestmark = pytest.mark.integration
 
 T0 = 1_700_000_000_000
 BODY = snappy(write_request([({"__name__": "sec_metric", "job": "a"}, [(T0, 1.0)])]))

@@ -17,6 +17,8 @@ from node.security.principal import Principal
 from node.sql.cancel import Queries, QueryLimits
 from testkit.wait import wait_until
 
+pytestmark = pytest.mark.unit
+
 FLOODER = Principal("flooder")
 OTHER = Principal("other")
 #: Long enough never to pass in these tests unless one checks it.

@@ -20,6 +20,8 @@ from node.security.sessions import SESSION_PREFIX, SessionTokens
 from testkit.sdk import run_sdk
 from tests.security.conftest import READER, REPO, ROOT, Secured, admin, basic
 
+pytestmark = pytest.mark.integration
+
 CREATE = "CREATE TABLE {} (host string TAG, v double, ts timestamp NOT NULL, TIMESTAMP KEY(ts))"
 
 

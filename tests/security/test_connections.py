@@ -25,6 +25,8 @@ from node.sql.executor import SqlExecutor
 from testkit.clock import Clock
 from tests.server.conftest import Running, start_standalone
 
+pytestmark = pytest.mark.integration
+
 #: A connection of its own (gRPC shares one between channels to the same target otherwise).
 OWN_CONNECTION: list[tuple[str, int | str]] = [("grpc.use_local_subchannel_pool", 1)]
 

@@ -23,6 +23,8 @@ from gnomon.proto import storage_pb2
 from node.sql.cancel import Queries
 from tests.server.conftest import Running, start_standalone
 
+pytestmark = pytest.mark.integration
+
 ROWS = 3000
 CAP = 4
 HEAVY = 32

@@ -11,6 +11,8 @@ from gnomon.errors import TooLarge, Unavailable
 from node.security.memory import MemoryBudget
 from node.sql.cancel import Queries, QueryLimits
 
+pytestmark = pytest.mark.unit
+
 MIB = 1024**2
 
 

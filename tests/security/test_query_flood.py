@@ -19,6 +19,8 @@ from testkit.wait import wait_until
 from tests.security.conftest import ROOT, admin, basic
 from tests.server.conftest import Running, start_standalone
 
+pytestmark = pytest.mark.integration
+
 FLOODER = ("flooder", "flooder-password")
 OTHER = ("other", "other-password")
 ROWS = 6000

@@ -15,6 +15,8 @@ from gnomon.etcd import EtcdAccess, EtcdConnection
 from gnomon_app.devcluster.etcd import ETCD, EtcdServer
 from tests.docs.readme import blocks
 
+pytestmark = pytest.mark.integration
+
 ETCDCTL = ETCD.parent / "etcdctl"
 PASSWORDS = {"root": "root-pw", "gnomon": "gnomon-pw"}
 

@@ -11,9 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gnomon_app.devcluster.procs import Server
 from tests.cli.conftest import start_demo
 from tests.docs.readme import BIN, ROOT, blocks
+
+pytestmark = pytest.mark.integration
 
 PASSWORD = "grafana-pw"
 

@@ -26,6 +26,8 @@ from testkit.wait import wait_until
 from tests.security.conftest import ROOT, admin, basic
 from tests.server.conftest import Running, start_standalone
 
+pytestmark = pytest.mark.integration
+
 MIB = 1024**2
 ROWS = 100_000
 QUERY_MEMORY_BYTES = 32 * MIB

@@ -17,6 +17,8 @@ from node.security.accounts import _USERS, Accounts, _hash
 from node.security.authn import Authenticator
 from tests.pgwire.wire import client_final
 
+pytestmark = pytest.mark.unit
+
 SECRET = "the-cluster-secret"
 PASSWORD = "alice-password"
 

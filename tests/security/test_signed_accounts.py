@@ -20,6 +20,8 @@ from gnomon_app.accounts import users
 from node.security.accounts import Accounts, _hash
 from node.security.principal import EVERY_TABLE, Grant, Privilege
 
+pytestmark = pytest.mark.unit
+
 SECRET = "the-cluster-secret"
 PASSWORD = "alice-password"
 

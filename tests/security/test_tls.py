@@ -12,11 +12,14 @@ from pathlib import Path
 
 import grpc
 import pyarrow.flight as flight
+import pytest
 
 from gnomon.flight.ticket import QuerySpec
 from gnomon.proto import storage_pb2
 from node.security.ca import make_ca
 from tests.server.conftest import start_standalone
+
+pytestmark = pytest.mark.integration
 
 
 def _curl(*args: str) -> subprocess.CompletedProcess[str]:

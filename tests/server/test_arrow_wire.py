@@ -8,6 +8,8 @@ import pytest
 
 from node.server.arrow_wire import decode_payload, encode_payload, to_wire, zstd_content_size
 
+pytestmark = pytest.mark.unit
+
 
 def _table(rows: int) -> pa.Table:
     rng = np.random.default_rng(3)

@@ -35,6 +35,8 @@ from node.sql.result import QueryResult
 from testkit.procs import Server
 from tests.server.conftest import REPO, Running
 
+pytestmark = pytest.mark.integration
+
 #: Reads two tables, so DataFusion streams them from the engine (a query of one small table
 #: is read up front instead), through the scans that check for cancellation.
 JOIN = "SELECT a.v FROM c_a AS a JOIN c_b AS b ON a.k = b.k"

@@ -18,6 +18,8 @@ from testkit.procs import free_port
 from testkit.sdk import run_sdk
 from tests.server.conftest import COMPRESS_MIN_BYTES, MAX_REQUEST_BYTES, Running
 
+pytestmark = pytest.mark.integration
+
 CTX = pb.RequestContext(database="public")
 
 #: Arrow types the HoraeDB SDK decodes (anything else fails or crashes it).

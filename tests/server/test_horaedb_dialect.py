@@ -11,6 +11,8 @@ import pytest
 from tests.server.conftest import Running
 from tests.server.test_grpc import decode, sql
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture(scope="module")
 def channel(gnomon: Running) -> Iterator[grpc.Channel]:

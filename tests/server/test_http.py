@@ -11,6 +11,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 from gnomon.metrics import Registry
 from node.backends import open_standalone
@@ -19,6 +20,8 @@ from node.server.http import ONE_WRITE_BYTES, HttpApp, HttpServer
 from node.server.prom import openapi as prometheus
 from node.sql.result import QueryResult
 from tests.server.conftest import MAX_REQUEST_BYTES, Running
+
+pytestmark = pytest.mark.integration
 
 LP_HEADERS = {"Content-Type": "text/plain"}
 

@@ -20,6 +20,8 @@ from node.sql.result import QueryResult
 from testkit.clock import Clock
 from tests.server.conftest import read_until_closed
 
+pytestmark = pytest.mark.unit
+
 WAIT_S = 30.0
 
 

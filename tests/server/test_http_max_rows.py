@@ -11,6 +11,8 @@ import pytest
 
 from tests.server.conftest import Running, gnomon
 
+pytestmark = pytest.mark.integration
+
 __all__ = ["gnomon"]
 
 ROWS = 50

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.server.conftest import Running
+
+pytestmark = pytest.mark.integration
 
 
 def test_a_table_routes_to_this_server(gnomon: Running) -> None:

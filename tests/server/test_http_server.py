@@ -30,6 +30,8 @@ from node.sql.executor import SqlExecutor
 from node.sql.result import QueryResult
 from tests.server.conftest import read_until_closed
 
+pytestmark = pytest.mark.unit
+
 #: Bound on every wait of these tests.
 WAIT_S = 30.0
 LIMIT = 1024

@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 import urllib.parse
 
+import pytest
 from influxdb import InfluxDBClient
 
 from tests.server.conftest import Running
+
+pytestmark = pytest.mark.integration
 
 LINES = (
     "iq_cpu,host=a usage=10.5,n=1i 1700000000000\n"

@@ -19,6 +19,8 @@ from node.ingest.horaedb import decode_table_request
 from node.ingest.line_uniform import parse_uniform
 from node.ingest.writer import Ingestor
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture
 def engine(tmp_path: Path) -> Iterator[Engine]:

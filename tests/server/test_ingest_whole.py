@@ -14,6 +14,8 @@ from gnomon.proto import storage_pb2 as pb
 from node.engine.schema import MAX_COLUMNS
 from tests.server.conftest import Running
 
+pytestmark = pytest.mark.integration
+
 CTX = pb.RequestContext(database="public")
 
 

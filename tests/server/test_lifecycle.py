@@ -19,6 +19,8 @@ from node.server import logfmt, standalone
 from node.server.standalone import Standalone
 from tests.server.conftest import REPO, start_standalone
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def taken_port() -> Iterator[int]:

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from testkit.sdk import run_sdk
 from tests.server.conftest import Running
+
+pytestmark = pytest.mark.integration
 
 T0 = 1_700_000_000_000
 

@@ -16,6 +16,8 @@ from node.sql.lexer import MAX_EXPRESSION_DEPTH, MAX_NESTING
 from tests.server.conftest import Running
 from tests.server.test_grpc import decode, sql, unary, write_request
 
+pytestmark = pytest.mark.integration
+
 CRASHED = {
     "or": "SELECT 1 WHERE " + " OR ".join(f"{i} = 1" for i in range(10_000)),
     "and": "SELECT 1 WHERE " + " AND ".join(f"{i} = 1" for i in range(10_000)),

@@ -10,6 +10,8 @@ from gnomon.proto import common_pb2, storage_pb2
 from node.server import sql_response
 from node.server.arrow_wire import decode_payload, encode_payload
 
+pytestmark = pytest.mark.unit
+
 OK = common_pb2.ResponseHeader(code=200)
 ZSTD = storage_pb2.ArrowPayload.ZSTD
 

@@ -29,6 +29,8 @@ from node.server.standalone import Standalone
 from node.sql.result import QueryResult
 from tests.server.conftest import REPO, start_standalone
 
+pytestmark = pytest.mark.integration
+
 
 def test_sigterm_flushes_and_closes(tmp_path: Path) -> None:
     running = start_standalone(tmp_path / "data", tmp_path / "server.log")

@@ -15,6 +15,8 @@ from gnomon.proto import storage_pb2 as pb
 from node.ingest import horaedb
 from node.ingest.uniform import decode_uniform
 
+pytestmark = pytest.mark.unit
+
 TAGS = ["host", "region"]
 FIELDS = ["a", "b", "c"]
 

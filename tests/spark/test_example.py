@@ -7,9 +7,14 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from .conftest import REPO, Node
 
+pytestmark = pytest.mark.integration
 
+
+@pytest.mark.long
 def test_spark_pipeline_example(node: Node) -> None:
     proc = subprocess.run(
         [

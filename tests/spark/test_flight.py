@@ -21,6 +21,8 @@ from tests.server.conftest import start_standalone
 
 from .conftest import Node
 
+pytestmark = pytest.mark.integration
+
 SCHEMA = pa.schema([("host", pa.string()), ("v", pa.float64()), ("ts", pa.timestamp("ms"))])
 
 

@@ -19,6 +19,8 @@ from gnomon.flight.ticket import ScanSpec
 
 from .conftest import Node
 
+pytestmark = pytest.mark.integration
+
 TABLE = "vcpu"
 SCHEMA = pa.schema([("host", pa.string()), ("v", pa.float64()), ("ts", pa.timestamp("ms"))])
 

@@ -30,6 +30,8 @@ from node.engine.schema import Column, ColumnType
 from node.server.flight import FlightService
 from node.sql.executor import SqlExecutor
 
+pytestmark = pytest.mark.integration
+
 HOUR = 3_600_000
 HOSTS = 5
 #: What every read is compared on: the rows themselves, and an aggregate Spark computes.

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import warnings
 
+import pytest
 from pyspark.sql.pandas.utils import require_minimum_pandas_version
+
+pytestmark = pytest.mark.unit
 
 
 def test_pyspark_takes_the_installed_pandas_without_a_warning() -> None:

@@ -18,6 +18,8 @@ from gnomon.flight.ticket import ScanSpec
 
 from .conftest import Node, reader, writer
 
+pytestmark = pytest.mark.integration
+
 HOUR = 3_600_000
 UTC = dt.UTC
 

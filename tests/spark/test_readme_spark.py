@@ -13,6 +13,8 @@ import pytest
 from tests.cli.conftest import Demo, start_demo
 from tests.docs.readme import Ports, blocks
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:

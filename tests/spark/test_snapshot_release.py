@@ -11,6 +11,8 @@ import pytest
 from gnomon_app.spark import planning
 from testkit.procs import free_port
 
+pytestmark = pytest.mark.unit
+
 
 def test_a_snapshot_whose_owner_is_gone_is_let_go_quietly(
     caplog: pytest.LogCaptureFixture,

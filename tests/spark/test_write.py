@@ -5,13 +5,16 @@ range."""
 from __future__ import annotations
 
 import datetime as dt
-import time
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
+from testkit.wait import bound, wait_until
+
 from .conftest import Node, reader, writer
+
+pytestmark = pytest.mark.integration
 
 UTC = dt.UTC
 
@@ -36,6 +39,7 @@ def jobs(node: Node) -> str:
     return "jobs"
 
 
+@pytest.mark.long
 def test_a_job_failing_in_one_task_leaves_nothing(spark: Any, node: Node, jobs: str) -> None:
     writer(_frame(spark, "ok", 500), node, jobs).save()
     files = node.table_files(jobs)
@@ -48,11 +52,11 @@ def test_a_job_failing_in_one_task_leaves_nothing(spark: Any, node: Node, jobs: 
     assert reader(spark, node, jobs).load().count() == 500
     # Tasks still running when the job was aborted find their revision cancelled and delete
     # what they wrote: wait (bounded) for the last of them.
-    for _ in range(100):
-        if node.table_files(jobs) == files:
-            break
-        time.sleep(0.1)
-    assert node.table_files(jobs) == files
+    wait_until(
+        "the aborted tasks' files deleted",
+        lambda: node.table_files(jobs) == files,
+        timeout_s=bound(10),
+    )
 
 
 def test_concurrent_jobs_become_visible_in_revision_order(

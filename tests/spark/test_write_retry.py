@@ -18,6 +18,8 @@ from gnomon_app.spark.session import local_session
 
 from .conftest import Node, reader, writer
 
+pytestmark = pytest.mark.integration
+
 #: Enough rows that the failing attempt's first quarter outgrows the buffer (64 KiB,
 #: ``spark.buffer.size``) between Spark and the writer's Python worker: the writer gets them,
 #: sends them to the node and, its input ending there, ends its puts as if done.
@@ -73,6 +75,7 @@ def _written_once(spark: Any, node: Node, table: str, failed: Path) -> None:
     assert got.select("v").distinct().count() == ROWS
 
 
+@pytest.mark.long
 def test_a_retried_task_stages_its_rows_once(spark: Any, node: Node, tmp_path: Path) -> None:
     node.sql(
         "CREATE TABLE retried (host string TAG, v double, ts timestamp NOT NULL, "

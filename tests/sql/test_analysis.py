@@ -18,6 +18,8 @@ from node.sql.executor import SqlExecutor
 from node.sql.lexer import tokenize
 from testkit.sql import executor_over
 
+pytestmark = pytest.mark.unit
+
 DDL = (
     "CREATE TABLE m (host string TAG, v double, n int8, ts timestamp NOT NULL, "
     "TIMESTAMP KEY(ts)) WITH (num_rows_per_row_group='64')"

@@ -11,6 +11,8 @@ import pytest
 import node.sql.session as session_module
 from tests.sql import runner
 
+pytestmark = pytest.mark.unit
+
 CASE_FILES = sorted(runner.CASES_DIR.glob("*.sql"))
 
 

@@ -29,6 +29,8 @@ import node.sql.session as session_module
 from node.backends import open_standalone
 from node.sql.executor import SqlExecutor
 
+pytestmark = pytest.mark.unit
+
 SEED = 20240101
 N_QUERIES = 150
 START_MS = 1_704_067_200_000  # 2024-01-01 00:00:00 UTC

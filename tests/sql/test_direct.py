@@ -21,6 +21,8 @@ from node.sql.prescan import analyse
 from node.sql.session import QueryContext
 from testkit.sql import executor_over
 
+pytestmark = pytest.mark.unit
+
 DDL = (
     "CREATE TABLE m (host string TAG, v double, n int64, f float, ts timestamp NOT NULL, "
     "TIMESTAMP KEY(ts)) WITH (num_rows_per_row_group='64')"

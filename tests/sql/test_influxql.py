@@ -14,6 +14,8 @@ from node.backends import open_standalone
 from node.sql import influxql
 from node.sql.executor import SqlExecutor
 
+pytestmark = pytest.mark.unit
+
 MIN = 60_000
 
 

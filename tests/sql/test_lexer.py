@@ -11,6 +11,8 @@ import pytest
 from gnomon.errors import InvalidArgument
 from node.sql.lexer import Kind, Token, shaped, tokenize
 
+pytestmark = pytest.mark.unit
+
 
 def kinds(sql: str) -> list[tuple[str, str, int]]:
     return [(t.kind, t.text, t.pos) for t in tokenize(sql)]

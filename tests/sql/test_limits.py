@@ -23,6 +23,8 @@ from node.sql.lexer import (
 from node.sql.rewrite import in_lists
 from node.sql.session import translate
 
+pytestmark = pytest.mark.unit
+
 DDL = (
     "CREATE TABLE cpu (host string TAG, usage double, n bigint, ts timestamp NOT NULL, "
     "TIMESTAMP KEY(ts))"

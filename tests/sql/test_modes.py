@@ -19,6 +19,8 @@ from node.sql import modes, session
 from node.sql.executor import SqlExecutor
 from node.sql.lexer import tokenize
 
+pytestmark = pytest.mark.unit
+
 DDL = (
     "CREATE TABLE m (host string TAG, region string TAG, v double, n bigint, "
     "ts timestamp NOT NULL, TIMESTAMP KEY(ts))"

@@ -13,6 +13,8 @@ from node.backends import open_standalone
 from node.sql import naming
 from node.sql.executor import SqlExecutor
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture
 def executor(tmp_path: Path) -> Iterator[SqlExecutor]:

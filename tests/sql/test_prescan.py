@@ -16,6 +16,8 @@ from node.sql.executor import SqlExecutor
 from node.sql.lexer import tokenize
 from node.sql.prescan import Prescan, analyse
 
+pytestmark = pytest.mark.unit
+
 SCHEMA = Schema.build(
     [
         Column("host", ColumnType.STRING, is_tag=True),

@@ -8,6 +8,8 @@ import pytest
 from node.sql.lexer import tokenize
 from node.sql.select import Bucket, Call, Column, OrderKey, Select, Table, read
 
+pytestmark = pytest.mark.unit
+
 
 def _read(sql: str) -> Select:
     return read(tokenize(sql))

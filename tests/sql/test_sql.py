@@ -15,6 +15,8 @@ from node.engine.schema import TSID_ZERO_UNTAGGED, Column, ColumnType, Schema
 from node.sql.executor import SqlExecutor
 from node.sql.parser import parse
 
+pytestmark = pytest.mark.unit
+
 DDL = (
     "CREATE TABLE cpu (host string TAG, region string TAG, usage double, "
     "ts timestamp NOT NULL, TIMESTAMP KEY(ts)) ENGINE=Analytic "

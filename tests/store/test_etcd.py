@@ -43,6 +43,8 @@ from .conformance import (
     write_rows,
 )
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def store_opener(etcd: EtcdServer) -> StoreOpener:

@@ -23,6 +23,8 @@ from testkit.etcd import EtcdServer
 
 from .conformance import KV, read_row, write_rows
 
+pytestmark = pytest.mark.integration
+
 NAMESPACE = "/gnomon"
 #: etcd drops a token unused this long (its --auth-token-ttl, seconds).
 TOKEN_TTL_S = 1
@@ -31,9 +33,7 @@ TOKEN_TTL_S = 1
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer]:
     root = tmp_path_factory.mktemp("etcd-secured")
-    server = EtcdServer(
-        root, tls=make_ca(root / "tls"), flags=(f"--auth-token-ttl={TOKEN_TTL_S}",)
-    )
+    server = EtcdServer(root, tls=make_ca(root / "tls"), flags=(f"--auth-token-ttl={TOKEN_TTL_S}",))
     server.start()
     server.enable_auth(NAMESPACE)
     yield server

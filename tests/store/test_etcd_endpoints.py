@@ -19,6 +19,8 @@ from testkit.procs import free_port
 
 from .conformance import KV, read_row, write_rows
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.mark.parametrize(
     ("given", "targets"),

@@ -47,6 +47,8 @@ from .conformance import (
     write_rows,
 )
 
+pytestmark = pytest.mark.integration
+
 
 def postgres_bin() -> Path:
     """Debian's PostgreSQL server binaries, installing the package ``postgresql`` when they

@@ -25,6 +25,8 @@ from .conformance import (
     write_rows,
 )
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def store_opener(tmp_path: Path) -> StoreOpener:

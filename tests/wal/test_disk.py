@@ -40,6 +40,8 @@ from node.wal.segment import (
 from .contract import REGION, WalContract, opened, seqs
 from .crash import CRASH_REGION, crash_payload, run_and_kill
 
+pytestmark = pytest.mark.integration
+
 SEGMENT_SIZE = 64 * 1024
 
 
@@ -773,7 +775,7 @@ def test_constructor_rejects_bad_options(wal_root: str) -> None:
 # -- crash -----------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_sigkill_loses_no_acknowledged_write(wal_root: str) -> None:
     rng = random.Random()
     open_wal = functools.partial(DiskWal, wal_root, segment_size=8 * 1024)

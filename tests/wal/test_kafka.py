@@ -36,6 +36,8 @@ from wal_kafka.meta import RegionMeta, TableMeta
 from .contract import REGION, WalContract, opened, payload, seqs
 from .crash import REPO, child_env, run_and_kill
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:

@@ -31,7 +31,7 @@ from wal_kafka.meta import RegionMeta
 
 from .contract import REGION, payload, seqs
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,8 @@ from gnomon.store.sqlite import SqliteStore
 from node.engine.manifest import CommitOp, CommitResult, Manifest, Outcome, Version, VersionInfo
 from node.engine.sst.meta import SstMeta
 
+pytestmark = pytest.mark.unit
+
 T = TypeVar("T")
 A, C, U, M = CommitOp.APPEND, CommitOp.COMPACTION, CommitOp.UPDATE, CommitOp.MERGE
 TABLE = 7

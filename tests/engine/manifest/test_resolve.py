@@ -17,6 +17,8 @@ from node.engine.manifest import (
 )
 from node.engine.sst.meta import SstMeta
 
+pytestmark = pytest.mark.unit
+
 A, C, U, M = CommitOp.APPEND, CommitOp.COMPACTION, CommitOp.UPDATE, CommitOp.MERGE
 
 # The seed's matrix, written out cell by cell (mine, theirs) -> outcome.
