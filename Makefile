@@ -37,7 +37,7 @@ prometheus:
 # busy (six were slower: the cores were full). pytest exits 5 when it collects nothing;
 # that is not a failure.
 test: $(DEV_STAMP) hooks chromium prometheus
-	$(PY) -m pytest -q -p no:cacheprovider -n 4 --dist loadfile --no-loadscope-reorder; rc=$$?; if [ $$rc -eq 5 ]; then exit 0; fi; exit $$rc
+	$(PY) -m pytest -q -p no:cacheprovider -n 4 --dist loadfile; rc=$$?; if [ $$rc -eq 5 ]; then exit 0; fi; exit $$rc
 
 # The quick tier alone (tests in this process, no servers started): a minute or two.
 test-unit: $(DEV_STAMP) hooks

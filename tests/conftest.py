@@ -32,10 +32,7 @@ def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Refuse a test that names no tier or several: the tiers select what a run covers. Then
-    put the files holding a long test first, a cluster's first among them, so that the workers
-    start them early and the run does not end waiting on one of them (``make test`` keeps this
-    order: ``--no-loadscope-reorder``; the order is the same in every worker)."""
+    """Refuse a test that names no tier or several: the tiers select what a run covers."""
     wrong = sorted(
         {
             item.nodeid.split("::")[0]
@@ -52,10 +49,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         # before pytest would print a usage error.
         print(message, file=sys.stderr)
         raise pytest.UsageError(message)
-    long_files = {item.path for item in items if item.get_closest_marker("long") is not None}
-    items.sort(
-        key=lambda item: (item.path not in long_files, item.get_closest_marker("cluster") is None)
-    )
 
 
 @pytest.hookimpl(trylast=True)

@@ -9,7 +9,7 @@ may still have reached the log (and then the new owner replays it), so resending
 could legitimately store them twice. The check after each failover is the contract: every
 acknowledged id is stored exactly once; unacknowledged ids may or may not be.
 
-``GNOMON_KILLS`` sets how many kills the kill test makes (default 12; 200 for a long run).
+``GNOMON_KILLS`` sets how many kills the kill test makes (default 10; 200 for a long run).
 
 Every wait is for a condition, bounded by what it takes by the cluster's settings (the lease
 below, meta's timers, the writer's request timeout) with the work in it stretched by
@@ -43,7 +43,7 @@ from tests.cluster.support import http_sql, post
 
 pytestmark = pytest.mark.cluster
 
-KILLS = int(os.environ.get("GNOMON_KILLS", "12"))
+KILLS = int(os.environ.get("GNOMON_KILLS", "10"))
 #: The shortest lease a node may ask for (``--lease-ttl-s``): failover shows quickly.
 LEASE_TTL_S = 3
 NODES = 3

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import grpc
+import psycopg
 import pytest
 from click.testing import CliRunner
 
@@ -138,6 +139,56 @@ def test_line_protocol_through_a_non_owner_by_grants(
             cluster, entry, f"SELECT host, v FROM {table}", _basic(*cluster.admin or ("", ""))
         )
         assert (status, body["rows"]) == (200, [{"host": "lp", "v": 1.5}]), table
+
+
+def _pg(cluster: DevCluster, node: NodeEndpoints, user: str, password: str) -> psycopg.Connection:
+    """A psycopg connection to ``node``'s PostgreSQL port over TLS verified by the cluster's
+    CA, logged in with SCRAM-SHA-256."""
+    assert cluster.ca is not None
+    host, port = node.pg.rsplit(":", 1)
+    return psycopg.connect(
+        host=host,
+        port=int(port),
+        user=user,
+        password=password,
+        dbname="public",
+        sslmode="verify-full",
+        sslrootcert=str(cluster.ca),
+        require_auth="scram-sha-256",
+        autocommit=True,
+        connect_timeout=30,
+    )
+
+
+def test_postgres_protocol_through_every_node_by_grants(
+    cluster: DevCluster, entries: dict[str, NodeEndpoints]
+) -> None:
+    """psycopg through each node, TLS and SCRAM on: a write to a table another node owns
+    lands there for a user granted it and is refused to one who is not; a query answers
+    what HTTP /sql answers for the same table from any node."""
+    for table, entry in entries.items():
+        with _pg(cluster, entry, *WRITER) as conn:
+            assert conn.info.pgconn.ssl_in_use
+            conn.execute(
+                f"INSERT INTO {table} (host, v, ts) VALUES (%s, %s, %s)", ("pg", 3.5, 3000)
+            )
+            got = conn.execute(f"SELECT host, v FROM {table} WHERE host = %s", ("pg",)).fetchall()
+            assert got == [("pg", 3.5)], table
+        with _pg(cluster, entry, *OUTSIDER) as conn:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="may not write to"):
+                conn.execute(f"INSERT INTO {table} (host, v, ts) VALUES ('pg', 1.0, 3001)")
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="may not read table"):
+                conn.execute(f"SELECT host FROM {table}")
+    admin = cluster.admin or ("", "")
+    query = "SELECT host, v FROM {} WHERE host = 'pg' ORDER BY ts"
+    for node in cluster.node_endpoints:
+        with _pg(cluster, node, *admin) as conn:
+            for table in TABLES:
+                status, body = _http_sql(cluster, node, query.format(table), _basic(*admin))
+                assert status == 200, body
+                rows = conn.execute(query.format(table)).fetchall()
+                assert rows == [(r["host"], r["v"]) for r in body["rows"]], (node.name, table)
+                assert rows == [("pg", 3.5)], (node.name, table)
 
 
 def test_grpc_sql_through_a_non_owner_by_grants(

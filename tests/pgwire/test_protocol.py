@@ -69,3 +69,17 @@ def test_an_unknown_message_is_refused_and_the_connection_kept(client: WireClien
     assert error_code(got) == "08P01"
     client.send(frame(b"Q", b"\x00"))
     assert kinds(client.until_ready()) == b"IZ"
+
+
+def test_a_statement_that_fails_to_plan_is_described_by_its_error_alone(
+    client: WireClient,
+) -> None:
+    # No ParameterDescription before the error: a driver waiting for a row description or
+    # an error (asyncpg) would otherwise wait on.
+    describe = frame(b"D", b"S\x00")
+    client.send(parse("SELECT no_such_function(1) AS x"), describe, SYNC)
+    got = client.until_ready()
+    assert kinds(got) == b"1EZ"
+    assert error_code(got) == "42601"
+    client.send(parse("SELECT host FROM cpu WHERE cores = $1"), describe, SYNC)
+    assert kinds(client.until_ready()) == b"1tTZ"

@@ -370,14 +370,15 @@ class Connection:
                 self._as_principal, params.column_types, statement.sql, self._describe_table
             )
             statement.param_types = params.infer(statement.sql, statement.param_types, columns)
-        self.send(messages.parameter_description(statement.param_types))
         if not statements.answers_rows(statement.sql):
-            self.send(messages.NO_DATA)
+            self.send(messages.parameter_description(statement.param_types), messages.NO_DATA)
             return
-        # The columns are known once it runs: it runs with every parameter NULL.
+        # The columns are known once it runs: it runs with every parameter NULL. Nothing is
+        # sent before it has: a statement that fails to plan answers with the error alone,
+        # as PostgreSQL's does (a driver such as asyncpg waits for nothing else after it).
         portal = Portal(statements.substitute(statement.sql, lambda _: "NULL"))
         await self._run(portal)
-        self.send(portal.description())
+        self.send(messages.parameter_description(statement.param_types), portal.description())
 
     # -- running ---------------------------------------------------------------------------------
 

@@ -6,16 +6,10 @@ from __future__ import annotations
 import re
 
 from gnomon.errors import (
-    AlreadyExists,
     Cancelled,
-    DeadlineExceeded,
     GnomonError,
-    InvalidArgument,
     NotFound,
-    PermissionDenied,
-    TooLarge,
-    Unauthenticated,
-    Unavailable,
+    Status,
     UnknownTable,
 )
 
@@ -29,19 +23,23 @@ QUERY_CANCELED = "57014"
 INTERNAL = "XX000"
 UNDEFINED_TABLE = "42P01"
 
-#: Most specific class first: the first match wins.
-_CODES: tuple[tuple[type[GnomonError], str], ...] = (
-    (Unauthenticated, INVALID_PASSWORD),
-    (PermissionDenied, "42501"),
+#: Errors whose class says more than their status.
+_BY_CLASS: tuple[tuple[type[GnomonError], str], ...] = (
     (UnknownTable, UNDEFINED_TABLE),
-    (NotFound, "42704"),
-    (AlreadyExists, "42P07"),
-    (TooLarge, "54000"),
-    (InvalidArgument, "42601"),
-    (DeadlineExceeded, QUERY_CANCELED),
     (Cancelled, QUERY_CANCELED),
-    (Unavailable, "53000"),
 )
+#: The rest by their status: an owner's refusal passed on by the node a request came in at
+#: keeps the owner's status, not its class, and must read as it would at the owner.
+_BY_STATUS: dict[Status, str] = {
+    Status.UNAUTHENTICATED: INVALID_PASSWORD,
+    Status.PERMISSION_DENIED: "42501",
+    Status.NOT_FOUND: "42704",
+    Status.ALREADY_EXISTS: "42P07",
+    Status.TOO_LARGE: "54000",
+    Status.INVALID_ARGUMENT: "42601",
+    Status.DEADLINE_EXCEEDED: QUERY_CANCELED,
+    Status.UNAVAILABLE: "53000",
+}
 
 _LINE_COLUMN = re.compile(r"Line: (\d+), Column:? (\d+)")
 _OFFSET = re.compile(r"at position (\d+)")
@@ -55,9 +53,11 @@ def sqlstate(error: BaseException) -> str:
     # Not every lookup raises UnknownTable: a missing table's NotFound names it first.
     if isinstance(error, NotFound) and error.message.startswith("table "):
         return UNDEFINED_TABLE
-    for cls, code in _CODES:
+    for cls, code in _BY_CLASS:
         if isinstance(error, cls):
             return code
+    if isinstance(error, GnomonError):
+        return _BY_STATUS.get(error.status, INTERNAL)
     return INTERNAL
 
 

@@ -15,8 +15,8 @@ _VERB = re.compile(r"^\s*(\w+)(?:\s+(\w+))?", re.I)
 
 
 def _tokens(sql: str) -> Iterator[tuple[int, int, str]]:
-    """(start, end, kind) of each stretch of ``sql``: kind "code", "quoted" (a string,
-    quoted name or comment, whose contents are not SQL) or "param" (``$n``)."""
+    """(start, end, kind) of each stretch of ``sql``: kind "code", "quoted" (a string or
+    quoted name, whose contents are not SQL), "comment" or "param" (``$n``)."""
     i, n, start = 0, len(sql), 0
     while i < n:
         c = sql[i]
@@ -49,7 +49,7 @@ def _tokens(sql: str) -> Iterator[tuple[int, int, str]]:
         if end >= 0:
             if start < i:
                 yield start, i, "code"
-            yield i, min(end, n), "quoted"
+            yield i, min(end, n), "quoted" if c in "'\"" else "comment"
             i = start = min(end, n)
         else:
             i += 1
@@ -58,20 +58,23 @@ def _tokens(sql: str) -> Iterator[tuple[int, int, str]]:
 
 
 def split(sql: str) -> list[str]:
-    """The statements of a simple query, empty ones dropped."""
-    statements, current = [], []
+    """The statements of a simple query, empty ones dropped (blanks and comments alone, such
+    as the ``-- ping`` a Go driver checks a connection with, are empty, as in PostgreSQL)."""
+    statements, current, said = [], [], []
     for start, end, kind in _tokens(sql):
         piece = sql[start:end]
         if kind != "code":
             current.append(piece)
+            said.append(kind != "comment")
             continue
         parts = piece.split(";")
         current.append(parts[0])
+        said.append(bool(parts[0].strip()))
         for part in parts[1:]:
-            statements.append("".join(current))
-            current = [part]
-    statements.append("".join(current))
-    return [s for s in statements if s.strip()]
+            statements.append(("".join(current), any(said)))
+            current, said = [part], [bool(part.strip())]
+    statements.append(("".join(current), any(said)))
+    return [text for text, something in statements if something]
 
 
 def count_params(sql: str) -> int:
