@@ -1,7 +1,7 @@
 """What Grafana's PostgreSQL data source sends, word for word, as its Go driver (pgx) sends
 it: the extended protocol with binary results (asyncpg speaks it the same way). Grafana
-itself does not run here: it is licensed under the AGPL and needs Go's toolchain, which the
-project may not use, so its queries are taken from its source (the data source's meta
+itself is not run: it is licensed under the AGPL, which this project does not take in, so
+its queries are taken from its source (the data source's meta
 queries in `postgresMetaQuery.ts`, the health check's ping, the macros of `macros.go`) and
 the answers compared with the same data over HTTP /sql. Its version probe and its table and
 column lists (`current_setting` inside an expression, the search-path constraint over
