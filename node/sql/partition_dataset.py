@@ -18,7 +18,7 @@ from node.engine.scan import Scan, ScanRequest
 from node.partition.parts import Part
 from node.partition.tables import PartitionTable, PartMoved
 from node.sql import cancel
-from node.sql.provider import ScanRecord, conformed
+from node.sql.provider import ScanRecord, recorded
 
 
 class PartFragment:
@@ -47,12 +47,7 @@ class PartFragment:
             record.stats = scan.stats
         if isinstance(scan, RemoteScan):
             record.scan_id = scan.scan_id
-        d.scans.append(record)
-        out_schema = pa.schema([d.schema.field(c) for c in wanted])
-        return ds.Scanner.from_batches(
-            conformed(_counted(iter(scan), record, part), out_schema, d.errors, d.token),
-            schema=out_schema,
-        )
+        return recorded(_counted(iter(scan), record, part), record, d.schema, wanted, d)
 
 
 def _moved(part: Part, error: GnomonError) -> GnomonError:

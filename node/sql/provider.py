@@ -81,15 +81,31 @@ class EngineFragment:
             d.errors.append(e)
             raise
         record = ScanRecord(self._table, columns, lambda: filter, scan.stats)
-        d.scans.append(record)
-        out_schema = (
-            d.arrow_schema
-            if columns is None
-            else pa.schema([d.arrow_schema.field(c) for c in columns])
-        )
-        return ds.Scanner.from_batches(
-            conformed(iter(scan), out_schema, d.errors, d.token), schema=out_schema
-        )
+        return recorded(iter(scan), record, d.arrow_schema, columns, d)
+
+
+class ScanningDataset(Protocol):
+    """What a dataset keeps for its query: the scans made, the errors met, the token."""
+
+    scans: list[ScanRecord]
+    errors: list[GnomonError]
+    token: cancel.CancelToken | None
+
+
+def recorded(
+    batches: Iterator[pa.RecordBatch],
+    record: ScanRecord,
+    schema: pa.Schema,
+    columns: list[str] | None,
+    dataset: ScanningDataset,
+) -> ds.Scanner:
+    """A fragment's scanner: ``batches`` as the ``columns`` of ``schema`` (all of them for
+    None), conformed, with ``record`` kept among the dataset's scans."""
+    dataset.scans.append(record)
+    out = schema if columns is None else pa.schema([schema.field(c) for c in columns])
+    return ds.Scanner.from_batches(
+        conformed(batches, out, dataset.errors, dataset.token), schema=out
+    )
 
 
 def conformed(

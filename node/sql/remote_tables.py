@@ -20,7 +20,7 @@ from gnomon.errors import GnomonError
 from node.cluster.remote import FlightReaders, FlightTableReader
 from node.engine.scan import ScanRequest
 from node.sql import cancel
-from node.sql.provider import ScanRecord, conformed
+from node.sql.provider import ScanRecord, recorded
 
 
 class RemoteFragment:
@@ -40,12 +40,7 @@ class RemoteFragment:
         record = ScanRecord(
             d.table, columns, lambda: filter, owner=d.reader.owner, scan_id=scan.scan_id
         )
-        d.scans.append(record)
-        out_schema = pa.schema([d.schema.field(c) for c in wanted])
-        return ds.Scanner.from_batches(
-            conformed(_counted(iter(scan), record), out_schema, d.errors, d.token),
-            schema=out_schema,
-        )
+        return recorded(_counted(iter(scan), record), record, d.schema, wanted, d)
 
 
 def _counted(batches: Iterator[pa.RecordBatch], record: ScanRecord) -> Iterator[pa.RecordBatch]:
