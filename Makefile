@@ -39,7 +39,7 @@ prometheus:
 test: $(DEV_STAMP) hooks chromium prometheus
 	$(PY) -m pytest -q -p no:cacheprovider -n 4 --dist loadfile; rc=$$?; if [ $$rc -eq 5 ]; then exit 0; fi; exit $$rc
 
-# The quick tier alone (tests in this process, no servers started): a minute or two.
+# The quick tier alone (tests in this process, no servers started).
 test-unit: $(DEV_STAMP) hooks
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 -m "unit and not long"
 
