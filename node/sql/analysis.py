@@ -82,7 +82,7 @@ class Analysis:
     names: tuple[tuple[int, str], ...] = ()
     #: Double-quoted tokens that are string literals (:func:`_double_quoted_strings`).
     strings: tuple[int, ...] = ()
-    #: The words naming ``system.public.tables`` (:func:`node.sql.system.references`).
+    #: The words naming a view of the catalog (:func:`node.sql.system.references`).
     system: tuple[int, ...] = ()
     #: String tags reach DataFusion plain (:func:`node.sql.modes.plain_tags`).
     plain_tags: bool = False

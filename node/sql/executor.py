@@ -232,7 +232,11 @@ class SqlExecutor:
         qc.known = analysis.tables
         if analysis.system:
             ids = dict(self.catalog.shown_tables())
-            qc.system_tables = system.tables_rows((n, ids[n]) for n in visible(ids))
+            listed = [(n, ids[n]) for n in visible(ids)]
+            qc.views = {
+                view: view.rows(listed, lambda name: self.catalog.describe(name).schema)
+                for view in system.named(tokens)
+            }
         for name, table in found.items():
             qc.register_remote(name, table)
         for t in analysis.travel:

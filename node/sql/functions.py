@@ -1,9 +1,11 @@
 """SQL functions gnomon adds to DataFusion's own (which already has date_bin and
-approx_distinct): HoraeDB's time_bucket and thetasketch_distinct (of numbers)."""
+approx_distinct): HoraeDB's time_bucket and thetasketch_distinct (of numbers), and the
+PostgreSQL functions of :mod:`node.sql.pg_functions`."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import datafusion
@@ -12,6 +14,7 @@ import pyarrow as pa
 
 from gnomon.errors import GnomonError, InvalidArgument
 from node.engine.options import parse_duration_ms
+from node.sql import pg_functions
 
 _ISO = re.compile(
     r"^P(?:(?P<y>\d+)Y)?(?:(?P<mo>\d+)M)?(?:(?P<w>\d+)W)?(?:(?P<d>\d+)D)?"
@@ -107,35 +110,46 @@ class DistinctCount(datafusion.Accumulator):
         return pa.scalar(len(self._values), pa.uint64())
 
 
+def _bucket(ts: pa.Array[Any], period: pa.Array[Any], *extra: pa.Array[Any]) -> pa.Array[Any]:
+    if len(ts) == 0:
+        # DataFusion calls it on batches of no rows too (with several input partitions),
+        # where the period and zone arguments have no first value.
+        return pa.array([], pa.timestamp("ms"))
+    zone = str(extra[1][0].as_py() or "") if len(extra) >= 2 else ""
+    return _time_bucket(ts, period, zone)
+
+
+def _bucket_inputs(arguments: int) -> list[pa.DataType]:
+    return [pa.timestamp("ms"), *[pa.string()] * (arguments - 1)]
+
+
+#: gnomon's scalar functions: (function, argument types, result type, name).
+_SCALARS: tuple[tuple[Callable[..., pa.Array[Any]], list[pa.DataType], pa.DataType, str], ...] = (
+    *(
+        (_bucket, _bucket_inputs(n), pa.timestamp("ms"), bucket_name(n))
+        for n in range(2, 3 + EXTRA_ARGUMENTS)
+    ),
+    *pg_functions.SCALARS,
+)
+
+
 def register(ctx: datafusion.SessionContext, errors: list[GnomonError] | None = None) -> None:
     """Add gnomon's functions to ``ctx``. Errors they raise are also appended to ``errors``:
     DataFusion would hand them back flattened into text, Python traceback included."""
 
-    def time_bucket(
-        ts: pa.Array[Any], period: pa.Array[Any], *extra: pa.Array[Any]
-    ) -> pa.Array[Any]:
-        if len(ts) == 0:
-            # DataFusion calls it on batches of no rows too (with several input
-            # partitions), where the period and zone arguments have no first value.
-            return pa.array([], pa.timestamp("ms"))
-        zone = str(extra[1][0].as_py() or "") if len(extra) >= 2 else ""
-        try:
-            return _time_bucket(ts, period, zone)
-        except GnomonError as e:
-            if errors is not None:
-                errors.append(e)
-            raise
+    def reporting(fn: Callable[..., pa.Array[Any]]) -> Callable[..., pa.Array[Any]]:
+        def call(*args: pa.Array[Any]) -> pa.Array[Any]:
+            try:
+                return fn(*args)
+            except GnomonError as e:
+                if errors is not None:
+                    errors.append(e)
+                raise
 
-    for arguments in range(2, 3 + EXTRA_ARGUMENTS):
-        ctx.register_udf(
-            datafusion.udf(
-                time_bucket,
-                [pa.timestamp("ms")] + [pa.string()] * (arguments - 1),
-                pa.timestamp("ms"),
-                "immutable",
-                name=bucket_name(arguments),
-            )
-        )
+        return call
+
+    for fn, inputs, output, name in _SCALARS:
+        ctx.register_udf(datafusion.udf(reporting(fn), inputs, output, "immutable", name=name))
     ctx.register_udaf(
         datafusion.udaf(
             DistinctCount,

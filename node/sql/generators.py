@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from gnomon.errors import TooLarge
 from node.engine.scan import ScanRequest
-from node.sql import cancel
+from node.sql import cancel, functions
 from node.sql.lexer import Kind, Token, tokenize
 
 SETTING = "max_generated_values"
@@ -224,12 +224,13 @@ def _constants(
         values.append(None)
         texts.append(sql[tokens[first].pos : tokens[stop].pos])
     if texts:
+        # gnomon's functions too: a client's catalog query bounds a series by them.
+        ctx = datafusion.SessionContext()
+        functions.register(ctx)
         try:
-            row = (
-                datafusion.SessionContext()
-                .sql("SELECT " + ", ".join(f"{text} AS a{i}" for i, text in enumerate(texts)))
-                .to_arrow_table()
-            )
+            row = ctx.sql(
+                "SELECT " + ", ".join(f"{text} AS a{i}" for i, text in enumerate(texts))
+            ).to_arrow_table()
         except Exception:  # DataFusion reports every failure as a plain Exception
             return None
         evaluated = iter(_integer(row.column(i)[0]) for i in range(row.num_columns))

@@ -197,8 +197,8 @@ class QueryContext:
         self.answer: pa.Table | None = None
         #: DataFusion's own name of each answer column named by its SELECT item's text.
         self.expressions: dict[str, str] = {}
-        #: The rows of ``system.public.tables``, when the query reads it.
-        self.system_tables: pa.Table | None = None
+        #: The rows of each view of the catalog the query reads.
+        self.views: dict[system.View, pa.Table] = {}
 
     @property
     def ctx(self) -> datafusion.SessionContext:
@@ -211,8 +211,8 @@ class QueryContext:
             functions.register(self._ctx, self.errors)
             for name, rows in self.rows.items():
                 self._ctx.from_arrow(rows, name=dq(name))
-            if self.system_tables is not None:
-                system.register(self._ctx, self.system_tables)
+            if self.views:
+                system.register(self._ctx, self.views)
         return self._ctx
 
     def register(
@@ -359,7 +359,7 @@ class QueryContext:
     def forward_to(self) -> str | None:
         """The node to run the planned query at, when another node serves every table it
         reads; None to run it here."""
-        if self.here or self.system_tables is not None or len(self.owners) != 1:
+        if self.here or self.views or len(self.owners) != 1:
             return None
         return next(iter(self.owners))
 
@@ -505,11 +505,14 @@ def new_session() -> datafusion.SessionContext:
     budget reserved in the server's memory budget first."""
     token = cancel.current()
     budget = None if token is None else token.limits.memory_bytes
+    # DataFusion's information_schema would list only the tables a query registered:
+    # gnomon's (node.sql.system) lists the catalog's.
+    config = datafusion.SessionConfig().with_information_schema(False)
     if token is None or budget is None:
-        return datafusion.SessionContext()
+        return datafusion.SessionContext(config)
     token.memory.pool(budget)
     return datafusion.SessionContext(
-        runtime=datafusion.RuntimeEnvBuilder().with_greedy_memory_pool(budget)
+        config, runtime=datafusion.RuntimeEnvBuilder().with_greedy_memory_pool(budget)
     )
 
 

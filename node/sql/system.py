@@ -1,16 +1,21 @@
-"""HoraeDB's system catalog: ``system.public.tables``, one row per table a query may read.
+"""The catalog as tables a query reads: HoraeDB's ``system.public.tables`` and the SQL
+standard's ``information_schema`` (``schemata``, ``tables``, ``columns``), whose rows are
+the tables SHOW TABLES lists (and their columns), made when a query names one and handed to
+DataFusion in place of its own (which knows only the tables a query has registered).
 
-HoraeDB answers it with the columns ``timestamp`` (always 0), ``catalog``, ``schema``,
-``table_name``, ``table_id`` and ``engine``; tools written for HoraeDB list tables so. gnomon
-has one catalog and one schema, named as HoraeDB's defaults (``horaedb``, ``public``) so such
-queries (``WHERE catalog = 'horaedb'``) find the same rows. The rows are the tables SHOW
-TABLES lists, made when a query names the system table and handed to DataFusion as a catalog
-of its own, so ``system.public.tables`` reads as any three-part name does there.
+HoraeDB answers ``system.public.tables`` with the columns ``timestamp`` (always 0),
+``catalog``, ``schema``, ``table_name``, ``table_id`` and ``engine``; tools written for
+HoraeDB list tables so. gnomon has one catalog and one schema, named as HoraeDB's defaults
+(``horaedb``, ``public``) so such queries (``WHERE catalog = 'horaedb'``) find the same
+rows. ``information_schema`` names them as PostgreSQL does (the database ``gnomon``, the
+schema ``public``, column types by their standard names), since the tools that read it
+(Grafana, DBeaver) speak PostgreSQL's dialect.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import datafusion
 import pyarrow as pa
@@ -18,6 +23,9 @@ import pyarrow.dataset as ds
 from datafusion.catalog import Catalog
 from datafusion.catalog import Schema as DfSchema
 
+from node.engine.schema import Schema
+from node.security.principal import DATABASE
+from node.sql import pg_functions
 from node.sql.lexer import Kind, Token
 
 CATALOG = "system"
@@ -27,8 +35,15 @@ TABLES = "tables"
 TABLE_CATALOG = "horaedb"
 TABLE_SCHEMA = "public"
 ENGINE = "Analytic"
+INFORMATION_SCHEMA = "information_schema"
+#: The one database PostgreSQL's clients see (whatever name they ask for), named by
+#: information_schema as every table's catalog; its tables are in DATABASE.
+DATABASE_NAME = "gnomon"
+OWNER = "gnomon"
 
-_NAME = (CATALOG, SCHEMA, TABLES)
+#: A table as SHOW TABLES lists it: its name and id.
+Listed = tuple[str, int]
+Describe = Callable[[str], Schema]
 
 _COLUMNS: list[tuple[str, pa.DataType]] = [
     ("timestamp", pa.timestamp("ms")),
@@ -41,18 +56,37 @@ _COLUMNS: list[tuple[str, pa.DataType]] = [
 TABLES_SCHEMA = pa.schema(_COLUMNS)
 
 
+@dataclass(frozen=True)
+class View:
+    """One table of the catalog: the words that name it and how its rows are made from the
+    tables a query may see."""
+
+    name: tuple[str, ...]
+    #: Its rows, of the tables (name, id) and a table's schema by its name.
+    rows: Callable[[Sequence[Listed], Describe], pa.Table]
+
+
 def references(tokens: Sequence[Token]) -> tuple[int, ...]:
-    """Where ``tokens`` name ``system.public.tables``: the position of each of the name's
-    three words (unquoted in any case, as DataFusion folds them, or quoted as spelled)."""
-    found: list[int] = []
-    for i in range(len(tokens) - 4):
-        words = tokens[i : i + 5 : 2]
-        dots = tokens[i + 1 : i + 4 : 2]
-        if all(_names(t, part) for t, part in zip(words, _NAME, strict=True)) and all(
-            d.kind is Kind.SYMBOL and d.text == "." for d in dots
-        ):
-            found.extend((i, i + 2, i + 4))
-    return tuple(found)
+    """Where ``tokens`` name a view: the position of each of its name's words (unquoted in
+    any case, as DataFusion folds them, or quoted as spelled)."""
+    return tuple(at for _, at in _named(tokens))
+
+
+def named(tokens: Sequence[Token]) -> tuple[View, ...]:
+    """The views ``tokens`` name."""
+    return tuple(dict.fromkeys(view for view, _ in _named(tokens)))
+
+
+def _named(tokens: Sequence[Token]) -> Iterable[tuple[View, int]]:
+    for view in VIEWS:
+        width = 2 * len(view.name) - 1
+        for i in range(len(tokens) - width):
+            words = tokens[i : i + width : 2]
+            dots = tokens[i + 1 : i + width : 2]
+            if all(_names(t, part) for t, part in zip(words, view.name, strict=True)) and all(
+                d.kind is Kind.SYMBOL and d.text == "." for d in dots
+            ):
+                yield from ((view, at) for at in range(i, i + width, 2))
 
 
 def _names(token: Token, part: str) -> bool:
@@ -61,27 +95,82 @@ def _names(token: Token, part: str) -> bool:
     return token.kind is Kind.QUOTED and token.text == part
 
 
-def tables_rows(tables: Iterable[tuple[str, int]]) -> pa.Table:
-    """The rows of ``system.public.tables`` for ``tables`` (name, id)."""
-    listed = list(tables)
-    n = len(listed)
+def tables_rows(tables: Sequence[Listed], _: Describe | None = None) -> pa.Table:
+    """The rows of ``system.public.tables`` for ``tables``."""
+    n = len(tables)
     return pa.table(
         [
             pa.array([0] * n, pa.timestamp("ms")),
             pa.array([TABLE_CATALOG] * n, pa.string()),
             pa.array([TABLE_SCHEMA] * n, pa.string()),
-            pa.array([name for name, _ in listed], pa.string()),
-            pa.array([table_id for _, table_id in listed], pa.uint64()),
+            pa.array([name for name, _ in tables], pa.string()),
+            pa.array([table_id for _, table_id in tables], pa.uint64()),
             pa.array([ENGINE] * n, pa.string()),
         ],
         schema=TABLES_SCHEMA,
     )
 
 
-def register(ctx: datafusion.SessionContext, rows: pa.Table) -> None:
-    """Make ``rows`` DataFusion's ``system.public.tables`` in ``ctx``."""
-    schema = DfSchema.memory_schema()
-    schema.register_table(TABLES, ds.dataset(rows))
-    catalog = Catalog.memory_catalog()
-    catalog.register_schema(SCHEMA, schema)
-    ctx.register_catalog_provider(CATALOG, catalog)
+def _strings(**columns: Sequence[object]) -> pa.Table:
+    return pa.table({k: pa.array(v, pa.string()) for k, v in columns.items()})
+
+
+def _schemata(_: Sequence[Listed], __: Describe) -> pa.Table:
+    names = [INFORMATION_SCHEMA, "pg_catalog", DATABASE]
+    return _strings(catalog_name=[DATABASE_NAME] * 3, schema_name=names, schema_owner=[OWNER] * 3)
+
+
+def _tables(tables: Sequence[Listed], _: Describe) -> pa.Table:
+    n = len(tables)
+    return _strings(
+        table_catalog=[DATABASE_NAME] * n,
+        table_schema=[DATABASE] * n,
+        table_name=[name for name, _ in tables],
+        table_type=["BASE TABLE"] * n,
+    )
+
+
+def _columns(tables: Sequence[Listed], describe: Describe) -> pa.Table:
+    columns = [(name, i, c) for name, _ in tables for i, c in enumerate(describe(name).columns, 1)]
+    n = len(columns)
+    return pa.table(
+        {
+            "table_catalog": pa.array([DATABASE_NAME] * n, pa.string()),
+            "table_schema": pa.array([DATABASE] * n, pa.string()),
+            "table_name": pa.array([t for t, _, _ in columns], pa.string()),
+            "column_name": pa.array([c.name for _, _, c in columns], pa.string()),
+            "ordinal_position": pa.array([i for _, i, _ in columns], pa.int32()),
+            "column_default": pa.array(
+                [None if c.default is None else str(c.default) for _, _, c in columns], pa.string()
+            ),
+            "is_nullable": pa.array(["YES" if c.nullable else "NO" for _, _, c in columns]),
+            "data_type": pa.array(
+                [pg_functions.type_name(c.type.arrow()) for _, _, c in columns], pa.string()
+            ),
+        }
+    )
+
+
+VIEWS = (
+    View((CATALOG, SCHEMA, TABLES), tables_rows),
+    View((INFORMATION_SCHEMA, "schemata"), _schemata),
+    View((INFORMATION_SCHEMA, "tables"), _tables),
+    View((INFORMATION_SCHEMA, "columns"), _columns),
+)
+
+
+def register(ctx: datafusion.SessionContext, views: Mapping[View, pa.Table]) -> None:
+    """Make each of ``views`` a table of ``ctx`` under its name."""
+    schemas: dict[tuple[str, ...], DfSchema] = {}
+    for view, rows in views.items():
+        *path, table = view.name
+        schema = schemas.get(tuple(path))
+        if schema is None:
+            schema = schemas[tuple(path)] = DfSchema.memory_schema()
+            if len(path) == 1:
+                ctx.catalog().register_schema(path[0], schema)
+            else:
+                catalog = Catalog.memory_catalog()
+                catalog.register_schema(path[1], schema)
+                ctx.register_catalog_provider(path[0], catalog)
+        schema.register_table(table, ds.dataset(rows))

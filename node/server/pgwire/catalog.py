@@ -1,52 +1,25 @@
 """What PostgreSQL clients ask before or around their own queries, answered here rather
 than by the SQL engine: session statements (SET, BEGIN, ...) accepted as no-ops, SHOW of a
 server parameter, the session functions (version(), current_setting(), ...) and the
-pg_catalog queries of psql's ``\\dt``, ``\\d table`` and ``\\l``; information_schema
-queries go to DataFusion's own. Other pg_catalog queries answer no rows, so a client's
-optional look-ups succeed."""
+pg_catalog queries of psql's ``\\dt``, ``\\d table`` and ``\\l`` (information_schema
+is the query path's, :mod:`node.sql.system`). Other pg_catalog queries answer no rows, so a
+client's optional look-ups succeed."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyarrow as pa
 
-from gnomon.errors import GnomonError
 from node.security.principal import DATABASE
+from node.sql.pg_functions import SERVER_VERSION, SETTINGS, setting
 from node.sql.result import QueryResult
+from node.sql.system import DATABASE_NAME, OWNER
 
-SERVER_VERSION = "15.0 (gnomon)"
-#: The one database clients see (whatever name they ask for); its tables are in DATABASE.
-DATABASE_NAME = "gnomon"
-OWNER = "gnomon"
 #: OIDs of tables as clients see them: the first user OID plus the table's rank by name.
 FIRST_OID = 16384
-
-#: The parameters reported at startup, and what SHOW and current_setting answer.
-PARAMETERS: Mapping[str, str] = {
-    "server_version": SERVER_VERSION,
-    "server_encoding": "UTF8",
-    "client_encoding": "UTF8",
-    "DateStyle": "ISO, MDY",
-    "integer_datetimes": "on",
-    "TimeZone": "UTC",
-    "standard_conforming_strings": "on",
-    "IntervalStyle": "postgres",
-    "is_superuser": "off",
-    "application_name": "",
-}
-_SETTINGS = {
-    k.lower(): v
-    for k, v in {
-        **PARAMETERS,
-        "transaction_isolation": "read committed",
-        "search_path": DATABASE,
-        "max_identifier_length": "63",
-        "server_version_num": "150000",
-    }.items()
-}
 
 _TAGS = (
     (re.compile(r"^(begin|start\s+transaction)\b", re.I), "BEGIN"),
@@ -69,7 +42,7 @@ _FUNCTION = re.compile(
 #: Queries of PostgreSQL's catalogs: qualified, or naming one of its relations after FROM or
 #: JOIN (a table of gnomon's own may start with pg_ too).
 _CATALOG = re.compile(
-    r"\b(pg_catalog|information_schema)\.|\b(from|join)\s+pg_(class|type|namespace|database"
+    r"\bpg_catalog\.|\b(from|join)\s+pg_(class|type|namespace|database"
     r"|attribute|settings|proc|roles|user|tables|index|am|range|enum|description|extension)\b",
     re.I,
 )
@@ -102,9 +75,9 @@ def answer(sql: str, user: str, execute: Execute) -> Answer | None:
         if pattern.match(text):
             return Answer(tag)
     show = _SHOW.match(text)
-    if show and show.group(1).lower() in _SETTINGS:
+    if show and show.group(1).lower() in SETTINGS:
         name = show.group(1)
-        return Answer("SHOW", _text_rows([name], [[_SETTINGS[name.lower()]]]))
+        return Answer("SHOW", _text_rows([name], [[SETTINGS[name.lower()]]]))
     select = re.match(r"^select\s+(.*)$", text, re.I | re.S)
     if select:
         functions = _functions(select.group(1), user)
@@ -116,20 +89,24 @@ def answer(sql: str, user: str, execute: Execute) -> Answer | None:
 
 
 def _functions(items: str, user: str) -> pa.Table | None:
-    names, values = [], []
+    names: list[str] = []
+    values: list[str | None] = []
     for item in items.split(","):
         found = _FUNCTION.match(item.strip())
         if found is None:
             return None
         fn, arg, alias = found.group(1).lower(), found.group(2), found.group(3)
-        value = {
-            "version": f"PostgreSQL {SERVER_VERSION} on gnomon",
-            "current_database": DATABASE_NAME,
-            "current_schema": DATABASE,
-            "current_user": user,
-            "session_user": user,
-            "current_setting": _SETTINGS.get((arg or "").lower()),
-        }[fn]
+        value = (
+            setting(arg or "")
+            if fn == "current_setting"
+            else {
+                "version": f"PostgreSQL {SERVER_VERSION} on gnomon",
+                "current_database": DATABASE_NAME,
+                "current_schema": DATABASE,
+                "current_user": user,
+                "session_user": user,
+            }[fn]
+        )
         names.append(alias.strip('"') if alias else fn)
         values.append(value)
     return _text_rows(names, [values])
@@ -140,14 +117,6 @@ def _tables(execute: Execute) -> list[str]:
 
 
 def _catalog(text: str, execute: Execute) -> Answer:
-    if "information_schema." in text.lower() and "pg_catalog." not in text.lower():
-        # DataFusion keeps an information_schema of its own: asked first.
-        try:
-            result = execute(text)
-        except GnomonError:
-            return _rows(["?column?"], [])
-        rows = result.answer
-        return Answer(f"SELECT {0 if rows is None else rows.num_rows}", rows)
     if "pg_catalog.pg_database" in text:
         return _rows(
             [

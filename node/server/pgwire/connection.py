@@ -21,9 +21,19 @@ from node.security import scram
 from node.security.authn import Authenticates, basic
 from node.security.context import acting_as
 from node.security.principal import Principal
-from node.server.pgwire import catalog, cursors, messages, params, sqlstate, statements, types
+from node.server.pgwire import (
+    catalog,
+    cursors,
+    dialect,
+    messages,
+    params,
+    sqlstate,
+    statements,
+    types,
+)
 from node.server.pgwire.portals import Portal, Prepared
 from node.sql.cancel import CancelToken, Queries
+from node.sql.pg_functions import PARAMETERS
 from node.sql.result import QueryResult
 
 log = logging.getLogger("gnomon.pgwire")
@@ -165,7 +175,7 @@ class Connection:
                 return False
             self.principal = principal
         self.send(messages.authentication(AUTH_OK))
-        for name, value in catalog.PARAMETERS.items():
+        for name, value in PARAMETERS.items():
             self.send(messages.parameter_status(name, value))
         self.send(messages.backend_key(self.pid, self.secret), self._ready())
         await self.flush()
@@ -270,6 +280,9 @@ class Connection:
                 failure = _failure(e)
                 self.send(messages.error(sqlstate.sqlstate(failure), failure.message))
                 skipping = True
+                # Sent now, as PostgreSQL sends it: a client that asked with Flush (asyncpg
+                # prepares so) waits for it before its Sync, which skipping would not see.
+                await self.flush()
             if kind == b"H":
                 await self.flush()
 
@@ -432,16 +445,23 @@ class Connection:
         with acting_as(self.principal), self.queries.running() as token:
             self.token = token
             try:
-                local = catalog.answer(sql, self.user, self.execute)
+                local = catalog.answer(sql, self.user, self._engine)
                 if local is not None:
                     return local.tag, local.rows
-                result = self.execute(sql)
+                result = self._engine(sql)
             finally:
                 self.token = None
         rows = result.answer
         return statements.tag(
             sql, result.affected_rows, None if rows is None else rows.num_rows
         ), rows
+
+    def _engine(self, sql: str) -> QueryResult:
+        return self.execute(dialect.translate(sql, self.user, self._rows))
+
+    def _rows(self, sql: str) -> pa.Table:
+        answer = self.execute(sql).answer
+        return pa.table({}) if answer is None else answer
 
     def cancel(self) -> None:
         token = self.token

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gnomon.errors import InvalidArgument
+from node.sql.pg_functions import type_name
 
 #: PostgreSQL's epoch for binary timestamps and dates.
 PG_EPOCH = dt.datetime(2000, 1, 1)
@@ -87,63 +88,54 @@ def _str(v: Any) -> bytes:
     return str(v).encode()
 
 
-_BOOL = PgType(BOOL, "boolean", 1, _text_bool, lambda v: b"\x01" if v else b"\x00")
-_INT2 = PgType(INT2, "smallint", 2, _str, lambda v: struct.pack(">h", v))
-_INT4 = PgType(INT4, "integer", 4, _str, lambda v: struct.pack(">i", v))
-_INT8 = PgType(INT8, "bigint", 8, _str, lambda v: struct.pack(">q", v))
-_NUMERIC = PgType(NUMERIC, "numeric", -1, _str, _binary_numeric)
-_FLOAT4 = PgType(FLOAT4, "real", 4, _text_float, lambda v: struct.pack(">f", v))
-_FLOAT8 = PgType(FLOAT8, "double precision", 8, _text_float, lambda v: struct.pack(">d", v))
-_TEXT = PgType(TEXT, "text", -1, lambda v: str(v).encode(), lambda v: str(v).encode())
-_BYTEA = PgType(BYTEA, "bytea", -1, lambda v: b"\\x" + bytes(v).hex().encode(), bytes)
+_BOOL = PgType(BOOL, type_name(pa.bool_()), 1, _text_bool, lambda v: b"\x01" if v else b"\x00")
+_INT2 = PgType(INT2, type_name(pa.int16()), 2, _str, lambda v: struct.pack(">h", v))
+_INT4 = PgType(INT4, type_name(pa.int32()), 4, _str, lambda v: struct.pack(">i", v))
+_INT8 = PgType(INT8, type_name(pa.int64()), 8, _str, lambda v: struct.pack(">q", v))
+_NUMERIC = PgType(NUMERIC, type_name(pa.uint64()), -1, _str, _binary_numeric)
+_FLOAT4 = PgType(FLOAT4, type_name(pa.float32()), 4, _text_float, lambda v: struct.pack(">f", v))
+_FLOAT8 = PgType(FLOAT8, type_name(pa.float64()), 8, _text_float, lambda v: struct.pack(">d", v))
+_TEXT = PgType(
+    TEXT, type_name(pa.string()), -1, lambda v: str(v).encode(), lambda v: str(v).encode()
+)
+_BYTEA = PgType(
+    BYTEA, type_name(pa.binary()), -1, lambda v: b"\\x" + bytes(v).hex().encode(), bytes
+)
 _TIMESTAMP = PgType(
     TIMESTAMP,
-    "timestamp without time zone",
+    type_name(pa.timestamp("us")),
     8,
     _text_timestamp,
     lambda v: struct.pack(">q", _micros(v)),
 )
 _TIMESTAMPTZ = PgType(
     TIMESTAMPTZ,
-    "timestamp with time zone",
+    type_name(pa.timestamp("us", "UTC")),
     8,
     _text_timestamptz,
     lambda v: struct.pack(">q", _micros(v)),
 )
 _DATE = PgType(
     DATE,
-    "date",
+    type_name(pa.date32()),
     4,
     lambda v: v.isoformat().encode(),
     lambda v: struct.pack(">i", (v - PG_EPOCH_DATE).days),
 )
 
 
+_BY_NAME = {
+    t.name: t
+    for t in (
+        _BOOL, _INT2, _INT4, _INT8, _NUMERIC, _FLOAT4, _FLOAT8, _TEXT, _BYTEA, _TIMESTAMP,
+        _TIMESTAMPTZ, _DATE,
+    )
+}  # fmt: skip
+
+
 def pg_type(arrow: pa.DataType) -> PgType:
     """The PostgreSQL type an Arrow column is described and sent as (text for the rest)."""
-    if pa.types.is_dictionary(arrow):
-        return pg_type(arrow.value_type)
-    if pa.types.is_boolean(arrow):
-        return _BOOL
-    if pa.types.is_int8(arrow) or pa.types.is_int16(arrow) or pa.types.is_uint8(arrow):
-        return _INT2
-    if pa.types.is_int32(arrow) or pa.types.is_uint16(arrow):
-        return _INT4
-    if pa.types.is_int64(arrow) or pa.types.is_uint32(arrow):
-        return _INT8
-    if pa.types.is_uint64(arrow):
-        return _NUMERIC
-    if pa.types.is_float16(arrow) or pa.types.is_float32(arrow):
-        return _FLOAT4
-    if pa.types.is_float64(arrow):
-        return _FLOAT8
-    if pa.types.is_timestamp(arrow):
-        return _TIMESTAMP if arrow.tz is None else _TIMESTAMPTZ
-    if pa.types.is_date32(arrow) or pa.types.is_date64(arrow):
-        return _DATE
-    if pa.types.is_binary(arrow) or pa.types.is_large_binary(arrow):
-        return _BYTEA
-    return _TEXT
+    return _BY_NAME[type_name(arrow)]
 
 
 #: Types whose text form Arrow's cast to string writes as PostgreSQL reads it.
