@@ -17,7 +17,7 @@ import pyarrow as pa
 from gnomon.errors import InvalidArgument
 from node.engine.engine import Engine
 from node.engine.options import UpdateMode
-from node.engine.schema import TSID, ColumnType
+from node.engine.schema import TSID, ColumnType, Schema
 from node.partition.parts import by_owner
 from node.partition.tables import (
     PartitionedCatalog,
@@ -202,6 +202,14 @@ class SqlExecutor:
             return replace(stmt, table=table, columns=[resolve(c, names) for c in stmt.columns])
         return replace(stmt, table=table)
 
+    def _schema_of(self, name: str) -> Schema:
+        """The schema of the table ``name``, here or where another node serves it."""
+        if name not in self.catalog.list_tables():
+            remote = self.remote.find([name]).get(name)
+            if remote is not None:
+                return remote.schema
+        return self.catalog.describe(name).schema
+
     def _table_name(self, name: str) -> str:
         """The table ``name`` means (:func:`node.sql.parser.resolve`): among the tables here,
         else among the database's (in a cluster, those other nodes serve too), so every node
@@ -233,10 +241,7 @@ class SqlExecutor:
         if analysis.system:
             ids = dict(self.catalog.shown_tables())
             listed = [(n, ids[n]) for n in visible(ids)]
-            qc.views = {
-                view: view.rows(listed, lambda name: self.catalog.describe(name).schema)
-                for view in system.named(tokens)
-            }
+            qc.views = {view: view.rows(listed, self._schema_of) for view in system.named(tokens)}
         for name, table in found.items():
             qc.register_remote(name, table)
         for t in analysis.travel:

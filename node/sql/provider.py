@@ -18,6 +18,7 @@ import pyarrow.dataset as ds
 
 from gnomon.errors import GnomonError
 from node.engine.scan import ScanRequest, ScanStats
+from node.engine.schema import Schema
 from node.sql import cancel
 from node.tables import LocalReader
 
@@ -169,6 +170,10 @@ class RemoteTable(Protocol):
     @property
     def owner(self) -> str:
         """The node serving it (its gRPC endpoint)."""
+
+    @property
+    def schema(self) -> Schema:
+        """Its schema, as its owner describes it."""
 
     def dataset(self, scans: list[ScanRecord], errors: list[GnomonError]) -> ds.Dataset:
         """The table as a DataFusion table, recording its scans in ``scans``."""

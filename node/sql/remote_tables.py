@@ -19,6 +19,7 @@ import pyarrow.dataset as ds
 from gnomon.errors import GnomonError
 from node.cluster.remote import FlightReaders, FlightTableReader
 from node.engine.scan import ScanRequest
+from node.engine.schema import Schema
 from node.sql import cancel
 from node.sql.provider import ScanRecord, recorded
 
@@ -83,6 +84,10 @@ class FlightTable:
     def owner(self) -> str:
         """The owner's gRPC endpoint (what names a node)."""
         return self.reader.owner
+
+    @property
+    def schema(self) -> Schema:
+        return self.reader.schema(self.name)
 
     def dataset(self, scans: list[ScanRecord], errors: list[GnomonError]) -> RemoteDataset:
         return RemoteDataset(self.name, self.reader, scans=scans, errors=errors)

@@ -35,6 +35,7 @@ from gnomon_app.devcluster.cluster import NAMESPACE, DevCluster, NodeEndpoints
 from meta.client import MetaClient
 from node.engine.compaction.client import CompactionClient
 from node.security.principal import Privilege
+from tests.pgwire import test_grafana as grafana
 from tests.server.test_grpc import decode
 
 pytestmark = pytest.mark.cluster
@@ -189,6 +190,14 @@ def test_postgres_protocol_through_every_node_by_grants(
                 rows = conn.execute(query.format(table)).fetchall()
                 assert rows == [(r["host"], r["v"]) for r in body["rows"]], (node.name, table)
                 assert rows == [("pg", 3.5)], (node.name, table)
+            # Grafana's table and column lists name the tables of every node.
+            listed = [name for (name,) in conn.execute(grafana.TABLES).fetchall()]
+            assert set(TABLES) <= set(listed), node.name
+            for table in TABLES:
+                status, body = _http_sql(cluster, node, f"DESCRIBE {table}", _basic(*admin))
+                assert status == 200, body
+                columns = conn.execute(grafana.columns(table)).fetchall()
+                assert [c for c, _ in columns] == [r["name"] for r in body["rows"]], node.name
 
 
 def test_grpc_sql_through_a_non_owner_by_grants(
