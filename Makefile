@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-stamp
 DEV_STAMP := $(VENV)/.installed-dev-stamp
 
-.PHONY: run test test-unit lint bench clean hooks chromium prometheus
+.PHONY: run test test-unit lint bench clean hooks chromium prometheus pgjdbc
 
 $(RUN_STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -32,11 +32,15 @@ chromium:
 prometheus:
 	@command -v prometheus >/dev/null && command -v promtool >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y prometheus)
 
+# The PostgreSQL protocol tests drive pgjdbc (DBeaver's driver) with Debian's JDK.
+pgjdbc:
+	@test -f /usr/share/java/postgresql.jar && command -v javac >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y libpostgresql-jdbc-java default-jdk-headless)
+
 # Four workers, each running whole test files (a file's module fixtures, such as a cluster,
 # serve its tests once): most tests wait on servers they started, so two cores keep four
 # busy (six were slower: the cores were full). pytest exits 5 when it collects nothing;
 # that is not a failure.
-test: $(DEV_STAMP) hooks chromium prometheus
+test: $(DEV_STAMP) hooks chromium prometheus pgjdbc
 	$(PY) -m pytest -q -p no:cacheprovider -n 4 --dist loadfile; rc=$$?; if [ $$rc -eq 5 ]; then exit 0; fi; exit $$rc
 
 # The quick tier alone (tests in this process, no servers started).

@@ -1,13 +1,17 @@
 """PostgreSQL's functions that its clients call in their catalog queries, added to every
 session so they run on the one query path whichever protocol sent them: the server's
-settings (``current_setting``), identifiers quoted and parsed as PostgreSQL quotes them
-(``quote_ident``, ``parse_ident``) and the bounds of one-dimensional arrays
-(``array_lower``, ``array_upper``)."""
+settings (``current_setting``, ``current_schemas``), identifiers quoted and parsed as
+PostgreSQL quotes them (``quote_ident``, ``parse_ident``), the bounds of one-dimensional
+arrays (``array_lower``, ``array_upper``), type names by OID (``format_type``), and the
+catalog look-ups whose answer is the same for every gnomon object (``pg_table_is_visible``,
+``pg_get_userbyid``, ``pg_get_expr``, ``obj_description``, ``col_description``). Also the
+PostgreSQL types gnomon's columns are sent as."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -63,29 +67,62 @@ _KEYWORDS = frozenset(
 )
 
 
+#: The OIDs of PostgreSQL's types gnomon's columns are sent as.
+BOOL, BYTEA, INT8, INT2, INT4, TEXT = 16, 17, 20, 21, 23, 25
+FLOAT4, FLOAT8, VARCHAR, DATE, TIMESTAMP, TIMESTAMPTZ, NUMERIC = (
+    700, 701, 1043, 1082, 1114, 1184, 1700
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PgType:
+    """A PostgreSQL type as its catalog lists it."""
+
+    oid: int
+    #: pg_type.typname
+    typname: str
+    #: The standard name (format_type's, information_schema's).
+    name: str
+    #: pg_type.typlen: bytes of a fixed-size value, -1 for variable size.
+    size: int
+    matches: Callable[[pa.DataType], bool]
+
+
+TYPES: tuple[PgType, ...] = (
+    PgType(BOOL, "bool", "boolean", 1, pa.types.is_boolean),
+    PgType(INT2, "int2", "smallint", 2, lambda t: t in (pa.int8(), pa.int16(), pa.uint8())),
+    PgType(INT4, "int4", "integer", 4, lambda t: t in (pa.int32(), pa.uint16())),
+    PgType(INT8, "int8", "bigint", 8, lambda t: t in (pa.int64(), pa.uint32())),
+    PgType(NUMERIC, "numeric", "numeric", -1, pa.types.is_uint64),
+    PgType(FLOAT4, "float4", "real", 4, lambda t: t in (pa.float16(), pa.float32())),
+    PgType(FLOAT8, "float8", "double precision", 8, pa.types.is_float64),
+    PgType(
+        TIMESTAMP,
+        "timestamp",
+        "timestamp without time zone",
+        8,
+        lambda t: pa.types.is_timestamp(t) and t.tz is None,
+    ),
+    PgType(TIMESTAMPTZ, "timestamptz", "timestamp with time zone", 8, pa.types.is_timestamp),
+    PgType(DATE, "date", "date", 4, lambda t: pa.types.is_date32(t) or pa.types.is_date64(t)),
+    PgType(
+        BYTEA, "bytea", "bytea", -1, lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t)
+    ),
+    PgType(TEXT, "text", "text", -1, lambda _: True),
+)
+_BY_OID = {t.oid: t for t in TYPES}
+
+
+def pg_type(arrow: pa.DataType) -> PgType:
+    """The PostgreSQL type a column of ``arrow`` is sent as (text for any other)."""
+    if pa.types.is_dictionary(arrow):
+        return pg_type(arrow.value_type)
+    return next(t for t in TYPES if t.matches(arrow))
+
+
 def type_name(arrow: pa.DataType) -> str:
     """The standard name of the PostgreSQL type a column of ``arrow`` is sent as."""
-    if pa.types.is_dictionary(arrow):
-        return type_name(arrow.value_type)
-    for test, name in _TYPE_NAMES:
-        if test(arrow):
-            return name
-    return "text"
-
-
-_TYPE_NAMES: tuple[tuple[Callable[[pa.DataType], bool], str], ...] = (
-    (pa.types.is_boolean, "boolean"),
-    (lambda t: t in (pa.int8(), pa.int16(), pa.uint8()), "smallint"),
-    (lambda t: t in (pa.int32(), pa.uint16()), "integer"),
-    (lambda t: t in (pa.int64(), pa.uint32()), "bigint"),
-    (pa.types.is_uint64, "numeric"),
-    (lambda t: t in (pa.float16(), pa.float32()), "real"),
-    (pa.types.is_float64, "double precision"),
-    (lambda t: pa.types.is_timestamp(t) and t.tz is None, "timestamp without time zone"),
-    (pa.types.is_timestamp, "timestamp with time zone"),
-    (lambda t: pa.types.is_date32(t) or pa.types.is_date64(t), "date"),
-    (lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t), "bytea"),
-)
+    return pg_type(arrow).name
 
 
 def quote_ident(name: str) -> str:
@@ -157,7 +194,38 @@ def _bound(lower: bool) -> Any:
     return bound
 
 
-_TEXT, _TEXTS = pa.string(), pa.list_(pa.string())
+#: The schemas always searched, as current_schemas(true) names them.
+SCHEMAS_SEARCHED = ("pg_catalog", DATABASE)
+#: The role every object is owned by.
+OWNER = "gnomon"
+
+
+def _current_schemas(implicit: pa.Array[Any]) -> pa.Array[Any]:
+    searched = list(SCHEMAS_SEARCHED)
+    return pa.array(
+        [None if i is None else searched if i else searched[1:] for i in implicit.to_pylist()],
+        pa.list_(pa.string()),
+    )
+
+
+def _format_type(oids: pa.Array[Any], _: pa.Array[Any]) -> pa.Array[Any]:
+    return pa.array(
+        [None if o is None or o not in _BY_OID else _BY_OID[o].name for o in oids.to_pylist()],
+        pa.string(),
+    )
+
+
+def _constant(value: object, kind: pa.DataType) -> Callable[..., pa.Array[Any]]:
+    """A function answering ``value`` whatever it is given: gnomon has one owner, no
+    comments, no defaults kept as expressions, and every table visible."""
+
+    def answer(first: pa.Array[Any], *_: pa.Array[Any]) -> pa.Array[Any]:
+        return pa.array([value] * len(first), kind)
+
+    return answer
+
+
+_TEXT, _TEXTS, _OID = pa.string(), pa.list_(pa.string()), pa.int64()
 
 #: The functions: (function, argument types, result type, name).
 SCALARS: tuple[tuple[Callable[..., pa.Array[Any]], list[pa.DataType], pa.DataType, str], ...] = (
@@ -166,4 +234,11 @@ SCALARS: tuple[tuple[Callable[..., pa.Array[Any]], list[pa.DataType], pa.DataTyp
     (_parse_ident, [_TEXT], _TEXTS, "parse_ident"),
     (_bound(lower=True), [_TEXTS, pa.int64()], pa.int64(), "array_lower"),
     (_bound(lower=False), [_TEXTS, pa.int64()], pa.int64(), "array_upper"),
+    (_current_schemas, [pa.bool_()], _TEXTS, "current_schemas"),
+    (_format_type, [_OID, pa.int64()], _TEXT, "format_type"),
+    (_constant(True, pa.bool_()), [_OID], pa.bool_(), "pg_table_is_visible"),
+    (_constant(OWNER, _TEXT), [_OID], _TEXT, "pg_get_userbyid"),
+    (_constant(None, _TEXT), [_TEXT, _OID], _TEXT, "pg_get_expr"),
+    (_constant(None, _TEXT), [_OID, _TEXT], _TEXT, "obj_description"),
+    (_constant(None, _TEXT), [_OID, pa.int64()], _TEXT, "col_description"),
 )

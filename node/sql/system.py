@@ -39,7 +39,7 @@ INFORMATION_SCHEMA = "information_schema"
 #: The one database PostgreSQL's clients see (whatever name they ask for), named by
 #: information_schema as every table's catalog; its tables are in DATABASE.
 DATABASE_NAME = "gnomon"
-OWNER = "gnomon"
+OWNER = pg_functions.OWNER
 
 #: A table as SHOW TABLES lists it: its name and id.
 Listed = tuple[str, int]
@@ -151,12 +151,132 @@ def _columns(tables: Sequence[Listed], describe: Describe) -> pa.Table:
     )
 
 
+# -- pg_catalog: PostgreSQL's own catalog, as its drivers (pgjdbc: DBeaver's) read it ----------
+
+PG_CATALOG = "pg_catalog"
+#: OIDs as PostgreSQL numbers them: its catalog's relations and schemas, then gnomon's tables
+#: from the first user OID, by rank of name.
+RELATIONS = {
+    "pg_type": 1247,
+    "pg_attribute": 1249,
+    "pg_class": 1259,
+    "pg_attrdef": 2604,
+    "pg_description": 2609,
+    "pg_namespace": 2615,
+}
+NAMESPACES = {PG_CATALOG: 11, DATABASE: 2200, INFORMATION_SCHEMA: 13000}
+FIRST_OID = 16384
+OWNER_OID = 10
+
+
+def _oids(tables: Sequence[Listed]) -> list[tuple[int, str]]:
+    return [(FIRST_OID + i, name) for i, name in enumerate(sorted(name for name, _ in tables))]
+
+
+def _table(columns: Mapping[str, tuple[pa.DataType, Sequence[object]]]) -> pa.Table:
+    return pa.table({name: pa.array(values, kind) for name, (kind, values) in columns.items()})
+
+
+def _pg_namespace(_: Sequence[Listed], __: Describe) -> pa.Table:
+    n = len(NAMESPACES)
+    return _table(
+        {
+            "oid": (pa.int64(), list(NAMESPACES.values())),
+            "nspname": (pa.string(), list(NAMESPACES)),
+            "nspowner": (pa.int64(), [OWNER_OID] * n),
+        }
+    )
+
+
+def _pg_class(tables: Sequence[Listed], _: Describe) -> pa.Table:
+    oids = _oids(tables)
+    n = len(oids)
+    return _table(
+        {
+            "oid": (pa.int64(), [oid for oid, _ in oids]),
+            "relname": (pa.string(), [name for _, name in oids]),
+            "relnamespace": (pa.int64(), [NAMESPACES[DATABASE]] * n),
+            "relkind": (pa.string(), ["r"] * n),
+            "relowner": (pa.int64(), [OWNER_OID] * n),
+            "relpersistence": (pa.string(), ["p"] * n),
+            "relispartition": (pa.bool_(), [False] * n),
+            "relhasindex": (pa.bool_(), [False] * n),
+            "reltablespace": (pa.int64(), [0] * n),
+        }
+    )
+
+
+def _pg_attribute(tables: Sequence[Listed], describe: Describe) -> pa.Table:
+    columns = [
+        (oid, i, c, pg_functions.pg_type(c.type.arrow()))
+        for oid, name in _oids(tables)
+        for i, c in enumerate(describe(name).columns, 1)
+    ]
+    n = len(columns)
+    return _table(
+        {
+            "attrelid": (pa.int64(), [oid for oid, _, _, _ in columns]),
+            "attname": (pa.string(), [c.name for _, _, c, _ in columns]),
+            "atttypid": (pa.int64(), [t.oid for _, _, _, t in columns]),
+            "attlen": (pa.int64(), [t.size for _, _, _, t in columns]),
+            "attnum": (pa.int64(), [i for _, i, _, _ in columns]),
+            "atttypmod": (pa.int64(), [-1] * n),
+            "attnotnull": (pa.bool_(), [not c.nullable for _, _, c, _ in columns]),
+            "attisdropped": (pa.bool_(), [False] * n),
+            "atthasdef": (pa.bool_(), [False] * n),
+            "attidentity": (pa.string(), [""] * n),
+            "attgenerated": (pa.string(), [""] * n),
+            "attcollation": (pa.int64(), [0] * n),
+        }
+    )
+
+
+def _pg_type(_: Sequence[Listed], __: Describe) -> pa.Table:
+    types = pg_functions.TYPES
+    n = len(types)
+    return _table(
+        {
+            "oid": (pa.int64(), [t.oid for t in types]),
+            "typname": (pa.string(), [t.typname for t in types]),
+            "typnamespace": (pa.int64(), [NAMESPACES[PG_CATALOG]] * n),
+            "typlen": (pa.int64(), [t.size for t in types]),
+            "typtype": (pa.string(), ["b"] * n),
+            "typnotnull": (pa.bool_(), [False] * n),
+            "typtypmod": (pa.int64(), [-1] * n),
+            "typbasetype": (pa.int64(), [0] * n),
+            "typelem": (pa.int64(), [0] * n),
+            "typrelid": (pa.int64(), [0] * n),
+        }
+    )
+
+
+def _none(**columns: pa.DataType) -> Callable[[Sequence[Listed], Describe], pa.Table]:
+    """A catalog table gnomon keeps no rows in (comments, default expressions)."""
+    empty = pa.table({name: pa.array([], kind) for name, kind in columns.items()})
+    return lambda _, __: empty
+
+
 VIEWS = (
     View((CATALOG, SCHEMA, TABLES), tables_rows),
     View((INFORMATION_SCHEMA, "schemata"), _schemata),
     View((INFORMATION_SCHEMA, "tables"), _tables),
     View((INFORMATION_SCHEMA, "columns"), _columns),
+    View((PG_CATALOG, "pg_namespace"), _pg_namespace),
+    View((PG_CATALOG, "pg_class"), _pg_class),
+    View((PG_CATALOG, "pg_attribute"), _pg_attribute),
+    View((PG_CATALOG, "pg_type"), _pg_type),
+    View(
+        (PG_CATALOG, "pg_description"),
+        _none(objoid=pa.int64(), classoid=pa.int64(), objsubid=pa.int64(), description=pa.string()),
+    ),
+    View(
+        (PG_CATALOG, "pg_attrdef"),
+        _none(oid=pa.int64(), adrelid=pa.int64(), adnum=pa.int64(), adbin=pa.string()),
+    ),
 )
+#: The pg_catalog relations a query may read (any other answers no rows over PostgreSQL's
+#: protocol).
+PG_CATALOG_VIEWS = frozenset(v.name[1] for v in VIEWS if v.name[0] == PG_CATALOG)
 
 
 def register(ctx: datafusion.SessionContext, views: Mapping[View, pa.Table]) -> None:

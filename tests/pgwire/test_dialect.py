@@ -93,3 +93,16 @@ def test_statements_other_than_queries_are_not_read() -> None:
         "SELECT 'unterminated",
     ):
         assert translate(sql) == sql
+
+
+def test_catalog_functions_and_relation_oids() -> None:
+    assert translate(
+        "SELECT pg_catalog.pg_get_expr(d.adbin, d.adrelid), c.relname FROM pg_catalog.pg_class c "
+        "JOIN pg_catalog.pg_description d ON d.classoid = 'pg_class'::regclass "
+        "AND d.objsubid = 'pg_catalog.pg_attribute'::regclass"
+    ) == (
+        "SELECT pg_get_expr(d.adbin, d.adrelid), c.relname FROM pg_catalog.pg_class c "
+        "JOIN pg_catalog.pg_description d ON d.classoid = 1259 AND d.objsubid = 1249"
+    )
+    # A relation gnomon's catalog does not hold is left to the engine, which names it.
+    assert translate("SELECT 'pg_proc'::regclass") == "SELECT 'pg_proc'::regclass"

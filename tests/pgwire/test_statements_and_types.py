@@ -11,6 +11,7 @@ import pytest
 
 from gnomon.errors import InvalidArgument
 from node.server.pgwire import params, statements, types
+from node.sql import pg_functions
 
 pytestmark = pytest.mark.unit
 
@@ -32,22 +33,22 @@ def test_substitute_leaves_quoted_dollars() -> None:
 
 
 def test_parameters_as_literals() -> None:
-    assert types.literal(None, types.INT8, False) == "NULL"
+    assert types.literal(None, pg_functions.INT8, False) == "NULL"
     assert types.literal(b"o'k", types.UNKNOWN, False) == "'o''k'"
-    assert types.literal(b"42", types.INT4, False) == "42"
-    assert types.literal(struct.pack(">q", -7), types.INT8, True) == "-7"
-    assert types.literal(b"\x01", types.BOOL, True) == "TRUE"
+    assert types.literal(b"42", pg_functions.INT4, False) == "42"
+    assert types.literal(struct.pack(">q", -7), pg_functions.INT8, True) == "-7"
+    assert types.literal(b"\x01", pg_functions.BOOL, True) == "TRUE"
     micros = struct.pack(">q", 86_400_000_000)
-    assert types.literal(micros, types.TIMESTAMP, True) == "TIMESTAMP '2000-01-02 00:00:00'"
+    assert types.literal(micros, pg_functions.TIMESTAMP, True) == "TIMESTAMP '2000-01-02 00:00:00'"
     with pytest.raises(InvalidArgument):
-        types.literal(b"1; DROP TABLE t", types.INT8, False)
+        types.literal(b"1; DROP TABLE t", pg_functions.INT8, False)
     with pytest.raises(InvalidArgument):
-        types.literal(b"\x00", types.INT8, True)
+        types.literal(b"\x00", pg_functions.INT8, True)
 
 
 def test_binary_values() -> None:
     ts = types.pg_type(pa.timestamp("ms"))
-    assert ts.oid == types.TIMESTAMP
+    assert ts.oid == pg_functions.TIMESTAMP
     assert ts.binary(dt.datetime(2000, 1, 1, 0, 0, 1)) == struct.pack(">q", 1_000_000)
     assert ts.text(dt.datetime(2023, 11, 14, 22, 13, 20)) == b"2023-11-14 22:13:20"
     tz = types.pg_type(pa.timestamp("us", "UTC"))
@@ -65,7 +66,7 @@ def test_parameter_types_from_the_columns_compared() -> None:
     columns = {"host": "string", "cores": "bigint", "ts": "timestamp"}
     sql = 'SELECT * FROM cpu WHERE "host" = $1 AND $2 < cores AND ts >= $3 AND $4 IS NULL'
     got = params.infer(sql, [0, 0, 0, 0], columns)
-    assert got == [types.TEXT, types.INT8, types.TIMESTAMP, types.TEXT]
+    assert got == [pg_functions.TEXT, pg_functions.INT8, pg_functions.TIMESTAMP, pg_functions.TEXT]
     # What the client specified stays.
-    assert params.infer(sql, [types.INT4, 0, 0, 0], columns)[0] == types.INT4
+    assert params.infer(sql, [pg_functions.INT4, 0, 0, 0], columns)[0] == pg_functions.INT4
     assert params.tables_in('SELECT 1 FROM a JOIN "b" ON x = y') == ["a", "b"]

@@ -16,10 +16,7 @@ import pyarrow as pa
 from node.security.principal import DATABASE
 from node.sql.pg_functions import SERVER_VERSION, SETTINGS, setting
 from node.sql.result import QueryResult
-from node.sql.system import DATABASE_NAME, OWNER
-
-#: OIDs of tables as clients see them: the first user OID plus the table's rank by name.
-FIRST_OID = 16384
+from node.sql.system import DATABASE_NAME, FIRST_OID, OWNER, PG_CATALOG_VIEWS
 
 _TAGS = (
     (re.compile(r"^(begin|start\s+transaction)\b", re.I), "BEGIN"),
@@ -46,6 +43,8 @@ _CATALOG = re.compile(
     r"|attribute|settings|proc|roles|user|tables|index|am|range|enum|description|extension)\b",
     re.I,
 )
+#: The relations of pg_catalog a query names (functions, followed by "(", are not).
+_CATALOG_RELATION = re.compile(r"\bpg_catalog\.(\w+)\b(?!\s*\()", re.I)
 _NAME_PATTERN = re.compile(r"relname OPERATOR\(pg_catalog\.~\) '([^']*)'")
 _RELKINDS = re.compile(r"c\.relkind IN \(([^)]*)\)")
 _OID = re.compile(r"(?:c\.oid|attrelid) = '(\d+)'")
@@ -157,10 +156,12 @@ def _catalog(text: str, execute: Execute) -> Answer:
         )
     if "FROM pg_catalog.pg_namespace n" in text and '"Name"' in text:
         return _rows(["Name", "Owner"], [[DATABASE, OWNER]])
+    # psql's listings and look-ups by name all ask whether a relation is visible.
+    psql = "pg_catalog.pg_table_is_visible(c.oid)" in text
     kinds = _RELKINDS.search(text)
-    if kinds is not None and "'r'" not in kinds.group(1):
+    if psql and kinds is not None and "'r'" not in kinds.group(1):
         return _rows(["Schema", "Name", "Type", "Owner"], [])  # views, indexes: none
-    if "FROM pg_catalog.pg_class c" in text and "relname" in text:
+    if psql and "FROM pg_catalog.pg_class c" in text and "relname" in text:
         pattern = _NAME_PATTERN.search(text)
         wanted = re.compile(pattern.group(1)) if pattern else None
         tables = [
@@ -174,6 +175,11 @@ def _catalog(text: str, execute: Execute) -> Answer:
                 [[DATABASE, t, "table", OWNER] for _, t in tables],
             )
         return _rows(["oid", "nspname", "relname"], [[str(o), DATABASE, t] for o, t in tables])
+    named = {name.lower() for name in _CATALOG_RELATION.findall(text)}
+    if named and named <= PG_CATALOG_VIEWS:
+        # The query path holds these relations (node.sql.system): the query runs there.
+        rows = execute(text).answer
+        return Answer(f"SELECT {0 if rows is None else rows.num_rows}", rows)
     return _rows(["?column?"], [])
 
 

@@ -1,6 +1,6 @@
 """PostgreSQL's own forms in a query, as DataFusion reads them. Clients such as Grafana send
-catalog queries written for PostgreSQL alone; three of its rules are applied here, each
-a rule of PostgreSQL's that DataFusion lacks, not a pattern of one client's text:
+catalog queries written for PostgreSQL alone; five of its rules are applied here, each a
+rule of PostgreSQL's that DataFusion lacks, not a pattern of one client's text:
 
 - ``user``, ``current_user``, ``session_user`` and ``current_role`` are keywords naming the
   session's user, not columns: they become that name as a literal.
@@ -11,6 +11,9 @@ a rule of PostgreSQL's that DataFusion lacks, not a pattern of one client's text
   (PostgreSQL's initplan): it is run once and its values written in its place. DataFusion
   plans such a subquery in a filter or a projection but not in ORDER BY, where Grafana's
   table list has it.
+- A function qualified by ``pg_catalog`` is the function: that schema is always searched.
+- ``'pg_class'::regclass`` is the OID of that relation of pg_catalog (pgjdbc joins
+  comments so).
 
 Only queries (SELECT, WITH) are read; anything that does not tokenize is left to the
 engine, which words its error."""
@@ -24,6 +27,7 @@ import pyarrow as pa
 from gnomon.errors import GnomonError
 from node.sql.lexer import Kind, Token, tokenize
 from node.sql.rewrite import raw
+from node.sql.system import PG_CATALOG, RELATIONS
 
 #: Runs a query, answering its rows.
 Query = Callable[[str], pa.Table]
@@ -58,7 +62,15 @@ def translate(sql: str, user: str, query: Query) -> str:
         tokens[0].text == "(" and tokens[1].is_word("SELECT", "WITH")
     ):
         return sql
-    sql = _apply(sql, [*_session_users(tokens, user), *_function_aliases(sql, tokens)])
+    sql = _apply(
+        sql,
+        [
+            *_session_users(tokens, user),
+            *_function_aliases(sql, tokens),
+            *_catalog_functions(tokens),
+            *_relation_oids(sql, tokens),
+        ],
+    )
     return _apply(sql, _constant_subqueries(sql, tokenize(sql), query))
 
 
@@ -91,6 +103,31 @@ def _session_users(tokens: Sequence[Token], user: str) -> list[_Edit]:
         and (i == 0 or tokens[i - 1].text != ".")
         and tokens[i + 1].text not in ("(", ".")
     ]
+
+
+def _catalog_functions(tokens: Sequence[Token]) -> list[_Edit]:
+    """``pg_catalog.f(...)`` as ``f(...)``: pg_catalog is searched first, always."""
+    return [
+        (t.pos, tokens[i + 2].pos, "")
+        for i, t in enumerate(tokens[:-3])
+        if t.identifier == PG_CATALOG and tokens[i + 1].text == "." and tokens[i + 3].text == "("
+    ]
+
+
+def _relation_oids(sql: str, tokens: Sequence[Token]) -> list[_Edit]:
+    """``'pg_class'::regclass`` as the relation's OID, for pg_catalog's relations."""
+    edits: list[_Edit] = []
+    for i, t in enumerate(tokens[:-2]):
+        cast = tokens[i + 2]
+        if (
+            t.kind is Kind.STRING
+            and tokens[i + 1].text == "::"
+            and cast.identifier == "regclass"
+            and t.text.removeprefix(f"{PG_CATALOG}.") in RELATIONS
+        ):
+            oid = RELATIONS[t.text.removeprefix(f"{PG_CATALOG}.")]
+            edits.append((t.pos, _end(cast, sql), str(oid)))
+    return edits
 
 
 def _closing(tokens: Sequence[Token], i: int) -> int:

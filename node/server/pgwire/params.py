@@ -8,29 +8,30 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 
 from node.server.pgwire import types
+from node.sql import pg_functions
 
 _OPERATOR = r"(?:=|<>|!=|<=|>=|<|>)"
 _TABLES = re.compile(r'\b(?:from|join)\s+"?(\w+)"?', re.I)
 
 #: gnomon's column type names (DESCRIBE's ``type``) as PostgreSQL types.
 _BY_NAME: Mapping[str, int] = {
-    "boolean": types.BOOL,
-    "tinyint": types.INT2,
-    "smallint": types.INT2,
-    "int": types.INT4,
-    "integer": types.INT4,
-    "bigint": types.INT8,
-    "uint8": types.INT2,
-    "uint16": types.INT4,
-    "uint32": types.INT8,
-    "uint64": types.NUMERIC,
-    "float": types.FLOAT4,
-    "double": types.FLOAT8,
-    "string": types.TEXT,
-    "varchar": types.TEXT,
-    "timestamp": types.TIMESTAMP,
-    "date": types.DATE,
-    "varbinary": types.BYTEA,
+    "boolean": pg_functions.BOOL,
+    "tinyint": pg_functions.INT2,
+    "smallint": pg_functions.INT2,
+    "int": pg_functions.INT4,
+    "integer": pg_functions.INT4,
+    "bigint": pg_functions.INT8,
+    "uint8": pg_functions.INT2,
+    "uint16": pg_functions.INT4,
+    "uint32": pg_functions.INT8,
+    "uint64": pg_functions.NUMERIC,
+    "float": pg_functions.FLOAT4,
+    "double": pg_functions.FLOAT8,
+    "string": pg_functions.TEXT,
+    "varchar": pg_functions.TEXT,
+    "timestamp": pg_functions.TIMESTAMP,
+    "date": pg_functions.DATE,
+    "varbinary": pg_functions.BYTEA,
 }
 
 
@@ -50,7 +51,7 @@ def infer(sql: str, given: Sequence[int], columns: Mapping[str, str]) -> list[in
             rf'\${n}(?!\d)\s*{_OPERATOR}\s*"?(\w+)"?', sql
         )
         column = None if found is None else columns.get(found.group(1))
-        out[i] = _BY_NAME.get((column or "").lower(), types.TEXT)
+        out[i] = _BY_NAME.get((column or "").lower(), pg_functions.TEXT)
     return out
 
 

@@ -14,22 +14,26 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gnomon.errors import InvalidArgument
-from node.sql.pg_functions import type_name
+from node.sql import pg_functions
+from node.sql.pg_functions import (
+    BOOL,
+    BYTEA,
+    DATE,
+    FLOAT4,
+    FLOAT8,
+    INT2,
+    INT4,
+    INT8,
+    NUMERIC,
+    TEXT,
+    TIMESTAMP,
+    TIMESTAMPTZ,
+)
 
 #: PostgreSQL's epoch for binary timestamps and dates.
 PG_EPOCH = dt.datetime(2000, 1, 1)
 PG_EPOCH_DATE = dt.date(2000, 1, 1)
 
-BOOL, BYTEA, INT8, INT2, INT4, TEXT = 16, 17, 20, 21, 23, 25
-FLOAT4, FLOAT8, VARCHAR, DATE, TIMESTAMP, TIMESTAMPTZ, NUMERIC = (
-    700,
-    701,
-    1043,
-    1082,
-    1114,
-    1184,
-    1700,
-)
 UNKNOWN = 0
 
 Encode = Callable[[Any], bytes]
@@ -88,54 +92,27 @@ def _str(v: Any) -> bytes:
     return str(v).encode()
 
 
-_BOOL = PgType(BOOL, type_name(pa.bool_()), 1, _text_bool, lambda v: b"\x01" if v else b"\x00")
-_INT2 = PgType(INT2, type_name(pa.int16()), 2, _str, lambda v: struct.pack(">h", v))
-_INT4 = PgType(INT4, type_name(pa.int32()), 4, _str, lambda v: struct.pack(">i", v))
-_INT8 = PgType(INT8, type_name(pa.int64()), 8, _str, lambda v: struct.pack(">q", v))
-_NUMERIC = PgType(NUMERIC, type_name(pa.uint64()), -1, _str, _binary_numeric)
-_FLOAT4 = PgType(FLOAT4, type_name(pa.float32()), 4, _text_float, lambda v: struct.pack(">f", v))
-_FLOAT8 = PgType(FLOAT8, type_name(pa.float64()), 8, _text_float, lambda v: struct.pack(">d", v))
-_TEXT = PgType(
-    TEXT, type_name(pa.string()), -1, lambda v: str(v).encode(), lambda v: str(v).encode()
-)
-_BYTEA = PgType(
-    BYTEA, type_name(pa.binary()), -1, lambda v: b"\\x" + bytes(v).hex().encode(), bytes
-)
-_TIMESTAMP = PgType(
-    TIMESTAMP,
-    type_name(pa.timestamp("us")),
-    8,
-    _text_timestamp,
-    lambda v: struct.pack(">q", _micros(v)),
-)
-_TIMESTAMPTZ = PgType(
-    TIMESTAMPTZ,
-    type_name(pa.timestamp("us", "UTC")),
-    8,
-    _text_timestamptz,
-    lambda v: struct.pack(">q", _micros(v)),
-)
-_DATE = PgType(
-    DATE,
-    type_name(pa.date32()),
-    4,
-    lambda v: v.isoformat().encode(),
-    lambda v: struct.pack(">i", (v - PG_EPOCH_DATE).days),
-)
-
-
-_BY_NAME = {
-    t.name: t
-    for t in (
-        _BOOL, _INT2, _INT4, _INT8, _NUMERIC, _FLOAT4, _FLOAT8, _TEXT, _BYTEA, _TIMESTAMP,
-        _TIMESTAMPTZ, _DATE,
-    )
-}  # fmt: skip
+#: How values of each type are encoded, text and binary.
+_ENCODERS: dict[int, tuple[Encode, Encode]] = {
+    BOOL: (_text_bool, lambda v: b"\x01" if v else b"\x00"),
+    INT2: (_str, lambda v: struct.pack(">h", v)),
+    INT4: (_str, lambda v: struct.pack(">i", v)),
+    INT8: (_str, lambda v: struct.pack(">q", v)),
+    NUMERIC: (_str, _binary_numeric),
+    FLOAT4: (_text_float, lambda v: struct.pack(">f", v)),
+    FLOAT8: (_text_float, lambda v: struct.pack(">d", v)),
+    TEXT: (_str, lambda v: str(v).encode()),
+    BYTEA: (lambda v: b"\\x" + bytes(v).hex().encode(), bytes),
+    TIMESTAMP: (_text_timestamp, lambda v: struct.pack(">q", _micros(v))),
+    TIMESTAMPTZ: (_text_timestamptz, lambda v: struct.pack(">q", _micros(v))),
+    DATE: (lambda v: v.isoformat().encode(), lambda v: struct.pack(">i", (v - PG_EPOCH_DATE).days)),
+}
+_BY_OID = {t.oid: PgType(t.oid, t.name, t.size, *_ENCODERS[t.oid]) for t in pg_functions.TYPES}
 
 
 def pg_type(arrow: pa.DataType) -> PgType:
     """The PostgreSQL type an Arrow column is described and sent as (text for the rest)."""
-    return _BY_NAME[type_name(arrow)]
+    return _BY_OID[pg_functions.pg_type(arrow).oid]
 
 
 #: Types whose text form Arrow's cast to string writes as PostgreSQL reads it.

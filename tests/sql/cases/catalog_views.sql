@@ -82,3 +82,39 @@ SELECT array_lower(string_to_array('x,y,z', ','), 1) AS lo,
 -- expect
 lo | hi | other
 1  | 3  | NULL
+
+-- PostgreSQL's own catalog, as its drivers read it: tables by OID from the first user OID
+-- in the order of their names, their columns by number with their types' OIDs.
+CREATE TABLE `another` (v double, ts timestamp NOT NULL, TIMESTAMP KEY(ts));
+-- expect affected 0
+
+SELECT n.nspname, c.relname, c.relkind, c.oid FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace n ON c.relnamespace = n.oid ORDER BY c.oid;
+-- expect
+nspname | relname | relkind | oid
+public  | another | r       | 16384
+public  | cpu     | r       | 16385
+
+SELECT a.attnum, a.attname, t.typname, format_type(a.atttypid, a.atttypmod) AS type,
+  a.attnotnull FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON a.atttypid = t.oid
+WHERE a.attrelid = 16385 ORDER BY a.attnum;
+-- expect
+attnum | attname | typname   | type                        | attnotnull
+1      | tsid    | numeric   | numeric                     | true
+2      | ts      | timestamp | timestamp without time zone | true
+3      | host    | text      | text                        | false
+4      | usage   | float8    | double precision            | false
+5      | cores   | int8      | bigint                      | false
+6      | up      | bool      | boolean                     | false
+
+SELECT current_schemas(true) AS searched, current_schemas(false)[1] AS first,
+  pg_table_is_visible(16384) AS visible, pg_get_userbyid(10) AS owner,
+  obj_description(16384, 'pg_class') AS comment;
+-- expect
+searched             | first  | visible | owner  | comment
+[pg_catalog, public] | public | true    | gnomon | NULL
+
+SELECT count(*) AS n FROM pg_catalog.pg_description;
+-- expect
+n
+0
