@@ -7,6 +7,7 @@ from typing import Protocol
 
 from gnomon.metrics import Registry
 from node.ingest.rows import TableRows
+from node.prom.remote_write import SeriesCache
 from node.sql.cancel import Queries
 from node.sql.result import QueryResult
 
@@ -33,3 +34,6 @@ class PromHost(Protocol):
 
     @property
     def queries(self) -> Queries: ...
+
+    @property
+    def series_cache(self) -> SeriesCache: ...

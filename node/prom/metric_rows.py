@@ -61,49 +61,76 @@ def metric_name(labels: Sequence[Label]) -> str:
     return name
 
 
-class _Metric:
-    """The rows of one metric, gathered series by series: tags filled a series at a time,
-    values made one Arrow array at the end."""
+#: A series as stored: its metric and its tags (name, value), in label order, empty values
+#: left out (they are NULL).
+Tags = tuple[tuple[str, str], ...]
+
+
+def series_of(labels: Sequence[Label]) -> tuple[str, Tags]:
+    """The metric and tags of a series, once its labels are checked (:func:`metric_name`)."""
+    name = metric_name(labels)
+    return name, tuple((x.name, x.value) for x in labels if x.name != METRIC_NAME and x.value)
+
+
+class Metric:
+    """The rows of one metric, column by column: each row's series (an index into the
+    metric's series), time and value; a tag column is made at the end by taking each row's
+    series' value, so nothing is done per row and tag."""
 
     def __init__(self, name: str) -> None:
-        self.rows = TableRows(name)
+        self.name = name
+        self._index: dict[Tags, int] = {}
+        self._tags: list[Tags] = []
+        self.series: list[int] = []
+        self.timestamps: list[int] = []
         self.values: list[float] = []
 
-    def add(
-        self, labels: Sequence[Label], timestamps: Iterable[int], values: Iterable[float]
-    ) -> None:
-        rows = self.rows
-        start = rows.num_rows
-        rows.timestamps.extend(timestamps)
-        self.values.extend(values)
-        count = rows.num_rows - start
-        for label in labels:
-            if label.name != METRIC_NAME and label.value:
-                col = rows.column(label.name, is_tag=True, type=ColumnType.STRING)
-                col.fill(start, count, label.value)
+    def series_id(self, tags: Tags) -> int:
+        """The index of the series of ``tags`` (its first sample makes it)."""
+        found = self._index.get(tags)
+        if found is None:
+            found = self._index[tags] = len(self._tags)
+            self._tags.append(tags)
+        return found
 
     def table_rows(self) -> TableRows:
-        col = self.rows.column(VALUE_COLUMN, is_tag=False, type=ColumnType.DOUBLE)
+        rows = TableRows(self.name)
+        rows.timestamps = self.timestamps
+        of_row = np.array(self.series, dtype=np.int32)
+        names = dict.fromkeys(name for tags in self._tags for name, _ in tags)
+        by_series = [dict(tags) for tags in self._tags]
+        for name in names:
+            values = pa.array([t.get(name) for t in by_series], pa.string())
+            rows.column(name, is_tag=True, type=ColumnType.STRING).built = values.take(of_row)
+        col = rows.column(VALUE_COLUMN, is_tag=False, type=ColumnType.DOUBLE)
         col.built = pa.array(np.array(self.values, dtype=np.float64))
-        return self.rows
+        return rows
 
 
 class MetricRows:
     """The rows of one request, per metric."""
 
     def __init__(self) -> None:
-        self._metrics: dict[str, _Metric] = {}
+        self._metrics: dict[str, Metric] = {}
+
+    def metric(self, name: str) -> Metric:
+        found = self._metrics.get(name)
+        if found is None:
+            found = self._metrics[name] = Metric(name)
+        return found
 
     def add(
         self, labels: Sequence[Label], timestamps: Iterable[int], values: Iterable[float]
     ) -> None:
         """One series' samples; its labels are checked (InvalidArgument) even if it has
         none."""
-        name = metric_name(labels)
-        metric = self._metrics.get(name)
-        if metric is None:
-            metric = self._metrics[name] = _Metric(name)
-        metric.add(labels, timestamps, values)
+        name, tags = series_of(labels)
+        metric = self.metric(name)
+        series = metric.series_id(tags)
+        before = len(metric.timestamps)
+        metric.timestamps.extend(timestamps)
+        metric.values.extend(values)
+        metric.series.extend([series] * (len(metric.timestamps) - before))
 
     def tables(self) -> list[TableRows]:
-        return [m.table_rows() for m in self._metrics.values() if m.rows.num_rows]
+        return [m.table_rows() for m in self._metrics.values() if m.timestamps]

@@ -17,6 +17,7 @@ from node.engine.table import Logged
 from node.ingest import line_protocol
 from node.ingest.rows import TableRows
 from node.ingest.writer import Ingestor
+from node.prom.remote_write import SeriesCache
 from node.security.authn import Authenticates
 from node.server.arrow_wire import ipc_stream, json_rows, to_wire
 from node.server.http.answers import (
@@ -76,6 +77,8 @@ class HttpApp:
         self.max_body_bytes = max_body_bytes
         self.healthy = healthy
         self.queries = queries or Queries()
+        #: Remote-written series already checked, by their labels' bytes.
+        self.series_cache = SeriesCache()
         self.stopping = False
         self._inflight = 0
         self._cond = threading.Condition()

@@ -54,7 +54,7 @@ def endpoint(path: str) -> str:
 
 
 def _write(host: PromHost, body: bytes) -> Response:
-    rows = remote_write.decode(body, max_body_bytes=host.max_body_bytes)
+    rows = remote_write.decode(body, max_body_bytes=host.max_body_bytes, cache=host.series_cache)
     written = host.ingestor.write_all(rows) if rows else 0
     host.metrics.rows_written.inc("prometheus", amount=written)
     return NO_CONTENT

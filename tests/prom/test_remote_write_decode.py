@@ -1,0 +1,132 @@
+"""The remote-write decoder's walk over a body's wire form (node/prom/remote_write.py) answers
+what reading it through protobuf's messages answers, for every layout a sender may choose,
+and reads a series' labels once per cache."""
+
+from __future__ import annotations
+
+import math
+import struct
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gnomon.errors import InvalidArgument
+from gnomon.proto import prometheus_pb2
+from node.ingest.rows import TableRows
+from node.prom import remote_write
+from node.prom.metric_rows import MetricRows
+from node.prom.wire import snappy
+
+pytestmark = pytest.mark.unit
+
+T0 = 1_700_000_000_000
+STALE = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000002))[0]
+LIMIT = 64 << 20
+
+Series = tuple[list[tuple[str, str]], list[tuple[int, float]]]
+
+
+def request(*series: Series) -> prometheus_pb2.WriteRequest:
+    req = prometheus_pb2.WriteRequest()
+    for labels, samples in series:
+        ts = req.timeseries.add()
+        for name, value in labels:
+            ts.labels.add(name=name, value=value)
+        for stamp, value in samples:
+            ts.samples.add(timestamp=stamp, value=value)
+    return req
+
+
+def through_messages(req: prometheus_pb2.WriteRequest) -> list[TableRows]:
+    rows = MetricRows()
+    for ts in req.timeseries:
+        rows.add(ts.labels, [s.timestamp for s in ts.samples], [s.value for s in ts.samples])
+    return rows.tables()
+
+
+def tables(rows: list[TableRows]) -> dict[str, list[dict[str, Any]]]:
+    """Each table's rows, NaN payloads as their bits (a staleness marker is one NaN)."""
+    out = {}
+    for t in rows:
+        data = t.arrow("timestamp").to_pylist()
+        for row in data:
+            value = row["value"]
+            if isinstance(value, float) and math.isnan(value):
+                row["value"] = struct.pack("<d", value).hex()
+        out[t.table] = data
+    return out
+
+
+def decoded(data: bytes, cache: remote_write.SeriesCache | None = None) -> list[TableRows]:
+    return remote_write.decode(snappy(data), max_body_bytes=LIMIT, cache=cache)
+
+
+def test_a_body_as_senders_write_it() -> None:
+    req = request(
+        ([("__name__", "up"), ("instance", "a"), ("job", "x")], [(T0, 1.0)]),
+        ([("__name__", "up"), ("instance", "b"), ("job", "x")], [(T0, 0.0)]),  # 0.0 left out
+        ([("__name__", "rps"), ("code", ""), ("job", "x")], [(T0, 2.5), (T0 + 15_000, STALE)]),
+        ([("__name__", "up"), ("instance", "a"), ("job", "x")], [(0, 3.0), (-5, 4.0)]),
+        ([("__name__", "big"), ("v", "x" * 300)], [(T0, -1.5)]),  # a label over 127 bytes
+        ([("__name__", "none")], []),  # no samples: checked, nothing stored
+    )
+    assert tables(decoded(req.SerializeToString())) == tables(through_messages(req))
+    assert tables(decoded(req.SerializeToString()))["up"][2] == {
+        "timestamp": pa.scalar(0, pa.timestamp("ms")).as_py(),
+        "instance": "a",
+        "job": "x",
+        "value": 3.0,
+    }
+
+
+def test_another_layout_is_read_through_the_messages() -> None:
+    label = prometheus_pb2.Label(name="__name__", value="up").SerializeToString()
+    sample = prometheus_pb2.Sample(value=1.0, timestamp=T0).SerializeToString()
+    # Samples before labels, and an exemplar (field 3) protobuf does not name here.
+    samples_first = b"\x12" + bytes([len(sample)]) + sample + b"\x0a" + bytes([len(label)]) + label
+    exemplar = b"\x0a" + bytes([len(label)]) + label + b"\x1a\x00"
+    for series in (samples_first, exemplar):
+        body = b"\x0a" + bytes([len(series)]) + series
+        req = prometheus_pb2.WriteRequest.FromString(body)
+        assert tables(decoded(body)) == tables(through_messages(req))
+
+
+def test_a_series_is_checked_when_first_seen_and_the_cache_is_bounded() -> None:
+    cache = remote_write.SeriesCache(limit=2)
+    for name in ("a", "b", "c", "a"):
+        decoded(request(([("__name__", name)], [(T0, 1.0)])).SerializeToString(), cache)
+    assert len(cache._series) <= 2
+    bad = request(([("job", "x"), ("__name__", "up")], [(T0, 1.0)])).SerializeToString()
+    for _ in range(2):  # refused every time: a refused series is never kept
+        with pytest.raises(InvalidArgument, match="not sorted"):
+            decoded(bad, cache)
+    with pytest.raises(InvalidArgument, match="no metric name"):
+        decoded(request(([], [(T0, 1.0)])).SerializeToString(), cache)
+
+
+_names = st.sampled_from(["__name__", "a", "b", "job", "le"])
+_series = st.tuples(
+    st.lists(st.tuples(_names, st.text(max_size=140)), max_size=4).map(
+        lambda labels: [
+            ("__name__", "m"),
+            *sorted({n: v for n, v in labels if n != "__name__"}.items()),
+        ]
+    ),
+    st.lists(
+        st.tuples(
+            st.integers(-62_135_596_800_000, 253_402_300_799_999),  # as datetimes read them
+            st.floats(allow_nan=False) | st.sampled_from([STALE, 0.0, -0.0]),
+        ),
+        max_size=3,
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_series, max_size=6))
+def test_any_body_reads_as_through_the_messages(series: list[Series]) -> None:
+    req = request(*series)
+    assert tables(decoded(req.SerializeToString())) == tables(through_messages(req))
