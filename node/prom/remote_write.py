@@ -19,6 +19,7 @@ from __future__ import annotations
 import struct
 
 from gnomon.proto import prometheus_pb2
+from gnomon.proto.wire import varint as _varint
 from node.ingest.rows import TableRows
 from node.prom import metadata
 from node.prom.metric_rows import MetricRows, Tags, series_of
@@ -74,18 +75,6 @@ def decode(
             rows.add(series.labels, (s.timestamp for s in samples), (s.value for s in samples))
     described = metadata.rows(request.metadata)
     return rows.tables() + ([] if described is None else [described])
-
-
-def _varint(data: bytes, i: int) -> tuple[int, int]:
-    """The varint at ``i`` and where the next field starts."""
-    value = shift = 0
-    while True:
-        byte = data[i]
-        i += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, i
-        shift += 7
 
 
 def _walk(data: bytes, cache: SeriesCache) -> MetricRows:

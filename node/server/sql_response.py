@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gnomon.proto import common_pb2, storage_pb2
+from gnomon.proto.wire import varint
 
 # Field numbers of storage.proto: SqlQueryResponse.{header, affected_rows, arrow} and
 # ArrowPayload.{record_batches, compression}.
@@ -77,32 +78,19 @@ def encode_message(message: storage_pb2.SqlQueryResponse) -> EncodedSqlResponse:
     return EncodedSqlResponse(message.header, message.SerializeToString())
 
 
-def _read_varint(data: memoryview, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(data):
-            raise ValueError("SqlQueryResponse: truncated varint")
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
-
-
 def _fields(data: memoryview) -> list[tuple[int, int | memoryview]]:
     """``(field number, value)`` of each field of a message: varints as ints, length-delimited
     fields as views; fixed-width fields (none in these messages) are skipped."""
     out: list[tuple[int, int | memoryview]] = []
     pos = 0
     while pos < len(data):
-        key, pos = _read_varint(data, pos)
+        key, pos = varint(data, pos, "SqlQueryResponse")
         number, wire_type = key >> 3, key & 7
         if wire_type == _VARINT:
-            value, pos = _read_varint(data, pos)
+            value, pos = varint(data, pos, "SqlQueryResponse")
             out.append((number, value))
         elif wire_type == _LEN:
-            size, pos = _read_varint(data, pos)
+            size, pos = varint(data, pos, "SqlQueryResponse")
             if pos + size > len(data):
                 raise ValueError("SqlQueryResponse: truncated field")
             out.append((number, data[pos : pos + size]))
