@@ -7,9 +7,12 @@ one Arrow array per column in a single call. Rows never pass through the engine 
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import MutableSequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from gnomon.errors import InvalidArgument
@@ -72,7 +75,8 @@ class TableRows:
 
     def __init__(self, table: str) -> None:
         self.table = table
-        self.timestamps: list[int] = []
+        #: A list, or a typed array ("q") that becomes Arrow's without a conversion.
+        self.timestamps: MutableSequence[int] = []
         self.columns: dict[str, ColumnValues] = {}
 
     @property
@@ -103,6 +107,8 @@ class TableRows:
         ``timestamp_key``; None if a column was built as Arrow or holds a value that
         :meth:`arrow` would not convert as it is."""
         n = self.num_rows
+        if not isinstance(self.timestamps, list):
+            return None  # gathered in a typed array: the Arrow way is the cheaper
         columns = [(timestamp_key, ColumnType.TIMESTAMP, self.timestamps)]
         for name, col in self.columns.items():
             if col.built is not None:
@@ -117,8 +123,11 @@ class TableRows:
         """The rows as an Arrow table: the timestamps under ``timestamp_key`` and one array
         per tag and field column."""
         n = self.num_rows
+        stamps: Any = self.timestamps
+        if isinstance(stamps, array):
+            stamps = np.frombuffer(stamps, dtype=np.int64)
         arrays: dict[str, pa.Array[Any]] = {
-            timestamp_key: pa.array(self.timestamps, type=pa.timestamp("ms"))
+            timestamp_key: pa.array(stamps, type=pa.timestamp("ms"))
         }
         for name, col in self.columns.items():
             try:

@@ -7,7 +7,7 @@ from typing import Protocol
 
 from gnomon.metrics import Registry
 from node.ingest.rows import TableRows
-from node.prom.remote_write import SeriesCache
+from node.prom.metric_rows import SeriesCache
 from node.sql.cancel import Queries
 from node.sql.result import QueryResult
 

@@ -3,8 +3,10 @@ them, its samples gathered per metric into one :class:`TableRows` (see labels.py
 
 from __future__ import annotations
 
+import threading
+from array import array
 from collections.abc import Iterable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -72,51 +74,118 @@ def series_of(labels: Sequence[Label]) -> tuple[str, Tags]:
     return name, tuple((x.name, x.value) for x in labels if x.name != METRIC_NAME and x.value)
 
 
-class Metric:
-    """The rows of one metric, column by column: each row's series (an index into the
-    metric's series), time and value; a tag column is made at the end by taking each row's
-    series' value, so nothing is done per row and tag."""
+class MetricSeries:
+    """The series of one metric known to a :class:`Series` generation, numbered from 0,
+    their tags held as one column per tag name so that the tags of any rows are a take of
+    each column by the rows' series."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._index: dict[Tags, int] = {}
-        self._tags: list[Tags] = []
-        self.series: list[int] = []
-        self.timestamps: list[int] = []
-        self.values: list[float] = []
+        self.count = 0
+        self._columns: dict[str, list[str | None]] = {}
+        self._arrays: dict[str, pa.Array[Any]] = {}
 
-    def series_id(self, tags: Tags) -> int:
-        """The index of the series of ``tags`` (its first sample makes it)."""
-        found = self._index.get(tags)
-        if found is None:
-            found = self._index[tags] = len(self._tags)
-            self._tags.append(tags)
-        return found
+    def add(self, tags: Tags) -> int:
+        """A new series of ``tags``: its number. Called under the generation's lock."""
+        number = self.count
+        for name, value in tags:
+            column = self._columns.get(name)
+            if column is None:
+                column = self._columns[name] = [None] * number
+            column.append(value)
+        self.count = number + 1
+        for column in self._columns.values():
+            if len(column) == number:
+                column.append(None)
+        return number
+
+    def tag_columns(self, series: np.ndarray[Any, np.dtype[np.int32]]) -> dict[str, pa.Array[Any]]:
+        """Each tag's values for rows of ``series`` (numbers this metric gave out)."""
+        out = {}
+        for name, values in list(self._columns.items()):
+            array = self._arrays.get(name)
+            if array is None or len(array) < len(values):
+                array = self._arrays[name] = pa.array(list(values), pa.string())
+            out[name] = array.take(series)
+        return out
+
+
+class Series:
+    """The series a server has been sent, by their labels' wire bytes and by their checked
+    tags, so a series is read and checked once; bounded by starting a new generation when
+    full (a request keeps the generation it started with)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.lock = threading.Lock()
+        self.by_bytes: dict[bytes, tuple[MetricSeries, int]] = {}
+        self._by_tags: dict[tuple[str, Tags], int] = {}
+        self._metrics: dict[str, MetricSeries] = {}
+        self.size = 0
+
+    def of_tags(self, metric: str, tags: Tags) -> tuple[MetricSeries, int]:
+        """The series of checked ``tags`` of ``metric``, numbered on first sight."""
+        with self.lock:
+            known = self._metrics.get(metric)
+            if known is None:
+                known = self._metrics[metric] = MetricSeries(metric)
+            number = self._by_tags.get((metric, tags))
+            if number is None:
+                number = self._by_tags[(metric, tags)] = known.add(tags)
+                self.size += 1
+            return known, number
+
+    def of_labels(self, labels: Sequence[Label]) -> tuple[MetricSeries, int]:
+        """The series of ``labels``, checked (InvalidArgument) when first seen."""
+        return self.of_tags(*series_of(labels))
+
+
+class SeriesCache:
+    """The current :class:`Series` generation of a server."""
+
+    def __init__(self, limit: int = 200_000) -> None:
+        self._current = Series(limit)
+
+    def current(self) -> Series:
+        series = self._current
+        if series.size >= series.limit:
+            series = self._current = Series(series.limit)
+        return series
+
+
+class _Rows:
+    """One metric's rows of a request: each row's series, time and value."""
+
+    def __init__(self, metric: MetricSeries) -> None:
+        self.metric = metric
+        # Typed arrays: appended to as lists are, read by numpy without a conversion.
+        self.series = array("i")
+        self.timestamps = array("q")
+        self.values = array("d")
 
     def table_rows(self) -> TableRows:
-        rows = TableRows(self.name)
+        rows = TableRows(self.metric.name)
         rows.timestamps = self.timestamps
-        of_row = np.array(self.series, dtype=np.int32)
-        names = dict.fromkeys(name for tags in self._tags for name, _ in tags)
-        by_series = [dict(tags) for tags in self._tags]
-        for name in names:
-            values = pa.array([t.get(name) for t in by_series], pa.string())
-            rows.column(name, is_tag=True, type=ColumnType.STRING).built = values.take(of_row)
+        of_row = np.frombuffer(self.series, dtype=np.int32)
+        for name, values in self.metric.tag_columns(of_row).items():
+            rows.column(name, is_tag=True, type=ColumnType.STRING).built = values
         col = rows.column(VALUE_COLUMN, is_tag=False, type=ColumnType.DOUBLE)
-        col.built = pa.array(np.array(self.values, dtype=np.float64))
+        col.built = pa.array(np.frombuffer(self.values, dtype=np.float64))
         return rows
 
 
 class MetricRows:
-    """The rows of one request, per metric."""
+    """The rows of one request, per metric, its series numbered by ``series`` (a generation
+    of the server's, or one of the request's own)."""
 
-    def __init__(self) -> None:
-        self._metrics: dict[str, Metric] = {}
+    def __init__(self, series: Series | None = None) -> None:
+        self.series = series or Series(limit=0)
+        self._metrics: dict[str, _Rows] = {}
 
-    def metric(self, name: str) -> Metric:
-        found = self._metrics.get(name)
+    def rows_of(self, metric: MetricSeries) -> _Rows:
+        found = self._metrics.get(metric.name)
         if found is None:
-            found = self._metrics[name] = Metric(name)
+            found = self._metrics[metric.name] = _Rows(metric)
         return found
 
     def add(
@@ -124,13 +193,12 @@ class MetricRows:
     ) -> None:
         """One series' samples; its labels are checked (InvalidArgument) even if it has
         none."""
-        name, tags = series_of(labels)
-        metric = self.metric(name)
-        series = metric.series_id(tags)
-        before = len(metric.timestamps)
-        metric.timestamps.extend(timestamps)
-        metric.values.extend(values)
-        metric.series.extend([series] * (len(metric.timestamps) - before))
+        metric, number = self.series.of_labels(labels)
+        rows = self.rows_of(metric)
+        before = len(rows.timestamps)
+        rows.timestamps.extend(timestamps)
+        rows.values.extend(values)
+        rows.series.extend([number] * (len(rows.timestamps) - before))
 
     def tables(self) -> list[TableRows]:
         return [m.table_rows() for m in self._metrics.values() if m.timestamps]

@@ -8,7 +8,7 @@ Senders put about one sample in each series entry, so reading a request through 
 message objects costs a few attribute reads per label and sample in Python. Instead, once
 protobuf has parsed the body (which checks it is well formed), the entries are walked in
 its wire form: each entry's labels are the same bytes every time its series is sent, so
-those bytes are looked up in a :class:`SeriesCache` and a series' labels are read and
+those bytes are looked up in the server's :class:`SeriesCache` and a series' labels are read and
 checked only the first time they are seen; a sample is two fields read off the bytes. A
 body laid out otherwise than Prometheus and its peers lay it out (labels after samples,
 fields protobuf does not name here) is read through the message objects instead.
@@ -17,12 +17,13 @@ fields protobuf does not name here) is read through the message objects instead.
 from __future__ import annotations
 
 import struct
+from array import array
 
 from gnomon.proto import prometheus_pb2
 from gnomon.proto.wire import varint as _varint
 from node.ingest.rows import TableRows
 from node.prom import metadata
-from node.prom.metric_rows import MetricRows, Tags, series_of
+from node.prom.metric_rows import MetricRows, Series, SeriesCache
 from node.prom.wire import parse, unsnappy
 
 #: Field keys (number << 3 | wire type) of the messages walked.
@@ -33,27 +34,6 @@ _VALUE = 0x09  # Sample.value = 1, 64-bit
 _TIMESTAMP = 0x10  # Sample.timestamp = 2, varint
 _DOUBLE = struct.Struct("<d").unpack_from
 _SIGN = 1 << 63
-
-#: Series whose labels a cache keeps checked, at most.
-MAX_CACHED_SERIES = 200_000
-
-
-class SeriesCache:
-    """The metric and tags of series by their labels' bytes, checked once; emptied when
-    full (a sender's series come back with their next scrape)."""
-
-    def __init__(self, limit: int = MAX_CACHED_SERIES) -> None:
-        self.limit = limit
-        self._series: dict[bytes, tuple[str, Tags]] = {}
-
-    def get(self, labels: bytes) -> tuple[str, Tags]:
-        found = self._series.get(labels)
-        if found is None:
-            found = series_of(prometheus_pb2.TimeSeries.FromString(labels).labels)
-            if len(self._series) >= self.limit:
-                self._series.clear()
-            self._series[labels] = found
-        return found
 
 
 class _Unusual(Exception):
@@ -66,10 +46,11 @@ def decode(
     """The rows of a remote-write body, one :class:`TableRows` per metric."""
     data = unsnappy(body, max_body_bytes)
     request = parse(prometheus_pb2.WriteRequest(), data)
+    known = (cache or SeriesCache()).current()
     try:
-        rows = _walk(data, cache or SeriesCache())
+        rows = _walk(data, known)
     except _Unusual:
-        rows = MetricRows()
+        rows = MetricRows(known)
         for series in request.timeseries:
             samples = series.samples
             rows.add(series.labels, (s.timestamp for s in samples), (s.value for s in samples))
@@ -77,16 +58,24 @@ def decode(
     return rows.tables() + ([] if described is None else [described])
 
 
-def _walk(data: bytes, cache: SeriesCache) -> MetricRows:
+def _walk(data: bytes, known: Series) -> MetricRows:
     """The series of a well-formed WriteRequest ``data`` (protobuf parsed it already)."""
-    rows = MetricRows()
-    seen: dict[bytes, tuple[list[int], list[int], list[float], int]] = {}
+    rows = MetricRows(known)
+    by_bytes = known.by_bytes
+    seen: dict[bytes, tuple[array[int], array[int], array[float], int]] = {}
     i, n = 0, len(data)
     while i < n:
         key = data[i]
         if key & 0x07 != 2 or key > 0x7F:
             raise _Unusual  # a field not length-delimited: not one of WriteRequest's
-        length, i = _varint(data, i + 1)
+        length = data[i + 1]  # an entry's length: one or two bytes but for large ones
+        if length < 0x80:
+            i += 2
+        elif data[i + 2] < 0x80:
+            length = (length & 0x7F) | data[i + 2] << 7
+            i += 3
+        else:
+            length, i = _varint(data, i + 1)
         end = i + length
         if key != _TIMESERIES:
             i = end  # metadata, read off the parsed message
@@ -121,21 +110,29 @@ def _walk(data: bytes, cache: SeriesCache) -> MetricRows:
                     value = _DOUBLE(data, j + 1)[0]
                     j += 9
                 elif field == _TIMESTAMP:
-                    stamp, j = _varint(data, j + 1)
+                    # A varint read here: a call per sample costs as much as the rest.
+                    j += 1
+                    stamp = shift = 0
+                    while True:
+                        byte = data[j]
+                        j += 1
+                        stamp |= (byte & 0x7F) << shift
+                        if byte < 0x80:
+                            break
+                        shift += 7
                     if stamp >= _SIGN:
                         stamp -= 1 << 64
                 else:
                     raise _Unusual
         entry = seen.get(labels)
         if entry is None:
-            name, tags = cache.get(labels)
-            metric = rows.metric(name)
-            entry = seen[labels] = (
-                metric.series,
-                metric.timestamps,
-                metric.values,
-                metric.series_id(tags),
-            )
+            found = by_bytes.get(labels)
+            if found is None:
+                labelled = prometheus_pb2.TimeSeries.FromString(labels).labels
+                found = by_bytes[labels] = known.of_labels(labelled)
+            metric, number = found
+            into = rows.rows_of(metric)
+            entry = seen[labels] = (into.series, into.timestamps, into.values, number)
         if count:
             series, timestamps, values, series_id = entry
             for earlier_stamp, earlier_value in more:

@@ -17,7 +17,7 @@ from gnomon.errors import InvalidArgument
 from gnomon.proto import prometheus_pb2
 from node.ingest.rows import TableRows
 from node.prom import remote_write
-from node.prom.metric_rows import MetricRows
+from node.prom.metric_rows import MetricRows, SeriesCache
 from node.prom.wire import snappy
 
 pytestmark = pytest.mark.unit
@@ -60,7 +60,7 @@ def tables(rows: list[TableRows]) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def decoded(data: bytes, cache: remote_write.SeriesCache | None = None) -> list[TableRows]:
+def decoded(data: bytes, cache: SeriesCache | None = None) -> list[TableRows]:
     return remote_write.decode(snappy(data), max_body_bytes=LIMIT, cache=cache)
 
 
@@ -95,16 +95,38 @@ def test_another_layout_is_read_through_the_messages() -> None:
 
 
 def test_a_series_is_checked_when_first_seen_and_the_cache_is_bounded() -> None:
-    cache = remote_write.SeriesCache(limit=2)
-    for name in ("a", "b", "c", "a"):
+    cache = SeriesCache(limit=2)
+    first = cache.current()
+    for name in ("a", "b"):
         decoded(request(([("__name__", name)], [(T0, 1.0)])).SerializeToString(), cache)
-    assert len(cache._series) <= 2
+    assert first.size == 2 and len(first.by_bytes) == 2
+    # Full: the next request starts a new generation; the series seen again is numbered anew.
+    again = decoded(request(([("__name__", "a")], [(T0, 2.0)])).SerializeToString(), cache)
+    assert cache.current() is not first and cache.current().size == 1
+    assert tables(again) == {"a": [{"timestamp": tables(again)["a"][0]["timestamp"], "value": 2.0}]}
     bad = request(([("job", "x"), ("__name__", "up")], [(T0, 1.0)])).SerializeToString()
     for _ in range(2):  # refused every time: a refused series is never kept
         with pytest.raises(InvalidArgument, match="not sorted"):
             decoded(bad, cache)
     with pytest.raises(InvalidArgument, match="no metric name"):
         decoded(request(([], [(T0, 1.0)])).SerializeToString(), cache)
+
+
+def test_requests_sharing_a_cache_take_their_own_series_tags() -> None:
+    """Series numbered by earlier requests, with tags those requests had and this one has not,
+    give this request's rows their own tags (the others' columns are null here)."""
+    cache = SeriesCache()
+    decoded(request(([("__name__", "m"), ("a", "1")], [(T0, 1.0)])).SerializeToString(), cache)
+    decoded(request(([("__name__", "m"), ("b", "2")], [(T0, 2.0)])).SerializeToString(), cache)
+    req = request(
+        ([("__name__", "m"), ("b", "2")], [(T0, 3.0)]),
+        ([("__name__", "m"), ("a", "1")], [(T0, 4.0)]),
+    )
+    got = tables(decoded(req.SerializeToString(), cache))["m"]
+    assert [(r.get("a"), r.get("b"), r["value"]) for r in got] == [
+        (None, "2", 3.0),
+        ("1", None, 4.0),
+    ]
 
 
 _names = st.sampled_from(["__name__", "a", "b", "job", "le"])

@@ -17,7 +17,7 @@ from node.engine.table import Logged
 from node.ingest import line_protocol
 from node.ingest.rows import TableRows
 from node.ingest.writer import Ingestor
-from node.prom.remote_write import SeriesCache
+from node.prom.metric_rows import SeriesCache
 from node.security.authn import Authenticates
 from node.server.arrow_wire import ipc_stream, json_rows, to_wire
 from node.server.http.answers import (
