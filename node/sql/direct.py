@@ -78,6 +78,16 @@ class BucketedAggregation:
 
     located = True
 
+    @property
+    def route(self) -> str:
+        functions = ", ".join(
+            f"{o.function}({o.column or '*'})" for o in self.outputs if isinstance(o, Aggregate)
+        )
+        return (
+            f"fast path: bucketed aggregation of {functions} over {self.stride_ms} ms buckets "
+            f"of {self.timestamp}, by numpy (from a located read's arrays where it is one)"
+        )
+
     def bind(self, tokens: Sequence[Token]) -> BucketedAggregation | None:
         """This aggregation with the interval and limit of ``tokens``, a query of its shape
         (None for an interval of no unit taken)."""
@@ -124,6 +134,12 @@ class SortedRows:
         return list(dict.fromkeys([*self.columns, *(k.column for k in self.keys)]))
 
     located = False
+
+    @property
+    def route(self) -> str:
+        keys = ", ".join(f"{k.column} {'desc' if k.descending else 'asc'}" for k in self.keys)
+        limit = "" if self.limit is None else f" limit {self.limit}"
+        return f"fast path: sorted rows by {keys or 'nothing'}{limit}, sorted by Arrow"
 
     def bind(self, tokens: Sequence[Token]) -> SortedRows:
         limit = _count(tokens, self.limit_at)

@@ -403,7 +403,7 @@ class SqlExecutor:
             located = {p.table: p for p in parts}
             groups = [[located[t] for t in s.tables] for s in scans]
         whole = len(groups) == 1
-        plans: list[tuple[str, str]] = []
+        plans = [("gnomon_route", "partition split: a partial query at each owner, merged here")]
         for group in groups:
             sent, _ = pushdown.asked(push, group, whole=whole)
             first = group[0].table
@@ -431,6 +431,13 @@ class SqlExecutor:
             return split
         qc, plan = self._run(query, prefix)
         rows = {name: plan.column(name).to_pylist() for name in plan.column_names}
+        # Which route answers it: DataFusion's plan above is what runs only without a fast
+        # path (or when the fast path declines the rows it reads).
+        route = "DataFusion" if qc.fast is None else qc.fast.route
+        rows = {
+            "plan_type": ["gnomon_route", *rows.get("plan_type", [])],
+            "plan": [route, *rows.get("plan", [])],
+        }
         for scan in qc.scans:
             s = scan.stats
             rows.setdefault("plan_type", []).append("gnomon_scan")

@@ -33,6 +33,11 @@ class FastPath(Protocol):
     """A query of one table that can be answered from its rows without DataFusion."""
 
     @property
+    def route(self) -> str:
+        """What EXPLAIN names it (its ``gnomon_route`` row)."""
+        ...
+
+    @property
     def reads(self) -> list[str]:
         """The columns the answer reads (the scan reads no others)."""
         ...

@@ -130,6 +130,10 @@ def test_explain_shows_one_query_of_the_node_serving_every_sub_table(engine: Eng
     sql.execute("INSERT INTO cpu VALUES (1000, 'a', 'eu', 1.0), (2000, 'b', 'us', 2.0)")
     query = "SELECT region, max(v) AS m FROM cpu GROUP BY region ORDER BY region"
     plan = _rows(sql, f"EXPLAIN {query}")
+    assert plan[0] == {
+        "plan_type": "gnomon_route",
+        "plan": "partition split: a partial query at each owner, merged here",
+    }
     # Every sub-table is served here (standalone): they hold every row the query reads, so
     # the query itself runs once over their union, and nothing is merged.
     (one,) = [r["plan"] for r in plan if r["plan_type"] == "gnomon_partial"]

@@ -134,6 +134,32 @@ def test_filter_pushdown_prunes_row_groups(sql: SqlExecutor) -> None:
     assert "filter_expr=(host == " in physical and '"h3"' in physical
 
 
+def test_explain_names_the_route_that_answers(sql: SqlExecutor) -> None:
+    sql.execute(DDL)
+    sql.execute("INSERT INTO cpu (ts, host, region, usage) VALUES (1, 'a', 'eu', 1.0)")
+
+    def route(query: str) -> str:
+        (found,) = [e["plan"] for e in rows(sql, query) if e["plan_type"] == "gnomon_route"]
+        return str(found)
+
+    sorted_rows = route("EXPLAIN SELECT host, usage FROM cpu WHERE ts >= 0 ORDER BY host LIMIT 5")
+    assert sorted_rows == "fast path: sorted rows by host asc limit 5, sorted by Arrow"
+    bucketed = route(
+        "EXPLAIN SELECT date_bin(INTERVAL '1 minute', ts) AS m, max(usage) AS peak FROM cpu "
+        "GROUP BY m ORDER BY m"
+    )
+    assert bucketed.startswith("fast path: bucketed aggregation of max(usage) over 60000 ms")
+    joined = "EXPLAIN SELECT a.host FROM cpu a JOIN cpu b ON a.host = b.host"
+    assert route(joined) == route(f"{joined.replace('EXPLAIN', 'EXPLAIN ANALYZE')}")
+    assert route(joined) == "DataFusion"
+    # The route's row leads; DataFusion's plans follow it as before.
+    assert [e["plan_type"] for e in rows(sql, joined)][:3] == [
+        "gnomon_route",
+        "logical_plan",
+        "physical_plan",
+    ]
+
+
 def test_functions(sql: SqlExecutor) -> None:
     sql.execute(DDL)
     sql.execute(
