@@ -137,6 +137,14 @@ def select(run: RunSql, matchers: Sequence[Matcher], start_ms: int, end_ms: int)
     return Series.joined([_select(run, m, others, start_ms, end_ms) for m in metrics])
 
 
+#: Each series' labels by (metric, tsid), as read with its samples. A tsid is the hash of a
+#: series' tag names and values, so its labels never change: a selector whose series are all
+#: known reads only their samples (no tag column decoded for every row). Bounded by clearing
+#: when full, as the engine's tag hashes are.
+_LABELS: dict[tuple[str, int], dict[str, str]] = {}
+_LABELS_MAX = 1 << 18
+
+
 def _select(
     run: RunSql, metric: str, others: Sequence[Matcher], start_ms: int, end_ms: int
 ) -> Series:
@@ -147,51 +155,89 @@ def _select(
     pushed = [m for m in others if m.op is MatchOp.EQ and m.value]
     if any(m.name not in columns for m in pushed):
         return Series.empty()  # a label the metric never had is "" on all its series
-    where = [
-        f"{_quote(TIMESTAMP_COLUMN)} >= to_timestamp_millis({start_ms})",
-        f"{_quote(TIMESTAMP_COLUMN)} <= to_timestamp_millis({end_ms})",
-        *(f"{_quote(m.name)} = {_sql_string(m.value)}" for m in pushed),
-    ]
-    # The columns named (not *): a query of plain columns sorted by the series key is
-    # answered by the SQL path's sorted-rows fast path, without a DataFusion plan.
-    named = ", ".join(_quote(c) for c in described)
-    sql = (
-        f"SELECT {named} FROM {_quote(metric)} WHERE {' AND '.join(where)} "
-        f"ORDER BY {_quote(TSID)}, {_quote(TIMESTAMP_COLUMN)}"
+    where = " AND ".join(
+        [
+            f"{_quote(TIMESTAMP_COLUMN)} >= to_timestamp_millis({start_ms})",
+            f"{_quote(TIMESTAMP_COLUMN)} <= to_timestamp_millis({end_ms})",
+            *(f"{_quote(m.name)} = {_sql_string(m.value)}" for m in pushed),
+        ]
     )
     rest = [m for m in others if m not in pushed]
-    return grouped(metric, _filtered(run(sql).table(), rest))
+
+    def read(names: Sequence[str]) -> pa.Table:
+        # The columns named (not *): a query of plain columns sorted by the series key is
+        # answered by the SQL path's sorted-rows fast path, without a DataFusion plan.
+        named = ", ".join(_quote(c) for c in names)
+        return run(
+            f"SELECT {named} FROM {_quote(metric)} WHERE {where} "
+            f"ORDER BY {_quote(TSID)}, {_quote(TIMESTAMP_COLUMN)}"
+        ).table()
+
+    samples = read([TSID, TIMESTAMP_COLUMN, VALUE_COLUMN])
+    starts = _starts(samples)
+    tsids = samples.column(TSID).to_numpy()[starts] if samples.num_rows else []
+    known = [_LABELS.get((metric, int(t))) for t in tsids]
+    if all(labels is not None for labels in known):
+        return _kept(_series(samples, starts, [lb for lb in known if lb is not None]), rest)
+    every = read(described)
+    every_starts = _starts(every)
+    series = _series(every, every_starts, _first_labels(metric, every, every_starts))
+    if len(_LABELS) >= _LABELS_MAX:
+        _LABELS.clear()
+    first_tsids = every.column(TSID).to_numpy()[every_starts] if every.num_rows else []
+    for tsid, labels in zip(first_tsids, series.labels, strict=True):
+        _LABELS[(metric, int(tsid))] = labels
+    return _kept(series, rest)
 
 
-def _filtered(table: pa.Table, matchers: Sequence[Matcher]) -> pa.Table:
-    if not matchers or not table.num_rows:
-        return table
+def _kept(series: Series, matchers: Sequence[Matcher]) -> Series:
+    """The series of ``series`` every matcher keeps (a label a series lacks is "")."""
+    if not matchers or not series.labels:
+        return series
     keep: Any = None
     for m in matchers:
-        values: Any
-        if m.name in table.column_names:
-            values = pc.fill_null(table.column(m.name).cast(pa.string()), pa.scalar(""))
-        else:
-            values = pa.array([""] * table.num_rows, pa.string())
-        hit = m.mask(values)
+        hit = m.mask(pa.array([lb.get(m.name, "") for lb in series.labels], pa.string()))
         keep = hit if keep is None else pc.and_(keep, hit)
-    return table.filter(keep)
+    kept = np.asarray(keep.to_numpy(zero_copy_only=False), dtype=bool)
+    if kept.all():
+        return series
+    counts = np.diff(series.offsets)
+    rows = np.repeat(kept, counts)
+    return Series(
+        [lb for lb, k in zip(series.labels, kept, strict=True) if k],
+        np.concatenate([[0], np.cumsum(counts[kept])]).astype(np.int64),
+        series.timestamps[rows],
+        series.values[rows],
+    )
 
 
-def grouped(metric: str, table: pa.Table) -> Series:
-    """``table``'s rows (ordered by series id, then time) as series."""
+def _starts(table: pa.Table) -> np.ndarray[Any, np.dtype[np.intp]]:
+    """Where each series' rows start in ``table`` (ordered by series id, then time)."""
     if not table.num_rows:
-        return Series.empty()
+        return np.zeros(0, np.intp)
     tsid = table.column(TSID).to_numpy()
-    starts = np.flatnonzero(np.r_[True, tsid[1:] != tsid[:-1]])
-    offsets = np.append(starts, len(tsid)).astype(np.int64)
+    return np.flatnonzero(np.r_[True, tsid[1:] != tsid[:-1]])
+
+
+def _first_labels(
+    metric: str, table: pa.Table, starts: np.ndarray[Any, np.dtype[np.intp]]
+) -> list[dict[str, str]]:
+    """Each series' labels, read off its first row."""
     names = label_columns(table)
     firsts: Any = pa.array(starts)
     columns: dict[str, list[Any]] = {n: table.column(n).take(firsts).to_pylist() for n in names}
-    labels: list[dict[str, str]] = [
+    return [
         {METRIC_NAME: metric, **{k: v[i] for k, v in columns.items() if v[i] not in (None, "")}}
         for i in range(len(starts))
     ]
+
+
+def _series(
+    table: pa.Table, starts: np.ndarray[Any, np.dtype[np.intp]], labels: list[dict[str, str]]
+) -> Series:
+    if not table.num_rows:
+        return Series.empty()
+    offsets = np.append(starts, table.num_rows).astype(np.int64)
     ts: Any = table.column(TIMESTAMP_COLUMN).cast(pa.timestamp("ms")).cast(pa.int64())
     values: Any = pc.fill_null(table.column(VALUE_COLUMN).cast(pa.float64()), pa.scalar(np.nan))
     return Series(
@@ -200,3 +246,9 @@ def grouped(metric: str, table: pa.Table) -> Series:
         ts.to_numpy().astype(np.int64),
         values.to_numpy().astype(np.float64),
     )
+
+
+def grouped(metric: str, table: pa.Table) -> Series:
+    """``table``'s rows (ordered by series id, then time) as series."""
+    starts = _starts(table)
+    return _series(table, starts, _first_labels(metric, table, starts))
