@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import threading
@@ -199,6 +200,10 @@ def watermarks(
             if error is None or error.code() not in _NOT_READY or time.monotonic() > deadline:
                 raise unavailable(bootstrap, f"cannot read the offsets of {topic}", e) from e
             time.sleep(0.05)
+            # The client caches a just-created topic as unknown until its next metadata
+            # refresh, which can be minutes away; ask for the topic's metadata now.
+            with contextlib.suppress(KafkaException):
+                consumer.list_topics(topic, timeout=max(0.1, deadline - time.monotonic()))
 
 
 def consume_range(
