@@ -39,6 +39,7 @@ from gnomon_app.devcluster.procs import (
     SLOWDOWN,
     START_S,
     START_TIMEOUT_S,
+    PortTaken,
     Server,
     how_it_ended,
     on_free_ports,
@@ -104,6 +105,11 @@ class NodeEndpoints:
     flight: str
     #: The PostgreSQL protocol's address ("" for a process without one).
     pg: str = ""
+
+
+def _endpoints(name: str, ports: dict[str, int]) -> NodeEndpoints:
+    http, grpc, flight, pg = (f"127.0.0.1:{ports[p]}" for p in ("http", "grpc", "flight", "pg"))
+    return NodeEndpoints(name, http, grpc, flight, pg)
 
 
 @dataclass
@@ -358,14 +364,21 @@ class DevCluster:
         name = f"{kind}-{index}"
         if index < len(endpoints):
             known = endpoints[index]
-            self._start_node(
-                name,
-                _port(known.grpc),
-                _port(known.http),
-                _port(known.flight),
-                flags,
-                pg=_port(known.pg),
+            grpc = _port(known.grpc)
+            try:
+                self._start_node(
+                    name, grpc, _port(known.http), _port(known.flight), flags, pg=_port(known.pg)
+                )
+                return
+            except PortTaken:
+                if self.port_base is not None:
+                    raise
+            # Another process's connection took a port while the node was down: its gRPC
+            # port names it in the cluster and is kept; the others are picked anew.
+            ports, _ = on_free_ports(
+                lambda picked: self._start_node(name, grpc, 0, 0, flags, pg=picked[0])
             )
+            endpoints[index] = _endpoints(name, ports)
             return
         if self.port_base is None:
             # Its gRPC endpoint, advertised, is its name in the cluster, and its PostgreSQL
@@ -378,8 +391,7 @@ class DevCluster:
         else:
             first = [self._first_port(index, o) for o in offsets]
             ports = self._start_node(name, first[0], first[1], first[2], flags, pg=first[3])
-        http, grpc, flight, pg = (f"127.0.0.1:{ports[p]}" for p in ("http", "grpc", "flight", "pg"))
-        endpoints.append(NodeEndpoints(name, http, grpc, flight, pg))
+        endpoints.append(_endpoints(name, ports))
 
     def _start_node(
         self,

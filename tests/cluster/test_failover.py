@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -440,7 +441,13 @@ def _survive(cluster: DevCluster, writer: Writer, victim: int, leading: int) -> 
     assert cluster.meta_leader() != leading
     writer.wait_progress(3)
     assert_acked_once(cluster, writer.snapshot(), down={victim})
-    cluster.start_node(victim)
+    # Another process took one of the dead node's ports: it comes back on new ones but for
+    # its gRPC port, which names it in the cluster.
+    taken = cluster.node_endpoints[victim].pg
+    host, port = taken.rsplit(":", 1)
+    with socket.create_server((host, int(port))):
+        cluster.start_node(victim)
+    assert cluster.node_endpoints[victim].pg != taken
     cluster.start_meta(leading)
     cluster.wait_settled(timeout_s=SETTLE_S)
     writer.wait_progress(2)
