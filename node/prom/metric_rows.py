@@ -163,6 +163,16 @@ class _Rows:
         self.timestamps = array("q")
         self.values = array("d")
 
+    def extend(
+        self,
+        series: np.ndarray[Any, np.dtype[np.int32]],
+        timestamps: np.ndarray[Any, np.dtype[np.int64]],
+        values: np.ndarray[Any, np.dtype[np.float64]],
+    ) -> None:
+        self.series.frombytes(series.astype(np.int32, copy=False).tobytes())
+        self.timestamps.frombytes(timestamps.astype(np.int64, copy=False).tobytes())
+        self.values.frombytes(values.astype(np.float64, copy=False).tobytes())
+
     def table_rows(self) -> TableRows:
         rows = TableRows(self.metric.name)
         rows.timestamps = self.timestamps

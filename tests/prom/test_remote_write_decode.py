@@ -4,10 +4,12 @@ and reads a series' labels once per cache."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import struct
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -16,7 +18,7 @@ from hypothesis import strategies as st
 from gnomon.errors import InvalidArgument
 from gnomon.proto import prometheus_pb2
 from node.ingest.rows import TableRows
-from node.prom import remote_write
+from node.prom import remote_write, remote_write_walk
 from node.prom.metric_rows import MetricRows, SeriesCache
 from node.prom.wire import snappy
 
@@ -92,6 +94,42 @@ def test_another_layout_is_read_through_the_messages() -> None:
         body = b"\x0a" + bytes([len(series)]) + series
         req = prometheus_pb2.WriteRequest.FromString(body)
         assert tables(decoded(body)) == tables(through_messages(req))
+
+
+def test_walk_reads_the_usual_layout_and_gives_up_on_another() -> None:
+    req = request(
+        ([("__name__", "up"), ("job", "x")], [(T0, 1.0), (T0 + 1, STALE)]),
+        ([("__name__", "up"), ("job", "y")], [(-5, 2.0)]),
+    )
+    data = req.SerializeToString()
+    walked = remote_write_walk.walk(data)
+    assert walked is not None and not walked.has_metadata
+    assert walked.sample_entry.tolist() == [0, 0, 1]
+    assert walked.timestamps.tolist() == [T0, T0 + 1, -5]
+    assert walked.values.view(np.uint64)[1] == struct.unpack("<Q", struct.pack("<d", STALE))[0]
+    first = data[walked.label_start[0] : walked.label_end[0]]
+    assert prometheus_pb2.TimeSeries.FromString(first).labels[1].value == "x"
+    assert walked.label_hash[0] != walked.label_hash[1]
+    for cut in (data[:-1], data + b"\x20\x01", b"\x0a\x05\x12\x03\x09\x00"):
+        assert remote_write_walk.walk(cut) is None
+
+
+def test_labels_hashed_alike_are_compared_before_they_count_as_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    req = request(
+        ([("__name__", "up"), ("job", "x")], [(T0, 1.0)]),
+        ([("__name__", "up"), ("job", "y")], [(T0, 2.0)]),
+    )
+    walk = remote_write_walk.walk
+
+    def colliding(data: bytes) -> remote_write_walk.Walked | None:
+        walked = walk(data)
+        assert walked is not None
+        return dataclasses.replace(walked, label_hash=np.zeros_like(walked.label_hash))
+
+    monkeypatch.setattr(remote_write, "walk", colliding)
+    assert tables(decoded(req.SerializeToString())) == tables(through_messages(req))
 
 
 def test_a_series_is_checked_when_first_seen_and_the_cache_is_bounded() -> None:
