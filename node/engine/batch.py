@@ -41,8 +41,10 @@ def conform(
     *,
     max_bytes: int,
     dictionary: Sequence[str] = (),
+    tsid: bool = True,
 ) -> pa.RecordBatch:
-    """``data`` as a batch of ``schema.arrow()``, tsid computed; raises SchemaMismatch. The
+    """``data`` as a batch of ``schema.arrow()``, tsid computed (without ``tsid``, a batch
+    only checked: its tsid column is nulls); raises SchemaMismatch. The
     string tags named in ``dictionary`` come dictionary encoded (``DICTIONARY_TAG``), in the
     encoding the tsid is computed from, so a caller sorting and storing the rows need not
     move or hash their strings again."""
@@ -104,7 +106,9 @@ def conform(
         arrays[col.name] = arr
     for name in dictionary:
         arrays[name] = pc.dictionary_encode(arrays[name])
-    if has_tsid:
+    if has_tsid and not tsid:
+        arrays[TSID] = pa.nulls(n, pa.uint64())
+    elif has_tsid:
         # The tsid's encoding of a tag already dictionary encoded is that encoding itself.
         arrays[TSID] = tsid_of(arrays, schema.tags, n, untagged_zero=schema.untagged_tsid_zero)
     out = schema.arrow()

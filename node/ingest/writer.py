@@ -221,6 +221,7 @@ class Ingestor:
                     plan.schema,
                     plan.data,
                     max_bytes=self.tables.max_write_bytes,
+                    tsid=False,  # computed, never refused: the engine does it as it writes
                 )
 
     # -- changing ---------------------------------------------------------------------------------

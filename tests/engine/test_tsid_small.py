@@ -6,6 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from gnomon.errors import SchemaMismatch
 from node.engine import tsid
 from node.engine.batch import conform, conform_keys
 from node.engine.schema import TSID, TSID_ZERO_UNTAGGED, Column, ColumnType, Schema
@@ -84,3 +85,24 @@ def test_tags_conformed_dictionary_encoded_keep_their_values_and_series_ids(rows
     assert encoded.column(TSID).equals(plain.column(TSID))
     for name in schema.names:
         assert encoded.column(name).cast(plain.schema.field(name).type).equals(plain.column(name))
+
+
+def test_a_batch_only_checked_is_refused_as_a_written_one_without_its_tsid() -> None:
+    schema = Schema.build(
+        [
+            Column("host", ColumnType.STRING, is_tag=True),
+            Column("v", ColumnType.DOUBLE, nullable=False),
+            Column("ts", ColumnType.TIMESTAMP, nullable=False),
+        ],
+        timestamp_key="ts",
+    )
+    ts = pa.array([1, 2], pa.timestamp("ms"))
+    good = pa.record_batch({"host": pa.array(["a", "b"]), "v": pa.array([1.0, 2.0]), "ts": ts})
+    checked = conform("t", schema, good, max_bytes=1 << 20, tsid=False)
+    written = conform("t", schema, good, max_bytes=1 << 20)
+    assert checked.column(TSID).null_count == 2 and written.column(TSID).null_count == 0
+    assert checked.drop_columns([TSID]).equals(written.drop_columns([TSID]))
+    bad = pa.record_batch({"host": pa.array(["a", "b"]), "v": pa.array([1.0, None]), "ts": ts})
+    for tsid_too in (True, False):
+        with pytest.raises(SchemaMismatch, match="NOT NULL"):
+            conform("t", schema, bad, max_bytes=1 << 20, tsid=tsid_too)
