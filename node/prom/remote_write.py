@@ -31,16 +31,15 @@ def decode(
     known = (cache or SeriesCache()).current()
     walked = walk(data)
     rows = None if walked is None else _rows(data, walked, known)
-    if rows is None or walked is None or walked.has_metadata:
-        request = parse(prometheus_pb2.WriteRequest(), data)
-        described = metadata.rows(request.metadata)
-    else:
-        described = None
+    if rows is not None and walked is not None and not walked.has_metadata:
+        return rows.tables()
+    request = parse(prometheus_pb2.WriteRequest(), data)
     if rows is None:
         rows = MetricRows(known)
         for series in request.timeseries:
             samples = series.samples
             rows.add(series.labels, (s.timestamp for s in samples), (s.value for s in samples))
+    described = metadata.rows(request.metadata)
     return rows.tables() + ([] if described is None else [described])
 
 
@@ -53,8 +52,7 @@ def _rows(data: bytes, walked: Walked, known: Series) -> MetricRows | None:
         return None
     rows = MetricRows(known)
     by_bytes = known.by_bytes
-    metrics: list[MetricSeries] = []
-    metric_of: dict[int, int] = {}
+    metric_of: dict[MetricSeries, int] = {}
     distinct_metric = np.empty(distinct.size, np.int32)
     distinct_series = np.empty(distinct.size, np.int32)
     starts, ends = walked.label_start[first].tolist(), walked.label_end[first].tolist()
@@ -65,11 +63,9 @@ def _rows(data: bytes, walked: Walked, known: Series) -> MetricRows | None:
             series = parse(prometheus_pb2.TimeSeries(), labels)
             found = by_bytes[labels] = known.of_labels(series.labels)
         metric, number = found
-        index = metric_of.setdefault(id(metric), len(metrics))
-        if index == len(metrics):
-            metrics.append(metric)
-        distinct_metric[d] = index
+        distinct_metric[d] = metric_of.setdefault(metric, len(metric_of))
         distinct_series[d] = number
+    metrics = list(metric_of)
     of_sample = entry_distinct[walked.sample_entry]
     sample_metric = distinct_metric[of_sample]
     sample_series = distinct_series[of_sample]
