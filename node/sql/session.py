@@ -323,9 +323,14 @@ class QueryContext:
             else:
                 try:
                     self._locate(name)
-                except NotOwner:
+                except NotOwner as moved:
                     remote = self.remote.find([name]).get(name)
                     if remote is None:
+                        # Served elsewhere, but no other node's copy is known (a route still
+                        # naming this node, which just let go of it; a shard between
+                        # leaders): the query meets "not owner" and is tried again where
+                        # the table is, never answered "does not exist".
+                        self.errors.append(moved)
                         return None
                     authorize(Privilege.READ, [name])
                     self._note_remote(name, remote)
