@@ -13,20 +13,28 @@ peers lay it out is read through protobuf's message objects instead.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from gnomon.proto import prometheus_pb2
 from node.ingest.rows import TableRows
 from node.prom import metadata
 from node.prom.metric_rows import MetricRows, MetricSeries, Series, SeriesCache
-from node.prom.remote_write_walk import Walked, same_labels, walk
 from node.prom.wire import parse, unsnappy
+
+if TYPE_CHECKING:
+    from node.prom.remote_write_walk import Walked
 
 
 def decode(
     body: bytes, *, max_body_bytes: int, cache: SeriesCache | None = None
 ) -> list[TableRows]:
     """The rows of a remote-write body, one :class:`TableRows` per metric."""
+    # Imported on the first body, not with the server: numba's import and the compiled
+    # walk's load take about a second, which every server start would pay otherwise.
+    from node.prom.remote_write_walk import walk
+
     data = unsnappy(body, max_body_bytes)
     known = (cache or SeriesCache()).current()
     walked = walk(data)
@@ -45,6 +53,8 @@ def decode(
 
 def _rows(data: bytes, walked: Walked, known: Series) -> MetricRows | None:
     """The rows of a walked body; None if two entries' labels hashed alike but differ."""
+    from node.prom.remote_write_walk import same_labels
+
     distinct, first, entry_distinct = np.unique(
         walked.label_hash, return_index=True, return_inverse=True
     )

@@ -128,7 +128,7 @@ def test_labels_hashed_alike_are_compared_before_they_count_as_one(
         assert walked is not None
         return dataclasses.replace(walked, label_hash=np.zeros_like(walked.label_hash))
 
-    monkeypatch.setattr(remote_write, "walk", colliding)
+    monkeypatch.setattr(remote_write_walk, "walk", colliding)
     assert tables(decoded(req.SerializeToString())) == tables(through_messages(req))
 
 
