@@ -9,10 +9,11 @@ series (Prometheus's shards) and send it in time order. Every body is encoded be
 clock starts; ingest is timed into gnomon first, then into Prometheus, and both are checked to
 hold every sample; before that, each server answers one remote write of a metric of its own,
 timed apart as its cold first write (gnomon loads its compiled body walk on first use, which
-would otherwise fall inside the timed ingest). Then ten typical dashboard panels (rates, sums by label, error ratios,
-histogram quantiles, topk, ``*_over_time``) are asked of both with ``/api/v1/query_range``
-over the last ``--range-hours`` of the data at ``--step-s``: once to warm, then ``--repeats``
-times in turn, the median kept; each panel's answers must have the same series on both.
+would otherwise fall inside the timed ingest). Then ten typical dashboard panels (rates, sums
+by label, error ratios, histogram quantiles, topk, ``*_over_time``) are asked of both with
+``/api/v1/query_range`` over the last ``--range-hours`` of the data at ``--step-s``: once to
+warm, then ``--repeats`` times in turn, the median kept; each panel's answers must have the
+same series on both.
 
 Peers' setup: gnomon writes its WAL without fsync (``--wal-sync never``) as Prometheus does
 (it syncs a WAL segment when it is full, not per write). Prometheus 2.42 (Debian's package)
