@@ -55,6 +55,10 @@ from node.tables import PLANNING, LocalTables
 
 log = logging.getLogger("gnomon.standalone")
 
+#: How long a thread runs Python before the interpreter offers the GIL to another (see
+#: :meth:`Standalone.start`).
+SWITCH_INTERVAL_S = 0.001
+
 #: After the grace period, queries still running are cancelled; they stop at their next
 #: check (between two batches of a scan) unless DataFusion is still planning them, which
 #: nothing interrupts. Stopping waits this long for them before closing the engine.
@@ -342,6 +346,11 @@ class Standalone:
         log.info("startup objects frozen", extra={"objects": gc.get_freeze_count()})
         # A query's freed buffers kept for the next one instead of faulted in again.
         hold_freed_memory()
+        # Request threads pass the GIL back and forth around native work (Arrow, the WAL,
+        # compiled decoders, DataFusion): at the default 5 ms, a thread back from native code
+        # waits out the interval behind one running Python, and concurrent writers queue on
+        # that rather than on work.
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
         # The last line of startup: what a command prints on startup comes after it.
         log.info(
             "gnomon standalone serving",
