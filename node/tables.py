@@ -36,6 +36,7 @@ from node.engine.scan import Scan, ScanRequest
 from node.engine.schema import Column, Schema
 from node.engine.sst.meta import SstMeta
 from node.engine.table import Pinned, Table
+from node.engine.tsid import KnownSeries
 
 TimeRange = tuple[int | None, int | None]
 T = TypeVar("T")
@@ -84,7 +85,11 @@ class TableReader(Protocol):
 class TableWriter(Protocol):
     """Writes rows, and deletes them by key; durable once a call returns."""
 
-    def write(self, table: str, data: pa.RecordBatch | pa.Table) -> int: ...
+    def write(
+        self, table: str, data: pa.RecordBatch | pa.Table, *, series: KnownSeries | None = None
+    ) -> int:
+        """Write rows durably; ``series``: their writer numbered the rows' series (see
+        :class:`KnownSeries`)."""
 
     def delete_rows(self, table: str, keys: pa.Table) -> int: ...
 
@@ -239,8 +244,10 @@ class LocalTables:
 
     # -- writes ----------------------------------------------------------------------------------
 
-    def write(self, table: str, data: pa.RecordBatch | pa.Table) -> int:
-        return self.engine.write(table, data)
+    def write(
+        self, table: str, data: pa.RecordBatch | pa.Table, *, series: KnownSeries | None = None
+    ) -> int:
+        return self.engine.write(table, data, series=series)
 
     def delete_rows(self, table: str, keys: pa.Table) -> int:
         return self.engine.delete_rows(table, keys)

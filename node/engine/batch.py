@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from gnomon.errors import SchemaMismatch, TooLarge
 from node.engine import defaults
 from node.engine.schema import DICTIONARY_TAG, TSID, Schema, repeat
-from node.engine.tsid import tsid_of
+from node.engine.tsid import KnownSeries, tsid_of
 
 
 def as_record_batch(data: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
@@ -42,9 +42,11 @@ def conform(
     max_bytes: int,
     dictionary: Sequence[str] = (),
     tsid: bool = True,
+    series: KnownSeries | None = None,
 ) -> pa.RecordBatch:
-    """``data`` as a batch of ``schema.arrow()``, tsid computed (without ``tsid``, a batch
-    only checked: its tsid column is nulls); raises SchemaMismatch. The
+    """``data`` as a batch of ``schema.arrow()``, tsid computed (from ``series`` when its
+    writer numbered the rows' series; without ``tsid``, a batch only checked: its tsid
+    column is nulls); raises SchemaMismatch. The
     string tags named in ``dictionary`` come dictionary encoded (``DICTIONARY_TAG``), in the
     encoding the tsid is computed from, so a caller sorting and storing the rows need not
     move or hash their strings again."""
@@ -108,6 +110,8 @@ def conform(
         arrays[name] = pc.dictionary_encode(arrays[name])
     if has_tsid and not tsid:
         arrays[TSID] = pa.nulls(n, pa.uint64())
+    elif has_tsid and series is not None:
+        arrays[TSID] = series.tsids(schema.tags, untagged_zero=schema.untagged_tsid_zero)
     elif has_tsid:
         # The tsid's encoding of a tag already dictionary encoded is that encoding itself.
         arrays[TSID] = tsid_of(arrays, schema.tags, n, untagged_zero=schema.untagged_tsid_zero)

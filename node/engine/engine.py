@@ -51,6 +51,7 @@ from node.engine.splits import time_splits, window_rows
 from node.engine.sst.reader import SstFiles
 from node.engine.stats import EngineStats
 from node.engine.table import Pinned, Table
+from node.engine.tsid import KnownSeries
 from node.engine.workers import Flusher, Periodic
 from objectstore.api import ObjectStore
 
@@ -424,9 +425,11 @@ class Engine:
 
     # -- data ------------------------------------------------------------------------------------
 
-    def write(self, name: str, data: pa.RecordBatch | pa.Table) -> int:
-        """Write rows durably; returns how many were written."""
-        return self.table(name).write(data)
+    def write(
+        self, name: str, data: pa.RecordBatch | pa.Table, *, series: KnownSeries | None = None
+    ) -> int:
+        """Write rows durably (see :meth:`Table.write`); returns how many were written."""
+        return self.table(name).write(data, series=series)
 
     def scan(
         self,

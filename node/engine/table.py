@@ -33,6 +33,7 @@ from node.engine.sst.meta import SstKind
 from node.engine.sst.reader import SstFiles
 from node.engine.stats import TableStats
 from node.engine.tombstones import RangeTombstone
+from node.engine.tsid import KnownSeries
 from objectstore.api import ObjectStore
 
 log = logging.getLogger("gnomon.engine")
@@ -230,9 +231,10 @@ class Table:
 
     # -- writes ----------------------------------------------------------------------------------
 
-    def write(self, data: pa.RecordBatch | pa.Table) -> int:
-        """Durably write rows; returns the number written once they are acknowledged."""
-        return self._log(RecordOp.PUT, self._conform(data))
+    def write(self, data: pa.RecordBatch | pa.Table, *, series: KnownSeries | None = None) -> int:
+        """Durably write rows (their tsids those of ``series`` when given); returns the number
+        written once they are acknowledged."""
+        return self._log(RecordOp.PUT, self._conform(data, series))
 
     def start_write(self, data: pa.RecordBatch | pa.Table) -> Logged | None:
         """Log and apply rows without waiting for anything but the disk: the write is
@@ -269,8 +271,12 @@ class Table:
             payload, rows.num_rows, lambda memtable, seq: memtable.append_values(values, seq)
         )
 
-    def _conform(self, data: pa.RecordBatch | pa.Table) -> Callable[[Schema], pa.RecordBatch]:
-        return lambda schema: conform(self.name, schema, data, max_bytes=self._max_write_bytes)
+    def _conform(
+        self, data: pa.RecordBatch | pa.Table, series: KnownSeries | None = None
+    ) -> Callable[[Schema], pa.RecordBatch]:
+        return lambda schema: conform(
+            self.name, schema, data, max_bytes=self._max_write_bytes, series=series
+        )
 
     def delete_rows(self, keys: pa.RecordBatch | pa.Table) -> int:
         """Durably delete the rows with these primary keys (for implicit-tsid tables: tags and

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -78,6 +78,15 @@ def tsid_values(
                 hashes[row] = ((hashes[row] ^ _hash_value(name, v)) * mul) & _MASK
     final = (h ^ (h >> 31) for h in hashes)
     return [untagged if h == UNTAGGED else h for h in final]
+
+
+class KnownSeries(Protocol):
+    """The series of a batch's rows, numbered by their writer, which holds each series' tag
+    values: the rows' tsids are their series', each hashed once (:func:`tsid_of` over one row
+    per series) rather than once per row."""
+
+    def tsids(self, tags: Sequence[str], *, untagged_zero: bool) -> pa.Array[Any]:
+        """The tsid of every row, as :func:`tsid_of` gives it for the rows' ``tags``."""
 
 
 def compute_tsid(batch: pa.RecordBatch, tags: Sequence[str]) -> pa.Array[Any]:

@@ -18,6 +18,7 @@ import pyarrow as pa
 from gnomon.errors import InvalidArgument
 from node.engine.plain import PlainRows
 from node.engine.schema import ColumnType
+from node.engine.tsid import KnownSeries
 
 
 @dataclass
@@ -78,6 +79,9 @@ class TableRows:
         #: A list, or a typed array ("q") that becomes Arrow's without a conversion.
         self.timestamps: MutableSequence[int] = []
         self.columns: dict[str, ColumnValues] = {}
+        #: The rows' series, when the reader numbered them (their tsids are hashed once per
+        #: series); rows made from these rows in another order must leave it behind.
+        self.series: KnownSeries | None = None
 
     @property
     def num_rows(self) -> int:

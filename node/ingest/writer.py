@@ -243,8 +243,10 @@ class Ingestor:
                 )
 
     def _write(self, plan: _Plan) -> int:
-        if plan.data.num_rows > COMBINE_MAX_ROWS:
-            return self.tables.write(plan.rows.table, plan.data)
+        # Rows whose series their reader numbered convert at little cost alone, and their
+        # tsids come from those series only as long as they are not joined with others.
+        if plan.data.num_rows > COMBINE_MAX_ROWS or plan.rows.series is not None:
+            return self.tables.write(plan.rows.table, plan.data, series=plan.rows.series)
         table = plan.rows.table
         with self._combiners_lock:
             combiner = self._combiners.get(table)

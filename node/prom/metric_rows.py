@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from gnomon.errors import InvalidArgument
 from node.engine.schema import ColumnType
+from node.engine.tsid import tsid_of
 from node.ingest.rows import TableRows
 from node.prom.labels import (
     LABEL_NAME,
@@ -77,13 +78,16 @@ def series_of(labels: Sequence[Label]) -> tuple[str, Tags]:
 class MetricSeries:
     """The series of one metric known to a :class:`Series` generation, numbered from 0,
     their tags held as one column per tag name so that the tags of any rows are a take of
-    each column by the rows' series."""
+    each column by the rows' series, and so are their tsids."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.count = 0
         self._columns: dict[str, list[str | None]] = {}
         self._arrays: dict[str, pa.Array[Any]] = {}
+        #: Each series' tsid in a table of these tags (in schema order) and tsid rule.
+        self._tsids: dict[tuple[tuple[str, ...], bool], np.ndarray[Any, np.dtype[np.uint64]]] = {}
+        self._tsids_lock = threading.Lock()
 
     def add(self, tags: Tags) -> int:
         """A new series of ``tags``: its number. Called under the generation's lock."""
@@ -93,11 +97,34 @@ class MetricSeries:
             if column is None:
                 column = self._columns[name] = [None] * number
             column.append(value)
-        self.count = number + 1
         for column in self._columns.values():
             if len(column) == number:
                 column.append(None)
+        # Counted last: a reader taking the series below the count finds every column full.
+        self.count = number + 1
         return number
+
+    def tsids(
+        self, tags: Sequence[str], *, untagged_zero: bool
+    ) -> np.ndarray[Any, np.dtype[np.uint64]]:
+        """Each series' tsid in a table of ``tags``, hashed as the engine hashes rows
+        (:func:`tsid_of`, each row's from its own tags alone) once per series: the first
+        time a table's tags are asked for, then for the series added since."""
+        key = (tuple(tags), untagged_zero)
+        with self._tsids_lock:
+            known = self._tsids.get(key)
+            start = 0 if known is None else known.size
+            count = self.count
+            if known is not None and start == count:
+                return known
+            columns = {
+                name: pa.array(self._columns.get(name, [None] * count)[start:count], pa.string())
+                for name in tags
+            }
+            new = tsid_of(columns, tags, count - start, untagged_zero=untagged_zero).to_numpy()
+            known = new if known is None else np.concatenate([known, new])
+            self._tsids[key] = known
+            return known
 
     def tag_columns(self, series: np.ndarray[Any, np.dtype[np.int32]]) -> dict[str, pa.Array[Any]]:
         """Each tag's values for rows of ``series`` (numbers this metric gave out)."""
@@ -177,11 +204,26 @@ class _Rows:
         rows = TableRows(self.metric.name)
         rows.timestamps = self.timestamps
         of_row = np.frombuffer(self.series, dtype=np.int32)
+        rows.series = _RowSeries(self.metric, of_row)
         for name, values in self.metric.tag_columns(of_row).items():
             rows.column(name, is_tag=True, type=ColumnType.STRING).built = values
         col = rows.column(VALUE_COLUMN, is_tag=False, type=ColumnType.DOUBLE)
         col.built = pa.array(np.frombuffer(self.values, dtype=np.float64))
         return rows
+
+
+class _RowSeries:
+    """One request's rows of a metric as the engine's :class:`KnownSeries`."""
+
+    def __init__(self, metric: MetricSeries, of_row: np.ndarray[Any, np.dtype[np.int32]]) -> None:
+        self._metric = metric
+        self._of_row = of_row
+
+    def tsids(self, tags: Sequence[str], *, untagged_zero: bool) -> pa.Array[Any]:
+        tsids: pa.Array[Any] = pa.array(
+            self._metric.tsids(tags, untagged_zero=untagged_zero)[self._of_row]
+        )
+        return tsids
 
 
 class MetricRows:

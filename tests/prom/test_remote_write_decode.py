@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from gnomon.errors import InvalidArgument
 from gnomon.proto import prometheus_pb2
+from node.engine.tsid import tsid_of
 from node.ingest.rows import TableRows
 from node.prom import remote_write, remote_write_walk
 from node.prom.metric_rows import MetricRows, SeriesCache
@@ -190,3 +191,50 @@ _series = st.tuples(
 def test_any_body_reads_as_through_the_messages(series: list[Series]) -> None:
     req = request(*series)
     assert tables(decoded(req.SerializeToString())) == tables(through_messages(req))
+
+
+_LABEL_VALUES = st.sampled_from(["", "a", "b", "é", "x" * 40])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {"job": _LABEL_VALUES, "instance": _LABEL_VALUES},
+            optional={"code": _LABEL_VALUES},
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    st.permutations(["code", "instance", "job", "zone"]),
+    st.booleans(),
+)
+def test_series_tsids_are_the_tsids_of_their_rows(
+    written: list[dict[str, str]], order: list[str], untagged_zero: bool
+) -> None:
+    """The tsids a request's rows take from their numbered series (hashed once per series,
+    for a table's tags in its schema order, a tag the metric never had among them) are those
+    the engine computes from the rows' own tags; so again once more series arrived."""
+    cache = SeriesCache()
+    half = len(written) // 2
+    for part in (written[:half], written[half:]):
+        req = request(
+            *(
+                ([("__name__", "m"), *sorted(labels.items())], [(T0 + i, 1.0)])
+                for i, labels in enumerate(part)
+            )
+        )
+        (rows,) = [t for t in decoded(req.SerializeToString(), cache) if t.table == "m"] or [None]
+        if rows is None:
+            continue
+        assert rows.series is not None
+        data = rows.arrow("timestamp")
+        n = data.num_rows
+        columns = {
+            name: data.column(name).combine_chunks()
+            if name in data.column_names
+            else pa.nulls(n, pa.string())
+            for name in order
+        }
+        expected = tsid_of(columns, order, n, untagged_zero=untagged_zero)
+        assert rows.series.tsids(order, untagged_zero=untagged_zero).equals(expected)
