@@ -304,4 +304,6 @@ class NodeAgent:
                     if not self._stop.is_set():
                         self._register()
             except GnomonError as e:
+                if self._stop.is_set():
+                    return  # the client closed for the stop
                 log.warning("heartbeat failed", extra={"node": self.name, "error": str(e)})

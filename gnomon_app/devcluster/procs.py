@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 import signal
@@ -21,6 +22,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Self, TypeVar
+
+log = logging.getLogger("gnomon.devcluster")
 
 T = TypeVar("T")
 
@@ -165,6 +168,10 @@ class Server:
             try:
                 self.proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
+                log.warning(
+                    "process did not stop on SIGTERM; killed",
+                    extra={"log": str(self.log), "waited_s": timeout_s},
+                )
                 self.kill(signal.SIGKILL)
                 self.proc.wait(timeout=timeout_s)
         self._log_file.close()

@@ -90,6 +90,8 @@ class ShardKeeper:
             try:
                 self.reconcile()
             except GnomonError as e:
+                if self._stop.is_set():
+                    return  # the meta client closed for the stop
                 log.warning("shard pass failed", extra={"node": self.name, "error": str(e)})
 
     def release(self, shard_id: int, epoch: int, table_ids: Collection[int] | None) -> list[str]:

@@ -219,12 +219,15 @@ class MetaPlacement:
         self._keeper.start()
 
     def leave(self) -> None:
+        # The meta client first: a pass or a heartbeat retrying a meta service that is away
+        # (or stopping with this node) gives up at once, rather than holding the stop for
+        # as long as its retries last (the threads are joined after it).
+        self.client.close()
         if self._keeper is not None:
             self._keeper.stop()
         if self._agent is not None:
             self._agent.stop()
         self.forwarder.close()
         self.readers.close()
-        self.client.close()
         self._picks.close()
         self._compaction_nodes.close()

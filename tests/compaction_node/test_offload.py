@@ -10,6 +10,7 @@ order on one cluster; each leaves both compaction nodes running.
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -17,6 +18,7 @@ from click.testing import CliRunner
 
 from gnomon_app.cli import main
 from gnomon_app.devcluster.cluster import DevCluster
+from gnomon_app.devcluster.procs import how_it_ended
 from meta.client import MetaClient
 from testkit.wait import wait_until
 from tests.compaction_node.support import (
@@ -187,3 +189,21 @@ def test_with_meta_down_compaction_is_local(cluster: DevCluster) -> None:
         check_rows(cluster, "t4")
     finally:
         cluster.start_meta(0)
+
+
+def test_a_node_stops_on_sigterm_with_its_meta_service_away(cluster: DevCluster) -> None:
+    """A pass or heartbeat retrying the meta service that is gone must not hold a node's
+    stop until the dev cluster's grace ends and it kills the node (SIGKILL: its memtables
+    unflushed). The cluster is whole again afterwards."""
+    cluster.kill_meta(0)
+    try:
+        # The keeper's next pass (every 2 s) and heartbeat (every third of the lease) begin
+        # retrying the meta service, for up to 20 s.
+        time.sleep(2.5)
+        node = cluster.processes[cluster.node_endpoints[0].name]
+        node.stop()
+        assert node.proc.returncode == 0, how_it_ended(node.proc.returncode)
+    finally:
+        cluster.start_meta(0)
+        cluster.start_node(0)
+        cluster.wait_ready()
