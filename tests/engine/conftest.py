@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -7,11 +8,16 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pytest
 
+from gnomon.store.sqlite import SqliteStore
 from node.backends import open_standalone
+from node.engine.config import EngineConfig
+from node.engine.engine import Engine
 from node.engine.schema import Column, ColumnType, Schema
+from node.wal.disk import DiskWal
+from objectstore.local import LocalObjectStore
 
 if TYPE_CHECKING:
-    from node.engine.engine import Engine
+    from gnomon.wal.api import Wal
 
 CPU = Schema.build(
     [
@@ -38,6 +44,29 @@ def cpu_batch(hosts: list[str], ts: list[int], usage: list[float], region: str =
 def rows(table: pa.Table, *cols: str) -> list[tuple[object, ...]]:
     cols = cols or tuple(table.column_names)
     return sorted(zip(*(table.column(c).to_pylist() for c in cols), strict=True))
+
+
+def shared_node(root: Path, name: str, wal: Wal | None = None) -> Engine:
+    """An engine standing for node ``name``, sharing with the others under ``root`` what a
+    cluster shares (catalog and manifests, SSTs, WAL regions; a real cluster puts the WAL on
+    Kafka and the SSTs on S3)."""
+    data_dir = root / name
+    os.makedirs(data_dir, exist_ok=True)
+    return Engine(
+        EngineConfig(data_dir=str(data_dir), compaction_threads=0, gc_interval_s=0),
+        meta=SqliteStore(str(root / "catalog.db")),
+        wal=wal or DiskWal(str(root / "wal")),
+        store=LocalObjectStore(str(root / "sst")),
+    )
+
+
+@pytest.fixture
+def nodes(tmp_path: Path) -> Iterator[tuple[Engine, Engine]]:
+    """Two engines sharing what a cluster shares (:func:`shared_node`)."""
+    a, b = shared_node(tmp_path, "a"), shared_node(tmp_path, "b")
+    yield a, b
+    a.close()
+    b.close()
 
 
 @pytest.fixture

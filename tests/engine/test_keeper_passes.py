@@ -5,24 +5,17 @@ are set by the test, so the pass sees exactly the interleaving a loaded cluster 
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from pathlib import Path
 from typing import cast
 
 import pytest
 
 from gnomon.proto import meta_pb2 as pb
-from gnomon.store.sqlite import SqliteStore
 from meta.client import MetaClient
 from meta.model import ShardStatus
 from node.cluster import tables
 from node.cluster.keeper import ShardKeeper
-from node.engine.config import EngineConfig
 from node.engine.engine import Engine
 from node.engine.options import TableOptions
-from node.wal.disk import DiskWal
-from objectstore.local import LocalObjectStore
 
 from .conftest import CPU, cpu_batch
 
@@ -60,25 +53,6 @@ class Placement:
         self.table_infos = [
             pb.TableInfo(id=TABLE_ID, name="mv", schema=schema, shard_id=table_shard)
         ]
-
-
-def _engine(root: Path, name: str) -> Engine:
-    data_dir = root / name
-    os.makedirs(data_dir, exist_ok=True)
-    return Engine(
-        EngineConfig(data_dir=str(data_dir), compaction_threads=0, gc_interval_s=0),
-        meta=SqliteStore(str(root / "catalog.db")),
-        wal=DiskWal(str(root / "wal")),
-        store=LocalObjectStore(str(root / "sst")),
-    )
-
-
-@pytest.fixture
-def nodes(tmp_path: Path) -> Iterator[tuple[Engine, Engine]]:
-    a, b = _engine(tmp_path, "a"), _engine(tmp_path, "b")
-    yield a, b
-    a.close()
-    b.close()
 
 
 def _keeper(engine: Engine, name: str, placement: Placement) -> ShardKeeper:

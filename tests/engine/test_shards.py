@@ -21,7 +21,7 @@ import pytest
 
 from gnomon.errors import Closed, Conflict, Fenced, NotFound, NotOwner, Unavailable
 from gnomon.store.sqlite import SqliteStore
-from gnomon.wal.api import Ticket, Wal
+from gnomon.wal.api import Ticket
 from gnomon_app.devcluster.brokers import Broker, running_tansu
 from node.engine.config import EngineConfig
 from node.engine.engine import Engine
@@ -32,28 +32,9 @@ from node.wal.disk import DiskWal
 from objectstore.local import LocalObjectStore
 from wal_kafka import KafkaWal
 
-from .conftest import CPU, cpu_batch
+from .conftest import CPU, cpu_batch, shared_node
 
 pytestmark = pytest.mark.integration
-
-
-def _node(root: Path, name: str, wal: Wal | None = None) -> Engine:
-    data_dir = root / name
-    os.makedirs(data_dir, exist_ok=True)
-    return Engine(
-        EngineConfig(data_dir=str(data_dir), compaction_threads=0, gc_interval_s=0),
-        meta=SqliteStore(str(root / "catalog.db")),
-        wal=wal or DiskWal(str(root / "wal")),
-        store=LocalObjectStore(str(root / "sst")),
-    )
-
-
-@pytest.fixture
-def nodes(tmp_path: Path) -> Iterator[tuple[Engine, Engine]]:
-    a, b = _node(tmp_path, "a"), _node(tmp_path, "b")
-    yield a, b
-    a.close()
-    b.close()
 
 
 def _ids(engine: Engine, table: str) -> list[float]:
@@ -241,7 +222,7 @@ def test_a_shard_lost_while_a_write_is_logged_fails_it_as_unknown_not_as_not_own
     NotOwner, which tells servers that nothing was written and the owner can take the write
     instead (it would then be stored twice)."""
     wal = _HeldWal(str(tmp_path / "wal"))
-    a, b = _node(tmp_path, "a", wal), _node(tmp_path, "b")
+    a, b = shared_node(tmp_path, "a", wal), shared_node(tmp_path, "b")
     try:
         a.open_shard(1, epoch=1)
         a.create_table("cpu", CPU, shard_id=1, table_id=7)
@@ -277,8 +258,8 @@ def test_a_deposed_owner_closing_its_shard_cannot_commit_its_flush(tmp_path: Pat
     epoch fence must still hold it: B, which opened the shard since and replayed the row
     (a shared log in a cluster; each its own here), would otherwise read it twice, from its
     memtable and from A's late SST."""
-    a = _node(tmp_path, "a")
-    b = _node(tmp_path, "b", DiskWal(str(tmp_path / "wal-b")))
+    a = shared_node(tmp_path, "a")
+    b = shared_node(tmp_path, "b", DiskWal(str(tmp_path / "wal-b")))
     try:
         a.open_shard(1, epoch=1)
         a.create_table("cpu", CPU, shard_id=1, table_id=7)
@@ -298,8 +279,8 @@ def test_a_closed_tables_late_flush_cannot_commit_after_its_shard_reopens_here(
     the background flusher's retries; A later gets the shard back at a newer epoch and
     replays those rows into a new instance of the table. The old instance's retry must not
     commit with the new epoch's fence: the rows would be stored twice."""
-    a = _node(tmp_path, "a")
-    b = _node(tmp_path, "b", DiskWal(str(tmp_path / "wal-b")))
+    a = shared_node(tmp_path, "a")
+    b = shared_node(tmp_path, "b", DiskWal(str(tmp_path / "wal-b")))
     try:
         a.open_shard(1, epoch=1)
         a.create_table("cpu", CPU, shard_id=1, table_id=7)
@@ -390,7 +371,7 @@ def _kafka_nodes(tmp_path: Path) -> Iterator[_KafkaNodes]:
         namespace = f"ns{uuid.uuid4().hex[:6]}"
         wals = [KafkaWal(broker.bootstrap, namespace=namespace) for _ in range(2)]
         a, b = (
-            stack.enter_context(contextlib.closing(_node(tmp_path, n, wal)))
+            stack.enter_context(contextlib.closing(shared_node(tmp_path, n, wal)))
             for n, wal in zip(("a", "b"), wals, strict=True)
         )
         yield _KafkaNodes(broker, a, b, wals[0])

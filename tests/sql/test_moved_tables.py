@@ -4,14 +4,11 @@ where the table is now, never "does not exist", which they pass to the client.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gnomon.errors import NotOwner
-from node.backends import open_standalone
 from node.sql.executor import SqlExecutor
 from node.tables import LocalTables
 
@@ -21,7 +18,7 @@ ELSEWHERE = "127.0.0.1:9"
 
 
 class LetGoOf:
-    """A node's tables with ``m`` no longer open here: not listed, and NotOwner when named,
+    """A node's tables with ``t`` no longer open here: not listed, and NotOwner when named,
     as an engine answers for a table of a shard it closed."""
 
     def __init__(self, tables: LocalTables) -> None:
@@ -31,11 +28,11 @@ class LetGoOf:
         return getattr(self._tables, name)
 
     def _moved(self, table: str) -> None:
-        if table == "m":
-            raise NotOwner(f"table 'm' is in shard 0, served by {ELSEWHERE}", shard_id=0)
+        if table == "t":
+            raise NotOwner(f"table 't' is in shard 0, served by {ELSEWHERE}", shard_id=0)
 
     def list_tables(self) -> list[str]:
-        return [t for t in self._tables.list_tables() if t != "m"]
+        return [t for t in self._tables.list_tables() if t != "t"]
 
     def schema(self, table: str) -> Any:
         self._moved(table)
@@ -47,24 +44,17 @@ class LetGoOf:
 
 
 @pytest.fixture
-def moved(tmp_path: Path) -> Iterator[SqlExecutor]:
-    engine = open_standalone(str(tmp_path / "db"))
-    here = SqlExecutor(engine)
-    here.execute(
-        "CREATE TABLE m (host string TAG, v double, ts timestamp NOT NULL, TIMESTAMP KEY(ts))"
-    )
-    here.execute("INSERT INTO m (host, v, ts) VALUES ('a', 1.0, 1000)")
-    assert isinstance(here.tables, LocalTables)
-    yield SqlExecutor(LetGoOf(here.tables), partitions=here.partitions)
-    engine.close()
+def moved(executor: SqlExecutor) -> SqlExecutor:
+    assert isinstance(executor.tables, LocalTables)
+    return SqlExecutor(LetGoOf(executor.tables), partitions=executor.partitions)
 
 
 @pytest.mark.parametrize(
     "query",
     [
-        "SELECT count(*) AS n FROM m",
-        "SELECT host, v FROM m WHERE v > 0",
-        "SELECT a.v FROM m a JOIN m b ON a.ts = b.ts",
+        "SELECT count(*) AS n FROM t",
+        "SELECT host, v FROM t WHERE v > 0",
+        "SELECT a.v FROM t a JOIN t b ON a.ts = b.ts",
     ],
 )
 def test_a_table_let_go_of_here_answers_not_owner(moved: SqlExecutor, query: str) -> None:

@@ -3,29 +3,13 @@ HoraeDB SDK's gRPC SqlQuery."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pyarrow as pa
 import pytest
 
-from node.backends import open_standalone
 from node.sql import naming
 from node.sql.executor import SqlExecutor
 
 pytestmark = pytest.mark.unit
-
-
-@pytest.fixture
-def executor(tmp_path: Path) -> Iterator[SqlExecutor]:
-    engine = open_standalone(str(tmp_path / "db"))
-    ex = SqlExecutor(engine)
-    ex.execute(
-        "CREATE TABLE t (host string TAG, v double, ts timestamp NOT NULL, TIMESTAMP KEY(ts))"
-    )
-    ex.execute("INSERT INTO t (host, v, ts) VALUES ('a', 1.0, 1), ('b', 5.0, 2)")
-    yield ex
-    engine.close()
 
 
 @pytest.mark.parametrize(
