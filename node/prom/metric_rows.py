@@ -117,10 +117,7 @@ class MetricSeries:
             count = self.count
             if known is not None and start == count:
                 return known
-            columns = {
-                name: pa.array(self._columns.get(name, [None] * count)[start:count], pa.string())
-                for name in tags
-            }
+            columns = {name: self._column(name, count).slice(start, count - start) for name in tags}
             new = tsid_of(columns, tags, count - start, untagged_zero=untagged_zero).to_numpy()
             known = new if known is None else np.concatenate([known, new])
             self._tsids[key] = known
@@ -128,13 +125,21 @@ class MetricSeries:
 
     def tag_columns(self, series: np.ndarray[Any, np.dtype[np.int32]]) -> dict[str, pa.Array[Any]]:
         """Each tag's values for rows of ``series`` (numbers this metric gave out)."""
-        out = {}
-        for name, values in list(self._columns.items()):
-            array = self._arrays.get(name)
-            if array is None or len(array) < len(values):
-                array = self._arrays[name] = pa.array(list(values), pa.string())
-            out[name] = array.take(series)
-        return out
+        return {
+            name: self._column(name, len(values)).take(series)
+            for name, values in list(self._columns.items())
+        }
+
+    def _column(self, name: str, count: int) -> pa.Array[Any]:
+        """Tag ``name``'s value of each series, the first ``count`` at least (all null for a
+        tag no series of this metric has), kept as Arrow until more series arrive."""
+        values = self._columns.get(name)
+        if values is None:
+            return pa.nulls(count, pa.string())
+        array = self._arrays.get(name)
+        if array is None or len(array) < count:
+            array = self._arrays[name] = pa.array(list(values), pa.string())
+        return array
 
 
 class Series:
