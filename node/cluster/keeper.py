@@ -103,8 +103,8 @@ class ShardKeeper:
 
     def reconcile(self) -> None:
         """One pass: close shards this node no longer leads (or leads at another epoch), open
-        those it leads, open tables created on its shards since (on a shard a procedure holds,
-        only once it lets go), and follow the shards it is a follower of (and no others)."""
+        those it leads, open tables created on its shards since, and follow the shards it is
+        a follower of (and no others)."""
         with self._pass:
             self._reconcile()
 
@@ -138,17 +138,8 @@ class ShardKeeper:
             if table_id not in known:
                 self._drop_forgotten(name)
         self._let_go_of_misplaced(before, by_shard, busy)
-        open_here = self.engine.shards()
         # Leaders first: a follower promoted here takes its copies over in open_shard.
         for shard_id, epoch in sorted(wanted.items()):
-            if shard_id in busy and shard_id in open_here:
-                # A split or merge holding the shard moves tables out of it and into it, and
-                # the placement this pass read may be from before a move it let go of: a
-                # table opened on that word in the shard it left would take writes into a
-                # log its new owner never reads (the release kept in the catalog guards
-                # this only until the table's new owner opens it). What is open stays; the
-                # rest opens at the first pass after the procedure lets go of the shard.
-                continue
             infos = self._defined(by_shard.get(shard_id, []))
             try:
                 self.engine.open_shard(

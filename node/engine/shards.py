@@ -35,8 +35,8 @@ class Served:
     """What this node serves, under one lock: the open tables by name and their compactors,
     the shards open here, the guard of every table opened here (kept after its shard closes:
     a flush or compaction finishing late is fenced at the epoch it was opened with), the
-    shards followed here, and the shards let go of while a move goes on (not opened again
-    here until it ends)."""
+    shards followed here, and what was let go of while a move goes on (not opened again here
+    until it ends): whole shards, and the tables of a shard by id."""
 
     lock: threading.RLock = field(default_factory=threading.RLock)
     tables: dict[str, Table] = field(default_factory=dict)
@@ -45,6 +45,9 @@ class Served:
     guards: dict[int, ShardGuard] = field(default_factory=dict)
     followed: dict[int, FollowedShard] = field(default_factory=dict)
     held: set[int] = field(default_factory=set)
+    #: Kept beside the catalog's release rows, which the tables' new owner removes once it
+    #: opens them: a pass reading the placement from before the move must still find them.
+    let_go: dict[int, set[int]] = field(default_factory=dict)
 
     def by_id(self, table_id: int) -> Table | None:
         return next((t for t in self.tables.values() if t.table_id == table_id), None)
@@ -112,8 +115,11 @@ class Shards:
             present = set() if held is None else held.tables
             # One read of the releases serves both the tables kept closed and those arriving.
             released = self._released.all()
+            let_go = self._served.let_go.get(shard_id, set())
             wanted = (
-                None if table_ids is None else {t for t in table_ids if released.get(t) != shard_id}
+                None
+                if table_ids is None
+                else {t for t in table_ids if released.get(t) != shard_id and t not in let_go}
             )
             infos = [
                 i
@@ -210,6 +216,7 @@ class Shards:
         # goes on (their rows written since would stay in a log their new shard never reads).
         self._released.add(shard_id, table_ids)
         with self._served.lock:
+            self._served.let_go.setdefault(shard_id, set()).update(table_ids)
             tables = []
             if shard is not None:
                 for name in sorted(shard.tables):
@@ -226,12 +233,13 @@ class Shards:
         """The meta service's move of (tables of) ``shard_id`` is over: open it as it says."""
         with self._served.lock:
             self._served.held.discard(shard_id)
+            self._served.let_go.pop(shard_id, None)
         self._released.remove(shard_id=shard_id)
 
     def held(self) -> set[int]:
         """Shards that are, or have tables, let go of until a move ends."""
         with self._served.lock:
-            held = set(self._served.held)
+            held = self._served.held | set(self._served.let_go)
         return held | self._released.shards()
 
     def _let_go(self, tables: Sequence[Table], *, strict: bool = False) -> None:

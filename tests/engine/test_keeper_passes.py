@@ -95,24 +95,29 @@ def test_a_table_let_go_of_for_a_merge_is_not_opened_again_in_its_old_shard(
     assert _usages(a) == [1.0, 2.0]
 
 
-def test_tables_moved_into_a_shard_open_once_its_procedure_ends(
+def test_tables_placed_in_a_held_shard_open_while_its_procedure_runs(
     nodes: tuple[Engine, Engine],
 ) -> None:
-    """The other half: a pass adds no table to a shard a procedure holds, and adds it at the
-    first pass after the procedure lets go."""
+    """The other half: a table moved into (or created in) a shard a procedure holds opens at
+    the next pass, as its placement is recorded only after its old home let go of it; waiting
+    for the procedure would refuse its writes on its owner until then."""
     a, b = nodes
     placement = Placement()
     keeper_a = _keeper(a, A, placement)
     placement.set({0: (A, 3, False), 1: (B, 2, False)}, table_shard=1)
-    b.open_shard(1, epoch=2, table_ids=[])
     b.define_table("mv", CPU, TableOptions(), table_id=TABLE_ID)
+    b.open_shard(1, epoch=2, table_ids=[TABLE_ID])
+    b.write("mv", cpu_batch(["h"], [1], [1.0]))
     keeper_a.reconcile()
     assert a.shard_tables() == {0: set()}
 
+    assert b.release(1, 2, [TABLE_ID]) == ["mv"]
     placement.set({0: (A, 3, True), 1: (B, 2, True)}, table_shard=0)
     keeper_a.reconcile()
-    assert a.shard_tables() == {0: set()}
+    assert a.shard_tables() == {0: {"mv"}}
+    a.write("mv", cpu_batch(["h"], [2], [2.0]))
 
     placement.set({0: (A, 3, False)}, table_shard=0)
     keeper_a.reconcile()
     assert a.shard_tables() == {0: {"mv"}}
+    assert _usages(a) == [1.0, 2.0]
