@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Collection
 
 from gnomon.errors import Conflict, GnomonError, InvalidArgument, NotFound, NotOwner
@@ -33,6 +34,7 @@ class ShardKeeper:
         lease: Callable[[], bool],
         interval_s: float = 2.0,
         on_event: Callable[[pb.ShardEvent], None] = lambda _e: None,
+        on_pass: Callable[[float], None] = lambda _started: None,
     ) -> None:
         self.engine = engine
         self.client = client
@@ -41,6 +43,8 @@ class ShardKeeper:
         self._interval_s = interval_s
         #: Told of every node's shard events (route caches drop the shard's routes).
         self._on_event = on_event
+        #: Told when a pass ends, with the monotonic time it began (see LeaseClock.caught_up).
+        self._on_pass = on_pass
         self._wake = threading.Event()
         # One pass at a time: the loop's and those requests ask for (see MetaPlacer).
         self._pass = threading.Lock()
@@ -106,7 +110,9 @@ class ShardKeeper:
         those it leads, open tables created on its shards since, and follow the shards it is
         a follower of (and no others)."""
         with self._pass:
+            started = time.monotonic()
             self._reconcile()
+        self._on_pass(started)
 
     def _reconcile(self) -> None:
         shards = self.client.shards()

@@ -392,15 +392,23 @@ class Engine:
         return True
 
     def describe(self, name: str, *, follower: bool = False) -> TableInfo:
-        return self._readable(name, follower).info
+        return self._copy(name, follower).info
 
-    def _readable(self, name: str, follower: bool) -> Table:
-        """The table reads of ``name`` use: with ``follower``, the copy of a shard followed
+    def _copy(self, name: str, follower: bool) -> Table:
+        """The table ``name`` is described by: with ``follower``, the copy of a shard followed
         here when there is one."""
         if follower:
             with contextlib.suppress(NotOwner):
                 return self.follower_table(name)
         return self.table(name)
+
+    def _readable(self, name: str, follower: bool) -> Table:
+        """The table reads of ``name`` use (see :meth:`_copy`): the leader's copy only while
+        this node's lease is current; a follower read may be a moment behind by contract."""
+        table = self._copy(name, follower)
+        if not follower:
+            table.guard.check_read()
+        return table
 
     def stats(self) -> EngineStats:
         """Figures of every open table now (empty once the engine is closed, so a metrics
@@ -541,7 +549,7 @@ class Engine:
         """``time_range`` of the snapshot cut into contiguous pieces of about equal rows (see
         ``splits.time_splits``); scans of the pieces together read the range once."""
         # A followed copy has its leader's options: whichever this node has will do.
-        seg = self._readable(name, True).info.options.segment_duration_ms
+        seg = self._copy(name, True).info.options.segment_duration_ms
         windows = window_rows(pinned.version.files, pinned.views, seg)
         lo, hi = time_range
         return time_splits(

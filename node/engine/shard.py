@@ -6,7 +6,9 @@ In a cluster a node may lose a shard two ways while writes are in flight: it is 
 it (a migration), or it cannot renew its lease with the meta service and must assume a new
 owner is being chosen. The guard turns both into an error before the write is acknowledged,
 so no write is acknowledged by a node that no longer owns the shard; the manifest's epoch
-fence (:mod:`node.engine.fences`) covers flushes and compactions the same way.
+fence (:mod:`node.engine.fences`) covers flushes and compactions the same way. Reads of the
+leader's copy ask it too: a node paused past its lease must not answer from a copy the new
+leader has moved past.
 """
 
 from __future__ import annotations
@@ -49,6 +51,17 @@ class ShardGuard:
             raise Fenced(
                 f"shard {self.shard_id}: this node's lease with the meta service is not "
                 "current, so it acknowledges no writes until it renews it",
+                shard_id=self.shard_id,
+            )
+
+    def check_read(self) -> None:
+        """Before a read of the leader's copy: once the lease lapsed the meta service may
+        have made another node leader, which acknowledges writes this copy never sees, so
+        the read is sent where the table is now (NotOwner) rather than answered stale."""
+        if self._lease is not None and not self._lease():
+            raise NotOwner(
+                f"shard {self.shard_id}: this node's lease with the meta service is not "
+                "current, so it answers no reads of its copy until it renews it",
                 shard_id=self.shard_id,
             )
 

@@ -126,7 +126,7 @@ class MetaPlacement:
         self.ttl_s = ttl_s
         self.client = MetaClient(meta, peer=peer)
         self.routes = RouteCache(self.client)
-        self.lease = LeaseClock()
+        self.lease = LeaseClock(on_lapse_renewed=self._poke_keeper)
         self.forwarder = Forwarder(advertise, peer=peer)
         self.readers = FlightReaders(self.routes, advertise, peer)
         self.remote = FlightRemoteTables(self.readers)
@@ -214,9 +214,14 @@ class MetaPlacement:
             lease=self.lease,
             interval_s=self._reconcile_s,
             on_event=lambda e: self.routes.invalidate(shard_id=e.shard_id),
+            on_pass=self.lease.caught_up,
         )
         self._placer.catch_up = self._keeper.reconcile
         self._keeper.start()
+
+    def _poke_keeper(self) -> None:
+        if self._keeper is not None:
+            self._keeper.poke()
 
     def leave(self) -> None:
         # The meta client first: a pass or a heartbeat retrying a meta service that is away

@@ -33,3 +33,24 @@ def test_a_lease_is_current_until_ttl_minus_margin_after_the_send() -> None:
     stale = LeaseClock()
     stale.renewed(time.monotonic() - 9, 10)
     assert not stale()
+
+
+def test_a_lease_renewed_after_a_lapse_waits_for_a_keeper_pass() -> None:
+    """While the node was paused past its lease its shards may have gone to other nodes:
+    only a keeper pass begun after the renewal tells what is still its own."""
+    poked: list[bool] = []
+    clock = LeaseClock(on_lapse_renewed=lambda: poked.append(True))
+    clock.renewed(time.monotonic(), 10)
+    before = time.monotonic()
+    clock.renewed(time.monotonic() - 20, 10)  # lapsed long ago, then counted again
+    assert clock()  # a late answer to an old heartbeat is no lapse
+    lapsed = LeaseClock(on_lapse_renewed=lambda: poked.append(True))
+    lapsed.renewed(time.monotonic() - 9, 10)
+    assert not lapsed() and not poked
+    lapsed.renewed(time.monotonic(), 10)
+    assert poked == [True]
+    assert not lapsed()
+    lapsed.caught_up(before)  # a pass that read the shards before the renewal
+    assert not lapsed()
+    lapsed.caught_up(time.monotonic())
+    assert lapsed()
