@@ -13,14 +13,15 @@ passes over every token that finding it takes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
 from gnomon.errors import InvalidArgument
 from node.engine.lru import Lru
+from node.engine.options import UpdateMode
 from node.engine.schema import ColumnType, Schema
-from node.sql import fastpath, functions, modes, prescan, rewrite, select, system
+from node.sql import fastpath, functions, latest_rows, modes, prescan, rewrite, select, system
 from node.sql.lexer import Kind, Token, check_bounds, literals_at, shaped
 from node.sql.parser import resolve
 from node.tables import TableCatalog
@@ -245,7 +246,7 @@ def analyse(tokens: Sequence[Token], engine: TableCatalog, sql: str) -> Analysis
         shape = prescan.shape(tree, plain[0], schema, mentions=len(plain))
         exact = shape.single and len(shape.bounds) == shape.terms
         planned = fastpath.plan(tree, tokens, plain[0], schema, exact_where=exact)
-    return Analysis(
+    found = Analysis(
         tuple(tokens),
         literals_at(tokens),
         tables,
@@ -264,6 +265,15 @@ def analyse(tokens: Sequence[Token], engine: TableCatalog, sql: str) -> Analysis
         modes.plain_tags(tokens, schemas),
         modes.equates_twice(tokens),
     )
+    if (
+        shape is not None
+        and len(plain) > 1
+        and engine.describe(shape.table).options.update_mode is UpdateMode.OVERWRITE
+        and latest_rows.applies(found.rewrite(sql, tokens), shape.table, schema)
+    ):
+        # Planned once per shape: the query reads the table's latest rows only.
+        found = replace(found, prescan=replace(shape, latest=True))
+    return found
 
 
 def _bucket_calls(tokens: Sequence[Token]) -> list[tuple[int, str]]:

@@ -455,7 +455,7 @@ class SqlExecutor:
                 f"row_groups_read={s.row_groups_read}/{s.row_groups_total} "
                 f"row_groups_located={s.row_groups_located} "
                 f"memtable_slices={s.memtable_slices} merged_components={s.merged_components} "
-                f"located={str(s.located).lower()}"
+                f"located={str(s.located).lower()} latest={str(s.latest).lower()}"
             )
         if not analyze:
             tables = sorted(qc.table_names())

@@ -12,7 +12,7 @@ the answer.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -44,11 +44,7 @@ class Prescan:
 
     def reading(self, columns: list[str]) -> Prescan:
         """This prescan reading only ``columns`` (those a fast path's answer needs)."""
-        r = self.request
-        request = ScanRequest(
-            r.table, columns=columns, bounds=r.bounds, dictionary_tags=r.dictionary_tags
-        )
-        return Prescan(request, self.stops_early, self.exact)
+        return Prescan(replace(self.request, columns=columns), self.stops_early, self.exact)
 
 
 @dataclass(frozen=True)
@@ -93,6 +89,9 @@ class Shape:
     #: Whether the query reads the table once in a single SELECT.
     single: bool
     stops_early: bool
+    #: Whether the query needs only each series' newest row (:mod:`node.sql.latest_rows`):
+    #: the scan asks for that alone.
+    latest: bool = False
 
     def bind(self, tokens: Sequence[Token], *, dictionary_tags: bool = False) -> Prescan:
         """The analysis of ``tokens``, a query of this shape, its scan asking for string tags
@@ -104,6 +103,7 @@ class Shape:
             columns=self.columns,
             bounds=intersect_all(ranges),
             dictionary_tags=dictionary_tags,
+            limit_per_series=1 if self.latest else None,
         )
         return Prescan(request, self.stops_early, exact)
 

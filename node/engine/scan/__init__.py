@@ -13,6 +13,7 @@ it applies and why it is correct:
 | :mod:`.split` | overlapping sources one by one, only their narrow overlap zones resolved |
 | :mod:`.merged` | overlapping sources through the k-way merge |
 | :mod:`.ordered` | every source merged in key order (``order``, per-series limits) |
+| :mod:`.latest` | each series' latest rows: each SST's last ones per series, merged so |
 
 A request reaches another node's engine in its one wire form, :mod:`.wire` (the Arrow Flight
 ticket).

@@ -18,13 +18,15 @@ import numpy as np
 import pyarrow as pa
 
 from node.engine.rows import key_at, same_as_next
-from node.engine.scan import merged
+from node.engine.scan import latest, merged
 from node.engine.scan.context import ScanContext
 
 
 def read(ctx: ScanContext) -> Iterator[pa.Table]:
-    sources = ctx.sources()
-    ctx.stats.memtable_slices = sum(1 for s in sources if s.mem is not None)
+    found = ctx.sources()
+    ctx.stats.memtable_slices = sum(1 for s in found if s.mem is not None)
+    candidates = latest.sources(ctx, found)
+    sources = found if candidates is None else candidates
     ctx.stats.merged_components = 1 if len(sources) > 1 else 0
     tables = merged.merge(ctx, sources, descending=ctx.order == "desc")
     visible: Iterator[pa.Table] = (ctx.visible(t) for t in tables)

@@ -78,6 +78,9 @@ class ScanStats:
     #: Read as a located read: series' runs sliced from SSTs that need no merge, without the
     #: general plan.
     located: bool = False
+    #: Read as each series' latest rows: the SSTs' candidates from the ends of their series'
+    #: runs, merged with the memtables.
+    latest: bool = False
 
 
 def referenced_columns(expr: pc.Expression, schema: Schema) -> list[str]:
