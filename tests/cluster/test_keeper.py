@@ -85,9 +85,7 @@ def _node(
         client, name, NodeKind.DATA, ttl_s=NODE_TTL_S, interval_s=0.3, on_renewed=lease.renewed
     )
     agent.start()
-    keeper = ShardKeeper(
-        engine, client, name, lease=lease, interval_s=0.3, on_pass=lease.caught_up
-    )
+    keeper = ShardKeeper(engine, client, name, lease=lease, interval_s=0.3, on_pass=lease.caught_up)
     keeper.start()
     node = DataNode(name, engine, lease, agent, keeper)
     stack.callback(node.stop_heartbeats)

@@ -64,7 +64,23 @@ def sources(ctx: ScanContext, found: list[Source]) -> list[Source] | None:
 
 def _candidates(ctx: ScanContext, sst: SstMeta, tags: list[str], limit: int) -> pa.Table | None:
     """The last ``limit`` rows of each series of ``sst``, in key order, with the columns a
-    merge reads; None when its directory does not place every series' rows."""
+    merge reads; None when its directory does not place every series' rows. Kept with the
+    file's other metadata (a file never changes): a dashboard asks for them every few
+    seconds."""
+    present = ctx.sst_files.columns(sst.path)
+    columns = tuple(c for c in ctx.read_columns if c in present)
+    return ctx.sst_files.cache.get_or_load(
+        "latest",
+        sst.path,
+        (tuple(tags), limit, columns),
+        lambda: _read(ctx, sst, tags, limit, columns),
+        lambda rows: 64 if rows is None else rows.nbytes,
+    )
+
+
+def _read(
+    ctx: ScanContext, sst: SstMeta, tags: list[str], limit: int, columns: tuple[str, ...]
+) -> pa.Table | None:
     files = ctx.sst_files
     footer = files.footer(sst.path)
     index = files.series(sst.path, tags)
@@ -72,10 +88,8 @@ def _candidates(ctx: ScanContext, sst: SstMeta, tags: list[str], limit: int) -> 
         return None
     picked = _tails(index, footer.num_row_groups, limit)
     part = ctx.part(sst, sorted(picked))
-    present = files.columns(sst.path)
-    columns = [c for c in ctx.read_columns if c in present]
     tables = files.decoded.read(
-        part.file, part.path, part.row_groups, columns, metadata=footer, keep=True
+        part.file, part.path, part.row_groups, list(columns), metadata=footer, keep=True
     )
     taken = [
         table.take(pa.array(picked[rg], pa.int64()))

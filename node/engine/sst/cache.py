@@ -21,7 +21,9 @@ from node.engine.stats import CacheStats
 
 V = TypeVar("V")
 
-Kind = Literal["path", "footer", "tombstones", "columns", "guarantees", "series", "ranges"]
+Kind = Literal[
+    "path", "footer", "tombstones", "columns", "guarantees", "series", "ranges", "latest"
+]
 
 #: (kind, file key, what of the file: None, or the columns or tags it was derived for)
 EntryKey = tuple[Kind, str, Hashable]
