@@ -120,35 +120,18 @@ def _joined_at_newest(rows: Any, newest: Any, pairs: list[tuple[Any, Any]], sche
 def _passed_to_scan(node: Any) -> dict[str, str] | None:
     """The names of the columns ``node`` outputs, mapped to the columns of the filterless
     scan they are, when it is one through renaming alone; None otherwise."""
-    chain = []
-    while type(node.to_variant()).__name__ in _PASSING:
-        chain.append(node.to_variant())
-        (node,) = node.inputs()
+    chain, node = _descend(node)
     scan = node.to_variant()
     if type(scan).__name__ != "TableScan" or scan.filters() or scan.fetch() is not None:
         return None
-    names = {name: name for _, name in scan.projection()}
-    for variant in reversed(chain):
-        if type(variant).__name__ != "Projection":
-            continue
-        renamed: dict[str, str] = {}
-        for expr in variant.projections():
-            out, inner = _renamed(expr)
-            if inner is None or inner not in names:
-                return None
-            renamed[out] = names[inner]
-        names = renamed
-    return names
+    return _through(chain, {name: name for _, name in scan.projection()})
 
 
 def _newest_per_group(node: Any, schema: Schema) -> tuple[dict[str, str], str] | None:
     """For a side computing ``max(ts)`` per group of tags (no other aggregate) over a
     filterless scan of the table: each group tag mapped to its output name, and the newest
     timestamp's output name. None otherwise."""
-    chain = []
-    while type(node.to_variant()).__name__ in _PASSING:
-        chain.append(node.to_variant())
-        (node,) = node.inputs()
+    chain, node = _descend(node)
     aggregate = node.to_variant()
     if type(aggregate).__name__ != "Aggregate":
         return None
@@ -174,23 +157,40 @@ def _newest_per_group(node: Any, schema: Schema) -> tuple[dict[str, str], str] |
         or columns.get(_name(args[0]) or "") != schema.timestamp_key
     ):
         return None
-    # Output names: as the aggregate gives them, then through the renames above it.
-    out = {name: name for name in groups} | {agg.schema_name(): agg.schema_name()}
-    for variant in reversed(chain):
-        if type(variant).__name__ != "Projection":
-            continue
-        renamed: dict[str, str] = {}
-        for expr in variant.projections():
-            name, inner = _renamed(expr)
-            if inner is None or inner not in out:
-                return None
-            renamed[name] = out[inner]
-        out = renamed
+    out = _through(chain, {name: name for name in groups} | {agg.schema_name(): agg.schema_name()})
+    if out is None:
+        return None
     by_source = {source: name for name, source in out.items()}
     newest = by_source.get(agg.schema_name())
     if newest is None or any(g not in by_source for g in groups):
         return None
     return {groups[g]: by_source[g] for g in groups}, newest
+
+
+def _descend(node: Any) -> tuple[list[Any], Any]:
+    """The aliases and projections from ``node`` down (outermost first), and the node
+    below them."""
+    chain = []
+    while type(node.to_variant()).__name__ in _PASSING:
+        chain.append(node.to_variant())
+        (node,) = node.inputs()
+    return chain, node
+
+
+def _through(chain: list[Any], names: dict[str, str]) -> dict[str, str] | None:
+    """``names`` (output name -> source) as the projections of ``chain`` pass them up, when
+    each only renames; None otherwise."""
+    for variant in reversed(chain):
+        if type(variant).__name__ != "Projection":
+            continue
+        renamed: dict[str, str] = {}
+        for expr in variant.projections():
+            out, inner = _renamed(expr)
+            if inner is None or inner not in names:
+                return None
+            renamed[out] = names[inner]
+        names = renamed
+    return names
 
 
 def _renamed(expr: Any) -> tuple[str, str | None]:
