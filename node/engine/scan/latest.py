@@ -88,8 +88,9 @@ def _read(
         return None
     picked = _tails(index, footer.num_row_groups, limit)
     part = ctx.part(sst, sorted(picked))
+    # The candidates are what is kept (see _candidates): the chunks decoded for them are not.
     tables = files.decoded.read(
-        part.file, part.path, part.row_groups, list(columns), metadata=footer, keep=True
+        part.file, part.path, part.row_groups, list(columns), metadata=footer, keep=False
     )
     taken = [
         table.take(pa.array(picked[rg], pa.int64()))
