@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from node.engine.bounds import INTEGER_TYPES
+from node.engine.bounds import INTEGER_TYPES, Bounds, Range
 from node.engine.schema import ColumnType, Schema
 from node.engine.sst.reader import LocatedArrays
 from node.sql.lexer import Token
@@ -104,6 +104,19 @@ class BucketedAggregation:
             return aggregate(self, rows)
         return run(self, rows)
 
+    def window(self, bounds: Bounds) -> tuple[Bounds, int] | None:
+        """``ORDER BY bucket DESC LIMIT n`` under an upper time bound: the n buckets up to
+        that bound. When each holds a row they are the answer's n buckets (none later holds
+        one), and a bucket's rows all lie in it, so its aggregates are whole."""
+        bound = bounds.get(self.timestamp)
+        if not self.descending or not self.limit or bound is None or bound.hi is None:
+            return None
+        if bound.values is not None:
+            return None
+        last = bound.hi if bound.hi_inclusive else bound.hi - 1
+        start = (last // self.stride_ms - (self.limit - 1)) * self.stride_ms
+        return {**bounds, self.timestamp: bound.intersect(Range(lo=start))}, self.limit
+
     @functools.cached_property
     def aggregated(self) -> list[str]:
         """The columns aggregated."""
@@ -151,6 +164,9 @@ class SortedRows:
         if isinstance(rows, LocatedArrays):
             return None
         return run(self, rows)
+
+    def window(self, bounds: Bounds) -> None:
+        return None
 
 
 Direct = BucketedAggregation | SortedRows

@@ -228,6 +228,8 @@ class SqlExecutor:
         mode: modes.Mode,
         found: Mapping[str, RemoteTable],
         unions: Mapping[str, Sequence[str]],
+        *,
+        narrow: bool = False,
     ) -> QueryContext:
         """Register the tables of a query (``tokens``, of ``analysis``' shape): the tables it
         travels to under their registered names, the others as they are, and those of other
@@ -235,7 +237,9 @@ class SqlExecutor:
         it plans (:class:`~node.sql.session.QueryTables`). A query reading no table but one
         tells the engine the columns it may read and the bounds of its WHERE clause
         (:mod:`node.sql.prescan`); in ``in_memory`` mode a small such scan is read up front,
-        once for all the query's uses of the table."""
+        once for all the query's uses of the table. With ``narrow``, a fast path's narrower
+        window is read instead (:meth:`FastPath.window`; ``qc.enough`` says how many rows
+        its answer needs to stand)."""
         qc = QueryContext(self.tables, mode, self.partitions, self.remote, unions)
         qc.known = analysis.tables
         if analysis.system:
@@ -259,6 +263,10 @@ class SqlExecutor:
             if qc.fast is not None:
                 # The bounds decide the WHERE clause's columns: only the answer's are read.
                 bounds = bounds.reading(qc.fast.reads)
+                window = qc.fast.window(bounds.bounds) if narrow else None
+                if window is not None:
+                    narrowed, qc.enough = window
+                    bounds = bounds.within(narrowed)
         for name in analysis.plain:
             qc.register(name, name, prescan=bounds)
         return qc
@@ -305,15 +313,20 @@ class SqlExecutor:
         awaited = bool(prefix) or shape is None or not shape.single
         found: dict[str, RemoteTable] = {}
 
-        def answer(mode: modes.Mode) -> tuple[QueryContext, pa.Table]:
-            qc = self._prepare(analysis, tokens, mode, found, unions or {})
-            if qc.answer is not None:
-                return qc, plain(qc.answer)
-            if qc.fast is not None and len(qc.rows) == 1:
+        def answer(mode: modes.Mode, narrow: bool = True) -> tuple[QueryContext, pa.Table]:
+            qc = self._prepare(
+                analysis, tokens, mode, found, unions or {}, narrow=narrow and mode.in_memory
+            )
+            fast = qc.answer
+            if fast is None and qc.fast is not None and len(qc.rows) == 1:
                 (rows,) = qc.rows.values()
                 fast = qc.fast.answer(rows)
-                if fast is not None:
-                    return qc, plain(fast)
+            if qc.enough is not None and (fast is None or fast.num_rows < qc.enough):
+                # Only a whole answer read over the narrowed window stands; DataFusion
+                # never sees its rows.
+                return answer(mode, narrow=False)
+            if fast is not None:
+                return qc, plain(fast)
             try:
                 if (
                     mode.pushdown

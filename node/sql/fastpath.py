@@ -10,7 +10,8 @@ is planned only when the bounds are the whole WHERE clause), and asks
 What each fast path takes, and why its answers are DataFusion's, is said in its module:
 
 - :class:`node.sql.direct.BucketedAggregation`: ``date_bin`` buckets of max, min, sum,
-  avg and count, also straight from a located read's arrays;
+  avg and count, also straight from a located read's arrays; its latest n buckets under an
+  upper time bound read from a window of n buckets first (:meth:`FastPath.window`);
 - :class:`node.sql.direct.SortedRows`: plain columns sorted by string, integer or timestamp
   keys, with a LIMIT.
 """
@@ -22,6 +23,7 @@ from typing import Protocol
 
 import pyarrow as pa
 
+from node.engine.bounds import Bounds
 from node.engine.schema import Schema
 from node.engine.sst.reader import LocatedArrays
 from node.sql import direct
@@ -56,6 +58,12 @@ class FastPath(Protocol):
     def answer(self, rows: pa.Table | LocatedArrays) -> pa.Table | None:
         """The answer over ``rows`` (those of the table the WHERE clause keeps; string tags
         may come dictionary encoded), or None to decline."""
+        ...
+
+    def window(self, bounds: Bounds) -> tuple[Bounds, int] | None:
+        """Narrower ``bounds`` whose rows give the same answer whenever it has at least the
+        number of rows returned with them, or None: the executor reads those first, and the
+        whole bounds when the answer comes short (or the fast path declines)."""
         ...
 
 

@@ -42,6 +42,11 @@ class Prescan:
     def bounds(self) -> Bounds:
         return self.request.bounds or {}
 
+    def within(self, bounds: Bounds) -> Prescan:
+        """This prescan with ``bounds`` instead of its own (narrower: see
+        :meth:`node.sql.fastpath.FastPath.window`)."""
+        return Prescan(replace(self.request, bounds=bounds), self.stops_early, self.exact)
+
     def reading(self, columns: list[str]) -> Prescan:
         """This prescan reading only ``columns`` (those a fast path's answer needs)."""
         return Prescan(replace(self.request, columns=columns), self.stops_early, self.exact)

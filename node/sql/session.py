@@ -195,6 +195,9 @@ class QueryContext:
         self.fast: FastPath | None = None
         #: The answer, when the fast path gave one as the table was read.
         self.answer: pa.Table | None = None
+        #: The rows a fast path's answer over a narrowed window needs to stand (None: the
+        #: query's whole bounds were read).
+        self.enough: int | None = None
         #: DataFusion's own name of each answer column named by its SELECT item's text.
         self.expressions: dict[str, str] = {}
         #: The rows of each view of the catalog the query reads.
