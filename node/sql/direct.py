@@ -8,10 +8,6 @@ Time-bucketed aggregations:
     FROM <table> [[AS] <alias>] [WHERE <terms>] GROUP BY <b> [ORDER BY <b> [ASC|DESC]]
     [LIMIT <n>]
 
-also grouped by one string tag after the bucket (``SELECT <b>, <tag>, <agg>... GROUP BY <b>,
-<tag> [ORDER BY <b>, <tag>]``, both keys the same direction; a null tag sorts last ascending
-and first descending, as in DataFusion), the groups found on the tag's dictionary ranks,
-
 with units second/minute/hour/day/week, aggregates max, min, sum, avg and count over int64
 and double columns (and count(*)), and a WHERE clause whose every term became a scan bound
 (:mod:`node.sql.prescan`), so the rows read are exactly the rows it keeps. Answers follow
@@ -63,37 +59,24 @@ class Aggregate:
 
 
 @dataclass(frozen=True)
-class TagKey:
-    """The output of the tag a bucketed aggregation groups by."""
-
-    column: str
-
-
-@dataclass(frozen=True)
 class BucketedAggregation:
     timestamp: str
     stride_ms: int
     bucket: str
-    #: Output columns in SELECT order: the bucket's name, the tag, or an aggregate.
-    outputs: tuple[str | TagKey | Aggregate, ...]
+    #: Output columns in SELECT order: the bucket's name, or an aggregate.
+    outputs: tuple[str | Aggregate, ...]
     descending: bool | None  # None: no ORDER BY
     limit: int | None
     #: Where the interval's and the limit's literals are among the query's tokens.
     interval_at: int = field(default=0, compare=False)
     limit_at: int | None = field(default=None, compare=False)
-    #: The string tag grouped by after the bucket, if any (:class:`TagKey` in ``outputs``).
-    tag: str | None = None
 
     @functools.cached_property
     def reads(self) -> list[str]:
         """The columns the answer reads."""
-        tags = [] if self.tag is None else [self.tag]
-        return list(dict.fromkeys([self.timestamp, *tags, *self.aggregated]))
+        return list(dict.fromkeys([self.timestamp, *self.aggregated]))
 
-    @property
-    def located(self) -> bool:
-        # A located read's arrays hold no tag values.
-        return self.tag is None
+    located = True
 
     @property
     def route(self) -> str:
@@ -126,9 +109,7 @@ class BucketedAggregation:
         that bound. When each holds a row they are the answer's n buckets (none later holds
         one), and a bucket's rows all lie in it, so its aggregates are whole."""
         bound = bounds.get(self.timestamp)
-        if self.tag is not None or not self.descending or not self.limit:
-            return None  # with a tag, the limit counts groups, not buckets
-        if bound is None or bound.hi is None:
+        if not self.descending or not self.limit or bound is None or bound.hi is None:
             return None
         if bound.values is not None:
             return None
@@ -244,31 +225,20 @@ def _sorted_rows(
 def _aggregation(
     query: Select, tokens: Sequence[Token], table: str, schema: Schema
 ) -> BucketedAggregation | None:
-    group, *tags = query.group_by or (None,)
-    if group is None or group.qualifier is not None or len(tags) > 1:
+    (group,) = query.group_by if len(query.group_by) == 1 else (None,)
+    if group is None or group.qualifier is not None:
         return None
-    tag = None
-    if tags:
-        tag = None if tags[0] is None else _of(tags[0], table)
-        if tag is None or tag not in schema.tags or schema.column(tag).type != ColumnType.STRING:
-            return None
     descending: bool | None = None
     if query.order_by:
-        keys = [k.expression for k in query.order_by]
-        if keys != list(query.group_by) or any(k.nulls_first is not None for k in query.order_by):
+        (key,) = query.order_by if len(query.order_by) == 1 else (None,)
+        if key is None or key.expression != group or key.nulls_first is not None:
             return None
-        if len({k.descending for k in query.order_by}) != 1:
-            return None
-        descending = query.order_by[0].descending
+        descending = key.descending
     interval_at: int | None = None
-    outputs: list[str | TagKey | Aggregate] = []
+    outputs: list[str | Aggregate] = []
     for item in query.items:
         e = item.expression
-        if isinstance(e, Column) and tag is not None and _of(e, table) == tag:
-            if item.alias is not None or TagKey(tag) in outputs:
-                return None
-            outputs.append(TagKey(tag))
-        elif isinstance(e, Bucket):
+        if isinstance(e, Bucket):
             if interval_at is not None or item.alias != group.name:
                 return None
             if _of(e.column, table) != schema.timestamp_key:
@@ -290,14 +260,10 @@ def _aggregation(
             if schema.column(column).type not in _TYPES:
                 return None
             outputs.append(Aggregate(e.function, column, item.alias))
-    if interval_at is None or (tag is not None and TagKey(tag) not in outputs):
+    if interval_at is None:
         return None
     stride = _stride(tokens[interval_at])
-    names = [
-        group.name,
-        *([] if tag is None else [tag]),
-        *(o.name for o in outputs if isinstance(o, Aggregate)),
-    ]
+    names = [group.name, *(o.name for o in outputs if isinstance(o, Aggregate))]
     if len(set(names)) != len(names) or stride <= 0:
         return None
     if schema.has_column(group.name):
@@ -311,7 +277,6 @@ def _aggregation(
         _count(tokens, query.limit_at),
         interval_at,
         query.limit_at,
-        tag,
     )
 
 
@@ -333,9 +298,7 @@ def run(query: Direct, rows: pa.Table) -> pa.Table:
         return _sort(query, rows)
     # The timestamp key is never null; its datetime64 values viewed as integers spare a cast.
     ts = rows.column(query.timestamp).to_numpy().view(np.int64)
-    values = {c: _values(rows.column(c)) for c in query.aggregated}
-    tag = None if query.tag is None else _Ranks.of(rows.column(query.tag))
-    return _aggregate(query, ts, values, tag=tag)
+    return _aggregate(query, ts, {c: _values(rows.column(c)) for c in query.aggregated})
 
 
 def aggregate(agg: BucketedAggregation, rows: LocatedArrays) -> pa.Table:
@@ -406,20 +369,14 @@ def _aggregate(
     columns: Mapping[str, _Values],
     *,
     in_time_order: bool = False,
-    tag: _Ranks | None = None,
 ) -> pa.Table:
     """``agg`` over rows whose timestamps (integers of milliseconds) are ``ts`` (known to be
-    sorted when ``in_time_order``), whose aggregated columns are ``columns`` and, grouped by
-    a tag too, whose tag values rank as ``tag`` says."""
+    sorted when ``in_time_order``) and whose aggregated columns are ``columns``."""
     # Grouped with numpy over the rows sorted by bucket: Acero's hash aggregation took a
     # point query's few hundred rows 0.4 ms, this 0.1.
     # Buckets by number (floored, as date_bin floors); their starts are made only for the
     # buckets found (numpy calls, not their size, are what a point query pays for).
     ordered = ts // agg.stride_ms
-    if tag is not None:
-        # One number per (bucket, tag rank) group, in the order of the two keys.
-        ordered = ordered * tag.width + tag.ranks
-        in_time_order = False
     order: np.ndarray[Any, Any] | None = None  # None: the rows come in bucket order
     if not in_time_order and (ordered[1:] < ordered[:-1]).any():
         order = np.argsort(ordered, kind="stable")  # rows of a bucket keep their order
@@ -435,12 +392,8 @@ def _aggregate(
         if isinstance(o, Aggregate):
             column = None if o.column is None else columns[o.column]
             arrays.append(_reduced(o.function, column, order, starts, sizes))
-        elif isinstance(o, TagKey):
-            assert tag is not None
-            arrays.append(tag.values(ordered[starts] % tag.width))
         else:
-            width = 1 if tag is None else tag.width
-            arrays.append(_as_arrow(ordered[starts] // width * agg.stride_ms, _MS))
+            arrays.append(_as_arrow(ordered[starts] * agg.stride_ms, _MS))
     types = tuple(columns[c].type for c in agg.aggregated)
     grouped = pa.Table.from_arrays(arrays, schema=_answer_schema(agg, types))
     if agg.descending:
@@ -505,9 +458,7 @@ def _answer_schema(agg: BucketedAggregation, types: tuple[pa.DataType, ...]) -> 
     of = dict(zip(agg.aggregated, types, strict=True))
     fields: list[pa.Field[Any]] = []
     for o in agg.outputs:
-        if isinstance(o, TagKey):
-            fields.append(pa.field(o.column, pa.string()))
-        elif not isinstance(o, Aggregate):
+        if not isinstance(o, Aggregate):
             fields.append(pa.field(agg.bucket, _MS))
         elif o.function == "count":
             fields.append(pa.field(o.name, pa.int64(), nullable=False))
@@ -542,36 +493,6 @@ _ARROW_TYPES: dict[np.dtype[Any], pa.DataType] = {
 
 #: What a null becomes in an integer max or min: a value every other one beats.
 _EXTREME = {"max": int(np.iinfo(np.int64).min), "min": int(np.iinfo(np.int64).max)}
-
-
-class _Ranks(NamedTuple):
-    """A string tag's values as the ranks of the distinct values (in sort order, null last:
-    ``width - 1``), and the values by rank."""
-
-    ranks: np.ndarray[Any, Any]
-    width: int
-    by_rank: pa.Array[Any]
-
-    @staticmethod
-    def of(column: pa.ChunkedArray[Any]) -> _Ranks:
-        encoded = column if pa.types.is_dictionary(column.type) else column.dictionary_encode()
-        unified: list[Any] = encoded.unify_dictionaries().chunks
-        if not unified:
-            return _Ranks(np.zeros(0, np.int64), 1, pa.array([], pa.string()))
-        dictionary = unified[0].dictionary.cast(pa.string())
-        distinct = pc.unique(dictionary.drop_null())
-        by_rank = distinct.take(pc.sort_indices(distinct))
-        # Each dictionary entry's rank; a null row (or null entry) ranks after every value.
-        rank_of = pc.index_in(dictionary, value_set=by_rank).fill_null(len(by_rank))
-        width = len(by_rank) + 1
-        indices = pa.chunked_array([c.indices for c in unified]).combine_chunks()
-        ranks = rank_of.take(indices).fill_null(len(by_rank))
-        return _Ranks(ranks.to_numpy().astype(np.int64), width, by_rank)
-
-    def values(self, ranks: np.ndarray[Any, Any]) -> pa.Array[Any]:
-        """The tag values of ``ranks`` (null for the null rank)."""
-        with_null = pa.concat_arrays([self.by_rank, pa.nulls(1, pa.string())])
-        return with_null.take(pa.array(ranks))
 
 
 def _ordered(
