@@ -20,7 +20,7 @@ from gnomon.errors import AlreadyExists, Fenced, NotFound, NotOwner
 from gnomon.store.etcd import EtcdStore
 from gnomon_app.devcluster.brokers import Broker, running_tansu
 from meta.client import MetaClient, NodeAgent
-from meta.model import NodeKind
+from meta.model import NodeKind, ShardStatus
 from node.cluster import tables
 from node.cluster.keeper import ShardKeeper
 from node.cluster.lease import LeaseClock
@@ -72,12 +72,13 @@ def _node(
     data_dir = cluster.workdir / f"node{index}"
     os.makedirs(data_dir, exist_ok=True)
     client = cluster.client()
+    placer = MetaPlacer(client, RouteCache(client))
     engine = Engine(
         EngineConfig(data_dir=str(data_dir), compaction_threads=0, gc_interval_s=0),
         meta=EtcdStore(cluster.etcd.endpoint, namespace=f"{cluster.namespace}/catalog"),
         wal=KafkaWal(broker.bootstrap, namespace=wal_ns),
         store=LocalObjectStore(str(cluster.workdir / "sst")),
-        placer=MetaPlacer(client, RouteCache(client)),
+        placer=placer,
     )
     stack.callback(engine.close)
     lease = LeaseClock()
@@ -86,6 +87,9 @@ def _node(
     )
     agent.start()
     keeper = ShardKeeper(engine, client, name, lease=lease, interval_s=0.3, on_pass=lease.caught_up)
+    # As a node wires them: a table placed here is opened at its first use, not only at
+    # the next periodic pass (the test uses tables right after another node made them).
+    placer.catch_up = keeper.reconcile
     keeper.start()
     node = DataNode(name, engine, lease, agent, keeper)
     stack.callback(node.stop_heartbeats)
@@ -163,11 +167,15 @@ def test_tables_made_through_any_node_live_on_their_owner(cluster: Cluster, brok
     wal_ns = f"ns{uuid.uuid4().hex[:6]}"
     with contextlib.ExitStack() as stack:
         nodes = [_node(stack, cluster, broker, i, wal_ns) for i in (3, 4)]
+        # Spread 2 and 2 and at rest: a shard still moving (the second node joined after
+        # the first took every shard) refuses its tables' writes until it has moved.
         for node in nodes:
             wait_until(
-                f"{node.name} to open the shards it leads",
+                f"{node.name} to open the 2 shards it leads",
                 lambda n=node: (
-                    bool(_led_by(client, n.name)) and n.engine.shards() == _led_by(client, n.name)
+                    len(_led_by(client, n.name)) == 2
+                    and all(s.status == ShardStatus.READY.value for s in client.shards())
+                    and n.engine.shards() == _led_by(client, n.name)
                 ),
                 timeout_s=WAIT_S,
             )
