@@ -35,9 +35,10 @@ class LeaseClock:
 
     def __init__(self, on_lapse_renewed: Callable[[], None] = lambda: None) -> None:
         self._valid_until = 0.0
-        #: False from a renewal after a lapse until a keeper pass begun after it ends.
-        self._caught_up = True
+        #: When a renewal last ended a lapse, and when the latest keeper pass to end began:
+        #: the lease counts only once the second is the later.
         self._renewed_at = 0.0
+        self._pass_began = 0.0
         #: Told when a renewal ends a lapse (the keeper makes its next pass at once).
         self._on_lapse_renewed = on_lapse_renewed
         self._lock = threading.Lock()
@@ -48,7 +49,6 @@ class LeaseClock:
         with self._lock:
             lapsed = 0.0 < self._valid_until <= sent
             if lapsed:
-                self._caught_up = False
                 self._renewed_at = time.monotonic()
             self._valid_until = max(self._valid_until, until)
         if lapsed:
@@ -58,11 +58,10 @@ class LeaseClock:
         """A keeper pass begun at monotonic time ``started`` has brought the shards open here
         up to date with the meta service."""
         with self._lock:
-            if started >= self._renewed_at:
-                self._caught_up = True
+            self._pass_began = max(self._pass_began, started)
 
     def remaining_s(self) -> float:
         return self._valid_until - time.monotonic()
 
     def __call__(self) -> bool:
-        return self._caught_up and time.monotonic() < self._valid_until
+        return self._pass_began >= self._renewed_at and time.monotonic() < self._valid_until

@@ -47,23 +47,28 @@ class ShardGuard:
             raise NotOwner(
                 f"shard {self.shard_id} is not served here any more", shard_id=self.shard_id
             )
-        if self._lease is not None and not self._lease():
-            raise Fenced(
-                f"shard {self.shard_id}: this node's lease with the meta service is not "
-                "current, so it acknowledges no writes until it renews it",
-                shard_id=self.shard_id,
-            )
+        if self._lapsed:
+            raise Fenced(f"{self._lease_text} acknowledges no writes", shard_id=self.shard_id)
 
     def check_read(self) -> None:
         """Before a read of the leader's copy: once the lease lapsed the meta service may
         have made another node leader, which acknowledges writes this copy never sees, so
         the read is sent where the table is now (NotOwner) rather than answered stale."""
-        if self._lease is not None and not self._lease():
+        if self._lapsed:
             raise NotOwner(
-                f"shard {self.shard_id}: this node's lease with the meta service is not "
-                "current, so it answers no reads of its copy until it renews it",
-                shard_id=self.shard_id,
+                f"{self._lease_text} answers no reads of its copy", shard_id=self.shard_id
             )
+
+    @property
+    def _lapsed(self) -> bool:
+        return self._lease is not None and not self._lease()
+
+    @property
+    def _lease_text(self) -> str:
+        return (
+            f"shard {self.shard_id}: this node's lease with the meta service is not current, "
+            "so until it renews it, it"
+        )
 
     def close(self) -> None:
         self._closed = True
