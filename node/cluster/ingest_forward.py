@@ -250,7 +250,19 @@ def outcome(parts: list[SentPart]) -> int:
         raise failed[0][1]
     if refused:
         raise InvalidArgument(_failures(failed))
+    statuses = {e.status if isinstance(e, GnomonError) else Status.INTERNAL for _, e in failed}
+    if len(statuses) == 1 and (status := statuses.pop()) != Status.UNAVAILABLE:
+        raise PartsFailed(status, _failures(failed))
     raise Unavailable(_failures(failed))
+
+
+class PartsFailed(GnomonError):
+    """Several parts of a request failed alike (all refused the caller, say) and none was
+    stored: reported with the status they share."""
+
+    def __init__(self, status: Status, message: str) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def _failures(failed: list[tuple[str, Exception]]) -> str:

@@ -9,8 +9,11 @@ tables go to their owner through :class:`~node.cluster.forward.Forwarder`.
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent import futures
 from dataclasses import replace
 from typing import Protocol, TypeVar
 
@@ -19,6 +22,8 @@ from node.cluster.forward import Forwarder
 from node.cluster.routes import Route, RouteCache
 
 T = TypeVar("T")
+K = TypeVar("K")
+P = TypeVar("P")
 
 #: How long a request waits for a table that is moving (migrate, split, merge, failover) to
 #: open at its new home before the move becomes its caller's error.
@@ -30,21 +35,70 @@ MOVE_WAIT_S = 15.0
 MISDIRECTED = 421
 
 
+def move_pauses(wait_s: float = MOVE_WAIT_S) -> Iterator[float]:
+    """Growing pauses between tries of a request meeting a table on its way to another shard
+    or node, for up to ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    pause = 0.02
+    while time.monotonic() + pause <= deadline:
+        yield pause
+        pause = min(pause * 2, 0.5)
+
+
 def through_moves(call: Callable[[], T], router: Router, *, wait_s: float = MOVE_WAIT_S) -> T:
     """``call()``; while it answers "not owner" (nothing was written or read: a table is on
     its way to another shard or node), forget the routes that led there and try again after a
-    growing pause, for up to ``wait_s``."""
-    deadline = time.monotonic() + wait_s
-    pause = 0.02
-    while True:
+    growing pause (:func:`move_pauses`)."""
+    for pause in move_pauses(wait_s):
         try:
             return call()
         except NotOwner as e:
-            if time.monotonic() + pause > deadline:
-                raise
             router.owner_moved(e)
         time.sleep(pause)
-        pause = min(pause * 2, 0.5)
+    return call()
+
+
+def where_served(
+    items: Sequence[K],
+    place: Callable[[Sequence[K]], list[list[P]]],
+    run: Callable[[list[P]], T],
+    *,
+    item_of: Callable[[P], K],
+    moved: Callable[[NotOwner], None],
+    submit: Callable[[Callable[[], T]], futures.Future[T]],
+    wait_s: float = MOVE_WAIT_S,
+) -> list[tuple[list[P], futures.Future[T]]]:
+    """``run`` on each group ``place`` makes of ``items`` by where they are served, in
+    parallel (a single group in this thread). A group that met "not owner" did nothing, so
+    its items alone are placed and run again after a growing pause (:func:`move_pauses`),
+    ``moved`` told of each such answer first; the others are not run twice (a request's
+    stored part written again would be stored twice). Each group with its outcome; one still
+    meeting "not owner" at the end has it as its failure."""
+
+    def start(groups: list[list[P]]) -> list[tuple[list[P], futures.Future[T]]]:
+        if len(groups) == 1:
+            done: futures.Future[T] = futures.Future()
+            try:
+                done.set_result(run(groups[0]))
+            except Exception as e:
+                done.set_exception(e)
+            return [(groups[0], done)]
+        # A copy of the caller's context for each: its identity goes with the work.
+        return [
+            (g, submit(functools.partial(contextvars.copy_context().run, run, g))) for g in groups
+        ]
+
+    running = start(place(items))
+    for pause in move_pauses(wait_s):
+        again = [(g, e) for g, f in running if isinstance(e := f.exception(), NotOwner)]
+        if not again:
+            break
+        for _, error in again:
+            moved(error)
+        time.sleep(pause)
+        running = [(g, f) for g, f in running if not isinstance(f.exception(), NotOwner)]
+        running += start(place([item_of(p) for g, _ in again for p in g]))
+    return running
 
 
 class Router(Protocol):

@@ -11,8 +11,7 @@ up again once. :class:`PartitionedCatalog` shows SQL a partition table as one ta
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent import futures
 from typing import Any, TypeVar
 
@@ -21,7 +20,7 @@ import pyarrow as pa
 
 from gnomon.errors import AlreadyExists, InvalidArgument, NotOwner, Unavailable
 from node.cluster.ingest_forward import SentPart, outcome
-from node.cluster.router import MOVE_WAIT_S
+from node.cluster.router import where_served
 from node.engine.bounds import Range
 from node.engine.catalog import TableInfo
 from node.engine.options import TableOptions
@@ -35,17 +34,6 @@ from node.tables import LocalTables, SqlTables, TableCatalog
 log = logging.getLogger("gnomon.partition")
 
 T = TypeVar("T")
-
-
-def move_pauses(wait_s: float = MOVE_WAIT_S) -> Iterator[float]:
-    """Growing pauses between tries of a request meeting a sub-table on its way to another
-    shard or node, for up to ``wait_s`` (as requests of plain tables wait,
-    ``node.cluster.router.through_moves``)."""
-    deadline = time.monotonic() + wait_s
-    pause = 0.02
-    while time.monotonic() + pause <= deadline:
-        yield pause
-        pause = min(pause * 2, 0.5)
 
 
 class PartMoved(Unavailable):
@@ -89,22 +77,6 @@ class PartitionTable:
 
     # -- running on sub-tables -------------------------------------------------------------------
 
-    def _start(
-        self,
-        subs: Sequence[str],
-        fn: Callable[[list[Part]], T],
-        together: Callable[[Sequence[Part]], list[list[Part]]],
-    ) -> dict[tuple[str, ...], futures.Future[T]]:
-        groups = together(self._parts.locate(subs))
-        if len(groups) == 1:
-            done: futures.Future[T] = futures.Future()
-            try:
-                done.set_result(fn(groups[0]))
-            except Exception as e:
-                done.set_exception(e)
-            return {tuple(p.table for p in groups[0]): done}
-        return {tuple(p.table for p in g): _POOL.submit(fn, g) for g in groups}
-
     def _each(
         self,
         subs: Sequence[str],
@@ -112,20 +84,20 @@ class PartitionTable:
         together: Callable[[Sequence[Part]], list[list[Part]]],
     ) -> dict[tuple[str, ...], futures.Future[T]]:
         """``fn`` on the groups ``together`` makes of ``subs`` where they are served, in
-        parallel; the sub-tables of groups that met "not owner" (nothing done there: a
-        sub-table is moving) grouped again where they are served now, after growing pauses
-        (:func:`move_pauses`); a group still meeting it then fails as :class:`PartMoved`."""
-        running = self._start(subs, fn, together)
-        for pause in move_pauses():
-            moved = {g: e for g, f in running.items() if isinstance(e := f.exception(), NotOwner)}
-            if not moved:
-                break
-            for cause in moved.values():
-                self._parts.moved(cause)
-            time.sleep(pause)
-            for g in moved:
-                del running[g]
-            running.update(self._start([s for g in moved for s in g], fn, together))
+        parallel; the sub-tables of groups that met "not owner" grouped again where they are
+        served now (:func:`~node.cluster.router.where_served`); a group still meeting it then
+        fails as :class:`PartMoved`."""
+        running = {
+            tuple(p.table for p in g): f
+            for g, f in where_served(
+                subs,
+                lambda names: together(self._parts.locate(names)),
+                fn,
+                item_of=lambda p: p.table,
+                moved=self._parts.moved,
+                submit=_POOL.submit,
+            )
+        }
         for g, f in running.items():
             error = f.exception()
             if isinstance(error, NotOwner):  # still moving

@@ -8,24 +8,25 @@ are not served: gRPC answers them UNIMPLEMENTED.
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import grpc
 import pyarrow as pa
 
 from gnomon.error_codes import horaedb_code, http_status, message_of
-from gnomon.errors import GnomonError, InvalidArgument, NotOwner, Status
+from gnomon.errors import InvalidArgument, NotOwner
 from gnomon.metrics import Registry
 from gnomon.proto import common_pb2, storage_pb2
 from gnomon.tls import ServerTls
 from node.cluster.forward import forwarded_from
-from node.cluster.router import MISDIRECTED, LocalRouter, Router, through_moves
+from node.cluster.ingest_forward import SentPart, outcome
+from node.cluster.router import MISDIRECTED, LocalRouter, Router, through_moves, where_served
 from node.ingest.horaedb import decode_table_request
 from node.ingest.writer import Ingestor
 from node.partition.ingest import split_request
@@ -45,6 +46,8 @@ log = logging.getLogger("gnomon.grpc")
 
 SERVICE = "storage.StorageService"
 _MAX_UINT32 = 2**32 - 1
+#: Parts of one write (tables at different owners) sent at once.
+_MAX_PARTS = 16
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -121,45 +124,58 @@ class StorageService:
         # (HoraeDB keeps the tables written before the first bad one).
         return self.ingestor.write_all([decode_table_request(t) for t in req.table_requests])
 
-    def _write_tables(
-        self, req: storage_pb2.WriteRequest, forwarded: bool, *, again: bool = True
-    ) -> int:
+    def _write_tables(self, req: storage_pb2.WriteRequest, forwarded: bool) -> int:
         """Write the tables served here, and send the others to their owners (in parallel),
         unless the request was forwarded already: then everything is written here or
-        refused, never forwarded twice. ``again``: the part found served elsewhere after
-        all (tables it created were placed on other nodes, or a route was stale) is split
-        by owner once more."""
+        refused, never forwarded twice. A part meeting "not owner" (nothing written there)
+        is sent where its tables are served now, alone: the parts stored are not written
+        again (:func:`~node.cluster.router.where_served`)."""
         _check_database(req.HasField("context"), req.context)
         if self.partitions is not None:
             req = split_request(req, self.partitions)
-        remote = {} if forwarded else self.router.remote([t.table for t in req.table_requests])
-        groups: dict[str, storage_pb2.WriteRequest] = {}
-        for t in req.table_requests:
-            group = groups.setdefault(remote.get(t.table, ""), storage_pb2.WriteRequest())
-            if not group.HasField("context"):
-                group.context.CopyFrom(req.context)
-            group.table_requests.append(t)
-        if len(groups) == 1 and "" in groups:
-            return self._write_here(req, forwarded, again)
-        calls: dict[str, Callable[[], int]] = {
-            owner: (
-                functools.partial(self._forward_write, group, owner)
-                if owner
-                else functools.partial(self._write_here, group, forwarded, again)
-            )
-            for owner, group in groups.items()
-        }
-        return _sum_parallel(calls)
+        if forwarded:
+            return self._write_here(req)
+        context = req.context
 
-    def _write_here(self, req: storage_pb2.WriteRequest, forwarded: bool, again: bool) -> int:
+        def place(tables: Sequence[storage_pb2.WriteTableRequest]) -> list[list[_Placed]]:
+            remote = self.router.remote([t.table for t in tables])
+            groups: dict[str, list[_Placed]] = {}
+            for t in tables:
+                owner = remote.get(t.table, "")
+                groups.setdefault(owner, []).append(_Placed(owner, t))
+            return list(groups.values())
+
+        with futures.ThreadPoolExecutor(
+            max_workers=min(len(req.table_requests), _MAX_PARTS) or 1
+        ) as pool:
+            running = where_served(
+                list(req.table_requests),
+                place,
+                functools.partial(self._write_part, context),
+                item_of=lambda p: p.table,
+                moved=self.router.owner_moved,
+                submit=pool.submit,
+            )
+            return outcome(
+                [
+                    SentPart(g[0].owner or "this node", [p.table.table for p in g], f)
+                    for g, f in running
+                ]
+            )
+
+    def _write_part(self, context: storage_pb2.RequestContext, part: list[_Placed]) -> int:
+        req = storage_pb2.WriteRequest(table_requests=[p.table for p in part])
+        req.context.CopyFrom(context)
+        owner = part[0].owner
+        return self._forward_write(req, owner) if owner else self._write_here(req)
+
+    def _write_here(self, req: storage_pb2.WriteRequest) -> int:
         try:
             return self._write_local(req)
         except NotOwner as e:
             # Nothing was written (the ingestor checks every table is served here first).
             self.router.owner_moved(e)
-            if forwarded or not again:
-                raise
-            return self._write_tables(req, forwarded, again=False)
+            raise
 
     def _forward_write(self, req: storage_pb2.WriteRequest, owner: str) -> int:
         forwarder = self.router.forwarder
@@ -177,10 +193,7 @@ class StorageService:
     ) -> storage_pb2.WriteResponse:
         forwarded = _was_forwarded(context)
         try:
-            if forwarded:
-                written = self._write_tables(req, forwarded)
-            else:
-                written = through_moves(lambda: self._write_tables(req, forwarded), self.router)
+            written = self._write_tables(req, forwarded)
         except Exception as e:
             self._log_failure("Write", e)
             return storage_pb2.WriteResponse(header=_error(e, forwarded=forwarded))
@@ -385,43 +398,12 @@ def _was_forwarded(context: grpc.ServicerContext | None) -> bool:
     return context is not None and forwarded_from(context.invocation_metadata()) is not None
 
 
-def _sum_parallel(calls: Mapping[str, Callable[[], int]]) -> int:
-    """Run ``calls`` at once; the sum of their results, or the first failure (naming every
-    owner that failed)."""
-    if not calls:
-        return 0  # a write of no tables
-    with futures.ThreadPoolExecutor(max_workers=len(calls)) as pool:
-        # Each part runs in a copy of the caller's context: its identity goes with it, so
-        # the local part is authorised and forwards act for the caller (a pool thread starts
-        # with an empty context, which is the process's own, unchecked, work).
-        running = {
-            owner or "this node": pool.submit(contextvars.copy_context().run, fn)
-            for owner, fn in calls.items()
-        }
-        failed = []
-        total = 0
-        for owner, future in running.items():
-            try:
-                total += future.result()
-            except Exception as e:
-                failed.append((owner, e))
-    if failed:
-        if len(failed) == 1:
-            raise failed[0][1]
-        raise PartsFailed(
-            [e for _, e in failed], "; ".join(f"{o}: {message_of(e)}" for o, e in failed)
-        )
-    return total
+@dataclass(frozen=True)
+class _Placed:
+    """One table's part of a write, and the node serving it ("" for this one)."""
 
-
-class PartsFailed(GnomonError):
-    """Several parts of a request failed: reported with the status they share (all refused
-    the caller, say), else as unavailable."""
-
-    def __init__(self, errors: Sequence[BaseException], message: str) -> None:
-        super().__init__(message)
-        statuses = {e.status if isinstance(e, GnomonError) else Status.INTERNAL for e in errors}
-        self.status = statuses.pop() if len(statuses) == 1 else Status.UNAVAILABLE
+    owner: str
+    table: storage_pb2.WriteTableRequest
 
 
 def _address(bind: str, port: int) -> str:

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 
 from gnomon.errors import InvalidArgument
+from node.cluster.router import move_pauses
 from node.engine.engine import Engine
 from node.engine.options import UpdateMode
 from node.engine.schema import TSID, ColumnType, Schema
@@ -23,7 +24,6 @@ from node.partition.tables import (
     PartitionedCatalog,
     Partitions,
     PartMoved,
-    move_pauses,
     standalone_partitions,
 )
 from node.security.context import authorize, visible

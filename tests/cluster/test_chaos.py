@@ -3,7 +3,7 @@ S3 server, meta and ``gnomon node`` processes).
 
 Two writers run throughout: the published HoraeDB SDK in Direct mode (each table's owner,
 through routes it caches and that go stale with every move) and in Proxy mode (every request
-through one entry node), on APPEND and OVERWRITE tables and a partition table. A driver picks
+through one entry node), on APPEND and OVERWRITE tables and a partition table each. A driver picks
 each step among split, merge, migrate (to a follower and to a node holding no copy),
 add-follower, switch-role, SIGKILL of a data node (restarted after its failover), SIGSTOP past
 its lease then SIGCONT, and a node joining. After each step every acknowledged row is read back
@@ -52,18 +52,46 @@ MIN_LIVE = 2
 class Figures:
     steps: int = 0
     actions: Counter[str] = field(default_factory=Counter)
-    #: Procedures the meta service refused or failed (a shard busy with another, say).
+    #: Procedures the meta service ran to the end, and those it refused or failed (a shard
+    #: busy with another, say).
+    done: int = 0
     refused: list[str] = field(default_factory=list)
+    #: Tables read back through a node following them (after each step, and at the end).
+    follower_reads: int = 0
     acked: int = 0
 
 
-def _check(cluster: DevCluster, acked: dict[str, list[int]], read: str) -> None:
+def _following(cluster: DevCluster, client: MetaClient, table: str) -> set[int]:
+    """The live nodes following a shard of ``table`` (of a sub-table, for a partition table):
+    a node serves follower reads from its own copies only."""
+    tables = client.tables()
+    ids = {t.id for t in tables if t.name == table}
+    shards = {
+        t.shard_id
+        for t in tables
+        if t.HasField("shard_id") and (t.name == table or t.parent_id in ids)
+    }
+    live = {n.grpc for n in cluster.node_endpoints}
+    return {
+        cluster.node_index(f)
+        for s in client.shards()
+        if s.id in shards
+        for f in s.followers
+        if f in live
+    }
+
+
+def _check(cluster: DevCluster, client: MetaClient, acked: dict[str, list[int]], read: str) -> int:
     """Every id in ``acked`` stored exactly once, as read through the ``read`` copies (a
-    follower a moment behind is waited for, bounded)."""
+    follower a moment behind is waited for, bounded); follower reads go to a node following
+    the table. Returns how many tables were read through a follower."""
+    through_followers = 0
     for table, ids in acked.items():
+        first = _following(cluster, client, table) if read == "follower" else set()
+        through_followers += bool(first)
         deadline = time.monotonic() + SETTLE_S
         while True:
-            stored = stored_ids(cluster, table, read=read)
+            stored = stored_ids(cluster, table, read=read, first=first)
             lost = [i for i in ids if stored[i] == 0]
             if not lost or read == "leader" or time.monotonic() > deadline:
                 break
@@ -71,6 +99,7 @@ def _check(cluster: DevCluster, acked: dict[str, list[int]], read: str) -> None:
         doubled = [i for i in ids if stored[i] > 1]
         assert not lost, f"{table} ({read}): {len(lost)} acknowledged ids lost, e.g. {lost[:10]}"
         assert not doubled, f"{table} ({read}): ids stored twice, e.g. {doubled[:10]}"
+    return through_followers
 
 
 class Driver:
@@ -114,7 +143,9 @@ class Driver:
 
     def _procedure(self, proc: pb.ProcedureInfo) -> None:
         info = self.client.wait_procedure(proc.id, timeout_s=SETTLE_S)
-        if info.status != "done":
+        if info.status == "done":
+            self.figures.done += 1
+        else:
             self.figures.refused.append(f"{info.kind}: {info.status} {info.error}")
 
     def _split(self, shard_id: int) -> None:
@@ -167,18 +198,23 @@ def test_random_moves_and_faults_lose_and_double_no_acknowledged_row(tmp_path: P
     ) as cluster:
         create_tables(cluster, ["ch_a0", "ch_a1"])
         create_tables(cluster, ["ch_o0", "ch_o1"], mode="OVERWRITE")
-        create_tables(cluster, ["ch_p"], partitions=3)
+        create_tables(cluster, ["ch_p0", "ch_p1"], partitions=3)
         (tmp_path / "direct").mkdir()
         (tmp_path / "proxy").mkdir()
         writers = [
-            Writer(cluster, ["ch_a0", "ch_o0", "ch_p"], tmp_path / "direct", batch=10),
+            Writer(cluster, ["ch_a0", "ch_o0", "ch_p0"], tmp_path / "direct", batch=10),
             Writer(
-                cluster, ["ch_a1", "ch_o1"], tmp_path / "proxy", batch=10, entry=1, mode="Proxy"
+                cluster,
+                ["ch_a1", "ch_o1", "ch_p1"],
+                tmp_path / "proxy",
+                batch=10,
+                entry=1,
+                mode="Proxy",
             ),
         ]
-        try:
-            with MetaClient(cluster.meta) as client:
-                driver = Driver(cluster, client, rng)
+        with MetaClient(cluster.meta) as client:
+            driver = Driver(cluster, client, rng)
+            try:
                 for w in writers:
                     w.wait_progress(2)
                 for k in range(STEPS):
@@ -186,20 +222,23 @@ def test_random_moves_and_faults_lose_and_double_no_acknowledged_row(tmp_path: P
                     for w in writers:
                         w.wait_progress(1)
                     acked = {t: ids for w in writers for t, ids in w.snapshot().items()}
-                    _check(cluster, acked, "leader")
-                    _check(cluster, acked, "follower")
-        finally:
-            for w in writers:
-                w.stop()
-        acked = {t: ids for w in writers for t, ids in w.snapshot().items()}
-        figures = driver.figures
-        _check(cluster, acked, "leader")
-        _check(cluster, acked, "follower")
+                    _check(cluster, client, acked, "leader")
+                    driver.figures.follower_reads += _check(cluster, client, acked, "follower")
+            finally:
+                for w in writers:
+                    w.stop()
+            acked = {t: ids for w in writers for t, ids in w.snapshot().items()}
+            figures = driver.figures
+            _check(cluster, client, acked, "leader")
+            figures.follower_reads += _check(cluster, client, acked, "follower")
         figures.acked = sum(len(ids) for ids in acked.values())
         print(
             f"\nseed {SEED}: {figures.steps} steps {dict(figures.actions)}, "
-            f"{figures.acked} rows acknowledged, 0 lost, 0 stored twice (leader and "
-            "follower reads), "
-            f"{sum(len(w.errors) for w in writers)} writes refused, "
-            f"{len(figures.refused)} procedures refused {figures.refused[:3]}"
+            f"{figures.acked} rows acknowledged, none lost or stored twice (leader and "
+            f"follower reads; {figures.follower_reads} tables read through a follower), "
+            f"{sum(len(w.errors) for w in writers)} writes refused, {figures.done} procedures "
+            f"done, {len(figures.refused)} refused {figures.refused[:3]}"
         )
+        # A walk whose moves were mostly refused would have tested little.
+        assert figures.done >= len(figures.refused), figures.refused
+        assert figures.follower_reads > 0

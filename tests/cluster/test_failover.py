@@ -85,7 +85,8 @@ async def run():
         k += 1
         ids = list(range(next_id, next_id + BATCH))
         next_id += BATCH
-        pts = [point(table, {t0} + i, {{"w": V().string("w")}}, {{"id": V().int64(i)}})
+        # Four tag values, so that a partition table's rows reach each of its sub-tables.
+        pts = [point(table, {t0} + i, {{"w": V().string(f"w{{i % 4}}")}}, {{"id": V().int64(i)}})
                for i in ids]
         try:
             ok = await write(c, ctx, pts) == [len(ids), 0]
@@ -198,15 +199,21 @@ class Writer:
 
 
 def stored_ids(
-    cluster: DevCluster, table: str, *, down: Collection[int] = (), read: str = "leader"
+    cluster: DevCluster,
+    table: str,
+    *,
+    down: Collection[int] = (),
+    read: str = "leader",
+    first: Collection[int] = (),
 ) -> Counter[int]:
     """How many times each id is stored in ``table``, read by SQL through some live node
-    (``read``: from the leader's copy or a follower's), each in turn until one answers within
-    SETTLE_S."""
+    (``read``: from the leader's copy or a follower's; the nodes ``first`` before the others),
+    each in turn until one answers within SETTLE_S."""
     last: Any = None
     deadline = time.monotonic() + SETTLE_S
     query = json.dumps({"query": f"SELECT id FROM {table}", "read": read}).encode()
-    live = [ep for i, ep in enumerate(cluster.node_endpoints) if i not in down]
+    order = sorted(range(len(cluster.node_endpoints)), key=lambda i: i not in first)
+    live = [cluster.node_endpoints[i] for i in order if i not in down]
     attempt = 0
     while True:
         try:

@@ -13,8 +13,8 @@ import pytest
 
 from gnomon.errors import NotOwner, Unavailable
 from node.backends import open_standalone
+from node.cluster import router
 from node.engine.engine import Engine
-from node.partition import tables
 from node.partition.parts import LocalParts, Part, RunSql
 from node.partition.tables import PartitionTable, PartMoved
 from node.sql.executor import SqlExecutor
@@ -110,7 +110,7 @@ def test_a_write_meeting_a_move_lands_once(engine: Engine) -> None:
 def test_one_that_stays_away_fails_as_unavailable(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tables, "move_pauses", lambda: iter([0.0, 0.0]))
+    monkeypatch.setattr(router, "move_pauses", lambda wait_s: iter([0.0, 0.0]))
     local = LocalTables(engine)
     parts = MovingParts(LocalParts(local, local), away=1_000)
     with pytest.raises(Unavailable, match="is moving") as failed:
