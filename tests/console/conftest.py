@@ -1,7 +1,7 @@
 """The web console in a real browser: headless Chromium (Debian's ``chromium``, driven by
 Playwright's driver from its wheel) against real gnomon servers. Every page a test opens
 records the URL of each request it makes and each console message it logs, so a test can
-check that the page asked nothing of any other server and logged no error. Screenshots go
+check that the page asked nothing of any other server, logged no error and fits its window. Screenshots go
 to ``$GNOMON_CONSOLE_SCREENSHOTS`` when set, else to a temporary directory."""
 
 from __future__ import annotations
@@ -83,6 +83,26 @@ class Watched:
         assert self.requests, "the page made no request at all"
         assert self.elsewhere() == []
         assert self.errors() == []
+        assert self.overflowing() == []
+
+    def overflowing(self) -> list[str]:
+        """What keeps the page from being usable at its window's size: the page scrolling
+        sideways, or a control shown outside the window."""
+        return self.page.evaluate(_OVERFLOWING)  # type: ignore[no-any-return]
+
+
+_OVERFLOWING = """() => {
+    const width = window.innerWidth;
+    const found = [];
+    const page = document.documentElement.scrollWidth;
+    if (page > width) found.push(`the page is ${page} px wide`);
+    for (const el of document.querySelectorAll("button, input, select, textarea, a, label")) {
+        const box = el.getBoundingClientRect();
+        const shown = box.width > 0 && box.height > 0;
+        if (shown && (box.left < 0 || box.right > width)) found.push(el.outerHTML.slice(0, 80));
+    }
+    return found;
+}"""
 
 
 def _origin(url: str) -> str:

@@ -140,6 +140,7 @@ def test_query_error_shows_the_servers_message(server: Running, open_page: OpenP
     # a status of 404"); the page itself logged none.
     assert [e for e in watched.errors() if "status of" not in e] == []
     assert watched.elsewhere() == []
+    assert watched.overflowing() == []
 
 
 def test_cluster_page_of_a_standalone_server(
@@ -193,6 +194,7 @@ def test_nothing_is_shown_before_sign_in(
         expect(page.locator(hidden)).to_be_hidden()
     expect(page.get_by_role("link", name="Cluster")).to_be_hidden()
     page.screenshot(path=str(screenshots / "console-sign-in.png"))
+    assert watched.overflowing() == []
 
     page.get_by_label("User", exact=True).fill(ROOT[0])
     page.get_by_label("Password", exact=True).fill("wrong")
@@ -282,3 +284,23 @@ def test_cluster_page_renders_procedures_and_compaction_nodes(
     compaction = page.locator("#cluster-compaction tbody tr")
     expect(compaction).to_contain_text("127.0.0.1:7041")
     watched.check_clean()
+
+
+def test_the_fit_check_sees_a_page_too_wide(server: Running, open_page: OpenPage) -> None:
+    watched = open_page(_origin(server))
+    page = watched.page
+    page.goto(f"{_origin(server)}/dashboard")
+    expect(page.get_by_role("button", name="Run")).to_be_visible()
+    assert watched.overflowing() == []
+    # Through the DOM: the console's content security policy refuses inline style attributes.
+    page.evaluate(
+        """() => {
+            const far = document.createElement("button");
+            far.textContent = "far";
+            far.style.marginLeft = "1400px";
+            document.body.append(far);
+        }"""
+    )
+    found = watched.overflowing()
+    assert len(found) == 2 and found[0].startswith("the page is 14"), found
+    assert found[1].startswith("<button") and "far" in found[1], found
