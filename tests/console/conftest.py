@@ -1,8 +1,8 @@
 """The web console in a real browser: headless Chromium (Debian's ``chromium``, driven by
 Playwright's driver from its wheel) against real gnomon servers. Every page a test opens
 records the URL of each request it makes and each console message it logs, so a test can
-check that the page asked nothing of any other server, logged no error and fits its window. Screenshots go
-to ``$GNOMON_CONSOLE_SCREENSHOTS`` when set, else to a temporary directory."""
+check that the page asked nothing of any other server, logged no error and fits its window.
+Screenshots go to ``$GNOMON_CONSOLE_SCREENSHOTS`` when set, else to a temporary directory."""
 
 from __future__ import annotations
 
