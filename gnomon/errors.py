@@ -8,6 +8,7 @@ column, key, path or shard.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import IntEnum
 
 
@@ -140,6 +141,21 @@ class NotOwner(Unavailable):
         super().__init__(message)
         self.owner = owner
         self.shard_id = shard_id
+
+
+class MovedPartway(NotOwner):
+    """A request writing several tables stored the rows of ``written`` (``rows`` in all)
+    before another of its tables was found moving. Only the tables not written may be sent
+    on: the request again whole would store those rows twice."""
+
+    def __init__(self, cause: NotOwner, *, written: Sequence[str], rows: int) -> None:
+        super().__init__(
+            f"{cause.message}; the rows of {', '.join(map(repr, written))} were written before it",
+            owner=cause.owner,
+            shard_id=cause.shard_id,
+        )
+        self.written = frozenset(written)
+        self.rows = rows
 
 
 class Fenced(NotOwner):

@@ -63,8 +63,7 @@ class Forwarder:
                 self._channels.broken(endpoint, channel)
                 if retried:
                     raise Unavailable(
-                        f"forwarding {method} to the owner {endpoint} failed: its connection "
-                        "closed"
+                        f"forwarding {method} to the owner {endpoint} failed: its connection closed"
                     ) from None
                 retried = True
             except grpc.RpcError as e:

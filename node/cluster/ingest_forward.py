@@ -32,7 +32,14 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from gnomon.error_codes import message_of
-from gnomon.errors import GnomonError, InvalidArgument, NotOwner, Status, Unavailable
+from gnomon.errors import (
+    GnomonError,
+    InvalidArgument,
+    MovedPartway,
+    NotOwner,
+    Status,
+    Unavailable,
+)
 from gnomon.flight.client import call_options, gnomon_error
 from gnomon.flight.ticket import PutSpec
 from gnomon.peer import Peer
@@ -160,6 +167,17 @@ class ForwardingIngestor:
     def _write(self, owners: Owners, tables: Sequence[TableRows]) -> int:
         try:
             return self.ingestor.write_all(tables)
+        except MovedPartway as e:
+            rest = [t for t in tables if t.table not in e.written]
+            try:
+                return e.rows + self._split(owners, rest, again=True)
+            except GnomonError as failed:
+                raise PartlyWritten(
+                    f"the write was stored in part: the rows of "
+                    f"{', '.join(map(repr, sorted(e.written)))} were written, the others not: "
+                    f"{message_of(failed)}",
+                    refused=isinstance(failed, InvalidArgument),
+                ) from failed
         except NotOwner:
             pass
         # No route sent the request here, so none is forgotten: split by the routes known.

@@ -17,7 +17,7 @@ from concurrent import futures
 from dataclasses import replace
 from typing import Protocol, TypeVar
 
-from gnomon.errors import NotOwner
+from gnomon.errors import MovedPartway, NotOwner
 from node.cluster.forward import Forwarder
 from node.cluster.routes import Route, RouteCache
 
@@ -52,6 +52,8 @@ def through_moves(call: Callable[[], T], router: Router, *, wait_s: float = MOVE
     for pause in move_pauses(wait_s):
         try:
             return call()
+        except MovedPartway:
+            raise
         except NotOwner as e:
             router.owner_moved(e)
         time.sleep(pause)
@@ -64,16 +66,20 @@ def where_served(
     run: Callable[[list[P]], T],
     *,
     item_of: Callable[[P], K],
+    name_of: Callable[[P], str],
     moved: Callable[[NotOwner], None],
     submit: Callable[[Callable[[], T]], futures.Future[T]],
+    partway: Callable[[MovedPartway], T] | None = None,
     wait_s: float = MOVE_WAIT_S,
 ) -> list[tuple[list[P], futures.Future[T]]]:
     """``run`` on each group ``place`` makes of ``items`` by where they are served, in
-    parallel (a single group in this thread). A group that met "not owner" did nothing, so
-    its items alone are placed and run again after a growing pause (:func:`move_pauses`),
-    ``moved`` told of each such answer first; the others are not run twice (a request's
-    stored part written again would be stored twice). Each group with its outcome; one still
-    meeting "not owner" at the end has it as its failure."""
+    parallel (a single group in this thread). A group that met "not owner" did nothing (or,
+    :class:`MovedPartway`, stored the tables it names), so its other items alone are placed
+    and run again after a growing pause (:func:`move_pauses`), ``moved`` told of each such
+    answer first; nothing stored is run twice (a request's stored part written again would
+    be stored twice); ``partway`` gives what the stored tables of such a group count for
+    (writes: the rows stored; without it, the group fails with it). Each group with its
+    outcome; one still meeting "not owner" at the end has it as its failure."""
 
     def start(groups: list[list[P]]) -> list[tuple[list[P], futures.Future[T]]]:
         if len(groups) == 1:
@@ -89,15 +95,29 @@ def where_served(
         ]
 
     running = start(place(items))
+
+    def again(error: BaseException | None) -> bool:
+        if isinstance(error, MovedPartway):
+            return partway is not None
+        return isinstance(error, NotOwner)
+
     for pause in move_pauses(wait_s):
-        again = [(g, e) for g, f in running if isinstance(e := f.exception(), NotOwner)]
-        if not again:
+        moving = [(g, e) for g, f in running if again(e := f.exception())]
+        if not moving:
             break
-        for _, error in again:
+        running = [(g, f) for g, f in running if not again(f.exception())]
+        rest: list[K] = []
+        for group, error in moving:
+            assert isinstance(error, NotOwner)
             moved(error)
+            written = error.written if isinstance(error, MovedPartway) else frozenset()
+            if partway is not None and isinstance(error, MovedPartway):
+                stored: futures.Future[T] = futures.Future()
+                stored.set_result(partway(error))
+                running.append(([p for p in group if name_of(p) in written], stored))
+            rest += [item_of(p) for p in group if name_of(p) not in written]
         time.sleep(pause)
-        running = [(g, f) for g, f in running if not isinstance(f.exception(), NotOwner)]
-        running += start(place([item_of(p) for g, _ in again for p in g]))
+        running += start(place(rest))
     return running
 
 

@@ -31,7 +31,7 @@ from typing import Generic, Protocol, TypeVar
 
 import pyarrow as pa
 
-from gnomon.errors import InvalidArgument, NotFound
+from gnomon.errors import InvalidArgument, MovedPartway, NotFound, NotOwner
 from gnomon.names import check_table_name
 from node.engine.batch import conform
 from node.engine.engine import Engine
@@ -119,7 +119,19 @@ class Ingestor:
                 self.tables.table(plan.rows.table)
         elif len(plans) > 1:
             self._admit(plans)
-        written = sum(self._write(plan) for plan in plans if plan.data.num_rows)
+        written = 0
+        done: list[str] = []
+        for plan in plans:
+            if not plan.data.num_rows:
+                continue
+            try:
+                written += self._write(plan)
+            except NotOwner as e:
+                # A shard moving between two tables' writes: say what was stored.
+                if done:
+                    raise MovedPartway(e, written=done, rows=written) from e
+                raise
+            done.append(plan.rows.table)
         for plan in plans:
             known = self._tables.get(plan.rows.table)
             if known is None or known.closed:

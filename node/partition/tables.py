@@ -94,6 +94,7 @@ class PartitionTable:
                 lambda names: together(self._parts.locate(names)),
                 fn,
                 item_of=lambda p: p.table,
+                name_of=lambda p: p.table,
                 moved=self._parts.moved,
                 submit=_POOL.submit,
             )

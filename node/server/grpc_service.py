@@ -20,7 +20,7 @@ import grpc
 import pyarrow as pa
 
 from gnomon.error_codes import horaedb_code, http_status, message_of
-from gnomon.errors import InvalidArgument, NotOwner
+from gnomon.errors import InvalidArgument, MovedPartway, NotOwner
 from gnomon.metrics import Registry
 from gnomon.proto import common_pb2, storage_pb2
 from gnomon.tls import ServerTls
@@ -60,7 +60,10 @@ def _ok() -> common_pb2.ResponseHeader:
 def _error(e: BaseException, *, forwarded: bool = False) -> common_pb2.ResponseHeader:
     """The header reporting ``e``; on a ``forwarded`` call "not owner" is MISDIRECTED, so the
     node that forwarded it looks for the owner again."""
-    code = MISDIRECTED if forwarded and isinstance(e, NotOwner) else horaedb_code(e)
+    # A forwarded write stored in part is no misdirection: sent again it would be stored
+    # twice.
+    misdirected = isinstance(e, NotOwner) and not isinstance(e, MovedPartway)
+    code = MISDIRECTED if forwarded and misdirected else horaedb_code(e)
     return common_pb2.ResponseHeader(code=code, error=message_of(e))
 
 
@@ -153,6 +156,8 @@ class StorageService:
                 place,
                 functools.partial(self._write_part, context),
                 item_of=lambda p: p.table,
+                name_of=lambda p: p.table.table,
+                partway=lambda e: e.rows,
                 moved=self.router.owner_moved,
                 submit=pool.submit,
             )
