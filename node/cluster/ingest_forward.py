@@ -6,7 +6,9 @@ when the ingestor answers "not owner" (nothing was written: a table is served el
 or one it just created was placed on another node) is the request split by owner. Tables
 served here or unknown stay here; each other table's rows go to its owner's Arrow Flight
 endpoint as an ingest ``do_put`` (``node/cluster/rows_wire.py``), in parallel, and the
-owner's own ingestor creates the table or adds columns as they need. A put is marked
+owner's own ingestor creates the table or adds columns as they need; a part meeting "not
+owner" (a table moving) is sent again alone where the table is now, and a part stored is
+never sent again (``node.cluster.router.where_served``). A put is marked
 ``forwarded_from`` this node, and a forwarded put is written by its receiver or refused,
 never sent on: a route stale on two nodes costs an error naming the owner, not a loop. With
 a cluster secret a put carries it and the user whose write it is (``gnomon/peer.py``): the
@@ -44,7 +46,7 @@ from gnomon.flight.client import call_options, gnomon_error
 from gnomon.flight.ticket import PutSpec
 from gnomon.peer import Peer
 from node.cluster import rows_wire
-from node.cluster.router import Router, through_moves
+from node.cluster.router import Router, where_served
 from node.cluster.routes import Route
 from node.ingest.rows import TableRows
 from node.ingest.writer import Ingestor
@@ -162,64 +164,52 @@ class ForwardingIngestor:
         owners = self.owners
         if forwarded or owners is None:
             return self.ingestor.write_all(tables)
-        return through_moves(lambda: self._write(owners, tables), self.router)
-
-    def _write(self, owners: Owners, tables: Sequence[TableRows]) -> int:
         try:
             return self.ingestor.write_all(tables)
+        # No route sent the request here, so none is forgotten: split by the routes known.
         except MovedPartway as e:
             rest = [t for t in tables if t.table not in e.written]
-            try:
-                return e.rows + self._split(owners, rest, again=True)
-            except GnomonError as failed:
-                raise PartlyWritten(
-                    f"the write was stored in part: the rows of "
-                    f"{', '.join(map(repr, sorted(e.written)))} were written, the others not: "
-                    f"{message_of(failed)}",
-                    refused=isinstance(failed, InvalidArgument),
-                ) from failed
+            stored = [SentPart(_HERE, sorted(e.written), _done(e.rows))]
         except NotOwner:
-            pass
-        # No route sent the request here, so none is forgotten: split by the routes known.
-        return self._split(owners, tables, again=True)
+            rest, stored = list(tables), []
+        return self._split(owners, rest, stored)
 
-    def _split(self, owners: Owners, tables: Sequence[TableRows], *, again: bool) -> int:
-        """Write the tables served here, send each other one to its owner, at once.
-        ``again``: the part found served elsewhere after all (it created tables placed on
-        other nodes, or a route was stale) is split once more."""
-        routes = self.router.remote_routes([t.table for t in tables])
-        if not routes:
-            return self._local(owners, list(tables), again=again)
-        local = [t for t in tables if t.table not in routes]
+    def _split(self, owners: Owners, tables: list[TableRows], stored: list[SentPart]) -> int:
+        """Write the tables served here, send each other one to its owner, at once; a part
+        meeting "not owner" is placed and sent again alone (``where_served``). ``stored``:
+        the parts written already."""
         # Every remote part is converted before anything is written: rows that do not fit
         # their types refuse the whole request.
-        sends = [
-            (routes[t.table], t.table, rows_wire.encode(t)) for t in tables if t.table in routes
-        ]
-        parts = [
-            SentPart(
-                route.endpoint, [table], owners.submit(self._sender(owners, route, table, data))
-            )
-            for route, table, data in sends
-        ]
-        if local:
-            done: futures.Future[int] = futures.Future()
-            parts.append(SentPart(_HERE, [t.table for t in local], done))
-            try:
-                done.set_result(self._local(owners, local, again=again))
-            except Exception as e:
-                done.set_exception(e)
-        return outcome(parts)
+        first = [self.router.remote_routes([t.table for t in tables])]
+        encoded = {id(t): rows_wire.encode(t) for t in tables if t.table in first[0]}
 
-    def _local(self, owners: Owners, tables: list[TableRows], *, again: bool) -> int:
-        try:
-            return self.ingestor.write_all(tables)
-        except NotOwner as e:
-            if not again:
-                raise
-            # Nothing was written; the routes that said "here" are forgotten.
-            self.router.owner_moved(e)
-        return self._split(owners, tables, again=False)
+        def place(part: Sequence[TableRows]) -> list[list[_Placed]]:
+            routes = first.pop() if first else self.router.remote_routes([t.table for t in part])
+            local = [_Placed(None, t) for t in part if t.table not in routes]
+            remote = [[_Placed(routes[t.table], t)] for t in part if t.table in routes]
+            return ([local] if local else []) + remote
+
+        def run(group: list[_Placed]) -> int:
+            route = group[0].route
+            if route is None:
+                return self.ingestor.write_all([p.rows for p in group])
+            rows = group[0].rows
+            data = encoded.get(id(rows)) or rows_wire.encode(rows)
+            return self._sender(owners, route, rows.table, data)()
+
+        running = where_served(
+            tables,
+            place,
+            run,
+            item_of=lambda p: p.rows,
+            name_of=lambda p: p.rows.table,
+            moved=self.router.owner_moved,
+            submit=owners.submit,
+            partway=lambda e: e.rows,
+        )
+        return outcome(
+            stored + [SentPart(g[0].where, [p.rows.table for p in g], f) for g, f in running]
+        )
 
     def _sender(
         self, owners: Owners, route: Route, table: str, data: pa.Table
@@ -234,13 +224,29 @@ class ForwardingIngestor:
                     raise Unavailable(f"the owner of table {table!r} has no Arrow Flight endpoint")
                 return owners.put(endpoint, table, data, user)
             except GnomonError as e:
-                if isinstance(e, NotOwner):
-                    self.router.owner_moved(e)
                 e.message = f"{e.message} (at {route.endpoint})"
                 e.args = (e.message,)
                 raise
 
         return send
+
+
+@dataclass(frozen=True)
+class _Placed:
+    """One table's rows of a write and the route to its owner (None: served here)."""
+
+    route: Route | None
+    rows: TableRows
+
+    @property
+    def where(self) -> str:
+        return _HERE if self.route is None else self.route.endpoint
+
+
+def _done(rows: int) -> futures.Future[int]:
+    done: futures.Future[int] = futures.Future()
+    done.set_result(rows)
+    return done
 
 
 def outcome(parts: list[SentPart]) -> int:
