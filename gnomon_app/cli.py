@@ -28,6 +28,7 @@ from gnomon.errors import GnomonError
 from gnomon.stopping import stop_signals
 from gnomon_app.lazycli import LazyGroup, console
 from gnomon_app.shell import DEFAULT_MAX_ROWS
+from gnomon_app.without_pandas import keep_pandas_out
 
 # What a command needs beyond the CLI itself (Arrow, DataFusion, gRPC, the engine) is
 # imported when it runs: every command, `gnomon --help` among them, would wait for it.
@@ -254,6 +255,7 @@ def standalone(config_file: str | None, with_demo: bool, **flags: object) -> Non
 
     Settings come from defaults, then --config, then GNOMON_* environment variables, then
     flags. Stops gracefully (flushing) on SIGTERM or Ctrl-C."""
+    keep_pandas_out()
     cfg = _load_config(StandaloneConfig, config_file, flags)
     with stop_signals(logging.getLogger("gnomon.standalone")) as stop:
         server = _start("standalone", cfg)
@@ -285,6 +287,7 @@ def node(config_file: str | None, **flags: object) -> None:
 
     Settings come from defaults, then --config, then GNOMON_* environment variables, then
     flags. Stops gracefully (flushing) on SIGTERM or Ctrl-C."""
+    keep_pandas_out()
     from gnomon.peer import Peer
     from meta.model import NodeKind
     from node.backends import Storage

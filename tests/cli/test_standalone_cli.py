@@ -57,6 +57,10 @@ def test_standalone_on_port_0_reports_its_ports_serves_and_stops(tmp_path: Path)
         assert result.exit_code == 0 and "2.5" in result.output and "(2 rows)" in result.output
         bad = runner.invoke(main, ["sql", "--endpoint", endpoint, "-e", "SELECT * FROM nope"])
         assert bad.exit_code == 1 and "nope" in bad.output
+        # Having written and answered, the server holds no pandas (a dev-only dependency):
+        # none of its compiled modules is mapped.
+        maps = Path(f"/proc/{server.proc.pid}/maps").read_text()
+        assert "pyarrow" in maps and "pandas/_libs" not in maps
     finally:
         server.kill(signal.SIGTERM)
         assert server.proc.wait(timeout=60) == 0

@@ -48,3 +48,20 @@ def test_commands_imported_late_are_listed_and_run() -> None:
     assert users.exit_code == 0 and "create" in users.output, users.output
     bench = CliRunner().invoke(main, ["bench", "--help"])
     assert bench.exit_code == 0 and "tsbs" in bench.output, bench.output
+
+
+def test_a_server_process_keeps_pandas_out() -> None:
+    code = (
+        "from gnomon_app.without_pandas import keep_pandas_out\n"
+        "keep_pandas_out()\n"
+        "import pyarrow as pa\n"
+        "pa.table({'a': [1, 2]})\n"
+        "import node.server.standalone\n"
+        "try:\n"
+        "    import pandas\n"
+        "except ModuleNotFoundError:\n"
+        "    print('refused')"
+    )
+    assert "pandas" not in _imported_after(code)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "refused", done.stderr

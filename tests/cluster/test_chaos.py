@@ -98,8 +98,26 @@ def _check(cluster: DevCluster, client: MetaClient, acked: dict[str, list[int]],
             time.sleep(0.2)
         doubled = [i for i in ids if stored[i] > 1]
         assert not lost, f"{table} ({read}): {len(lost)} acknowledged ids lost, e.g. {lost[:10]}"
-        assert not doubled, f"{table} ({read}): ids stored twice, e.g. {doubled[:10]}"
+        assert not doubled, (
+            f"{table} ({read}): ids stored twice, e.g. {doubled[:10]}; "
+            f"{_twice_again(cluster, table, doubled[:10])}"
+        )
     return through_followers
+
+
+def _twice_again(cluster: DevCluster, table: str, doubled: list[int]) -> str:
+    """Whether ids read twice are still read twice a moment later, through each node: a
+    stored copy too many, or a read that saw one copy twice."""
+    time.sleep(SETTLE_S / 4)
+    seen = {}
+    for i in range(len(cluster.node_endpoints)):
+        try:
+            stored = stored_ids(cluster, table, first=[i])
+        except AssertionError as e:
+            seen[i] = str(e)[:80]
+            continue
+        seen[i] = str([stored[d] for d in doubled])
+    return f"read again through each node, their counts: {seen}"
 
 
 class Driver:
