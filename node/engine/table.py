@@ -93,7 +93,12 @@ class Logged:
         table = self._table
         if table is None:
             return self.rows
-        table._wal.sync_to(table._region, self.ticket)
+        try:
+            table._wal.sync_to(table._region, self.ticket)
+        except NotOwner as e:
+            # The region was fenced or let go of after the record was appended and applied:
+            # it is in the memtable, which a flush may still commit, and maybe in the log.
+            return table._acknowledge(self.rows, self.ticket.seq, lost=e)
         return table._acknowledge(self.rows, self.ticket.seq)
 
 
@@ -388,12 +393,15 @@ class Table:
             self.freeze(memtable)
         return Logged(self, entry.rows, ticket)
 
-    def _acknowledge(self, rows: int, seq: int) -> int:
+    def _acknowledge(self, rows: int, seq: int, *, lost: NotOwner | None = None) -> int:
         """``rows`` once their record (``seq``) is durable: checked again, as the shard may
-        have been lost while the write waited for the WAL, and then the write must not be
-        acknowledged (a new owner replays it or not) — unless a flush committed it before
-        the shard was let go of: then it is in the table's SSTs whoever owns it next."""
+        have been lost while the write waited for the WAL (``lost``: the WAL said so), and
+        then the write must not be acknowledged (a new owner replays it or not) — unless a
+        flush committed it before the shard was let go of: then it is in the table's SSTs
+        whoever owns it next."""
         try:
+            if lost is not None:
+                raise lost
             self.guard.check()
         except NotOwner as e:
             if seq <= self._version.flushed_seq:

@@ -22,6 +22,7 @@ blocking (:meth:`Ingestor.start_write_all`) and answer it once its record is dur
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import threading
@@ -135,7 +136,11 @@ class Ingestor:
         for plan in plans:
             known = self._tables.get(plan.rows.table)
             if known is None or known.closed:
-                self._tables[plan.rows.table] = self.tables.table(plan.rows.table)
+                # Kept for the next write's fast path; a table let go of since it was written
+                # is not, and its rows were written all the same: NotOwner here would tell
+                # the caller nothing was, and the rows would be written again elsewhere.
+                with contextlib.suppress(NotOwner):
+                    self._tables[plan.rows.table] = self.tables.table(plan.rows.table)
         return written
 
     def start_write_all(self, tables: Sequence[TableRows]) -> Logged | None:
