@@ -3,8 +3,9 @@ S3 server, meta and ``gnomon node`` processes).
 
 Two writers run throughout: the published HoraeDB SDK in Direct mode (each table's owner,
 through routes it caches and that go stale with every move) and in Proxy mode (every request
-through one entry node), on APPEND and OVERWRITE tables and a partition table each. A driver picks
-each step among split, merge, migrate (to a follower and to a node holding no copy),
+through a query node, the stable front address a client may keep through data nodes'
+faults), on APPEND and OVERWRITE tables and a partition table each. A driver picks each step
+among split, merge, migrate (to a follower and to a node holding no copy),
 add-follower, switch-role, SIGKILL of a data node (restarted after its failover), SIGSTOP past
 its lease then SIGCONT, and a node joining. After each step every acknowledged row is read back
 exactly once through the leaders and, once the followers have caught up, through the followers.
@@ -212,7 +213,12 @@ class Driver:
 def test_random_moves_and_faults_lose_and_double_no_acknowledged_row(tmp_path: Path) -> None:
     rng = random.Random(SEED)
     with DevCluster(
-        tmp_path / "cluster", nodes=3, shards=4, followers=1, lease_ttl_s=LEASE_TTL_S
+        tmp_path / "cluster",
+        nodes=3,
+        shards=4,
+        followers=1,
+        lease_ttl_s=LEASE_TTL_S,
+        query_nodes=1,
     ) as cluster:
         create_tables(cluster, ["ch_a0", "ch_a1"])
         create_tables(cluster, ["ch_o0", "ch_o1"], mode="OVERWRITE")
@@ -226,8 +232,9 @@ def test_random_moves_and_faults_lose_and_double_no_acknowledged_row(tmp_path: P
                 ["ch_a1", "ch_o1", "ch_p1"],
                 tmp_path / "proxy",
                 batch=10,
-                entry=1,
                 mode="Proxy",
+                # The stable front address: a query node, which no data node's fault takes.
+                endpoints=[cluster.query_endpoints[0].grpc],
             ),
         ]
         with MetaClient(cluster.meta) as client:

@@ -272,53 +272,35 @@ def cluster(tmp_path: Path) -> Iterator[DevCluster]:
 #: What one round of the kill test may take: the failover and the restart each settled, and
 #: the restarted node's start (the writer's progress and the reads take little beside them).
 KILL_S = 2 * SETTLE_S + bound(START_S)
-#: A cluster's start: etcd, the broker, the S3 server, meta, the data nodes and a query node
-#: one after another.
-START_CLUSTER_S = (5 + NODES) * bound(START_S)
+#: A cluster's start: etcd, the broker, the S3 server, meta and the nodes one after another.
+START_CLUSTER_S = (4 + NODES) * bound(START_S)
 
 
 @pytest.mark.long
 @pytest.mark.timeout(START_CLUSTER_S + PROGRESS_S + KILLS * KILL_S)
-def test_kill_nodes_under_a_writer_loses_no_acknowledged_row(tmp_path: Path) -> None:
-    """Two writers through the kills: the SDK in Direct mode on the data nodes (building
-    its client again on another one after a failed call), and in Proxy mode through a query
-    node, the stable front address that never dies with a data node."""
+def test_kill_nodes_under_a_writer_loses_no_acknowledged_row(
+    cluster: DevCluster, tmp_path: Path
+) -> None:
     tables = [f"fo_kill_{i}" for i in range(4)]
-    with DevCluster(
-        tmp_path / "cluster", nodes=NODES, shards=6, lease_ttl_s=LEASE_TTL_S, query_nodes=1
-    ) as cluster:
-        create_tables(cluster, tables)
-        started = time.monotonic()
-        (tmp_path / "direct").mkdir()
-        (tmp_path / "front").mkdir()
-        front = [cluster.query_endpoints[0].grpc]
-        writers = [
-            Writer(cluster, tables[:2], tmp_path / "direct"),
-            Writer(cluster, tables[2:], tmp_path / "front", mode="Proxy", endpoints=front),
-        ]
-        try:
-            for writer in writers:
-                writer.wait_progress(3)
-            for k in range(KILLS):
-                # The owner of a table being written: every kill interrupts acknowledged work.
-                victim = cluster.leader_of(tables[k % len(tables)])
-                cluster.kill_node(victim)
-                down = cluster.node_endpoints[victim].grpc
-                cluster.wait_settled(without={down}, timeout_s=SETTLE_S)
-                for writer in writers:
-                    writer.wait_progress(2)
-                acked = {t: ids for w in writers for t, ids in w.snapshot().items()}
-                assert_acked_once(cluster, acked, down={victim})
-                cluster.start_node(victim)
-                cluster.wait_settled(timeout_s=SETTLE_S)
-        finally:
-            for writer in writers:
-                writer.stop()
-        assert_acked_once(cluster, {t: ids for w in writers for t, ids in w.snapshot().items()})
+    create_tables(cluster, tables)
+    started = time.monotonic()
+    writer = Writer(cluster, tables, tmp_path)
+    try:
+        writer.wait_progress(3)
+        for k in range(KILLS):
+            # The owner of a table being written, so every kill interrupts acknowledged work.
+            victim = cluster.leader_of(tables[k % len(tables)])
+            cluster.kill_node(victim)
+            cluster.wait_settled(without={cluster.node_endpoints[victim].grpc}, timeout_s=SETTLE_S)
+            writer.wait_progress(2)
+            assert_acked_once(cluster, writer.snapshot(), down={victim})
+            cluster.start_node(victim)
+            cluster.wait_settled(timeout_s=SETTLE_S)
+    finally:
+        writer.stop()
+    assert_acked_once(cluster, writer.snapshot())
     print(
-        f"\n{KILLS} kills; Direct mode: {writers[0].batches} batches acknowledged, "
-        f"{len(writers[0].errors)} refused; Proxy mode through a query node: "
-        f"{writers[1].batches} acknowledged, {len(writers[1].errors)} refused; "
+        f"\n{KILLS} kills, {writer.batches} batches acknowledged, {len(writer.errors)} refused, "
         f"in {time.monotonic() - started:.0f}s"
     )
 
