@@ -32,7 +32,7 @@ from typing import Generic, Protocol, TypeVar
 
 import pyarrow as pa
 
-from gnomon.errors import InvalidArgument, MovedPartway, NotFound, NotOwner
+from gnomon.errors import InvalidArgument, MovedPartway, NotFound, NotOwner, Unavailable
 from gnomon.names import check_table_name
 from node.engine.batch import conform
 from node.engine.engine import Engine
@@ -122,16 +122,24 @@ class Ingestor:
             self._admit(plans)
         written = 0
         done: list[str] = []
-        for plan in plans:
+        for k, plan in enumerate(plans):
             if not plan.data.num_rows:
                 continue
             try:
                 written += self._write(plan)
             except NotOwner as e:
                 # A shard moving between two tables' writes: say what was stored.
-                if done:
+                if not done:
+                    raise
+                rest = {p.rows.table for p in plans[k:]}
+                if rest.isdisjoint(done):
                     raise MovedPartway(e, written=done, rows=written) from e
-                raise
+                # A table named twice, stored in part: no table list can say what was.
+                raise Unavailable(
+                    f"{e.message}; the write was stored in part (the rows of "
+                    f"{', '.join(map(repr, done))} before it) and is not acknowledged",
+                    retryable=False,
+                ) from e
             done.append(plan.rows.table)
         for plan in plans:
             known = self._tables.get(plan.rows.table)

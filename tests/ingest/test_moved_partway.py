@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gnomon.errors import MovedPartway, NotOwner
+from gnomon.errors import MovedPartway, NotOwner, Unavailable
 from node.backends import open_standalone
 from node.engine.engine import Engine
 from node.ingest import line_protocol
@@ -71,3 +71,22 @@ def test_a_table_let_go_of_right_after_its_write_still_counts_as_written(
     monkeypatch.setattr(ingest.tables, "table", let_go)
     assert ingest.write_all(line_protocol.parse(BODY.format(ts=2), precision="ms")) == 3
     assert _counts(engine) == [2, 2, 2]
+
+
+def test_a_table_named_twice_and_stored_in_part_is_no_not_owner(engine: Engine) -> None:
+    """Requests a, b, a (a gRPC write may name a table twice): "b" moving after the first
+    "a" was stored leaves "a" stored in part, which no list of tables written can say, so
+    the answer is neither NotOwner nor MovedPartway: sending the rest on would skip or
+    double rows of "a"."""
+    ingest = Ingestor(engine)
+    ingest.write_all(line_protocol.parse(BODY.format(ts=1), precision="ms"))
+    engine.table("b").stop_writes(NotOwner("shard 1 is being moved", shard_id=1))
+    rows = [
+        *line_protocol.parse("a,h=x v=1 5", precision="ms"),
+        *line_protocol.parse("b,h=x v=2 5", precision="ms"),
+        *line_protocol.parse("a,h=y v=3 5", precision="ms"),
+    ]
+    with pytest.raises(Unavailable, match="stored in part") as failed:
+        ingest.write_all(rows)
+    assert not isinstance(failed.value, NotOwner)
+    assert _counts(engine) == [2, 1, 1]
