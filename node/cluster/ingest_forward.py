@@ -46,7 +46,7 @@ from gnomon.flight.client import call_options, gnomon_error
 from gnomon.flight.ticket import PutSpec
 from gnomon.peer import Peer
 from node.cluster import rows_wire
-from node.cluster.router import Router, where_served
+from node.cluster.router import Router, resolved, where_served
 from node.cluster.routes import Route
 from node.ingest.rows import TableRows
 from node.ingest.writer import Ingestor
@@ -169,7 +169,7 @@ class ForwardingIngestor:
         # No route sent the request here, so none is forgotten: split by the routes known.
         except MovedPartway as e:
             rest = [t for t in tables if t.table not in e.written]
-            stored = [SentPart(_HERE, sorted(e.written), _done(e.rows))]
+            stored = [SentPart(_HERE, sorted(e.written), resolved(e.rows))]
         except NotOwner:
             rest, stored = list(tables), []
         return self._split(owners, rest, stored)
@@ -194,7 +194,10 @@ class ForwardingIngestor:
             if route is None:
                 return self.ingestor.write_all([p.rows for p in group])
             rows = group[0].rows
-            data = encoded.get(id(rows)) or rows_wire.encode(rows)
+            # Converted up front when first placed remotely, else now (it moved here since).
+            data = encoded.get(id(rows))
+            if data is None:
+                data = rows_wire.encode(rows)
             return self._sender(owners, route, rows.table, data)()
 
         running = where_served(
@@ -241,12 +244,6 @@ class _Placed:
     @property
     def where(self) -> str:
         return _HERE if self.route is None else self.route.endpoint
-
-
-def _done(rows: int) -> futures.Future[int]:
-    done: futures.Future[int] = futures.Future()
-    done.set_result(rows)
-    return done
 
 
 def outcome(parts: list[SentPart]) -> int:

@@ -60,6 +60,13 @@ def through_moves(call: Callable[[], T], router: Router, *, wait_s: float = MOVE
     return call()
 
 
+def resolved(value: T) -> futures.Future[T]:
+    """A future holding ``value`` already (work done before the others were started)."""
+    done: futures.Future[T] = futures.Future()
+    done.set_result(value)
+    return done
+
+
 def where_served(
     items: Sequence[K],
     place: Callable[[Sequence[K]], list[list[P]]],
@@ -112,9 +119,9 @@ def where_served(
             moved(error)
             written = error.written if isinstance(error, MovedPartway) else frozenset()
             if partway is not None and isinstance(error, MovedPartway):
-                stored: futures.Future[T] = futures.Future()
-                stored.set_result(partway(error))
-                running.append(([p for p in group if name_of(p) in written], stored))
+                running.append(
+                    ([p for p in group if name_of(p) in written], resolved(partway(error)))
+                )
             rest += [item_of(p) for p in group if name_of(p) not in written]
         time.sleep(pause)
         running += start(place(rest))

@@ -46,8 +46,9 @@ log = logging.getLogger("gnomon.grpc")
 
 SERVICE = "storage.StorageService"
 _MAX_UINT32 = 2**32 - 1
-#: Parts of one write (tables at different owners) sent at once.
-_MAX_PARTS = 16
+#: Parts of writes (tables at different owners) sent at once, over all requests: one pool,
+#: not one per request (a write of one owner's tables runs in its caller's thread).
+_PARTS = futures.ThreadPoolExecutor(16, thread_name_prefix="gnomon-write-part")
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -148,25 +149,19 @@ class StorageService:
                 groups.setdefault(owner, []).append(_Placed(owner, t))
             return list(groups.values())
 
-        with futures.ThreadPoolExecutor(
-            max_workers=min(len(req.table_requests), _MAX_PARTS) or 1
-        ) as pool:
-            running = where_served(
-                list(req.table_requests),
-                place,
-                functools.partial(self._write_part, context),
-                item_of=lambda p: p.table,
-                name_of=lambda p: p.table.table,
-                partway=lambda e: e.rows,
-                moved=self.router.owner_moved,
-                submit=pool.submit,
-            )
-            return outcome(
-                [
-                    SentPart(g[0].owner or "this node", [p.table.table for p in g], f)
-                    for g, f in running
-                ]
-            )
+        running = where_served(
+            list(req.table_requests),
+            place,
+            functools.partial(self._write_part, context),
+            item_of=lambda p: p.table,
+            name_of=lambda p: p.table.table,
+            partway=lambda e: e.rows,
+            moved=self.router.owner_moved,
+            submit=_PARTS.submit,
+        )
+        return outcome(
+            [SentPart(g[0].owner or "this node", [p.table.table for p in g], f) for g, f in running]
+        )
 
     def _write_part(self, context: storage_pb2.RequestContext, part: list[_Placed]) -> int:
         req = storage_pb2.WriteRequest(table_requests=[p.table for p in part])
